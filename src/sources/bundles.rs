@@ -1,0 +1,166 @@
+//! Task bundles: `<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`.
+//!
+//! The CRI plugin puts the pod and container names into the OCI spec as
+//! `io.kubernetes.cri.*` annotations; the bundle is the only place on disk
+//! where the names of a container's task live next to its id.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::snapshot::{Bundle, Gap};
+use crate::sources::read_capped;
+
+const SOURCE: &str = "bundles";
+const CRI_ANNOTATION_PREFIX: &str = "io.kubernetes.cri.";
+/// OCI specs are tens of KiB; a few MiB leaves room for huge env lists.
+const SPEC_SIZE_LIMIT: u64 = 16 << 20;
+
+#[derive(Deserialize)]
+struct SpecAnnotations {
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+/// Reads every bundle of one namespace. A namespace without a directory has no
+/// tasks, which is not a gap; a state directory that is missing is.
+pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle> {
+    let mut bundles = BTreeMap::new();
+    let entries = match fs::read_dir(bundles_dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            // The runtime creates the per-namespace directory with its first task.
+            if let Some(runtime_dir) = bundles_dir.parent().filter(|p| !p.exists()) {
+                gaps.push(Gap::source(
+                    SOURCE,
+                    runtime_dir,
+                    format!("{err} (wrong --state, or containerd has never run with it)"),
+                ));
+            }
+            return bundles;
+        }
+        Err(err) => {
+            gaps.push(Gap::source(SOURCE, bundles_dir, err));
+            return bundles;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let spec_path = path.join("config.json");
+        let annotations = match read_annotations(&spec_path) {
+            Ok(annotations) => annotations,
+            // Deleted while we looked: the task is gone.
+            Err(err) if err.kind() == io::ErrorKind::NotFound && !path.exists() => continue,
+            Err(err) => {
+                gaps.push(Gap::item(SOURCE, &spec_path, err));
+                BTreeMap::new()
+            }
+        };
+        let shim_pid = fs::read_to_string(path.join("shim.pid"))
+            .ok()
+            .and_then(|text| text.trim().parse().ok());
+        let shim_socket = fs::read_to_string(path.join("address"))
+            .ok()
+            .map(|text| text.trim().to_string())
+            .filter(|text| !text.is_empty());
+        bundles.insert(
+            id.clone(),
+            Bundle {
+                id,
+                path,
+                annotations,
+                shim_pid,
+                shim_socket,
+            },
+        );
+    }
+    bundles
+}
+
+fn read_annotations(spec_path: &Path) -> io::Result<BTreeMap<String, String>> {
+    let bytes = read_capped(spec_path, SPEC_SIZE_LIMIT)?;
+    let spec: SpecAnnotations = serde_json::from_slice(&bytes).map_err(|err| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("corrupt OCI spec: {err}"),
+        )
+    })?;
+    Ok(spec
+        .annotations
+        .into_iter()
+        .filter(|(key, _)| key.starts_with(CRI_ANNOTATION_PREFIX))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_cri_annotations() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("c1");
+        fs::create_dir(&bundle).unwrap();
+        fs::write(
+            bundle.join("config.json"),
+            r#"{"ociVersion":"1.0.2","process":{"args":["sh"]},"annotations":{
+                "io.kubernetes.cri.container-name":"init-proxy",
+                "io.kubernetes.cri.sandbox-name":"web-0",
+                "io.kubernetes.cri.sandbox-namespace":"shop",
+                "io.kubernetes.cri.sandbox-id":"s1",
+                "io.kubernetes.pod.uid":"not-kept"}}"#,
+        )
+        .unwrap();
+        fs::write(bundle.join("shim.pid"), "4711").unwrap();
+
+        let mut gaps = Vec::new();
+        let bundles = read(dir.path(), &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        let b = &bundles["c1"];
+        assert_eq!(b.container_name(), Some("init-proxy"));
+        assert_eq!(b.pod_name(), Some("web-0"));
+        assert_eq!(b.pod_namespace(), Some("shop"));
+        assert_eq!(b.sandbox_id(), Some("s1"));
+        assert_eq!(b.shim_pid, Some(4711));
+        assert_eq!(b.annotations.len(), 4);
+    }
+
+    #[test]
+    fn corrupt_spec_is_a_gap_and_the_bundle_is_still_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("c2");
+        fs::create_dir(&bundle).unwrap();
+        fs::write(bundle.join("config.json"), "{\"annotations\": {").unwrap();
+
+        let mut gaps = Vec::new();
+        let bundles = read(dir.path(), &mut gaps);
+        assert!(bundles.contains_key("c2"));
+        assert_eq!(gaps.len(), 1);
+        assert_eq!(gaps[0].path, bundle.join("config.json"));
+        assert!(
+            gaps[0].error.contains("corrupt OCI spec"),
+            "{}",
+            gaps[0].error
+        );
+    }
+
+    #[test]
+    fn namespace_without_tasks_is_not_a_gap_but_missing_state_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gaps = Vec::new();
+        assert!(read(&dir.path().join("k8s.io"), &mut gaps).is_empty());
+        assert!(gaps.is_empty());
+
+        read(&dir.path().join("missing/k8s.io"), &mut gaps);
+        assert_eq!(gaps.len(), 1);
+        assert!(gaps[0].source_unavailable);
+        assert_eq!(gaps[0].path, dir.path().join("missing"));
+    }
+}

@@ -1,0 +1,204 @@
+//! CRI's on-disk container store: `<root>/io.containerd.grpc.v1.cri/containers/<id>/status`.
+//!
+//! The CRI plugin rewrites this file (atomically) whenever a container's status
+//! changes, so its mtime is the moment CRI *recorded* the last transition, while
+//! the `FinishedAt` inside is when the process really exited.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::snapshot::{CriContainer, CriStatus, Gap};
+use crate::sources::{mtime_nanos, read_capped};
+
+const SOURCE: &str = "cri-store";
+/// Real status files are a few hundred bytes.
+const STATUS_SIZE_LIMIT: u64 = 1 << 20;
+
+/// Reads every container's status file. A container whose file is missing,
+/// unreadable or corrupt becomes a gap naming that file.
+pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
+    let entries = match fs::read_dir(containers_dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            gaps.push(Gap::source(
+                SOURCE,
+                containers_dir,
+                describe_dir_error(&err),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut containers = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => {
+                gaps.push(Gap::item(SOURCE, containers_dir, err));
+                continue;
+            }
+        };
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let status_path = entry.path().join("status");
+        match read_container(&status_path) {
+            Ok((status, status_written_at)) => containers.push(CriContainer {
+                id,
+                status_path,
+                status_written_at,
+                status,
+            }),
+            // The directory was removed between listing and reading: the
+            // container is gone, which is not a gap.
+            Err(err) if err.kind() == io::ErrorKind::NotFound && !entry.path().exists() => {}
+            Err(err) => gaps.push(Gap::item(SOURCE, &status_path, err)),
+        }
+    }
+    containers.sort_by(|a, b| a.id.cmp(&b.id));
+    containers
+}
+
+/// Ids of the pod sandboxes CRI keeps directories for. CRI creates them under
+/// both root (hostname, resolv.conf) and state (shm) and removes them with the
+/// sandbox, so an id found in either still has CRI's attention.
+pub fn sandbox_ids(dirs: &[PathBuf], gaps: &mut Vec<Gap>) -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    for dir in dirs {
+        match fs::read_dir(dir) {
+            Ok(entries) => ids.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            ),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => gaps.push(Gap::item(SOURCE, dir, err)),
+        }
+    }
+    ids
+}
+
+fn read_container(status_path: &Path) -> io::Result<(CriStatus, i64)> {
+    let metadata = fs::metadata(status_path)?;
+    let bytes = read_capped(status_path, STATUS_SIZE_LIMIT)?;
+    let status =
+        parse_status(&bytes).map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?;
+    Ok((status, mtime_nanos(&metadata)?))
+}
+
+/// Parses a versioned status file. Unknown fields and versions newer than
+/// "v1" are accepted as long as the known fields keep their meaning.
+pub fn parse_status(bytes: &[u8]) -> Result<CriStatus, String> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err("empty status file".to_string());
+    }
+    serde_json::from_slice::<CriStatus>(bytes).map_err(|err| format!("corrupt status file: {err}"))
+}
+
+fn describe_dir_error(err: &io::Error) -> String {
+    if err.kind() == io::ErrorKind::NotFound {
+        format!("{err} (wrong --root, or the CRI plugin has never run with it)")
+    } else {
+        err.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::CriState;
+
+    fn testdata(name: &str) -> Vec<u8> {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/status")
+            .join(name);
+        fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn running_status_from_containerd_parses() {
+        let status = parse_status(&testdata("running.json")).unwrap();
+        assert_eq!(status.version, "v1");
+        assert_eq!(status.state(), CriState::Running);
+        assert!(status.pid > 0);
+        assert!(status.started_at > status.created_at);
+        assert_eq!(status.finished_at, 0);
+    }
+
+    #[test]
+    fn exited_status_from_containerd_parses() {
+        let status = parse_status(&testdata("exited.json")).unwrap();
+        assert_eq!(status.state(), CriState::Exited);
+        assert_eq!(status.pid, 0);
+        assert!(status.finished_at > status.started_at);
+        assert_eq!(status.reason, "Completed");
+    }
+
+    #[test]
+    fn zombie_status_reads_as_running() {
+        // Captured while the container's process was already gone.
+        let status = parse_status(&testdata("zombie.json")).unwrap();
+        assert_eq!(status.state(), CriState::Running);
+        assert!(status.pid > 0);
+    }
+
+    #[test]
+    fn late_exit_status_keeps_the_real_exit_time() {
+        let status = parse_status(&testdata("late-exit.json")).unwrap();
+        assert_eq!(status.state(), CriState::Exited);
+        assert!(status.finished_at > 0);
+    }
+
+    #[test]
+    fn unknown_fields_and_newer_versions_are_tolerated() {
+        let status = parse_status(&testdata("newer-version.json")).unwrap();
+        assert_eq!(status.version, "v2");
+        assert_eq!(status.pid, 4242);
+        assert_eq!(status.state(), CriState::Running);
+    }
+
+    #[test]
+    fn bad_files_are_errors_not_panics() {
+        for (name, expected) in [
+            ("empty.json", "empty status file"),
+            ("truncated.json", "corrupt status file"),
+            ("garbage.bin", "corrupt status file"),
+            ("huge-number.json", "corrupt status file"),
+        ] {
+            let err = parse_status(&testdata(name)).unwrap_err();
+            assert!(err.contains(expected), "{name}: {err}");
+        }
+    }
+
+    #[test]
+    fn corrupt_file_becomes_a_gap_naming_it_and_others_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("a".repeat(64));
+        let bad = dir.path().join("b".repeat(64));
+        let missing = dir.path().join("c".repeat(64));
+        for d in [&good, &bad, &missing] {
+            fs::create_dir(d).unwrap();
+        }
+        fs::write(good.join("status"), testdata("running.json")).unwrap();
+        fs::write(bad.join("status"), testdata("truncated.json")).unwrap();
+
+        let mut gaps = Vec::new();
+        let containers = read(dir.path(), &mut gaps);
+        assert_eq!(containers.len(), 1);
+        assert_eq!(containers[0].id, "a".repeat(64));
+        assert!(containers[0].status_written_at > 0);
+        let mut gap_paths: Vec<_> = gaps.iter().map(|g| g.path.clone()).collect();
+        gap_paths.sort();
+        assert_eq!(gap_paths, vec![bad.join("status"), missing.join("status")]);
+        assert!(gaps.iter().all(|g| !g.source_unavailable));
+    }
+
+    #[test]
+    fn missing_store_makes_the_source_unavailable() {
+        let mut gaps = Vec::new();
+        let containers = read(Path::new("/nonexistent/nodectl/containers"), &mut gaps);
+        assert!(containers.is_empty());
+        assert_eq!(gaps.len(), 1);
+        assert!(gaps[0].source_unavailable);
+        assert!(gaps[0].error.contains("--root"), "{}", gaps[0].error);
+    }
+}

@@ -1,0 +1,36 @@
+//! Sources: each reads one kind of evidence from the node into the snapshot
+//! and records what it could not read as a gap.
+
+pub mod bundles;
+pub mod containerd_api;
+pub mod cri_store;
+pub mod mountinfo;
+pub mod procfs;
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+/// Reads a small file whole, refusing anything over `limit` bytes: a corrupt or
+/// hostile file must not make a diagnostic tool on a sick node eat memory.
+pub(crate) fn read_capped(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Modification time of a file as unix nanoseconds.
+pub(crate) fn mtime_nanos(metadata: &std::fs::Metadata) -> io::Result<i64> {
+    let modified = metadata.modified()?;
+    let since_epoch = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "mtime before 1970"))?;
+    i64::try_from(since_epoch.as_nanos())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "mtime out of range"))
+}
