@@ -1,0 +1,141 @@
+//! `late-exit`: CRI recorded an exit long after it happened.
+//!
+//! When the retried exit handling finally succeeds, CRI writes the real exit
+//! time (`FinishedAt`) into the status file, but the write happens minutes
+//! later. The file's mtime minus `FinishedAt` is how long CRI showed a dead
+//! container as RUNNING: evidence of a zombie that has since resolved itself.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checks::zombie::seconds;
+use crate::checks::{timestamp, Finding, Kind, PodRef, Settings, Severity};
+use crate::snapshot::{CriState, Snapshot};
+
+#[derive(Serialize)]
+struct Evidence {
+    container_id: String,
+    #[serde(flatten)]
+    pod: PodRef,
+    exit_code: i64,
+    reason: String,
+    finished_at: Value,
+    recorded_at: Value,
+    lag_seconds: f64,
+    status_file: String,
+}
+
+pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let late_after = settings.late_after.as_nanos() as i64;
+    let since = settings.since.as_nanos().min(i64::MAX as u128) as i64;
+    snapshot
+        .cri_containers
+        .iter()
+        // A status being removed was rewritten by RemoveContainer, not by the
+        // exit handler, so its mtime says nothing about the exit.
+        .filter(|c| c.status.state() == CriState::Exited && !c.status.removing)
+        .filter(|c| snapshot.taken_at.saturating_sub(c.status.finished_at) <= since)
+        .filter_map(|c| {
+            let lag = c.status_written_at - c.status.finished_at;
+            if lag <= late_after {
+                return None;
+            }
+            let pod = PodRef::of(snapshot.bundles.get(&c.id));
+            let summary = format!(
+                "exit of {} was recorded {:.0} s after it happened; CRI showed it RUNNING meanwhile",
+                pod.display(),
+                seconds(lag)
+            );
+            let evidence = Evidence {
+                container_id: c.id.clone(),
+                pod,
+                exit_code: c.status.exit_code,
+                reason: c.status.reason.clone(),
+                finished_at: timestamp(c.status.finished_at),
+                recorded_at: timestamp(c.status_written_at),
+                lag_seconds: seconds(lag),
+                status_file: c.status_path.display().to_string(),
+            };
+            Some(Finding {
+                kind: Kind::LateExit,
+                severity: Severity::Warning,
+                id: c.id.clone(),
+                summary,
+                evidence: serde_json::to_value(evidence).unwrap_or(Value::Null),
+                cause: "CRI records an exit only after task.Delete succeeds. The first \
+                        delete timed out (10 s), typically in the shim's umount2 of the \
+                        overlay rootfs under disk I/O pressure, and only a later retry \
+                        succeeded."
+                    .to_string(),
+                remedy: "Nothing to undo for this container. The node had overlay unmounts \
+                         slow enough to stall CRI: check disk I/O pressure and dirty page \
+                         write-back at that time, and consider volatile overlay mounts \
+                         (containerd >= 1.6.24, kernel >= 5.10). Check for leaked shims \
+                         (nodectl leaked-shims)."
+                    .to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use std::time::Duration;
+
+    #[test]
+    fn exit_recorded_a_minute_late_is_reported_with_its_lag() {
+        let mut s = snapshot();
+        let finished = NOW - 600 * SEC;
+        s.cri_containers
+            .push(exited(&id('a'), finished, finished + 75 * SEC));
+        let findings = check(&s, &Settings::default());
+        assert_eq!(findings.len(), 1);
+        let f = &findings[0];
+        assert_eq!(f.kind, Kind::LateExit);
+        assert_eq!(f.severity, Severity::Warning);
+        assert_eq!(f.evidence["lag_seconds"], 75.0);
+        assert_eq!(f.evidence["exit_code"], 0);
+        assert_eq!(f.evidence["reason"], "Completed");
+        assert!(f.evidence["finished_at"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn prompt_exit_is_not_late() {
+        let mut s = snapshot();
+        let finished = NOW - 600 * SEC;
+        s.cri_containers
+            .push(exited(&id('a'), finished, finished + SEC / 10));
+        assert!(check(&s, &Settings::default()).is_empty());
+    }
+
+    #[test]
+    fn threshold_and_window_are_settings() {
+        let mut s = snapshot();
+        let finished = NOW - 3 * 3600 * SEC;
+        s.cri_containers
+            .push(exited(&id('a'), finished, finished + 20 * SEC));
+        assert!(check(&s, &Settings::default()).is_empty());
+        let strict = Settings {
+            late_after: Duration::from_secs(10),
+            ..Settings::default()
+        };
+        assert_eq!(check(&s, &strict).len(), 1);
+        let recent_only = Settings {
+            since: Duration::from_secs(3600),
+            ..strict
+        };
+        assert!(check(&s, &recent_only).is_empty());
+    }
+
+    #[test]
+    fn status_being_removed_or_still_running_is_ignored() {
+        let mut s = snapshot();
+        let mut removing = exited(&id('a'), NOW - 600 * SEC, NOW - 10 * SEC);
+        removing.status.removing = true;
+        s.cri_containers.push(removing);
+        s.cri_containers.push(running(&id('b'), 7, NOW - 600 * SEC));
+        assert!(check(&s, &Settings::default()).is_empty());
+    }
+}

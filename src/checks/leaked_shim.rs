@@ -1,0 +1,188 @@
+//! `leaked-shim`: a shim that no container record owns and that serves no
+//! live process.
+//!
+//! Under slow deletes (umount2 of the rootfs taking longer than the client's
+//! 10 s deadline) the shim finishes the delete after containerd gave up and
+//! forgets the task; containerd's retry then gets NotFound and never sends
+//! Shutdown (containerd#7496). Concurrent deletes end the same way
+//! (containerd#12344). Such shims pile up until PIDs or memory run out.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checks::zombie::seconds;
+use crate::checks::{has_record, timestamp, Basis, Finding, Kind, Severity};
+use crate::snapshot::{Shim, Snapshot};
+
+#[derive(Serialize)]
+pub struct Evidence {
+    pub shim_pid: i32,
+    pub binary: String,
+    pub namespace: String,
+    /// The `-id` the shim was started with (the pod sandbox id for CRI pods).
+    pub shim_id: String,
+    pub started_at: Value,
+    pub age_seconds: f64,
+    pub rss_bytes: u64,
+    pub children_live: Vec<i32>,
+    pub children_defunct: Vec<i32>,
+    /// How "no record" was established.
+    pub basis: Basis,
+    pub inferred: bool,
+}
+
+/// A shim of the target containerd is judged only when its command line names
+/// a namespace and an id; anything else is not ours to call leaked.
+pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    snapshot
+        .shims
+        .iter()
+        .filter(|shim| shim.serves(&snapshot.paths.address.path))
+        .filter_map(|shim| {
+            let evidence = judge(snapshot, shim)?;
+            Some(finding(evidence))
+        })
+        .collect()
+}
+
+/// The evidence that `shim` is leaked, or `None` if it is not.
+pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
+    let (namespace, id) = (shim.namespace.as_deref()?, shim.id.as_deref()?);
+    let (owned, basis) = has_record(snapshot, namespace, id);
+    if owned {
+        return None;
+    }
+    let (live, defunct): (Vec<_>, Vec<_>) = snapshot
+        .processes
+        .values()
+        .filter(|p| p.ppid == shim.pid)
+        .partition(|p| p.is_running());
+    // A shim still serving a process is never called leaked: killing it
+    // would orphan a running container.
+    if !live.is_empty() {
+        return None;
+    }
+    let process = snapshot.processes.get(&shim.pid);
+    let started_at = process.map_or(0, |p| p.started_at);
+    Some(Evidence {
+        shim_pid: shim.pid,
+        binary: shim.binary.clone(),
+        namespace: namespace.to_string(),
+        shim_id: id.to_string(),
+        started_at: timestamp(started_at),
+        age_seconds: if started_at > 0 {
+            seconds(snapshot.taken_at - started_at)
+        } else {
+            0.0
+        },
+        rss_bytes: process.map_or(0, |p| p.rss_bytes),
+        children_live: Vec::new(),
+        children_defunct: defunct.iter().map(|p| p.pid).collect(),
+        inferred: basis == Basis::Disk,
+        basis,
+    })
+}
+
+fn finding(evidence: Evidence) -> Finding {
+    let how = if evidence.inferred {
+        "nothing on disk refers to it (containerd's API did not answer: inferred)"
+    } else {
+        "containerd has no container record for it"
+    };
+    Finding {
+        kind: Kind::LeakedShim,
+        severity: Severity::Critical,
+        id: evidence.shim_id.clone(),
+        summary: format!(
+            "shim pid {} ({}, up {:.0} s) serves nothing: {how}",
+            evidence.shim_pid, evidence.namespace, evidence.age_seconds
+        ),
+        evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
+        cause: "The shim completed a task delete after containerd's client had given up \
+                (10 s deadline; a slow overlay umount2 under disk I/O pressure), forgot \
+                the task, and containerd never sent it Shutdown (containerd#7496, #12344)."
+            .to_string(),
+        remedy: "Safe to end: run `nodectl leaked-shims --kill`, which re-checks each shim \
+                 and signals it through a pidfd. Relieve the node's disk I/O pressure, or \
+                 these keep piling up."
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
+
+    fn api_knows(s: &mut crate::snapshot::Snapshot, ids: &[String]) {
+        let mut view = ContainerdView::default();
+        view.namespaces.insert(
+            "k8s.io".to_string(),
+            NamespaceView {
+                containers: Some(ids.iter().cloned().collect()),
+                tasks: Some(Vec::new()),
+            },
+        );
+        s.containerd = Some(view);
+    }
+
+    #[test]
+    fn shim_without_record_and_children_is_leaked() {
+        let mut s = snapshot();
+        s.shims.push(shim(500, &id('s'), ADDRESS, &["futex"]));
+        s.shims.push(shim(600, &id('t'), ADDRESS, &["futex"]));
+        let mut proc_500 = process(500, 'S', NOW - 300 * SEC);
+        proc_500.rss_bytes = 12 << 20;
+        s.processes.insert(500, proc_500);
+        s.processes.insert(501, child(501, 500, 'Z'));
+        api_knows(&mut s, &[id('t')]);
+
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        let f = &findings[0];
+        assert_eq!(f.kind, Kind::LeakedShim);
+        assert_eq!(f.id, id('s'));
+        assert_eq!(f.evidence["shim_pid"], 500);
+        assert_eq!(f.evidence["rss_bytes"], 12 << 20);
+        assert_eq!(f.evidence["age_seconds"], 300.0);
+        assert_eq!(f.evidence["children_defunct"], serde_json::json!([501]));
+        assert_eq!(f.evidence["basis"], "containerd-api");
+        assert_eq!(f.evidence["inferred"], false);
+    }
+
+    #[test]
+    fn shim_serving_a_live_process_is_never_leaked() {
+        let mut s = snapshot();
+        s.shims.push(shim(500, &id('s'), ADDRESS, &["futex"]));
+        s.processes.insert(501, child(501, 500, 'S'));
+        api_knows(&mut s, &[]);
+        assert!(check(&s).is_empty());
+    }
+
+    #[test]
+    fn shim_of_another_containerd_is_never_judged() {
+        let mut s = snapshot();
+        s.shims.push(shim(
+            500,
+            &id('s'),
+            "/run/other/containerd.sock",
+            &["futex"],
+        ));
+        api_knows(&mut s, &[]);
+        assert!(check(&s).is_empty());
+    }
+
+    #[test]
+    fn without_api_traces_on_disk_count_as_records_and_findings_say_inferred() {
+        let mut s = snapshot();
+        s.shims.push(shim(500, &id('s'), ADDRESS, &["futex"]));
+        s.shims.push(shim(600, &id('t'), ADDRESS, &["futex"]));
+        s.cri_sandboxes.insert(id('t'));
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].id, id('s'));
+        assert_eq!(findings[0].evidence["inferred"], true);
+        assert!(findings[0].summary.contains("inferred"));
+    }
+}

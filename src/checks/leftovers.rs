@@ -1,0 +1,243 @@
+//! Leftovers of containers containerd no longer knows: `leaked-mount` (a task
+//! rootfs or a sandbox shm still mounted) and `orphan-bundle` (a task bundle
+//! directory with no record and no shim behind it).
+//!
+//! The shim unmounts a task's rootfs in its delete, and CRI unmounts a pod's
+//! shm when it stops the sandbox; a delete that timed out or a shim that died
+//! mid-way leaves them behind, pinning the snapshot and its disk space.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::checks::{has_record, Basis, Finding, Kind, Severity};
+use crate::snapshot::{Mount, Snapshot};
+
+pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    let mut findings: Vec<Finding> = snapshot
+        .mounts
+        .iter()
+        .filter_map(|mount| leaked_mount(snapshot, mount))
+        .collect();
+    findings.extend(orphan_bundles(snapshot));
+    findings
+}
+
+/// What a mount below containerd's directories belongs to.
+#[derive(Debug, PartialEq)]
+enum Owner<'a> {
+    /// `<state>/io.containerd.runtime.v2.task/<ns>/<id>/rootfs`
+    TaskRootfs { namespace: &'a str, id: &'a str },
+    /// `<state>/io.containerd.grpc.v1.cri/sandboxes/<id>/shm`
+    SandboxShm { id: &'a str },
+}
+
+fn owner<'a>(snapshot: &Snapshot, mount_point: &'a Path) -> Option<Owner<'a>> {
+    let state = &snapshot.paths.state.path;
+    let name = |p: &'a Path| p.to_str();
+    if let Ok(rest) = mount_point.strip_prefix(state.join("io.containerd.runtime.v2.task")) {
+        let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
+        if let [namespace, id, "rootfs"] = parts.as_slice() {
+            return Some(Owner::TaskRootfs { namespace, id });
+        }
+    }
+    if let Ok(rest) = mount_point.strip_prefix(state.join("io.containerd.grpc.v1.cri/sandboxes")) {
+        let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
+        if let [id, "shm"] = parts.as_slice() {
+            return Some(Owner::SandboxShm { id });
+        }
+    }
+    None
+}
+
+fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
+    let (namespace, id, what) = match owner(snapshot, &mount.mount_point)? {
+        Owner::TaskRootfs { namespace, id } => (namespace, id, "task rootfs"),
+        Owner::SandboxShm { id } => (snapshot.namespace.as_str(), id, "sandbox shm"),
+    };
+    let (owned, basis) = has_record(snapshot, namespace, id);
+    if owned {
+        return None;
+    }
+    let inferred = basis == Basis::Disk;
+    // Without the API, a shim still serving the id is as good as a record.
+    if inferred && shim_serves(snapshot, id) {
+        return None;
+    }
+    let evidence = json!({
+        "mount_point": mount.mount_point.display().to_string(),
+        "fstype": mount.fs_type,
+        "source": mount.source,
+        "options": mount.options.join(","),
+        "owner": what,
+        "owner_id": id,
+        "namespace": namespace,
+        "basis": basis,
+        "inferred": inferred,
+    });
+    Some(Finding {
+        kind: Kind::LeakedMount,
+        severity: Severity::Warning,
+        id: id.to_string(),
+        summary: format!(
+            "{what} of {} is still mounted but containerd has no record of it{}",
+            short(id),
+            if inferred { " (inferred)" } else { "" }
+        ),
+        evidence,
+        cause: "The unmount that should have come with the task's delete or the sandbox's \
+                stop did not happen: the delete timed out or the shim went away mid-way."
+            .to_string(),
+        remedy: format!(
+            "Check nothing uses it (`fuser -vm {}`), then `umount {}`; the snapshot's \
+             space is only freed after that.",
+            mount.mount_point.display(),
+            mount.mount_point.display()
+        ),
+    })
+}
+
+fn orphan_bundles(snapshot: &Snapshot) -> Vec<Finding> {
+    snapshot
+        .bundles
+        .values()
+        .filter_map(|bundle| {
+            let (owned, basis) = has_record(snapshot, &snapshot.namespace, &bundle.id);
+            // Without the API the bundle itself counts as a record, so only
+            // an API answer can orphan a bundle.
+            if owned || basis == Basis::Disk {
+                return None;
+            }
+            let group = bundle.sandbox_id().unwrap_or(&bundle.id);
+            if shim_serves(snapshot, &bundle.id) || shim_serves(snapshot, group) {
+                return None;
+            }
+            let mounted = snapshot
+                .mounts
+                .iter()
+                .any(|m| m.mount_point.starts_with(&bundle.path));
+            Some(Finding {
+                kind: Kind::OrphanBundle,
+                severity: Severity::Warning,
+                id: bundle.id.clone(),
+                summary: format!(
+                    "bundle {} has no container record and no shim",
+                    short(&bundle.id)
+                ),
+                evidence: json!({
+                    "bundle_dir": bundle.path.display().to_string(),
+                    "namespace": snapshot.namespace,
+                    "shim_pid_file": bundle.shim_pid,
+                    "has_mounts": mounted,
+                    "basis": basis,
+                    "inferred": false,
+                }),
+                cause: "containerd lost track of the task (delete timed out, or the shim \
+                        died) before it removed the bundle directory."
+                    .to_string(),
+                remedy: if mounted {
+                    "Unmount what is mounted below it first (see leaked-mount), then remove \
+                     the directory."
+                        .to_string()
+                } else {
+                    format!("Remove the directory: rm -rf {}", bundle.path.display())
+                },
+            })
+        })
+        .collect()
+}
+
+fn shim_serves(snapshot: &Snapshot, id: &str) -> bool {
+    snapshot
+        .shims
+        .iter()
+        .any(|s| s.serves(&snapshot.paths.address.path) && s.id.as_deref() == Some(id))
+}
+
+fn short(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::snapshot::Mount;
+    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
+    use std::path::PathBuf;
+
+    fn mount(point: &str) -> Mount {
+        Mount {
+            mount_point: PathBuf::from(point),
+            fs_type: "overlay".to_string(),
+            source: Some("overlay".to_string()),
+            options: vec!["rw".to_string()],
+        }
+    }
+
+    fn rootfs(id: &str) -> String {
+        format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/rootfs")
+    }
+
+    fn with_api(mut s: Snapshot, ids: &[String]) -> Snapshot {
+        let mut view = ContainerdView::default();
+        view.namespaces.insert(
+            "k8s.io".to_string(),
+            NamespaceView {
+                containers: Some(ids.iter().cloned().collect()),
+                tasks: Some(Vec::new()),
+            },
+        );
+        s.containerd = Some(view);
+        s
+    }
+
+    #[test]
+    fn rootfs_and_shm_mounts_of_unknown_ids_are_leaked_known_ones_are_not() {
+        let mut s = snapshot();
+        s.mounts.push(mount(&rootfs(&id('a'))));
+        s.mounts.push(mount(&rootfs(&id('b'))));
+        s.mounts.push(mount(&format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
+            id('c')
+        )));
+        s.mounts.push(mount("/run/containerd/something/else"));
+        let s = with_api(s, &[id('b')]);
+        let findings = check(&s);
+        let ids: Vec<_> = findings.iter().map(|f| (f.kind, f.id.clone())).collect();
+        assert_eq!(
+            ids,
+            vec![(Kind::LeakedMount, id('a')), (Kind::LeakedMount, id('c'))]
+        );
+        assert_eq!(findings[0].evidence["mount_point"], rootfs(&id('a')));
+        assert_eq!(findings[0].evidence["fstype"], "overlay");
+        assert_eq!(findings[1].evidence["owner"], "sandbox shm");
+    }
+
+    #[test]
+    fn without_api_a_served_mount_is_not_leaked() {
+        let mut s = snapshot();
+        s.mounts.push(mount(&rootfs(&id('a'))));
+        s.shims.push(shim(9, &id('a'), ADDRESS, &[]));
+        assert!(check(&s).is_empty());
+        s.shims.clear();
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].evidence["inferred"], true);
+    }
+
+    #[test]
+    fn bundle_without_record_or_shim_is_orphaned() {
+        let mut s = snapshot();
+        s.bundles.insert(id('a'), bundle(&id('a'), &id('a'), "app"));
+        s.bundles.insert(id('b'), bundle(&id('b'), &id('s'), "app"));
+        s.shims.push(shim(9, &id('s'), ADDRESS, &[]));
+        // Without the API nothing is orphaned.
+        assert!(check(&s).is_empty());
+        let s = with_api(s, &[]);
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].kind, Kind::OrphanBundle);
+        assert_eq!(findings[0].id, id('a'));
+    }
+}

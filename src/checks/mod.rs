@@ -1,0 +1,309 @@
+//! Checks: pure functions from a snapshot to findings.
+
+pub mod late_exit;
+pub mod leaked_shim;
+pub mod leftovers;
+pub mod zombie;
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::snapshot::{Bundle, CriContainer, Shim, Snapshot};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Something is broken now: a pod is wedged, a resource leaks.
+    Critical,
+    /// Evidence of a past failure, or a risk.
+    Warning,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Zombie,
+    LateExit,
+    LeakedShim,
+    LeakedMount,
+    OrphanBundle,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Zombie => "zombie",
+            Kind::LateExit => "late-exit",
+            Kind::LeakedShim => "leaked-shim",
+            Kind::LeakedMount => "leaked-mount",
+            Kind::OrphanBundle => "orphan-bundle",
+        }
+    }
+}
+
+/// One thing found wrong, with everything an operator needs to act on it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub kind: Kind,
+    pub severity: Severity,
+    /// The full id of the container (or shim, mount, ...) the finding is about.
+    pub id: String,
+    /// What is wrong, in one line.
+    pub summary: String,
+    /// The facts behind it; keys are stable per kind (see README).
+    pub evidence: Value,
+    /// The likely cause.
+    pub cause: String,
+    /// What to do.
+    pub remedy: String,
+}
+
+/// Thresholds the user can set.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// An exit recorded this long after it happened counts as late.
+    pub late_after: Duration,
+    /// Late exits older than this are no longer reported.
+    pub since: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            late_after: Duration::from_secs(30),
+            since: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// Names of a container as Kubernetes knows it, from its bundle annotations.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PodRef {
+    pub pod_namespace: Option<String>,
+    pub pod_name: Option<String>,
+    pub container_name: Option<String>,
+}
+
+impl PodRef {
+    pub fn of(bundle: Option<&Bundle>) -> PodRef {
+        PodRef {
+            pod_namespace: bundle.and_then(|b| b.pod_namespace()).map(str::to_string),
+            pod_name: bundle.and_then(|b| b.pod_name()).map(str::to_string),
+            container_name: bundle.and_then(|b| b.container_name()).map(str::to_string),
+        }
+    }
+
+    /// `namespace/pod/container`, with `?` for what is not known.
+    pub fn display(&self) -> String {
+        let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "?".to_string());
+        format!(
+            "{}/{}/{}",
+            part(&self.pod_namespace),
+            part(&self.pod_name),
+            part(&self.container_name)
+        )
+    }
+}
+
+/// The shim serving a container: the one whose pid the bundle recorded, else
+/// (runc v2 groups a pod's containers in one shim) the shim started with
+/// `-id <sandbox id>` for this containerd and namespace.
+pub fn shim_of<'a>(snapshot: &'a Snapshot, container: &CriContainer) -> Option<&'a Shim> {
+    let ours = |shim: &&Shim| {
+        shim.serves(&snapshot.paths.address.path)
+            && shim.namespace.as_deref() == Some(snapshot.namespace.as_str())
+    };
+    let bundle = snapshot.bundles.get(&container.id);
+    if let Some(pid) = bundle.and_then(|b| b.shim_pid) {
+        if let Some(shim) = snapshot.shims.iter().filter(ours).find(|s| s.pid == pid) {
+            return Some(shim);
+        }
+    }
+    let group = bundle.and_then(|b| b.sandbox_id()).unwrap_or(&container.id);
+    snapshot
+        .shims
+        .iter()
+        .filter(ours)
+        .find(|s| s.id.as_deref() == Some(group))
+}
+
+/// How a check knows whether containerd still owns an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Basis {
+    /// containerd's Containers.List answered.
+    ContainerdApi,
+    /// The API did not answer; inferred from CRI's and the runtime's directories.
+    Disk,
+}
+
+/// Whether containerd holds a container record for `id` in `namespace`.
+/// Without an API answer, any trace on disk (bundle, CRI status or sandbox
+/// directory) counts as a record: when unsure, nothing is called leaked.
+pub fn has_record(snapshot: &Snapshot, namespace: &str, id: &str) -> (bool, Basis) {
+    if let Some(ids) = snapshot
+        .containerd
+        .as_ref()
+        .and_then(|v| v.containers(namespace))
+    {
+        return (ids.contains(id), Basis::ContainerdApi);
+    }
+    let on_disk = (namespace == snapshot.namespace && snapshot.bundles.contains_key(id))
+        || snapshot.cri_sandboxes.contains(id)
+        || snapshot.cri_containers.iter().any(|c| c.id == id);
+    (on_disk, Basis::Disk)
+}
+
+/// Formats unix ns as RFC 3339 (UTC); 0 and out-of-range values as `null`.
+pub fn timestamp(nanos: i64) -> Value {
+    if nanos <= 0 {
+        return Value::Null;
+    }
+    let time = chrono::DateTime::from_timestamp_nanos(nanos);
+    Value::String(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// Every check.
+pub fn run_all(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let mut findings = zombie::check(snapshot);
+    findings.extend(late_exit::check(snapshot, settings));
+    findings.extend(leaked_shim::check(snapshot));
+    findings.extend(leftovers::check(snapshot));
+    sort(&mut findings);
+    findings
+}
+
+/// Most severe first, then by kind and id, so output is stable.
+pub fn sort(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| (a.severity, a.kind, &a.id).cmp(&(b.severity, b.kind, &b.id)));
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Hand-made snapshots for check tests.
+
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use crate::paths::{Located, Origin, Paths};
+    use crate::snapshot::*;
+
+    pub const NOW: i64 = 1_766_900_000_000_000_000;
+    pub const SEC: i64 = 1_000_000_000;
+    pub const ADDRESS: &str = "/run/containerd/containerd.sock";
+
+    pub fn id(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    pub fn snapshot() -> Snapshot {
+        let at = |p: &str| Located {
+            path: PathBuf::from(p),
+            origin: Origin::Default,
+        };
+        Snapshot {
+            taken_at: NOW,
+            paths: Paths {
+                config: None,
+                root: at("/var/lib/containerd"),
+                state: at("/run/containerd"),
+                address: at(ADDRESS),
+            },
+            namespace: "k8s.io".to_string(),
+            cri_containers: Vec::new(),
+            bundles: BTreeMap::new(),
+            processes: BTreeMap::new(),
+            shims: Vec::new(),
+            cri_sandboxes: Default::default(),
+            mounts: Vec::new(),
+            containerd: None,
+            gaps: Vec::new(),
+        }
+    }
+
+    pub fn running(id: &str, pid: i64, started_at: i64) -> CriContainer {
+        CriContainer {
+            id: id.to_string(),
+            status_path: PathBuf::from(format!("/var/lib/containerd/{id}/status")),
+            status_written_at: started_at,
+            status: CriStatus {
+                version: "v1".to_string(),
+                pid,
+                created_at: started_at - SEC,
+                started_at,
+                ..CriStatus::default()
+            },
+        }
+    }
+
+    pub fn exited(id: &str, finished_at: i64, written_at: i64) -> CriContainer {
+        let mut c = running(id, 0, finished_at - 10 * SEC);
+        c.status.finished_at = finished_at;
+        c.status.exit_code = 0;
+        c.status.reason = "Completed".to_string();
+        c.status_written_at = written_at;
+        c
+    }
+
+    pub fn process(pid: i32, state: char, started_at: i64) -> ProcessInfo {
+        ProcessInfo {
+            pid,
+            ppid: 1,
+            comm: "sh".to_string(),
+            state,
+            started_at,
+            rss_bytes: 0,
+        }
+    }
+
+    pub fn child(pid: i32, ppid: i32, state: char) -> ProcessInfo {
+        ProcessInfo {
+            ppid,
+            ..process(pid, state, NOW - 100 * SEC)
+        }
+    }
+
+    pub fn bundle(container: &str, sandbox: &str, name: &str) -> Bundle {
+        let annotations = [
+            ("io.kubernetes.cri.container-name", name),
+            ("io.kubernetes.cri.sandbox-name", "web-0"),
+            ("io.kubernetes.cri.sandbox-namespace", "shop"),
+            ("io.kubernetes.cri.sandbox-id", sandbox),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        Bundle {
+            id: container.to_string(),
+            path: PathBuf::from(format!(
+                "/run/containerd/io.containerd.runtime.v2.task/k8s.io/{container}"
+            )),
+            annotations,
+            shim_pid: None,
+            shim_socket: None,
+        }
+    }
+
+    pub fn shim(pid: i32, sandbox: &str, address: &str, syscalls: &[&str]) -> Shim {
+        Shim {
+            pid,
+            binary: "containerd-shim-runc-v2".to_string(),
+            namespace: Some("k8s.io".to_string()),
+            id: Some(sandbox.to_string()),
+            address: Some(address.to_string()),
+            cwd: None,
+            threads: syscalls
+                .iter()
+                .enumerate()
+                .map(|(i, s)| ThreadSample {
+                    tid: pid + i as i32,
+                    state: 'S',
+                    syscall: Some(s.to_string()),
+                    wchan: None,
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! `zombie`: CRI still says RUNNING but the container's process is dead.
+//!
+//! containerd's CRI exit handler (`handleContainerExit`) calls `task.Delete`
+//! before it records the exit. The shim's delete unmounts the overlay rootfs;
+//! when that `umount2` is slow (it syncs the upper dir under I/O pressure) the
+//! 10 s deadline passes, the handler returns early, and the status file keeps
+//! `FinishedAt = 0` until a retry succeeds, minutes later or never.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checks::{shim_of, timestamp, Finding, Kind, PodRef, Severity};
+use crate::snapshot::{CriContainer, CriState, ProcessInfo, Snapshot};
+
+/// `/proc/<pid>/stat` start times have tick resolution and the status file's
+/// `StartedAt` is taken after runc started the process; this absorbs both.
+const START_TIME_SLACK: i64 = 2_000_000_000;
+
+#[derive(Serialize)]
+struct Evidence {
+    container_id: String,
+    #[serde(flatten)]
+    pod: PodRef,
+    pid: i64,
+    /// Why the pid does not count as the container's process.
+    process: String,
+    started_at: Value,
+    running_for_seconds: f64,
+    status_file: String,
+    shim_pid: Option<i32>,
+    /// Threads of the shim blocked in `umount2` when sampled.
+    shim_threads_in_umount2: Vec<i32>,
+    shim_in_umount2: bool,
+}
+
+pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    snapshot
+        .cri_containers
+        .iter()
+        .filter(|c| c.status.state() == CriState::Running && c.status.pid > 0)
+        .filter_map(|c| {
+            let death = why_dead(c, snapshot.processes.get(&(c.status.pid as i32)))?;
+            Some(finding(snapshot, c, death))
+        })
+        .collect()
+}
+
+/// Returns why the container's recorded pid is not its live process, or
+/// `None` when it is. A pid can be reused: the process holding it now must
+/// have started between the container's creation and its start.
+fn why_dead(container: &CriContainer, process: Option<&ProcessInfo>) -> Option<String> {
+    let status = &container.status;
+    let Some(process) = process else {
+        return Some(format!("no process with pid {}", status.pid));
+    };
+    if !process.is_running() {
+        return Some(format!(
+            "pid {} is defunct ({}), waiting to be reaped",
+            status.pid, process.state
+        ));
+    }
+    let earliest = status.created_at.min(status.started_at) - START_TIME_SLACK;
+    let latest = status.started_at + START_TIME_SLACK;
+    if process.started_at < earliest || process.started_at > latest {
+        return Some(format!(
+            "pid {} now belongs to another process ({}, started {})",
+            status.pid,
+            process.comm,
+            timestamp(process.started_at).as_str().unwrap_or("?")
+        ));
+    }
+    None
+}
+
+fn finding(snapshot: &Snapshot, container: &CriContainer, death: String) -> Finding {
+    let pod = PodRef::of(snapshot.bundles.get(&container.id));
+    let shim = shim_of(snapshot, container);
+    let in_umount2: Vec<i32> = shim
+        .map(|s| s.threads_in_umount2().map(|t| t.tid).collect())
+        .unwrap_or_default();
+    let cause = if in_umount2.is_empty() {
+        "CRI records an exit only after task.Delete succeeds; the delete failed or \
+         timed out (10 s), typically because the shim's unmount of the overlay \
+         rootfs was slow under disk I/O pressure, and no retry has succeeded yet."
+    } else {
+        "The shim is blocked in umount2 unmounting the container's overlay rootfs \
+         (slow under disk I/O pressure). CRI records an exit only after task.Delete \
+         succeeds, and that delete timed out (10 s), so CRI still says RUNNING."
+    };
+    let summary = format!(
+        "{} is RUNNING in CRI but its process is gone ({death})",
+        pod.display()
+    );
+    let evidence = Evidence {
+        container_id: container.id.clone(),
+        pid: container.status.pid,
+        process: death,
+        started_at: timestamp(container.status.started_at),
+        running_for_seconds: seconds(snapshot.taken_at - container.status.started_at),
+        status_file: container.status_path.display().to_string(),
+        shim_pid: shim.map(|s| s.pid),
+        shim_in_umount2: !in_umount2.is_empty(),
+        shim_threads_in_umount2: in_umount2,
+        pod,
+    };
+    Finding {
+        kind: Kind::Zombie,
+        severity: Severity::Critical,
+        id: container.id.clone(),
+        summary,
+        evidence: serde_json::to_value(evidence).unwrap_or(Value::Null),
+        cause: cause.to_string(),
+        remedy: "The pod is wedged until CRI records the exit: an init container never \
+                 completes, a restart never happens. Relieve the disk I/O pressure so the \
+                 shim's unmount finishes; containerd retries the exit and the pod moves on. \
+                 If it does not within minutes, restarting containerd makes CRI reload the \
+                 task state (running containers are not stopped). Watch for leaked shims \
+                 afterwards (nodectl leaked-shims)."
+            .to_string(),
+    }
+}
+
+pub(crate) fn seconds(nanos: i64) -> f64 {
+    (nanos as f64 / 1e9 * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+
+    fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
+        check(snapshot).into_iter().map(|f| f.id).collect()
+    }
+
+    #[test]
+    fn running_container_with_live_process_is_fine() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.processes
+            .insert(100, process(100, 'S', NOW - 60 * SEC - SEC / 2));
+        assert!(check(&s).is_empty());
+    }
+
+    #[test]
+    fn running_container_without_process_is_a_zombie_with_names_and_shim() {
+        let mut s = snapshot();
+        let sandbox = id('s');
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.bundles
+            .insert(id('a'), bundle(&id('a'), &sandbox, "init-proxy"));
+        s.shims
+            .push(shim(42, &sandbox, ADDRESS, &["futex", "umount2"]));
+
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        let f = &findings[0];
+        assert_eq!(f.kind, Kind::Zombie);
+        assert_eq!(f.severity, Severity::Critical);
+        assert_eq!(f.id, id('a'));
+        assert!(f.summary.contains("shop/web-0/init-proxy"), "{}", f.summary);
+        assert_eq!(f.evidence["container_id"], id('a'));
+        assert_eq!(f.evidence["pod_name"], "web-0");
+        assert_eq!(f.evidence["container_name"], "init-proxy");
+        assert_eq!(f.evidence["pid"], 100);
+        assert_eq!(f.evidence["shim_pid"], 42);
+        assert_eq!(f.evidence["shim_in_umount2"], true);
+        assert_eq!(
+            f.evidence["shim_threads_in_umount2"],
+            serde_json::json!([43])
+        );
+        assert_eq!(f.evidence["running_for_seconds"], 60.0);
+        assert!(f.cause.contains("umount2"));
+    }
+
+    #[test]
+    fn defunct_process_counts_as_dead() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.processes.insert(100, process(100, 'Z', NOW - 60 * SEC));
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert!(findings[0].evidence["process"]
+            .as_str()
+            .unwrap()
+            .contains("defunct"));
+    }
+
+    #[test]
+    fn reused_pid_counts_as_dead() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 600 * SEC));
+        // Same pid, but started long after the container did.
+        s.processes.insert(100, process(100, 'S', NOW - 5 * SEC));
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert!(findings[0].evidence["process"]
+            .as_str()
+            .unwrap()
+            .contains("another process"));
+    }
+
+    #[test]
+    fn process_started_before_the_container_was_created_is_not_it() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.processes.insert(100, process(100, 'S', NOW - 3600 * SEC));
+        assert_eq!(zombie_ids(&s), vec![id('a')]);
+    }
+
+    #[test]
+    fn exited_created_and_pidless_containers_are_not_zombies() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(exited(&id('a'), NOW - 60 * SEC, NOW - 60 * SEC));
+        let mut created = running(&id('b'), 0, 0);
+        created.status.created_at = NOW - SEC;
+        s.cri_containers.push(created);
+        s.cri_containers.push(running(&id('c'), 0, NOW - 10 * SEC));
+        assert!(zombie_ids(&s).is_empty());
+    }
+
+    #[test]
+    fn shim_of_another_containerd_is_not_blamed() {
+        let mut s = snapshot();
+        let sandbox = id('s');
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.bundles.insert(id('a'), bundle(&id('a'), &sandbox, "app"));
+        s.shims.push(shim(
+            42,
+            &sandbox,
+            "/run/other/containerd.sock",
+            &["umount2"],
+        ));
+        let f = &check(&s)[0];
+        assert_eq!(f.evidence["shim_pid"], Value::Null);
+        assert_eq!(f.evidence["shim_in_umount2"], false);
+    }
+}
