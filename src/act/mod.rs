@@ -1,0 +1,3 @@
+//! Actions: the only code that changes the node, and only when asked.
+
+pub mod kill;

@@ -1,0 +1,167 @@
+//! Command-line interface. Global options work before or after the
+//! subcommand; alerting scripts depend on their names.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::gather::GatherOptions;
+use crate::paths::PathFlags;
+use crate::render::Format;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nodectl",
+    version,
+    about = "Find what containerd got wrong on this node, and clean it up safely",
+    after_help = "Exit status: 0 nothing found, 1 findings, 2 could not check (or bad usage)."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// containerd root directory [default: from the config, else /var/lib/containerd]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub root: Option<PathBuf>,
+    /// containerd state directory [default: from the config, else /run/containerd]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+    /// containerd socket [default: from the config, else /run/containerd/containerd.sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub address: Option<PathBuf>,
+    /// containerd namespace of the Kubernetes containers
+    #[arg(
+        short = 'n',
+        long,
+        global = true,
+        value_name = "NS",
+        default_value = "k8s.io"
+    )]
+    pub namespace: String,
+    /// Output format
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// procfs to read processes from (a captured or synthetic one, for tests and benchmarks)
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        default_value = "/proc",
+        hide = true
+    )]
+    pub proc_root: PathBuf,
+    /// mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]
+    #[arg(long, global = true, value_name = "PATH", hide = true)]
+    pub mountinfo: Option<PathBuf>,
+    /// Deadline for each containerd API call
+    #[arg(long, global = true, value_name = "DURATION", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+impl GlobalArgs {
+    /// What to gather; `ask_api` adds the containerd API, bounded by `--timeout`.
+    pub fn gather_options(&self, ask_api: bool) -> GatherOptions {
+        GatherOptions {
+            namespace: self.namespace.clone(),
+            proc_root: self.proc_root.clone(),
+            mountinfo: self
+                .mountinfo
+                .clone()
+                .unwrap_or_else(|| self.proc_root.join("self/mountinfo")),
+            api_timeout: ask_api.then_some(self.timeout),
+        }
+    }
+
+    pub fn path_flags(&self) -> PathFlags {
+        PathFlags {
+            config: self.config.clone(),
+            root: self.root.clone(),
+            state: self.state.clone(),
+            address: self.address.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late
+    Zombies(ZombiesArgs),
+    /// Every containerd shim process: its pod, age, memory and children
+    Shims,
+    /// Shims that no container record owns and that serve no live process; --kill ends them
+    LeakedShims(LeakedShimsArgs),
+    /// Rootfs and shm mounts, and bundle directories, that nothing owns any more
+    LeakedMounts,
+}
+
+#[derive(Debug, Args)]
+pub struct LeakedShimsArgs {
+    /// End the leaked shims (after re-checking each one); without it nothing is touched
+    #[arg(long)]
+    pub kill: bool,
+    /// Do not ask before killing (required when stdin is not a terminal)
+    #[arg(long, requires = "kill")]
+    pub yes: bool,
+    /// How long a shim gets to exit after SIGTERM before SIGKILL
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub grace: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ZombiesArgs {
+    /// An exit recorded this long after it happened is reported as late-exit
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub late_after: Duration,
+    /// Only report late exits that happened within this window
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub since: Duration,
+    /// Look again after this long before reporting a zombie, so that a container
+    /// whose exit CRI is recording right now is not reported
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub settle: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_options_work_after_the_subcommand() {
+        let cli = Cli::try_parse_from([
+            "nodectl",
+            "zombies",
+            "--root",
+            "/r",
+            "-n",
+            "moby",
+            "-o",
+            "json",
+            "--late-after",
+            "1m",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.root, Some(PathBuf::from("/r")));
+        assert_eq!(cli.global.namespace, "moby");
+        assert_eq!(cli.global.output, Format::Json);
+        let Command::Zombies(args) = cli.command else {
+            panic!("not zombies")
+        };
+        assert_eq!(args.late_after, Duration::from_secs(60));
+        assert_eq!(args.since, Duration::from_secs(24 * 3600));
+    }
+}

@@ -1,0 +1,22 @@
+//! `nodectl leaked-mounts`: rootfs and shm mounts, and bundle directories,
+//! left behind by containers containerd no longer knows.
+
+use crate::checks::{self, leftovers};
+use crate::cli::GlobalArgs;
+use crate::gather::gather;
+use crate::paths;
+use crate::report::Report;
+
+pub fn run(global: &GlobalArgs) -> Report {
+    let (paths, gaps) = paths::resolve(&global.path_flags());
+    let snapshot = gather(&paths, &global.gather_options(true), gaps);
+    let mut findings = leftovers::check(&snapshot);
+    checks::sort(&mut findings);
+    Report::new(
+        "leaked-mounts",
+        &global.namespace,
+        paths,
+        findings,
+        snapshot.gaps,
+    )
+}

@@ -1,0 +1,61 @@
+//! `nodectl leaked-shims [--kill]`: shims nothing owns; optionally end them.
+
+use std::io::{self, BufRead, IsTerminal, Write};
+
+use crate::act::kill;
+use crate::checks::{self, leaked_shim};
+use crate::cli::{GlobalArgs, LeakedShimsArgs};
+use crate::gather::gather;
+use crate::paths;
+use crate::report::Report;
+
+pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> Result<Report, String> {
+    if args.kill && !nix::unistd::geteuid().is_root() {
+        return Err("--kill needs root: shims run as root".to_string());
+    }
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let options = global.gather_options(true);
+    let snapshot = gather(&paths, &options, config_gaps.clone());
+    let mut findings = leaked_shim::check(&snapshot);
+    checks::sort(&mut findings);
+
+    let actions = if !args.kill || findings.is_empty() {
+        kill::plan(&snapshot)
+    } else {
+        if !args.yes {
+            confirm(findings.len())?;
+        }
+        kill::kill(&snapshot, args.grace, || {
+            gather(&paths, &options, config_gaps.clone())
+        })
+    };
+    let mut report = Report::new(
+        "leaked-shims",
+        &global.namespace,
+        paths,
+        findings,
+        snapshot.gaps,
+    );
+    report.actions = actions;
+    Ok(report)
+}
+
+/// Asks on the terminal; without one, a kill needs `--yes`.
+fn confirm(count: usize) -> Result<(), String> {
+    let stdin = io::stdin();
+    if !stdin.is_terminal() {
+        return Err("refusing to kill without --yes: stdin is not a terminal".to_string());
+    }
+    eprint!("End {count} leaked shim(s)? Each is re-checked first. [y/N] ");
+    let _ = io::stderr().flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| format!("reading the answer: {e}"))?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err("not confirmed; nothing was touched".to_string())
+    }
+}

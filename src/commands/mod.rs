@@ -1,0 +1,19 @@
+//! One module per subcommand: gather, check, act if asked, and hand back the
+//! report. An `Err` is a reason the command could not run at all.
+
+pub mod leaked_mounts;
+pub mod leaked_shims;
+pub mod shims;
+pub mod zombies;
+
+use crate::cli::{Cli, Command};
+use crate::report::Report;
+
+pub fn run(cli: &Cli) -> Result<Report, String> {
+    match &cli.command {
+        Command::Zombies(args) => Ok(zombies::run(&cli.global, args)),
+        Command::Shims => Ok(shims::run(&cli.global)),
+        Command::LeakedShims(args) => leaked_shims::run(&cli.global, args),
+        Command::LeakedMounts => Ok(leaked_mounts::run(&cli.global)),
+    }
+}

@@ -1,0 +1,103 @@
+//! `nodectl shims`: the shim inventory.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checks::zombie::seconds;
+use crate::checks::{timestamp, PodRef};
+use crate::cli::GlobalArgs;
+use crate::gather::gather;
+use crate::paths;
+use crate::report::Report;
+use crate::snapshot::Snapshot;
+
+#[derive(Debug, Serialize)]
+pub struct ShimRow {
+    pub pid: i32,
+    pub binary: String,
+    pub namespace: Option<String>,
+    pub id: Option<String>,
+    pub address: Option<String>,
+    /// Started by the containerd nodectl looked at (`--address`).
+    pub ours: bool,
+    #[serde(flatten)]
+    pub pod: PodRef,
+    pub started_at: Value,
+    pub age_seconds: f64,
+    pub rss_bytes: u64,
+    pub children_live: Vec<i32>,
+    pub children_defunct: Vec<i32>,
+    pub bundle_dir: Option<String>,
+    pub socket: Option<String>,
+    /// Syscalls its threads are blocked in, e.g. `umount2`.
+    pub blocked_in: Vec<String>,
+}
+
+pub fn run(global: &GlobalArgs) -> Report {
+    let (paths, gaps) = paths::resolve(&global.path_flags());
+    let snapshot = gather(&paths, &global.gather_options(false), gaps);
+    let mut report = Report::new(
+        "shims",
+        &global.namespace,
+        paths,
+        Vec::new(),
+        snapshot.gaps.clone(),
+    );
+    report.shims = Some(inventory(&snapshot));
+    report
+}
+
+pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
+    snapshot
+        .shims
+        .iter()
+        .map(|shim| {
+            let process = snapshot.processes.get(&shim.pid);
+            let started_at = process.map_or(0, |p| p.started_at);
+            let (live, defunct): (Vec<_>, Vec<_>) = snapshot
+                .processes
+                .values()
+                .filter(|p| p.ppid == shim.pid)
+                .partition(|p| p.is_running());
+            let bundle = shim.id.as_ref().and_then(|id| snapshot.bundles.get(id));
+            let mut blocked_in: Vec<String> = shim
+                .threads
+                .iter()
+                .filter_map(|t| t.syscall.clone())
+                .filter(|s| {
+                    !matches!(
+                        s.as_str(),
+                        "futex" | "epoll_pwait" | "epoll_wait" | "waitid" | "nanosleep"
+                    )
+                })
+                .collect();
+            blocked_in.sort();
+            blocked_in.dedup();
+            ShimRow {
+                pid: shim.pid,
+                binary: shim.binary.clone(),
+                namespace: shim.namespace.clone(),
+                id: shim.id.clone(),
+                address: shim.address.clone(),
+                ours: shim.serves(&snapshot.paths.address.path),
+                pod: PodRef::of(bundle),
+                started_at: timestamp(started_at),
+                age_seconds: if started_at > 0 {
+                    seconds(snapshot.taken_at - started_at)
+                } else {
+                    0.0
+                },
+                rss_bytes: process.map_or(0, |p| p.rss_bytes),
+                children_live: live.iter().map(|p| p.pid).collect(),
+                children_defunct: defunct.iter().map(|p| p.pid).collect(),
+                bundle_dir: shim
+                    .cwd
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .or_else(|| bundle.map(|b| b.path.display().to_string())),
+                socket: bundle.and_then(|b| b.shim_socket.clone()),
+                blocked_in,
+            }
+        })
+        .collect()
+}

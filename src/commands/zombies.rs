@@ -1,0 +1,33 @@
+//! `nodectl zombies`: containers whose death CRI missed, now (`zombie`) or
+//! earlier (`late-exit`).
+
+use std::collections::BTreeSet;
+
+use crate::checks::{self, Kind, Settings};
+use crate::cli::{GlobalArgs, ZombiesArgs};
+use crate::gather::gather;
+use crate::paths;
+use crate::report::Report;
+
+pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let options = global.gather_options(false);
+    let settings = Settings {
+        late_after: args.late_after,
+        since: args.since,
+    };
+    let snapshot = gather(&paths, &options, config_gaps.clone());
+    let mut findings = checks::zombie::check(&snapshot);
+    findings.extend(checks::late_exit::check(&snapshot, &settings));
+
+    // A container that exits normally is dead for a few milliseconds before
+    // CRI records it; a zombie stays. Report only zombies seen twice.
+    if findings.iter().any(|f| f.kind == Kind::Zombie) && !args.settle.is_zero() {
+        std::thread::sleep(args.settle);
+        let again = checks::zombie::check(&gather(&paths, &options, config_gaps));
+        let still: BTreeSet<&str> = again.iter().map(|f| f.id.as_str()).collect();
+        findings.retain(|f| f.kind != Kind::Zombie || still.contains(f.id.as_str()));
+    }
+    checks::sort(&mut findings);
+    Report::new("zombies", &global.namespace, paths, findings, snapshot.gaps)
+}

@@ -1,0 +1,18 @@
+//! nodectl: finds what containerd got wrong on a Kubernetes node.
+//!
+//! Gather → snapshot → checks → render/act:
+//! - [`sources`] each read one kind of evidence (CRI store, bundles, procfs),
+//!   [`gather`] assembles them into a serialisable [`snapshot::Snapshot`];
+//! - [`checks`] are pure functions from a snapshot to findings;
+//! - [`render`] prints a [`report::Report`]; [`commands`] wire it per subcommand.
+
+pub mod act;
+pub mod checks;
+pub mod cli;
+pub mod commands;
+pub mod gather;
+pub mod paths;
+pub mod render;
+pub mod report;
+pub mod snapshot;
+pub mod sources;

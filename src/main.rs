@@ -1,0 +1,28 @@
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use nodectl::cli::Cli;
+use nodectl::{commands, render};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let report = match commands::run(&cli) {
+        Ok(report) => report,
+        Err(reason) => {
+            let _ = writeln!(io::stderr(), "nodectl: {reason}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut stdout = io::stdout().lock();
+    match render::render(&report, cli.global.output, &mut stdout) {
+        Ok(()) => report.exit_code(),
+        // Piped into `head` and the like: the reader has what it wanted.
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => report.exit_code(),
+        Err(err) => {
+            let _ = writeln!(io::stderr(), "nodectl: writing the report: {err}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The report for people: which containerd was looked at, a summary table,
+//! then what is wrong, the evidence, the likely cause and what to do.
+
+use std::io::{self, Write};
+
+use comfy_table::{presets, ContentArrangement, Table};
+use serde_json::Value;
+
+use crate::checks::Finding;
+use crate::commands::shims::ShimRow;
+use crate::paths::Located;
+use crate::report::Report;
+
+pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let paths = &report.paths;
+    let config = match &paths.config {
+        Some(path) => format!("config {}", path.display()),
+        None => "no config file".to_string(),
+    };
+    writeln!(
+        out,
+        "containerd: root {}, state {}, socket {} ({config}); namespace {}",
+        located(&paths.root),
+        located(&paths.state),
+        located(&paths.address),
+        report.namespace
+    )?;
+
+    if let Some(shims) = &report.shims {
+        writeln!(out)?;
+        if shims.is_empty() {
+            writeln!(out, "No containerd shims are running.")?;
+        } else {
+            writeln!(out, "{}", shims_table(shims))?;
+        }
+    } else if report.findings.is_empty() {
+        writeln!(out, "\nNo findings.")?;
+    } else {
+        writeln!(out)?;
+        writeln!(out, "{}", summary_table(&report.findings))?;
+        for (n, finding) in report.findings.iter().enumerate() {
+            writeln!(
+                out,
+                "\n[{}] {} {}",
+                n + 1,
+                finding.kind.as_str(),
+                finding.id
+            )?;
+            writeln!(out, "{}", detail_table(finding))?;
+        }
+    }
+
+    if !report.actions.is_empty() {
+        writeln!(out, "\nActions:")?;
+        let mut table = new_table(&["SHIM PID", "ID", "OUTCOME", "DETAIL", "LEFT BEHIND"]);
+        for action in &report.actions {
+            table.add_row(vec![
+                action.shim_pid.to_string(),
+                action.shim_id.chars().take(13).collect(),
+                serde_json::to_value(&action.outcome)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                action.detail.clone(),
+                action.remains.join("\n"),
+            ]);
+        }
+        writeln!(out, "{table}")?;
+    }
+
+    if !report.gaps.is_empty() {
+        writeln!(out, "\nCould not check:")?;
+        let mut table = new_table(&["SOURCE", "PATH", "ERROR"]);
+        for gap in &report.gaps {
+            table.add_row(vec![
+                gap.source.clone(),
+                gap.path.display().to_string(),
+                gap.error.clone(),
+            ]);
+        }
+        writeln!(out, "{table}")?;
+    }
+    Ok(())
+}
+
+fn located(at: &Located) -> String {
+    let origin = match at.origin {
+        crate::paths::Origin::Flag => "flag",
+        crate::paths::Origin::Config => "config",
+        crate::paths::Origin::Default => "default",
+    };
+    format!("{} [{origin}]", at.path.display())
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_header(header.to_vec());
+    table
+}
+
+fn shims_table(shims: &[ShimRow]) -> Table {
+    let mut table = new_table(&[
+        "PID",
+        "NAMESPACE",
+        "ID",
+        "POD",
+        "AGE",
+        "RSS",
+        "CHILDREN",
+        "OURS",
+        "BLOCKED IN",
+    ]);
+    for shim in shims {
+        let pod = match (&shim.pod.pod_namespace, &shim.pod.pod_name) {
+            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            _ => "?".to_string(),
+        };
+        table.add_row(vec![
+            shim.pid.to_string(),
+            shim.namespace.clone().unwrap_or_default(),
+            shim.id.as_deref().unwrap_or("?").chars().take(13).collect(),
+            pod,
+            humantime::format_duration(std::time::Duration::from_secs(shim.age_seconds as u64))
+                .to_string(),
+            format!("{:.1} MiB", shim.rss_bytes as f64 / (1 << 20) as f64),
+            format!(
+                "{} live, {} defunct",
+                shim.children_live.len(),
+                shim.children_defunct.len()
+            ),
+            if shim.ours { "yes" } else { "no" }.to_string(),
+            shim.blocked_in.join(", "),
+        ]);
+    }
+    table
+}
+
+fn summary_table(findings: &[Finding]) -> Table {
+    let mut table = new_table(&["#", "KIND", "SEVERITY", "CONTAINER", "ID", "WHAT IS WRONG"]);
+    for (n, finding) in findings.iter().enumerate() {
+        let who = ["pod_namespace", "pod_name", "container_name"]
+            .iter()
+            .map(|key| finding.evidence[*key].as_str().unwrap_or("?"))
+            .collect::<Vec<_>>()
+            .join("/");
+        table.add_row(vec![
+            (n + 1).to_string(),
+            finding.kind.as_str().to_string(),
+            format!("{:?}", finding.severity).to_lowercase(),
+            who,
+            finding.id.chars().take(13).collect(),
+            finding.summary.clone(),
+        ]);
+    }
+    table
+}
+
+fn detail_table(finding: &Finding) -> Table {
+    let mut table = Table::new();
+    table
+        .load_preset(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    table.add_row(vec!["What is wrong", &finding.summary]);
+    table.add_row(vec![
+        "Evidence".to_string(),
+        evidence_lines(&finding.evidence),
+    ]);
+    table.add_row(vec!["Likely cause", &finding.cause]);
+    table.add_row(vec!["What to do", &finding.remedy]);
+    table
+}
+
+/// `key: value` per line; unknown (null) values are left out.
+fn evidence_lines(evidence: &Value) -> String {
+    let Some(map) = evidence.as_object() else {
+        return evidence.to_string();
+    };
+    map.iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(key, value)| match value {
+            Value::String(s) => format!("{key}: {s}"),
+            Value::Array(items) => format!(
+                "{key}: {}",
+                items
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            other => format!("{key}: {other}"),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::checks::{run_all, Settings};
+
+    #[test]
+    fn table_names_the_paths_the_finding_and_the_remedy() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.bundles
+            .insert(id('a'), bundle(&id('a'), &id('s'), "init-proxy"));
+        let findings = run_all(&s, &Settings::default());
+        let report = Report::new("zombies", "k8s.io", s.paths.clone(), findings, vec![]);
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("/var/lib/containerd [default]"), "{text}");
+        assert!(text.contains("shop/web-0/init-proxy"), "{text}");
+        assert!(text.contains(&id('a')), "{text}");
+        assert!(text.contains("pid: 100"), "{text}");
+        assert!(text.contains("What to do"), "{text}");
+    }
+
+    #[test]
+    fn empty_report_says_so_and_lists_gaps() {
+        let s = snapshot();
+        let gaps = vec![crate::snapshot::Gap::item(
+            "cri-store",
+            "/x/status",
+            "corrupt status file",
+        )];
+        let report = Report::new("zombies", "k8s.io", s.paths.clone(), vec![], gaps);
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("No findings."));
+        assert!(text.contains("Could not check:"));
+        assert!(text.contains("/x/status"));
+    }
+}

@@ -1,0 +1,67 @@
+//! The report: what a command found, the gaps it hit and which containerd it
+//! looked at. Every renderer and the exit code start from here.
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::act::kill::Action;
+use crate::checks::Finding;
+use crate::commands::shims::ShimRow;
+use crate::paths::Paths;
+use crate::snapshot::Gap;
+
+/// Bumped when a field of the JSON output changes meaning or disappears;
+/// new fields may appear without a bump.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub schema_version: u32,
+    pub command: String,
+    pub generated_at: String,
+    pub namespace: String,
+    pub paths: Paths,
+    pub findings: Vec<Finding>,
+    pub gaps: Vec<Gap>,
+    /// `leaked-shims`: what was done (or, without --kill, would be done).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
+    /// `shims`: the inventory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shims: Option<Vec<ShimRow>>,
+}
+
+impl Report {
+    pub fn new(
+        command: &str,
+        namespace: &str,
+        paths: Paths,
+        findings: Vec<Finding>,
+        gaps: Vec<Gap>,
+    ) -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            command: command.to_string(),
+            generated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            namespace: namespace.to_string(),
+            paths,
+            findings,
+            gaps,
+            actions: Vec::new(),
+            shims: None,
+        }
+    }
+
+    /// 1 when something was found; otherwise 2 when part of the node could not
+    /// be checked; 0 when everything was checked and nothing found.
+    pub fn exit_code(&self) -> ExitCode {
+        if !self.findings.is_empty() {
+            ExitCode::from(1)
+        } else if !self.gaps.is_empty() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        }
+    }
+}
