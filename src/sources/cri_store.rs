@@ -129,8 +129,12 @@ mod tests {
         let status = parse_status(&testdata("exited.json")).unwrap();
         assert_eq!(status.state(), CriState::Exited);
         assert_eq!(status.pid, 0);
-        assert!(status.finished_at > status.started_at);
-        assert_eq!(status.reason, "Completed");
+        assert!(status.finished_at > 0);
+        // Captured from a container that exited at once: the exit event's
+        // time precedes the StartedAt CRI stamps after task.Start returns,
+        // and CRI derives "Completed" on read, it does not store a reason.
+        assert!(status.finished_at < status.started_at);
+        assert_eq!(status.reason, "");
     }
 
     #[test]
