@@ -1,0 +1,150 @@
+//! `nodectl zombies` against a real containerd reproducing the failure of the
+//! seeds: a container exits while its shim's umount2 is held up, CRI's exit
+//! handler times out in task.Delete and leaves the container RUNNING; when
+//! the unmount is let go, a retry records the exit late.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_cri::v1::ContainerState;
+use serde_json::Value;
+use support::TestBed;
+
+fn findings(output: &std::process::Output) -> Vec<Value> {
+    let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    doc["findings"].as_array().cloned().unwrap_or_default()
+}
+
+fn kinds_and_ids(findings: &[Value]) -> Vec<(String, String)> {
+    findings
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap_or_default().to_string(),
+                f["id"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_is_flagged_then_reported_as_late_exit() {
+    let Some(bed) = TestBed::start("zombie_is_flagged_then_reported_as_late_exit").await else {
+        return;
+    };
+
+    let healthy = bed
+        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let finished = bed
+        .run_pod("finished", "job", &["/bin/sh", "-c", "exit 0"])
+        .await;
+    assert!(
+        bed.wait_container_state(
+            &finished.container_id,
+            ContainerState::ContainerExited,
+            Duration::from_secs(60)
+        )
+        .await,
+        "a container that exits normally is recorded as EXITED"
+    );
+
+    let stuck = bed
+        .run_pod("stuck", "init", &["/bin/sh", "-c", "sleep 4"])
+        .await;
+    let started = Instant::now();
+    let shim = bed.shim_pid(&stuck.sandbox_id);
+    let mut strace = bed.delay_umount2(shim, Duration::from_secs(40));
+
+    // The container exits at ~4 s; CRI's task.Delete gives up at ~14 s.
+    tokio::time::sleep(Duration::from_secs(16).saturating_sub(started.elapsed())).await;
+    assert_eq!(
+        bed.container_state(&stuck.container_id).await,
+        ContainerState::ContainerRunning,
+        "precondition: the failure reproduced (CRI still says RUNNING)"
+    );
+    bed.capture_status("running.json", &healthy.container_id);
+    bed.capture_status("exited.json", &finished.container_id);
+    bed.capture_status("zombie.json", &stuck.container_id);
+
+    let output = bed.nodectl(&["zombies", "-o", "json"]);
+    eprintln!(
+        "zombie detected {:.1} s after start",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(output.status.code(), Some(1), "findings exit with 1");
+    let found = findings(&output);
+    assert_eq!(
+        kinds_and_ids(&found),
+        vec![("zombie".to_string(), stuck.container_id.clone())],
+        "exactly the stuck container is a zombie; the healthy and the finished ones are not"
+    );
+    let evidence = &found[0]["evidence"];
+    assert_eq!(evidence["pod_name"], "stuck");
+    assert_eq!(evidence["container_name"], "init");
+    assert_eq!(evidence["shim_pid"], shim);
+    assert_eq!(evidence["shim_in_umount2"], true, "{evidence}");
+    assert!(evidence["pid"].as_i64().unwrap() > 0);
+
+    // Hold the unmount as long as the seeds' slow disk did (the first delayed
+    // umount2 ends by itself at ~44 s), then let go: containerd's retry of
+    // the exit handling succeeds and records the real exit time, late.
+    tokio::time::sleep(Duration::from_secs(50).saturating_sub(started.elapsed())).await;
+    strace.detach();
+    let waited = Instant::now();
+    assert!(
+        bed.wait_container_state(
+            &stuck.container_id,
+            ContainerState::ContainerExited,
+            Duration::from_secs(300)
+        )
+        .await,
+        "CRI records the exit once the shim's delete completes"
+    );
+    eprintln!(
+        "exit recorded {:.1} s after strace detached ({:.1} s after start)",
+        waited.elapsed().as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    bed.capture_status("late-exit.json", &stuck.container_id);
+
+    let output = bed.nodectl(&["zombies", "-o", "json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let found = findings(&output);
+    assert_eq!(
+        kinds_and_ids(&found),
+        vec![("late-exit".to_string(), stuck.container_id.clone())],
+        "the same container is now a late exit and no longer a zombie"
+    );
+    let lag = found[0]["evidence"]["lag_seconds"].as_f64().unwrap();
+    eprintln!("late exit lag measured by nodectl: {lag:.1} s");
+    assert!(lag > 30.0, "lag {lag} s");
+    assert_eq!(found[0]["evidence"]["exit_code"], 0);
+
+    // People get the same answer in a table.
+    let table = bed.nodectl(&["zombies"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("late-exit") && text.contains("default/stuck/init"),
+        "{text}"
+    );
+    assert_eq!(table.status.code(), Some(1));
+
+    // A stricter threshold than the lag hides it: nothing found, exit 0.
+    let output = bed.nodectl(&["zombies", "-o", "json", "--late-after", "1h"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert!(findings(&output).is_empty());
+    drop(healthy);
+}
