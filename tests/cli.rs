@@ -1,0 +1,234 @@
+//! The command line as a user meets it, on a containerd tree made from the
+//! captured status files (no containerd needed): exit codes, gaps, the paths
+//! report, and a closed pipe.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const RUNNING_ID: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+const CORRUPT_ID: &str = "2222222222222222222222222222222222222222222222222222222222222222";
+
+struct Node {
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("root/io.containerd.grpc.v1.cri/containers")).unwrap();
+        fs::create_dir_all(
+            dir.path()
+                .join("state/io.containerd.runtime.v2.task/k8s.io"),
+        )
+        .unwrap();
+        Node { dir }
+    }
+
+    fn add_status(&self, id: &str, content: &[u8]) -> PathBuf {
+        let container = self
+            .dir
+            .path()
+            .join("root/io.containerd.grpc.v1.cri/containers")
+            .join(id);
+        fs::create_dir_all(&container).unwrap();
+        fs::write(container.join("status"), content).unwrap();
+        container.join("status")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
+        command
+            .args(args)
+            .arg("--root")
+            .arg(self.dir.path().join("root"))
+            .arg("--state")
+            .arg(self.dir.path().join("state"))
+            .arg("--address")
+            .arg(self.dir.path().join("containerd.sock"))
+            .arg("--config")
+            .arg(self.dir.path().join("config.toml"));
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    fn write_config(&self) {
+        fs::write(self.dir.path().join("config.toml"), "version = 2\n").unwrap();
+    }
+}
+
+fn testdata(name: &str) -> Vec<u8> {
+    fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/status")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// A status file of a running container whose process is long gone: a pid
+/// that was just reaped, and a start time a minute ago.
+fn dead_running_status() -> Vec<u8> {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let now = chrono::Utc::now().timestamp_nanos_opt().unwrap();
+    let started = now - 60_000_000_000;
+    format!(
+        r#"{{"Version":"v1","Pid":{pid},"CreatedAt":{},"StartedAt":{started},"FinishedAt":0,"ExitCode":0,"Reason":"","Message":""}}"#,
+        started - 100_000_000
+    )
+    .into_bytes()
+}
+
+/// A container that exited a moment ago, recorded on time.
+fn exited_now_status() -> Vec<u8> {
+    let now = chrono::Utc::now().timestamp_nanos_opt().unwrap();
+    format!(
+        r#"{{"Version":"v1","Pid":0,"CreatedAt":{},"StartedAt":{},"FinishedAt":{now},"ExitCode":0,"Reason":"","Message":""}}"#,
+        now - 2_000_000_000,
+        now - 1_000_000_000
+    )
+    .into_bytes()
+}
+
+#[test]
+fn healthy_node_exits_0_and_says_which_paths_it_used() {
+    let node = Node::new();
+    node.write_config();
+    node.add_status(RUNNING_ID, &exited_now_status());
+    let output = node.run(&["zombies", "--settle", "0s"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(text.contains("No findings."), "{text}");
+    assert!(
+        text.contains("[flag]"),
+        "the report names where paths came from: {text}"
+    );
+}
+
+#[test]
+fn zombie_exits_1_with_the_full_id_in_json() {
+    let node = Node::new();
+    node.write_config();
+    node.add_status(RUNNING_ID, &dead_running_status());
+    let output = node.run(&["zombies", "-o", "json", "--settle", "100ms"]);
+    assert_eq!(output.status.code(), Some(1));
+    let doc = json(&output);
+    assert_eq!(doc["findings"][0]["kind"], "zombie");
+    assert_eq!(doc["findings"][0]["id"], RUNNING_ID);
+    assert_eq!(doc["paths"]["root"]["origin"], "flag");
+    assert!(doc["findings"][0]["remedy"].as_str().unwrap().len() > 20);
+}
+
+#[test]
+fn corrupt_status_file_is_a_gap_naming_the_file_and_exits_2() {
+    let node = Node::new();
+    node.write_config();
+    let bad = node.add_status(CORRUPT_ID, &testdata("truncated.json"));
+    let output = node.run(&["zombies", "-o", "json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "nothing found, but not everything checked"
+    );
+    let doc = json(&output);
+    assert!(doc["findings"].as_array().unwrap().is_empty());
+    assert_eq!(doc["gaps"][0]["path"], bad.display().to_string());
+    assert_eq!(doc["gaps"][0]["source"], "cri-store");
+
+    // Findings outrank gaps: still 1 when something was found.
+    node.add_status(RUNNING_ID, &dead_running_status());
+    let output = node.run(&["zombies", "-o", "json", "--settle", "0s"]);
+    assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn wrong_root_cannot_be_checked_and_exits_2() {
+    let node = Node::new();
+    node.write_config();
+    let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(["zombies", "--root", "/nonexistent/containerd", "--config"])
+        .arg(node.dir.path().join("config.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("Could not check") && text.contains("/nonexistent/containerd"),
+        "{text}"
+    );
+}
+
+#[test]
+fn missing_config_given_explicitly_is_reported() {
+    let node = Node::new();
+    let output = node.run(&["zombies", "-o", "json"]);
+    let doc = json(&output);
+    assert_eq!(doc["gaps"][0]["source"], "config");
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn kill_without_yes_and_without_a_terminal_touches_nothing() {
+    let node = Node::new();
+    node.write_config();
+    let output = node
+        .command(&["leaked-shims", "--kill", "--timeout", "200ms"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if nix::unistd::geteuid().is_root() {
+        // Nothing is leaked here, so there is nothing to ask about.
+        assert_ne!(output.status.code(), Some(1), "{stderr}");
+    } else {
+        assert_eq!(output.status.code(), Some(2));
+        assert!(stderr.contains("--kill needs root"), "{stderr}");
+    }
+}
+
+#[test]
+fn closed_pipe_ends_quietly() {
+    let node = Node::new();
+    node.write_config();
+    for n in 0..200 {
+        node.add_status(&format!("{n:064}"), &dead_running_status());
+    }
+    let mut child = node
+        .command(&["zombies", "-o", "json", "--settle", "0s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one byte, then hang up, as `| head -c1` would.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut byte = [0u8; 1];
+    stdout.read_exact(&mut byte).unwrap();
+    drop(stdout);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "nothing on stderr: {stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the findings still decide the exit code"
+    );
+}
