@@ -1,0 +1,98 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_nodectl_global_optspecs
+    string join \n root= state= address= n/namespace= o/output= config= proc-root= mountinfo= timeout= h/help V/version
+end
+
+function __fish_nodectl_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_nodectl_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_nodectl_using_subcommand
+    set -l cmd (__fish_nodectl_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c nodectl -n "__fish_nodectl_needs_command" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
+complete -c nodectl -n "__fish_nodectl_needs_command" -s o -l output -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_needs_command" -s h -l help -d 'Print help'
+complete -c nodectl -n "__fish_nodectl_needs_command" -s V -l version -d 'Print version'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l since -d 'Only report late exits that happened within this window' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l settle -d 'Look again after this long before reporting a zombie, so that a container whose exit CRI is recording right now is not reported' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s o -l output -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s h -l help -d 'Print help'
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s o -l output -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s h -l help -d 'Print help'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l grace -d 'How long a shim gets to exit after SIGTERM before SIGKILL' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s o -l output -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kill -d 'End the leaked shims (after re-checking each one); without it nothing is touched'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l yes -d 'Do not ask before killing (required when stdin is not a terminal)'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s h -l help -d 'Print help'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s o -l output -d 'Output format' -r -f -a "table\t''
+json\t''"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s h -l help -d 'Print help'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from zombies shims leaked-shims leaked-mounts help" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from zombies shims leaked-shims leaked-mounts help" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from zombies shims leaked-shims leaked-mounts help" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from zombies shims leaked-shims leaked-mounts help" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from zombies shims leaked-shims leaked-mounts help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
