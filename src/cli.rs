@@ -78,6 +78,7 @@ impl GlobalArgs {
                 .clone()
                 .unwrap_or_else(|| self.proc_root.join("self/mountinfo")),
             api_timeout: ask_api.then_some(self.timeout),
+            cri_address: None,
         }
     }
 
@@ -93,6 +94,8 @@ impl GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Every check in one report: the files, the processes and both APIs cross-checked
+    Check(CheckArgs),
     /// Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late
     Zombies(ZombiesArgs),
     /// Every containerd shim process: its pod, age, memory and children
@@ -117,13 +120,31 @@ pub struct LeakedShimsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ZombiesArgs {
+pub struct LateExitArgs {
     /// An exit recorded this long after it happened is reported as late-exit
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub late_after: Duration,
     /// Only report late exits that happened within this window
     #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub since: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub late: LateExitArgs,
+    /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub slow: Duration,
+    /// CRI socket [default: the containerd socket]
+    #[arg(long, value_name = "PATH")]
+    pub cri_address: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ZombiesArgs {
+    #[command(flatten)]
+    pub late: LateExitArgs,
     /// Look again after this long before reporting a zombie, so that a container
     /// whose exit CRI is recording right now is not reported
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
@@ -161,7 +182,7 @@ mod tests {
         let Command::Zombies(args) = cli.command else {
             panic!("not zombies")
         };
-        assert_eq!(args.late_after, Duration::from_secs(60));
-        assert_eq!(args.since, Duration::from_secs(24 * 3600));
+        assert_eq!(args.late.late_after, Duration::from_secs(60));
+        assert_eq!(args.late.since, Duration::from_secs(24 * 3600));
     }
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use crate::paths::Paths;
 use crate::snapshot::{Gap, Snapshot};
-use crate::sources::{bundles, containerd_api, cri_store, mountinfo, procfs};
+use crate::sources::containerd_api::ContainerdView;
+use crate::sources::cri_api::CriView;
+use crate::sources::{bundles, containerd_api, cri_api, cri_store, mountinfo, node, procfs};
 
 #[derive(Debug, Clone)]
 pub struct GatherOptions {
@@ -15,8 +17,10 @@ pub struct GatherOptions {
     pub proc_root: PathBuf,
     /// Normally `/proc/self/mountinfo`.
     pub mountinfo: PathBuf,
-    /// Ask the containerd API, with this deadline per call; `None` skips it.
+    /// Ask the containerd API, every call done within this; `None` skips it.
     pub api_timeout: Option<Duration>,
+    /// Also ask CRI (at this socket), within the same deadline.
+    pub cri_address: Option<PathBuf>,
 }
 
 /// Reads the node. Status files are read before procfs so that a container
@@ -33,18 +37,28 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         &[&paths.root.path, &paths.state.path],
         &mut gaps,
     );
-    let containerd = options.api_timeout.map(|timeout| {
-        // The shims' own namespaces too: a leaked shim is judged against the
-        // records of the namespace it was started for.
-        let mut namespaces: BTreeSet<String> = proc_scan
-            .shims
-            .iter()
-            .filter(|s| s.serves(&paths.address.path))
-            .filter_map(|s| s.namespace.clone())
-            .collect();
-        namespaces.insert(options.namespace.clone());
-        containerd_api::query(&paths.address.path, &namespaces, timeout, &mut gaps)
-    });
+    let node = node::read(&options.proc_root, &mounts, &mut gaps);
+    // The shims' own namespaces too: a leaked shim is judged against the
+    // records of the namespace it was started for.
+    let mut namespaces: BTreeSet<String> = proc_scan
+        .shims
+        .iter()
+        .filter(|s| s.serves(&paths.address.path))
+        .filter_map(|s| s.namespace.clone())
+        .collect();
+    namespaces.insert(options.namespace.clone());
+    let container_ids: Vec<String> = cri_containers.iter().map(|c| c.id.clone()).collect();
+    let (containerd, cri) = match options.api_timeout {
+        None => (None, None),
+        Some(timeout) => ask_apis(
+            paths,
+            options,
+            timeout,
+            &namespaces,
+            &container_ids,
+            &mut gaps,
+        ),
+    };
     Snapshot {
         taken_at,
         paths: paths.clone(),
@@ -56,8 +70,48 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         cri_sandboxes,
         mounts,
         containerd,
+        cri,
+        node,
         gaps,
     }
+}
+
+/// Queries containerd and CRI concurrently; everything ends by one deadline.
+fn ask_apis(
+    paths: &Paths,
+    options: &GatherOptions,
+    timeout: Duration,
+    namespaces: &BTreeSet<String>,
+    container_ids: &[String],
+    gaps: &mut Vec<Gap>,
+) -> (Option<ContainerdView>, Option<CriView>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            let error = format!("starting an async runtime: {err}");
+            gaps.push(Gap::source("containerd-api", &paths.address.path, error));
+            return (None, None);
+        }
+    };
+    let (containerd, cri) = runtime.block_on(async {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let containerd = containerd_api::query(&paths.address.path, namespaces, deadline);
+        let cri = async {
+            match &options.cri_address {
+                Some(address) => Some(cri_api::query(address, container_ids, deadline).await),
+                None => None,
+            }
+        };
+        tokio::join!(containerd, cri)
+    });
+    containerd_api::gaps(&containerd, gaps);
+    if let Some(cri) = &cri {
+        cri_api::gaps(cri, gaps);
+    }
+    (Some(containerd), cri)
 }
 
 pub fn now_nanos() -> i64 {

@@ -10,6 +10,8 @@ use crate::checks::Finding;
 use crate::commands::shims::ShimRow;
 use crate::paths::Paths;
 use crate::snapshot::Gap;
+use crate::sources::api::ApiCall;
+use crate::sources::node::NodeContext;
 
 /// Bumped when a field of the JSON output changes meaning or disappears;
 /// new fields may appear without a bump.
@@ -27,6 +29,13 @@ pub struct Report {
     /// `leaked-shims`: what was done (or, without --kill, would be done).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<Action>,
+    /// `check`: the node's I/O context and containerd's version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<NodeContext>,
+    /// `check`: the API calls made, with their latency (ContainerStatus
+    /// probes only when slow or failed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub api_calls: Vec<ApiCall>,
     /// `shims`: the inventory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shims: Option<Vec<ShimRow>>,
@@ -49,6 +58,8 @@ impl Report {
             findings,
             gaps,
             actions: Vec::new(),
+            context: None,
+            api_calls: Vec::new(),
             shims: None,
         }
     }

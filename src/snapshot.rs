@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::paths::Paths;
 use crate::sources::containerd_api::ContainerdView;
+use crate::sources::cri_api::CriView;
+use crate::sources::node::NodeContext;
 
 /// Unix time in nanoseconds, the unit containerd's CRI status files use.
 pub type UnixNanos = i64;
@@ -37,6 +39,10 @@ pub struct Snapshot {
     pub mounts: Vec<Mount>,
     /// What the containerd API answered; `None` when it was not asked.
     pub containerd: Option<ContainerdView>,
+    /// What the CRI API answered; `None` when it was not asked.
+    pub cri: Option<CriView>,
+    /// I/O pressure, write-back and overlay options of the node.
+    pub node: NodeContext,
     /// What some source could not read, and why.
     pub gaps: Vec<Gap>,
 }

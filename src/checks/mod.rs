@@ -1,8 +1,12 @@
 //! Checks: pure functions from a snapshot to findings.
 
+pub mod api_unreachable;
+pub mod cri_drift;
+pub mod cri_slow;
 pub mod late_exit;
 pub mod leaked_shim;
 pub mod leftovers;
+pub mod shim_blocked;
 pub mod zombie;
 
 use std::time::Duration;
@@ -29,6 +33,10 @@ pub enum Kind {
     LeakedShim,
     LeakedMount,
     OrphanBundle,
+    CriDrift,
+    CriSlow,
+    ShimBlocked,
+    ApiUnreachable,
 }
 
 impl Kind {
@@ -39,6 +47,10 @@ impl Kind {
             Kind::LeakedShim => "leaked-shim",
             Kind::LeakedMount => "leaked-mount",
             Kind::OrphanBundle => "orphan-bundle",
+            Kind::CriDrift => "cri-drift",
+            Kind::CriSlow => "cri-slow",
+            Kind::ShimBlocked => "shim-blocked",
+            Kind::ApiUnreachable => "api-unreachable",
         }
     }
 }
@@ -67,6 +79,8 @@ pub struct Settings {
     pub late_after: Duration,
     /// Late exits older than this are no longer reported.
     pub since: Duration,
+    /// A CRI call slower than this is reported as cri-slow.
+    pub slow: Duration,
 }
 
 impl Default for Settings {
@@ -74,6 +88,7 @@ impl Default for Settings {
         Settings {
             late_after: Duration::from_secs(30),
             since: Duration::from_secs(24 * 3600),
+            slow: Duration::from_secs(1),
         }
     }
 }
@@ -165,12 +180,22 @@ pub fn timestamp(nanos: i64) -> Value {
     Value::String(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
-/// Every check.
-pub fn run_all(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
-    let mut findings = zombie::check(snapshot);
-    findings.extend(late_exit::check(snapshot, settings));
-    findings.extend(leaked_shim::check(snapshot));
-    findings.extend(leftovers::check(snapshot));
+/// Every check. `second` is a later snapshot of the same node: zombies must
+/// show in both, and shim threads must be blocked in both.
+pub fn run_all(first: &Snapshot, second: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let confirmed: std::collections::BTreeSet<String> =
+        zombie::check(second).into_iter().map(|f| f.id).collect();
+    let mut findings: Vec<Finding> = zombie::check(first)
+        .into_iter()
+        .filter(|f| confirmed.contains(&f.id))
+        .collect();
+    findings.extend(late_exit::check(first, settings));
+    findings.extend(leaked_shim::check(first));
+    findings.extend(leftovers::check(first));
+    findings.extend(cri_drift::check(first));
+    findings.extend(cri_slow::check(first, settings.slow));
+    findings.extend(shim_blocked::check(first, second));
+    findings.extend(api_unreachable::check(first));
     sort(&mut findings);
     findings
 }
@@ -219,6 +244,8 @@ pub(crate) mod fixtures {
             cri_sandboxes: Default::default(),
             mounts: Vec::new(),
             containerd: None,
+            cri: None,
+            node: Default::default(),
             gaps: Vec::new(),
         }
     }

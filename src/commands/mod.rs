@@ -1,6 +1,7 @@
 //! One module per subcommand: gather, check, act if asked, and hand back the
 //! report. An `Err` is a reason the command could not run at all.
 
+pub mod check;
 pub mod leaked_mounts;
 pub mod leaked_shims;
 pub mod shims;
@@ -11,6 +12,7 @@ use crate::report::Report;
 
 pub fn run(cli: &Cli) -> Result<Report, String> {
     match &cli.command {
+        Command::Check(args) => Ok(check::run(&cli.global, args)),
         Command::Zombies(args) => Ok(zombies::run(&cli.global, args)),
         Command::Shims => Ok(shims::run(&cli.global)),
         Command::LeakedShims(args) => leaked_shims::run(&cli.global, args),

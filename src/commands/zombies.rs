@@ -13,8 +13,9 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = global.gather_options(false);
     let settings = Settings {
-        late_after: args.late_after,
-        since: args.since,
+        late_after: args.late.late_after,
+        since: args.late.since,
+        ..Settings::default()
     };
     let snapshot = gather(&paths, &options, config_gaps.clone());
     let mut findings = checks::zombie::check(&snapshot);

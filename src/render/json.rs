@@ -23,7 +23,7 @@ mod tests {
             100,
             NOW - 60 * SEC,
         ));
-        let findings = run_all(&s, &Settings::default());
+        let findings = run_all(&s, &s, &Settings::default());
         let gaps = vec![crate::snapshot::Gap::item(
             "cri-store",
             "/x/status",

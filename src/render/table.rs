@@ -10,6 +10,7 @@ use crate::checks::Finding;
 use crate::commands::shims::ShimRow;
 use crate::paths::Located;
 use crate::report::Report;
+use crate::sources::node::NodeContext;
 
 pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let paths = &report.paths;
@@ -25,6 +26,10 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         located(&paths.address),
         report.namespace
     )?;
+
+    if let Some(context) = &report.context {
+        writeln!(out, "node: {}", node_line(context))?;
+    }
 
     if let Some(shims) = &report.shims {
         writeln!(out)?;
@@ -81,6 +86,25 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{table}")?;
     }
     Ok(())
+}
+
+fn node_line(context: &NodeContext) -> String {
+    let pct = |v: Option<f32>| v.map_or("?".to_string(), |v| format!("{v:.1}%"));
+    let mib = |v: Option<u64>| {
+        v.map_or("?".to_string(), |v| {
+            format!("{:.0} MiB", v as f64 / 1048576.0)
+        })
+    };
+    format!(
+        "io pressure some {} / full {} (10 s); Dirty {}, Writeback {}; overlay rootfs mounts {} ({} volatile); containerd {}",
+        pct(context.io_pressure_some_avg10),
+        pct(context.io_pressure_full_avg10),
+        mib(context.dirty_bytes),
+        mib(context.writeback_bytes),
+        context.overlay_rootfs_mounts,
+        context.overlay_rootfs_volatile,
+        context.containerd_version.as_deref().unwrap_or("?"),
+    )
 }
 
 fn located(at: &Located) -> String {
@@ -209,7 +233,7 @@ mod tests {
             .push(running(&id('a'), 100, NOW - 60 * SEC));
         s.bundles
             .insert(id('a'), bundle(&id('a'), &id('s'), "init-proxy"));
-        let findings = run_all(&s, &Settings::default());
+        let findings = run_all(&s, &s, &Settings::default());
         let report = Report::new("zombies", "k8s.io", s.paths.clone(), findings, vec![]);
         let mut out = Vec::new();
         render(&report, &mut out).unwrap();

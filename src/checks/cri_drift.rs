@@ -1,0 +1,232 @@
+//! `cri-drift`: CRI, containerd and the processes disagree.
+//!
+//! What CRI reports is its own cache, updated by event handlers that can fail
+//! half-way (the exit handler returns before it records the exit when
+//! task.Delete fails). containerd's task list and procfs say what is real.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use crate::checks::{zombie, Finding, Kind, PodRef, Severity};
+use crate::snapshot::Snapshot;
+use crate::sources::containerd_api::TaskView;
+
+pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    let (Some(cri), Some(containerd)) = (&snapshot.cri, &snapshot.containerd) else {
+        return Vec::new();
+    };
+    let Some(namespace) = containerd.namespaces.get(&snapshot.namespace) else {
+        return Vec::new();
+    };
+    let (Some(cri_containers), Some(tasks)) = (&cri.containers, &namespace.tasks) else {
+        return Vec::new();
+    };
+    let tasks: BTreeMap<&str, &TaskView> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
+    // Already reported, with more evidence, as zombies.
+    let zombies: BTreeSet<String> = zombie::check(snapshot).into_iter().map(|f| f.id).collect();
+    let mut findings = Vec::new();
+
+    for container in cri_containers {
+        let task = tasks.get(container.id.as_str());
+        let task_state = task.map_or("absent", |t| t.status.as_str());
+        let disagreement = match container.state.as_str() {
+            "CONTAINER_RUNNING" if task_state != "running" && task_state != "paused" => {
+                if zombies.contains(&container.id) {
+                    continue;
+                }
+                format!("CRI says RUNNING, containerd's task is {task_state}")
+            }
+            "CONTAINER_EXITED" if task_state == "running" => {
+                let pid = task.map_or(0, |t| t.pid);
+                let alive = snapshot
+                    .processes
+                    .get(&(pid as i32))
+                    .is_some_and(|p| p.is_running());
+                if !alive {
+                    continue;
+                }
+                format!("CRI says EXITED, but its task runs (pid {pid})")
+            }
+            _ => continue,
+        };
+        findings.push(drift(
+            snapshot,
+            &container.id,
+            disagreement,
+            json!({
+                "cri_state": container.state,
+                "task_state": task_state,
+                "task_pid": task.map(|t| t.pid),
+            }),
+        ));
+    }
+
+    // Records one side has and the other lacks.
+    if let (Some(records), Some(sandboxes)) = (&namespace.containers, &cri.sandboxes) {
+        let cri_ids: BTreeSet<&str> = cri_containers
+            .iter()
+            .chain(sandboxes.iter())
+            .map(|c| c.id.as_str())
+            .collect();
+        for id in records.iter().filter(|id| !cri_ids.contains(id.as_str())) {
+            findings.push(drift(
+                snapshot,
+                id,
+                format!(
+                    "containerd has container {id:.13} in {} that CRI does not know",
+                    snapshot.namespace
+                ),
+                json!({"in_containerd": true, "in_cri": false}),
+            ));
+        }
+        for id in cri_ids.iter().filter(|id| !records.contains(**id)) {
+            findings.push(drift(
+                snapshot,
+                id,
+                format!("CRI knows {id:.13}, containerd has no container record for it"),
+                json!({"in_containerd": false, "in_cri": true}),
+            ));
+        }
+    }
+    findings
+}
+
+fn drift(
+    snapshot: &Snapshot,
+    id: &str,
+    summary: String,
+    mut evidence: serde_json::Value,
+) -> Finding {
+    let pod = PodRef::of(snapshot.bundles.get(id));
+    evidence["container_id"] = json!(id);
+    evidence["pod_namespace"] = json!(pod.pod_namespace);
+    evidence["pod_name"] = json!(pod.pod_name);
+    evidence["container_name"] = json!(pod.container_name);
+    Finding {
+        kind: Kind::CriDrift,
+        severity: Severity::Warning,
+        id: id.to_string(),
+        summary,
+        evidence,
+        cause: "CRI updates its view from containerd's events; a handler that failed or timed \
+                out (a slow shim delete) left it behind, or a record was removed outside CRI \
+                (ctr, a crash between steps)."
+            .to_string(),
+        remedy: "If it persists across runs, restart containerd: CRI rebuilds its view from \
+                 containerd's records on start. Records containerd has and CRI lacks can be \
+                 inspected with `ctr -n k8s.io containers info <id>`."
+            .to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
+    use crate::sources::cri_api::{CriItem, CriView};
+
+    fn item(id: &str, state: &str) -> CriItem {
+        CriItem {
+            id: id.to_string(),
+            sandbox_id: None,
+            state: state.to_string(),
+        }
+    }
+
+    fn task(id: &str, status: &str, pid: u32) -> TaskView {
+        TaskView {
+            id: id.to_string(),
+            pid,
+            status: status.to_string(),
+        }
+    }
+
+    fn with_views(
+        cri: Vec<CriItem>,
+        sandboxes: Vec<CriItem>,
+        records: &[String],
+        tasks: Vec<TaskView>,
+    ) -> Snapshot {
+        let mut s = snapshot();
+        s.cri = Some(CriView {
+            containers: Some(cri),
+            sandboxes: Some(sandboxes),
+            ..CriView::default()
+        });
+        let mut view = ContainerdView::default();
+        view.namespaces.insert(
+            "k8s.io".to_string(),
+            NamespaceView {
+                containers: Some(records.iter().cloned().collect()),
+                tasks: Some(tasks),
+            },
+        );
+        s.containerd = Some(view);
+        s
+    }
+
+    #[test]
+    fn running_in_cri_with_a_stopped_task_drifts() {
+        let s = with_views(
+            vec![
+                item(&id('a'), "CONTAINER_RUNNING"),
+                item(&id('b'), "CONTAINER_RUNNING"),
+            ],
+            vec![],
+            &[id('a'), id('b')],
+            vec![task(&id('a'), "stopped", 10), task(&id('b'), "running", 11)],
+        );
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].id, id('a'));
+        assert_eq!(findings[0].evidence["task_state"], "stopped");
+    }
+
+    #[test]
+    fn exited_in_cri_with_a_live_task_drifts() {
+        let mut s = with_views(
+            vec![item(&id('a'), "CONTAINER_EXITED")],
+            vec![],
+            &[id('a')],
+            vec![task(&id('a'), "running", 10)],
+        );
+        s.processes.insert(10, process(10, 'S', NOW - SEC));
+        assert_eq!(check(&s).len(), 1);
+        s.processes.insert(10, process(10, 'Z', NOW - SEC));
+        assert!(check(&s).is_empty(), "a defunct process is not alive");
+    }
+
+    #[test]
+    fn records_on_one_side_only_drift_both_ways() {
+        let s = with_views(
+            vec![item(&id('a'), "CONTAINER_EXITED")],
+            vec![item(&id('s'), "SANDBOX_READY")],
+            &[id('a'), id('s'), id('x')],
+            vec![],
+        );
+        let mut s = s;
+        s.cri
+            .as_mut()
+            .unwrap()
+            .containers
+            .as_mut()
+            .unwrap()
+            .push(item(&id('y'), "CONTAINER_CREATED"));
+        let ids: Vec<String> = check(&s).into_iter().map(|f| f.id).collect();
+        assert_eq!(ids, vec![id('x'), id('y')]);
+    }
+
+    #[test]
+    fn zombie_is_not_reported_twice() {
+        let mut s = with_views(
+            vec![item(&id('a'), "CONTAINER_RUNNING")],
+            vec![],
+            &[id('a')],
+            vec![task(&id('a'), "stopped", 10)],
+        );
+        s.cri_containers.push(running(&id('a'), 10, NOW - 60 * SEC));
+        assert!(check(&s).is_empty());
+    }
+}

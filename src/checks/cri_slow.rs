@@ -1,0 +1,198 @@
+//! `cri-slow`: CRI answers slowly, and which container's lock is the cause.
+//!
+//! CRI reads each container's status under that container's lock, and
+//! UpdateContainerResources keeps the lock while task.Update waits on the
+//! shim. A shim stuck in umount2 thus makes ContainerStatus of that one
+//! container hang, and every ListContainers with it; kubelet's relist then
+//! passes 3 min and the node goes NotReady (seed 001).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::checks::{Finding, Kind, PodRef, Severity};
+use crate::snapshot::Snapshot;
+use crate::sources::api::ApiCall;
+
+pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
+    let Some(cri) = &snapshot.cri else {
+        return Vec::new();
+    };
+    // An API that does not answer at all is api-unreachable, not slow.
+    let answered = |name: &str| {
+        cri.calls
+            .iter()
+            .any(|c| c.call == name && c.error.is_none())
+    };
+    if !answered("Version") {
+        return Vec::new();
+    }
+    let slow_ms = slow.as_secs_f64() * 1e3;
+    let is_slow = |call: &ApiCall| call.timed_out || call.latency_ms > slow_ms;
+    let list = cri.calls.iter().find(|c| c.call == "ListContainers");
+    let list_evidence = list.map(|c| json!({"latency_ms": c.latency_ms, "timed_out": c.timed_out}));
+
+    let mut findings: Vec<Finding> = cri
+        .statuses
+        .iter()
+        .filter(|probe| is_slow(&probe.call))
+        .map(|probe| {
+            let pod = PodRef::of(snapshot.bundles.get(&probe.id));
+            let shim = snapshot
+                .cri_containers
+                .iter()
+                .find(|c| c.id == probe.id)
+                .and_then(|c| crate::checks::shim_of(snapshot, c));
+            let blocked: Vec<Value> = shim
+                .map(|s| {
+                    s.threads
+                        .iter()
+                        .filter(|t| t.state == 'D' || t.syscall.as_deref() == Some("umount2"))
+                        .map(|t| json!({"tid": t.tid, "state": t.state.to_string(), "syscall": t.syscall, "wchan": t.wchan}))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let how = if probe.call.timed_out {
+                format!("did not answer within {:.0} ms", probe.call.latency_ms)
+            } else {
+                format!("took {:.0} ms", probe.call.latency_ms)
+            };
+            Finding {
+                kind: Kind::CriSlow,
+                severity: Severity::Critical,
+                id: probe.id.clone(),
+                summary: format!(
+                    "ContainerStatus of {} {how}: its status lock is held, and ListContainers waits on it",
+                    pod.display()
+                ),
+                evidence: json!({
+                    "container_id": probe.id,
+                    "pod_namespace": pod.pod_namespace,
+                    "pod_name": pod.pod_name,
+                    "container_name": pod.container_name,
+                    "container_status_latency_ms": probe.call.latency_ms,
+                    "container_status_timed_out": probe.call.timed_out,
+                    "list_containers": list_evidence,
+                    "shim_pid": shim.map(|s| s.pid),
+                    "shim_blocked_threads": blocked,
+                }),
+                cause: "An operation holds this container's status lock while it waits on \
+                        the container's shim (typically UpdateContainerResources calling \
+                        task.Update while the shim is stuck in umount2 of an overlay rootfs)."
+                    .to_string(),
+                remedy: "Find what blocks the shim (see shim-blocked: usually disk I/O \
+                         pressure stalling an overlay unmount) and relieve it; the lock is \
+                         released when the shim answers. Kubelet marks the node NotReady \
+                         once its relist exceeds 3 min."
+                    .to_string(),
+            }
+        })
+        .collect();
+
+    if findings.is_empty() {
+        if let Some(list) = list.filter(|c| is_slow(c)) {
+            findings.push(Finding {
+                kind: Kind::CriSlow,
+                severity: Severity::Warning,
+                id: "ListContainers".to_string(),
+                summary: format!(
+                    "ListContainers {} but no single container's status was slow",
+                    if list.timed_out {
+                        "did not answer in time".to_string()
+                    } else {
+                        format!("took {:.0} ms", list.latency_ms)
+                    }
+                ),
+                evidence: json!({"list_containers": list_evidence, "threshold_ms": slow_ms}),
+                cause: "containerd is slow as a whole: CPU, memory or disk pressure, or many \
+                        containers."
+                    .to_string(),
+                remedy: "Check containerd's CPU use and log, and the node's I/O pressure."
+                    .to_string(),
+            });
+        }
+    }
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::sources::cri_api::{CriView, StatusProbe};
+
+    fn call(name: &str, latency_ms: f64, timed_out: bool) -> ApiCall {
+        ApiCall {
+            call: name.to_string(),
+            latency_ms,
+            error: timed_out.then(|| "no answer before the deadline".to_string()),
+            timed_out,
+        }
+    }
+
+    fn cri(list: ApiCall, probes: Vec<(String, ApiCall)>) -> CriView {
+        CriView {
+            calls: vec![call("Version", 2.0, false), list],
+            statuses: probes
+                .into_iter()
+                .map(|(id, call)| StatusProbe {
+                    id,
+                    call,
+                    state: None,
+                })
+                .collect(),
+            ..CriView::default()
+        }
+    }
+
+    #[test]
+    fn the_container_whose_status_hangs_is_named_with_its_blocked_shim() {
+        let mut s = snapshot();
+        s.cri_containers.push(running(&id('a'), 10, NOW - 60 * SEC));
+        s.bundles
+            .insert(id('a'), bundle(&id('a'), &id('s'), "init"));
+        s.shims
+            .push(shim(77, &id('s'), ADDRESS, &["futex", "umount2"]));
+        s.cri = Some(cri(
+            call("ListContainers", 3000.0, true),
+            vec![
+                (id('a'), call("ContainerStatus", 3000.0, true)),
+                (id('b'), call("ContainerStatus", 4.0, false)),
+            ],
+        ));
+        let findings = check(&s, Duration::from_secs(1));
+        assert_eq!(findings.len(), 1);
+        let f = &findings[0];
+        assert_eq!(f.kind, Kind::CriSlow);
+        assert_eq!(f.id, id('a'));
+        assert_eq!(f.evidence["container_status_timed_out"], true);
+        assert_eq!(f.evidence["list_containers"]["timed_out"], true);
+        assert_eq!(f.evidence["shim_pid"], 77);
+        assert_eq!(f.evidence["shim_blocked_threads"][0]["syscall"], "umount2");
+    }
+
+    #[test]
+    fn fast_cri_is_fine_and_unreachable_cri_is_not_called_slow() {
+        let mut s = snapshot();
+        s.cri = Some(cri(
+            call("ListContainers", 5.0, false),
+            vec![(id('a'), call("ContainerStatus", 3.0, false))],
+        ));
+        assert!(check(&s, Duration::from_secs(1)).is_empty());
+
+        let mut unreachable = cri(call("ListContainers", 3000.0, true), vec![]);
+        unreachable.calls[0] = call("Version", 3000.0, true);
+        s.cri = Some(unreachable);
+        assert!(check(&s, Duration::from_secs(1)).is_empty());
+    }
+
+    #[test]
+    fn slow_list_without_a_culprit_is_a_warning() {
+        let mut s = snapshot();
+        s.cri = Some(cri(call("ListContainers", 1500.0, false), vec![]));
+        let findings = check(&s, Duration::from_secs(1));
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].id, "ListContainers");
+        assert_eq!(findings[0].severity, Severity::Warning);
+    }
+}

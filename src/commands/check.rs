@@ -1,0 +1,73 @@
+//! `nodectl check`: every check in one report, with both APIs cross-checked.
+//!
+//! It must answer even when containerd does not: the APIs get one deadline
+//! (`--timeout`), the files and procfs are read regardless, and the second
+//! snapshot (to confirm zombies and blocked shims) costs no API call.
+
+use std::time::Duration;
+
+use crate::checks::{self, Settings};
+use crate::cli::{CheckArgs, GlobalArgs};
+use crate::gather::{gather, now_nanos};
+use crate::paths;
+use crate::report::Report;
+use crate::snapshot::Snapshot;
+use crate::sources::api::ApiCall;
+
+/// Two samples at least this far apart (or `--timeout`, if shorter) tell a
+/// blocked thread from a busy one.
+const SAMPLE_GAP: Duration = Duration::from_secs(1);
+
+pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Report {
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let mut options = global.gather_options(true);
+    options.cri_address = Some(
+        args.cri_address
+            .clone()
+            .unwrap_or(paths.address.path.clone()),
+    );
+    let first = gather(&paths, &options, config_gaps.clone());
+
+    let gap = SAMPLE_GAP.min(global.timeout).as_nanos() as i64;
+    let waited = now_nanos() - first.taken_at;
+    if waited < gap {
+        std::thread::sleep(Duration::from_nanos((gap - waited) as u64));
+    }
+    let second = gather(&paths, &global.gather_options(false), config_gaps);
+
+    let settings = Settings {
+        late_after: args.late.late_after,
+        since: args.late.since,
+        slow: args.slow,
+    };
+    let findings = checks::run_all(&first, &second, &settings);
+    let mut context = first.node.clone();
+    context.containerd_version = first.containerd.as_ref().and_then(|c| c.version.clone());
+    let api_calls = api_calls(&first, args.slow);
+    let mut report = Report::new("check", &global.namespace, paths, findings, first.gaps);
+    report.context = Some(context);
+    report.api_calls = api_calls;
+    report
+}
+
+fn api_calls(snapshot: &Snapshot, slow: Duration) -> Vec<ApiCall> {
+    let mut calls = Vec::new();
+    let prefix = |api: &str, call: &ApiCall| ApiCall {
+        call: format!("{api} {}", call.call),
+        ..call.clone()
+    };
+    if let Some(view) = &snapshot.containerd {
+        calls.extend(view.calls.iter().map(|c| prefix("containerd", c)));
+    }
+    if let Some(view) = &snapshot.cri {
+        calls.extend(view.calls.iter().map(|c| prefix("cri", c)));
+        let slow_ms = slow.as_secs_f64() * 1e3;
+        calls.extend(
+            view.statuses
+                .iter()
+                .filter(|p| p.call.error.is_some() || p.call.latency_ms > slow_ms)
+                .map(|p| prefix("cri", &p.call)),
+        );
+    }
+    calls
+}

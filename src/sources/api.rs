@@ -1,0 +1,64 @@
+//! What the two API sources share: a unix-socket channel, and calls bounded
+//! by one deadline and recorded with their latency.
+//!
+//! A containerd blocked on a stuck shim, or frozen, accepts connections on
+//! its socket but never answers, so nothing here waits without a deadline.
+
+use std::error::Error;
+use std::future::Future;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use tonic::transport::Channel;
+
+/// One API call: how long it took and how it ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApiCall {
+    pub call: String,
+    pub latency_ms: f64,
+    /// `None` when it answered; `timed_out` tells a missed deadline apart.
+    pub error: Option<String>,
+    #[serde(default)]
+    pub timed_out: bool,
+}
+
+/// Runs `call` until `deadline` and records it.
+pub async fn timed<T>(
+    name: &str,
+    deadline: Instant,
+    call: impl Future<Output = Result<T, String>>,
+) -> (Option<T>, ApiCall) {
+    let start = Instant::now();
+    let (result, timed_out) = match tokio::time::timeout_at(deadline, call).await {
+        Ok(result) => (result, false),
+        Err(_) => (Err("no answer before the deadline".to_string()), true),
+    };
+    let record = ApiCall {
+        call: name.to_string(),
+        latency_ms: (start.elapsed().as_secs_f64() * 1e4).round() / 10.0,
+        error: result.as_ref().err().cloned(),
+        timed_out,
+    };
+    (result.ok(), record)
+}
+
+/// A gRPC channel over containerd's unix socket.
+pub async fn connect(address: &Path) -> Result<Channel, String> {
+    containerd_client::connect(address).await.map_err(|err| {
+        let mut text = err.to_string();
+        let mut source = err.source();
+        while let Some(cause) = source {
+            text = format!("{text}: {cause}");
+            source = cause.source();
+        }
+        if !address.exists() {
+            text = format!("socket does not exist ({text})");
+        }
+        text
+    })
+}
+
+pub fn status_text(status: tonic::Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
+}

@@ -1,0 +1,182 @@
+//! The CRI API (what kubelet sees): sandboxes, containers, and each
+//! container's status, timed one by one.
+//!
+//! CRI's ListContainers and ContainerStatus read every container's status
+//! under that container's lock; UpdateContainerResources holds the lock while
+//! task.Update waits on the shim. One stuck shim can thus stall every
+//! ListContainers, and kubelet's relist with it (PLEG unhealthy at 3 min,
+//! node NotReady). Timing ContainerStatus per container names the one whose
+//! lock is held.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::{
+    ContainerState, ContainerStatusRequest, ListContainersRequest, ListPodSandboxRequest,
+    PodSandboxState, VersionRequest,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tonic::transport::Channel;
+
+use crate::snapshot::Gap;
+use crate::sources::api::{connect, status_text, timed, ApiCall};
+use crate::sources::api_gaps;
+
+const SOURCE: &str = "cri-api";
+/// ContainerStatus calls in flight at once: enough to finish a node's worth
+/// within the deadline without piling onto a struggling containerd.
+const STATUS_CONCURRENCY: usize = 16;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CriView {
+    pub address: PathBuf,
+    pub runtime_version: Option<String>,
+    pub sandboxes: Option<Vec<CriItem>>,
+    pub containers: Option<Vec<CriItem>>,
+    /// One ContainerStatus per container known on disk.
+    pub statuses: Vec<StatusProbe>,
+    pub calls: Vec<ApiCall>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CriItem {
+    pub id: String,
+    /// For containers, the sandbox they belong to.
+    pub sandbox_id: Option<String>,
+    /// CRI's state name, e.g. `CONTAINER_RUNNING`, `SANDBOX_READY`.
+    pub state: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StatusProbe {
+    pub id: String,
+    pub call: ApiCall,
+    pub state: Option<String>,
+}
+
+/// Asks CRI at `address` for its view; every call ends by `deadline`.
+/// `container_ids` are probed with ContainerStatus (the ids on disk, so the
+/// probes do not depend on ListContainers answering).
+pub async fn query(address: &Path, container_ids: &[String], deadline: Instant) -> CriView {
+    let mut view = CriView {
+        address: address.to_path_buf(),
+        ..CriView::default()
+    };
+    let (channel, call) = timed("connect", deadline, connect(address)).await;
+    view.calls.push(call);
+    let Some(channel) = channel else { return view };
+    let client = RuntimeServiceClient::new(channel);
+
+    let version = timed("Version", deadline, {
+        let mut client = client.clone();
+        async move {
+            let reply = client
+                .version(VersionRequest::default())
+                .await
+                .map_err(status_text)?;
+            let reply = reply.into_inner();
+            Ok(format!("{} {}", reply.runtime_name, reply.runtime_version))
+        }
+    });
+    let sandboxes = timed("ListPodSandbox", deadline, list_sandboxes(client.clone()));
+    let containers = timed("ListContainers", deadline, list_containers(client.clone()));
+    let statuses = probe_statuses(client, container_ids, deadline);
+    let ((version, v_call), (sandboxes, s_call), (containers, c_call), statuses) =
+        tokio::join!(version, sandboxes, containers, statuses);
+    view.runtime_version = version;
+    view.sandboxes = sandboxes;
+    view.containers = containers;
+    view.statuses = statuses;
+    view.calls.extend([v_call, s_call, c_call]);
+    view
+}
+
+pub fn gaps(view: &CriView, gaps: &mut Vec<Gap>) {
+    api_gaps(SOURCE, &view.address, &view.calls, gaps);
+}
+
+async fn list_sandboxes(mut client: RuntimeServiceClient<Channel>) -> Result<Vec<CriItem>, String> {
+    let reply = client
+        .list_pod_sandbox(ListPodSandboxRequest::default())
+        .await
+        .map_err(status_text)?;
+    Ok(reply
+        .into_inner()
+        .items
+        .into_iter()
+        .map(|s| CriItem {
+            state: PodSandboxState::try_from(s.state)
+                .map(|st| st.as_str_name().to_string())
+                .unwrap_or_else(|_| format!("state {}", s.state)),
+            id: s.id,
+            sandbox_id: None,
+        })
+        .collect())
+}
+
+async fn list_containers(
+    mut client: RuntimeServiceClient<Channel>,
+) -> Result<Vec<CriItem>, String> {
+    let reply = client
+        .list_containers(ListContainersRequest::default())
+        .await
+        .map_err(status_text)?;
+    Ok(reply
+        .into_inner()
+        .containers
+        .into_iter()
+        .map(|c| CriItem {
+            state: container_state_name(c.state),
+            id: c.id,
+            sandbox_id: Some(c.pod_sandbox_id),
+        })
+        .collect())
+}
+
+fn container_state_name(state: i32) -> String {
+    ContainerState::try_from(state)
+        .map(|st| st.as_str_name().to_string())
+        .unwrap_or_else(|_| format!("state {state}"))
+}
+
+async fn probe_statuses(
+    client: RuntimeServiceClient<Channel>,
+    ids: &[String],
+    deadline: Instant,
+) -> Vec<StatusProbe> {
+    let permits = Arc::new(Semaphore::new(STATUS_CONCURRENCY));
+    let mut probes = tokio::task::JoinSet::new();
+    for id in ids {
+        let (mut client, id, permits) = (client.clone(), id.clone(), permits.clone());
+        probes.spawn(async move {
+            // Waiting for a permit counts against the same deadline.
+            let name = format!("ContainerStatus {id}");
+            let (state, call) = timed(&name, deadline, async {
+                let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
+                let request = ContainerStatusRequest {
+                    container_id: id.clone(),
+                    verbose: false,
+                };
+                let reply = client
+                    .container_status(request)
+                    .await
+                    .map_err(status_text)?;
+                let status = reply.into_inner().status.ok_or("empty status")?;
+                Ok(container_state_name(status.state))
+            })
+            .await;
+            StatusProbe { id, call, state }
+        });
+    }
+    let mut done = Vec::with_capacity(ids.len());
+    while let Some(joined) = probes.join_next().await {
+        if let Ok(probe) = joined {
+            done.push(probe);
+        }
+    }
+    done.sort_by(|a, b| a.id.cmp(&b.id));
+    done
+}
