@@ -178,6 +178,9 @@ pub struct Shim {
     pub namespace: Option<String>,
     pub id: Option<String>,
     pub address: Option<String>,
+    /// `start` or `delete` for the short-lived invocations containerd runs to
+    /// launch a shim or to clean up after a dead one; `None` for the daemon.
+    pub action: Option<String>,
     /// The shim's working directory, which containerd sets to the bundle.
     pub cwd: Option<PathBuf>,
     pub threads: Vec<ThreadSample>,

@@ -320,6 +320,7 @@ pub(crate) mod fixtures {
             namespace: Some("k8s.io".to_string()),
             id: Some(sandbox.to_string()),
             address: Some(address.to_string()),
+            action: None,
             cwd: None,
             threads: syscalls
                 .iter()

@@ -18,6 +18,8 @@ pub struct ShimRow {
     pub namespace: Option<String>,
     pub id: Option<String>,
     pub address: Option<String>,
+    /// `start`/`delete` for containerd's short-lived invocations of the binary.
+    pub action: Option<String>,
     /// Started by the containerd nodectl looked at (`--address`).
     pub ours: bool,
     #[serde(flatten)]
@@ -79,6 +81,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 namespace: shim.namespace.clone(),
                 id: shim.id.clone(),
                 address: shim.address.clone(),
+                action: shim.action.clone(),
                 ours: shim.serves(&snapshot.paths.address.path),
                 pod: PodRef::of(bundle),
                 started_at: timestamp(started_at),

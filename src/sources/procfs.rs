@@ -108,6 +108,10 @@ fn read_shim(proc_root: &Path, process: &Process) -> Option<Shim> {
         namespace: flag("-namespace"),
         id: flag("-id"),
         address: flag("-address"),
+        action: cmdline
+            .last()
+            .filter(|arg| matches!(arg.as_str(), "start" | "delete"))
+            .cloned(),
         cwd: process.cwd().ok(),
         threads: sample_threads(proc_root, process),
     })
