@@ -16,6 +16,9 @@ _nodectl() {
             ",$1")
                 cmd="nodectl"
                 ;;
+            nodectl,check)
+                cmd="nodectl__subcmd__check"
+                ;;
             nodectl,help)
                 cmd="nodectl__subcmd__help"
                 ;;
@@ -30,6 +33,9 @@ _nodectl() {
                 ;;
             nodectl,zombies)
                 cmd="nodectl__subcmd__zombies"
+                ;;
+            nodectl__subcmd__help,check)
+                cmd="nodectl__subcmd__help__subcmd__check"
                 ;;
             nodectl__subcmd__help,help)
                 cmd="nodectl__subcmd__help__subcmd__help"
@@ -53,7 +59,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help --version zombies shims leaked-shims leaked-mounts help"
+            opts="-n -o -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help --version check zombies shims leaked-shims leaked-mounts help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -110,9 +116,97 @@ _nodectl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        nodectl__subcmd__help)
-            opts="zombies shims leaked-shims leaked-mounts help"
+        nodectl__subcmd__check)
+            opts="-n -o -h --late-after --since --slow --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --late-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cri-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --proc-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mountinfo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__help)
+            opts="check zombies shims leaked-shims leaked-mounts help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

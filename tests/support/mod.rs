@@ -178,6 +178,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     pub fn config_path(&self) -> &Path {
         &self.config
     }
+    pub fn containerd_pid(&self) -> i32 {
+        self.containerd.id() as i32
+    }
 
     /// The last lines of containerd's log, for failure messages.
     pub fn log_tail(&self) -> String {

@@ -1,0 +1,147 @@
+//! `nodectl check` against a real containerd: seed 001 (a held status lock
+//! stalls CRI), a frozen containerd, and a healthy node.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_cri::v1::{LinuxContainerResources, UpdateContainerResourcesRequest};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::Value;
+use support::TestBed;
+
+fn document(output: &std::process::Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn finding<'a>(doc: &'a Value, kind: &str, id: &str) -> Option<&'a Value> {
+    doc["findings"]
+        .as_array()?
+        .iter()
+        .find(|f| f["kind"] == kind && f["id"] == id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_status_lock_is_pinned_on_its_container_and_frozen_containerd_still_answers() {
+    let Some(bed) = TestBed::start("held_status_lock_is_pinned_on_its_container").await else {
+        return;
+    };
+    let healthy = bed
+        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let stuck = bed
+        .run_pod("stuck", "init", &["/bin/sh", "-c", "sleep 4"])
+        .await;
+    let started = Instant::now();
+    let shim = bed.shim_pid(&stuck.sandbox_id);
+    let _strace = bed.delay_umount2(shim, Duration::from_secs(40));
+
+    // After the exit (4 s), CRI's task.Delete sits in the shim's umount2 with
+    // the process lock held; UpdateContainerResources then holds CRI's status
+    // lock of the container while task.Update waits for that process lock.
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(started.elapsed())).await;
+    let mut cri = bed.cri().await;
+    let stuck_id = stuck.container_id.clone();
+    let update = tokio::spawn(async move {
+        let request = UpdateContainerResourcesRequest {
+            container_id: stuck_id,
+            linux: Some(LinuxContainerResources {
+                cpu_shares: 512,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let _ = tokio::time::timeout(
+            Duration::from_secs(50),
+            cri.update_container_resources(request),
+        )
+        .await;
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let timed = Instant::now();
+    let output = bed.nodectl(&["check", "-o", "json", "--timeout", "3s"]);
+    eprintln!(
+        "check with a held lock took {:.2} s",
+        timed.elapsed().as_secs_f64()
+    );
+    let doc = document(&output);
+    assert_eq!(output.status.code(), Some(1), "{doc}");
+    let slow = finding(&doc, "cri-slow", &stuck.container_id)
+        .unwrap_or_else(|| panic!("the stuck container is named as blocking CRI: {doc}"));
+    assert_eq!(
+        slow["evidence"]["container_status_timed_out"], true,
+        "{slow}"
+    );
+    assert_eq!(
+        slow["evidence"]["list_containers"]["timed_out"], true,
+        "{slow}"
+    );
+    assert!(
+        finding(&doc, "cri-slow", &healthy.container_id).is_none(),
+        "the healthy container answers: {doc}"
+    );
+    let blocked = finding(&doc, "shim-blocked", &stuck.sandbox_id)
+        .unwrap_or_else(|| panic!("its shim is blocked: {doc}"));
+    assert_eq!(blocked["evidence"]["shim_pid"], shim);
+    assert_eq!(
+        blocked["evidence"]["threads"][0]["syscall"], "umount2",
+        "{blocked}"
+    );
+    assert!(
+        finding(&doc, "zombie", &stuck.container_id).is_some(),
+        "{doc}"
+    );
+
+    // Freeze containerd: check still answers within --timeout + 1 s, from
+    // the files and procfs, and says the APIs are unreachable.
+    let containerd = Pid::from_raw(bed.containerd_pid());
+    kill(containerd, Signal::SIGSTOP).unwrap();
+    let timed = Instant::now();
+    let output = bed.nodectl(&["check", "-o", "json", "--timeout", "2s"]);
+    let took = timed.elapsed();
+    kill(containerd, Signal::SIGCONT).unwrap();
+    eprintln!(
+        "check with containerd frozen took {:.2} s",
+        took.as_secs_f64()
+    );
+    let doc = document(&output);
+    assert!(took < Duration::from_secs(3), "answered in {took:?}: {doc}");
+    assert!(
+        finding(&doc, "api-unreachable", "containerd").is_some(),
+        "{doc}"
+    );
+    assert!(finding(&doc, "api-unreachable", "cri").is_some(), "{doc}");
+    assert!(
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "zombie"),
+        "file-based findings are still there: {doc}"
+    );
+    let _ = update.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_node_has_no_findings() {
+    let Some(bed) = TestBed::start("healthy_node_has_no_findings").await else {
+        return;
+    };
+    let _pod = bed
+        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let output = bed.nodectl(&["check", "-o", "json"]);
+    let doc = document(&output);
+    assert_eq!(output.status.code(), Some(0), "{doc}");
+    assert!(doc["findings"].as_array().unwrap().is_empty());
+    assert!(doc["gaps"].as_array().unwrap().is_empty());
+    assert!(doc["context"]["containerd_version"].is_string(), "{doc}");
+}
