@@ -19,6 +19,9 @@ _nodectl() {
             nodectl,check)
                 cmd="nodectl__subcmd__check"
                 ;;
+            nodectl,collect)
+                cmd="nodectl__subcmd__collect"
+                ;;
             nodectl,help)
                 cmd="nodectl__subcmd__help"
                 ;;
@@ -36,6 +39,9 @@ _nodectl() {
                 ;;
             nodectl__subcmd__help,check)
                 cmd="nodectl__subcmd__help__subcmd__check"
+                ;;
+            nodectl__subcmd__help,collect)
+                cmd="nodectl__subcmd__help__subcmd__collect"
                 ;;
             nodectl__subcmd__help,help)
                 cmd="nodectl__subcmd__help__subcmd__help"
@@ -59,7 +65,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help --version check zombies shims leaked-shims leaked-mounts help"
+            opts="-n -o -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help --version check collect zombies shims leaked-shims leaked-mounts help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -86,11 +92,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -117,7 +123,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -h --late-after --since --slow --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            opts="-n -o -h --late-after --since --slow --cri-address --from --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -135,6 +141,72 @@ _nodectl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --cri-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --proc-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mountinfo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__collect)
+            opts="-n -o -h --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --cri-address)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -160,11 +232,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -191,7 +263,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__help)
-            opts="check zombies shims leaked-shims leaked-mounts help"
+            opts="check collect zombies shims leaked-shims leaked-mounts help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -205,6 +277,20 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__help__subcmd__collect)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -316,11 +402,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -378,11 +464,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -436,11 +522,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -506,11 +592,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
                     return 0
                     ;;
                 --config)

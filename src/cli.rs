@@ -96,6 +96,8 @@ impl GlobalArgs {
 pub enum Command {
     /// Every check in one report: the files, the processes and both APIs cross-checked
     Check(CheckArgs),
+    /// Write the evidence `check` works from to a file, for `check --from` elsewhere
+    Collect(CollectArgs),
     /// Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late
     Zombies(ZombiesArgs),
     /// Every containerd shim process: its pod, age, memory and children
@@ -136,6 +138,19 @@ pub struct CheckArgs {
     /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min)
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
     pub slow: Duration,
+    /// CRI socket [default: the containerd socket]
+    #[arg(long, value_name = "PATH")]
+    pub cri_address: Option<PathBuf>,
+    /// Check an evidence bundle written by `nodectl collect` instead of this node
+    #[arg(long, value_name = "FILE.tar.gz")]
+    pub from: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    /// Where to write the bundle (gzipped tar); `-o` is the output format, as everywhere
+    #[arg(value_name = "FILE.tar.gz")]
+    pub file: PathBuf,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,

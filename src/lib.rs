@@ -10,6 +10,7 @@ pub mod act;
 pub mod checks;
 pub mod cli;
 pub mod commands;
+pub mod evidence;
 pub mod gather;
 pub mod paths;
 pub mod render;

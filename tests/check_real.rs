@@ -11,14 +11,17 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use support::TestBed;
 
+/// Parses nodectl's JSON report and checks it against the published schema.
 fn document(output: &std::process::Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+    let doc = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         )
-    })
+    });
+    support::assert_matches_schema(&doc);
+    doc
 }
 
 fn finding<'a>(doc: &'a Value, kind: &str, id: &str) -> Option<&'a Value> {

@@ -1,6 +1,9 @@
 //! The command line as a user meets it, on a containerd tree made from the
 //! captured status files (no containerd needed): exit codes, gaps, the paths
-//! report, and a closed pipe.
+//! report, a closed pipe, and each output format read by its consumer's
+//! parser (the JSON schema, promtool, node-problem-detector's contract).
+
+mod support;
 
 use std::fs;
 use std::io::Read;
@@ -231,4 +234,195 @@ fn closed_pipe_ends_quietly() {
         Some(1),
         "the findings still decide the exit code"
     );
+}
+
+/// A node with one of everything the file-based checks find, and a gap.
+fn troubled_node() -> Node {
+    let node = Node::new();
+    node.write_config();
+    node.add_status(RUNNING_ID, &dead_running_status());
+    node.add_status(CORRUPT_ID, &testdata("truncated.json"));
+    node.add_status(&"3".repeat(64), &testdata("late-exit.json"));
+    node
+}
+
+#[test]
+fn every_command_prints_json_that_matches_the_schema() {
+    let node = troubled_node();
+    for args in [
+        &[
+            "zombies", "-o", "json", "--settle", "0s", "--since", "100000d",
+        ][..],
+        &[
+            "check",
+            "-o",
+            "json",
+            "--timeout",
+            "300ms",
+            "--since",
+            "100000d",
+        ],
+        &["shims", "-o", "json"],
+        &["leaked-shims", "-o", "json", "--timeout", "300ms"],
+        &["leaked-mounts", "-o", "json", "--timeout", "300ms"],
+    ] {
+        let doc = json(&node.run(args));
+        assert_eq!(doc["command"], args[0]);
+    }
+    let doc = json(&node.run(&[
+        "check",
+        "-o",
+        "json",
+        "--timeout",
+        "300ms",
+        "--since",
+        "100000d",
+    ]));
+    let kinds: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    for kind in ["zombie", "late-exit", "api-unreachable"] {
+        assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
+    }
+}
+
+#[test]
+fn prometheus_output_passes_promtool() {
+    if !support::have("promtool") {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
+            "promtool (package prometheus) is required in CI"
+        );
+        eprintln!("skipping prometheus_output_passes_promtool: no promtool (package prometheus)");
+        return;
+    }
+    let node = troubled_node();
+    let output = node.run(&[
+        "check",
+        "-o",
+        "prometheus",
+        "--timeout",
+        "300ms",
+        "--since",
+        "100000d",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.contains("nodectl_findings{command=\"check\",kind=\"zombie\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nodectl_up{command=\"check\"} 0"),
+        "the API is down here: {text}"
+    );
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let verdict = promtool.wait_with_output().unwrap();
+    assert!(
+        verdict.status.success(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&verdict.stdout),
+        String::from_utf8_lossy(&verdict.stderr)
+    );
+
+    // The shipped alerting rules parse, and use the metric names above.
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/nodectl-rules.yaml");
+    let verdict = Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert!(
+        verdict.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verdict.stdout)
+    );
+    let rules_text = fs::read_to_string(&rules).unwrap();
+    for metric in ["nodectl_findings", "nodectl_last_run_timestamp_seconds"] {
+        assert!(
+            rules_text.contains(metric) && text.contains(metric),
+            "{metric}"
+        );
+    }
+}
+
+#[test]
+fn shipped_npd_plugin_config_runs_npd_mode() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/node-problem-detector/nodectl-monitor.json");
+    let config: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(config["plugin"], "custom");
+    for rule in config["rules"].as_array().unwrap() {
+        let args: Vec<&str> = rule["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        // The arguments must parse as a nodectl command line in npd mode.
+        let mut argv = vec!["nodectl"];
+        argv.extend(&args);
+        assert!(argv.windows(2).any(|w| w == ["-o", "npd"]), "{args:?}");
+        let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+            .args(&args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[test]
+fn npd_mode_is_one_line_with_the_plugin_exit_codes() {
+    let node = troubled_node();
+    let output = node.run(&["zombies", "-o", "npd", "--settle", "0s"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "1 = NonOK for node-problem-detector"
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("zombie"), "{text}");
+
+    let healthy = Node::new();
+    healthy.write_config();
+    let output = healthy.run(&["zombies", "-o", "npd"]);
+    assert_eq!(output.status.code(), Some(0), "0 = OK");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args([
+            "zombies",
+            "-o",
+            "npd",
+            "--root",
+            "/nonexistent",
+            "--config",
+            "/nonexistent.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "2 = Unknown");
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("could not check"));
 }

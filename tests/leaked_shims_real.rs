@@ -11,14 +11,17 @@ use k8s_cri::v1::ContainerState;
 use serde_json::Value;
 use support::TestBed;
 
+/// Parses nodectl's JSON report and checks it against the published schema.
 fn document(output: &std::process::Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+    let doc = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         )
-    })
+    });
+    support::assert_matches_schema(&doc);
+    doc
 }
 
 fn ids_of_kind(doc: &Value, kind: &str) -> Vec<String> {
@@ -82,6 +85,19 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
         "a dry run touches nothing"
     );
     assert!(support::is_running(shim), "the dry run left the shim alone");
+
+    // The evidence travels: checked from a bundle elsewhere, same findings.
+    let (live, offline) = support::live_and_offline_check(&bed);
+    assert!(
+        support::finding_keys(&live)
+            .contains(&("leaked-shim".to_string(), victim.sandbox_id.clone())),
+        "{live}"
+    );
+    assert_eq!(
+        support::finding_keys(&offline),
+        support::finding_keys(&live),
+        "{offline}"
+    );
 
     let output = bed.nodectl(&["leaked-shims", "--kill", "--yes", "-o", "json"]);
     let doc = document(&output);

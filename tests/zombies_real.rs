@@ -19,6 +19,7 @@ fn findings(output: &std::process::Output) -> Vec<Value> {
             String::from_utf8_lossy(&output.stderr)
         )
     });
+    support::assert_matches_schema(&doc);
     doc["findings"].as_array().cloned().unwrap_or_default()
 }
 
@@ -92,6 +93,18 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
     assert_eq!(evidence["shim_pid"], shim);
     assert_eq!(evidence["shim_in_umount2"], true, "{evidence}");
     assert!(evidence["pid"].as_i64().unwrap() > 0);
+
+    // The evidence travels: checked from a bundle elsewhere, same findings.
+    let (live, offline) = support::live_and_offline_check(&bed);
+    assert!(
+        support::finding_keys(&live).contains(&("zombie".to_string(), stuck.container_id.clone())),
+        "{live}"
+    );
+    assert_eq!(
+        support::finding_keys(&offline),
+        support::finding_keys(&live),
+        "{offline}"
+    );
 
     // Hold the unmount as long as the seeds' slow disk did (the first delayed
     // umount2 ends by itself at ~44 s), then let go: containerd's retry of

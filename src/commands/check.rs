@@ -4,10 +4,12 @@
 //! (`--timeout`), the files and procfs are read regardless, and the second
 //! snapshot (to confirm zombies and blocked shims) costs no API call.
 
+use std::path::Path;
 use std::time::Duration;
 
 use crate::checks::{self, Settings};
 use crate::cli::{CheckArgs, GlobalArgs};
+use crate::evidence;
 use crate::gather::{gather, now_nanos};
 use crate::paths;
 use crate::report::Report;
@@ -18,23 +20,14 @@ use crate::sources::api::ApiCall;
 /// blocked thread from a busy one.
 const SAMPLE_GAP: Duration = Duration::from_secs(1);
 
-pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Report {
-    let (paths, config_gaps) = paths::resolve(&global.path_flags());
-    let mut options = global.gather_options(true);
-    options.cri_address = Some(
-        args.cri_address
-            .clone()
-            .unwrap_or(paths.address.path.clone()),
-    );
-    let first = gather(&paths, &options, config_gaps.clone());
-
-    let gap = SAMPLE_GAP.min(global.timeout).as_nanos() as i64;
-    let waited = now_nanos() - first.taken_at;
-    if waited < gap {
-        std::thread::sleep(Duration::from_nanos((gap - waited) as u64));
-    }
-    let second = gather(&paths, &global.gather_options(false), config_gaps);
-
+pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
+    let (first, second) = match &args.from {
+        Some(bundle) => {
+            let evidence = evidence::read(bundle)?;
+            (evidence.first, evidence.second)
+        }
+        None => gather_pair(global, args.cri_address.as_deref()),
+    };
     let settings = Settings {
         late_after: args.late.late_after,
         since: args.late.since,
@@ -44,10 +37,29 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Report {
     let mut context = first.node.clone();
     context.containerd_version = first.containerd.as_ref().and_then(|c| c.version.clone());
     let api_calls = api_calls(&first, args.slow);
-    let mut report = Report::new("check", &global.namespace, paths, findings, first.gaps);
+    let namespace = first.namespace.clone();
+    let mut report = Report::new("check", &namespace, first.paths, findings, first.gaps);
     report.context = Some(context);
     report.api_calls = api_calls;
-    report
+    Ok(report)
+}
+
+/// The two snapshots a check compares: the first asks both APIs (bounded by
+/// `--timeout`), the second, taken at least [`SAMPLE_GAP`] later, reads only
+/// files and procfs.
+pub fn gather_pair(global: &GlobalArgs, cri_address: Option<&Path>) -> (Snapshot, Snapshot) {
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let mut options = global.gather_options(true);
+    options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
+    let first = gather(&paths, &options, config_gaps.clone());
+
+    let gap = SAMPLE_GAP.min(global.timeout).as_nanos() as i64;
+    let waited = now_nanos() - first.taken_at;
+    if waited < gap {
+        std::thread::sleep(Duration::from_nanos((gap - waited) as u64));
+    }
+    let second = gather(&paths, &global.gather_options(false), config_gaps);
+    (first, second)
 }
 
 fn api_calls(snapshot: &Snapshot, slow: Duration) -> Vec<ApiCall> {

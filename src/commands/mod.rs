@@ -2,6 +2,7 @@
 //! report. An `Err` is a reason the command could not run at all.
 
 pub mod check;
+pub mod collect;
 pub mod leaked_mounts;
 pub mod leaked_shims;
 pub mod shims;
@@ -12,7 +13,8 @@ use crate::report::Report;
 
 pub fn run(cli: &Cli) -> Result<Report, String> {
     match &cli.command {
-        Command::Check(args) => Ok(check::run(&cli.global, args)),
+        Command::Check(args) => check::run(&cli.global, args),
+        Command::Collect(args) => collect::run(&cli.global, args),
         Command::Zombies(args) => Ok(zombies::run(&cli.global, args)),
         Command::Shims => Ok(shims::run(&cli.global)),
         Command::LeakedShims(args) => leaked_shims::run(&cli.global, args),

@@ -178,6 +178,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     pub fn config_path(&self) -> &Path {
         &self.config
     }
+    /// A path in the test bed's temp dir, removed with it.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
     pub fn containerd_pid(&self) -> i32 {
         self.containerd.id() as i32
     }
@@ -704,6 +708,86 @@ pub fn mount_tmpfs(path: &Path) {
         None::<&str>,
     )
     .unwrap_or_else(|e| panic!("mounting tmpfs at {}: {e}", path.display()));
+}
+
+/// Runs nodectl with no node to look at (as on another machine), bounded.
+pub fn nodectl_offline(args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
+    command.args(args).stdin(Stdio::null());
+    run_bounded(&mut command, Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("nodectl {args:?}: {e}"))
+}
+
+/// Fails unless `doc` is valid against the checked-in JSON schema.
+pub fn assert_matches_schema(doc: &serde_json::Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/report-v1.schema.json");
+    let schema: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "output does not match {}: {errors:#?}\n{doc}",
+        path.display()
+    );
+}
+
+/// Runs a program's `--version`-like probe: is it installed?
+pub fn have(binary: &str) -> bool {
+    which(binary)
+}
+
+/// `(kind, id)` of every finding of a JSON report, sorted.
+pub fn finding_keys(doc: &serde_json::Value) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = doc["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap_or_default().to_string(),
+                f["id"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Collects an evidence bundle from the test bed and checks it offline;
+/// returns the live check's and the offline check's reports.
+pub fn live_and_offline_check(bed: &TestBed) -> (serde_json::Value, serde_json::Value) {
+    let parse = |output: &Output| -> serde_json::Value {
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+    };
+    let bundle = bed.scratch("evidence.tar.gz");
+    let collected = bed.nodectl(&["collect", bundle.to_str().unwrap()]);
+    assert_eq!(
+        collected.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&collected.stderr)
+    );
+    let live = parse(&bed.nodectl(&["check", "-o", "json"]));
+    let offline = parse(&nodectl_offline(&[
+        "check",
+        "--from",
+        bundle.to_str().unwrap(),
+        "-o",
+        "json",
+    ]));
+    (live, offline)
 }
 
 /// Runs a command to completion, killing it after `limit`.

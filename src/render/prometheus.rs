@@ -1,0 +1,188 @@
+//! `-o prometheus`: node_exporter textfile-collector format, for a fleet to
+//! alert on. Every finding kind is always present (0 when none), so an alert
+//! rule never sees a series vanish.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use crate::checks::{Kind, Severity};
+use crate::report::Report;
+
+const KINDS: &[Kind] = &[
+    Kind::Zombie,
+    Kind::LateExit,
+    Kind::LeakedShim,
+    Kind::LeakedMount,
+    Kind::OrphanBundle,
+    Kind::CriDrift,
+    Kind::CriSlow,
+    Kind::ShimBlocked,
+    Kind::ApiUnreachable,
+];
+
+pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    let command = escape(&report.command);
+    let up = report.gaps.iter().all(|g| !g.source_unavailable);
+    gauge(
+        out,
+        "nodectl_up",
+        "1 when every source could be read, 0 when one was unavailable.",
+    )?;
+    writeln!(out, "nodectl_up{{command=\"{command}\"}} {}", u8::from(up))?;
+
+    gauge(
+        out,
+        "nodectl_findings",
+        "Findings of the last run, by kind.",
+    )?;
+    for kind in KINDS {
+        let count = report.findings.iter().filter(|f| f.kind == *kind).count();
+        writeln!(
+            out,
+            "nodectl_findings{{command=\"{command}\",kind=\"{}\"}} {count}",
+            kind.as_str()
+        )?;
+    }
+    gauge(
+        out,
+        "nodectl_findings_by_severity",
+        "Findings of the last run, by severity.",
+    )?;
+    for (severity, name) in [
+        (Severity::Critical, "critical"),
+        (Severity::Warning, "warning"),
+    ] {
+        let count = report
+            .findings
+            .iter()
+            .filter(|f| f.severity == severity)
+            .count();
+        writeln!(
+            out,
+            "nodectl_findings_by_severity{{command=\"{command}\",severity=\"{name}\"}} {count}"
+        )?;
+    }
+
+    gauge(
+        out,
+        "nodectl_gaps",
+        "What a source could not read in the last run, by source.",
+    )?;
+    let mut gaps: BTreeMap<&str, usize> = BTreeMap::new();
+    for gap in &report.gaps {
+        *gaps.entry(gap.source.as_str()).or_default() += 1;
+    }
+    for (source, count) in gaps {
+        writeln!(
+            out,
+            "nodectl_gaps{{command=\"{command}\",source=\"{}\"}} {count}",
+            escape(source)
+        )?;
+    }
+
+    if !report.api_calls.is_empty() {
+        gauge(
+            out,
+            "nodectl_api_call_duration_seconds",
+            "How long each API call of the last run took (until the deadline when it timed out).",
+        )?;
+        for call in &report.api_calls {
+            writeln!(
+                out,
+                "nodectl_api_call_duration_seconds{{{}}} {}",
+                call_labels(&call.call),
+                call.latency_ms / 1e3
+            )?;
+        }
+        gauge(
+            out,
+            "nodectl_api_call_failed",
+            "1 when the API call failed or timed out.",
+        )?;
+        for call in &report.api_calls {
+            writeln!(
+                out,
+                "nodectl_api_call_failed{{{}}} {}",
+                call_labels(&call.call),
+                u8::from(call.error.is_some())
+            )?;
+        }
+    }
+
+    gauge(
+        out,
+        "nodectl_last_run_timestamp_seconds",
+        "When the last run finished (unix time).",
+    )?;
+    writeln!(
+        out,
+        "nodectl_last_run_timestamp_seconds{{command=\"{command}\"}} {}",
+        chrono::Utc::now().timestamp()
+    )
+}
+
+fn gauge(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
+    writeln!(out, "# HELP {name} {help}")?;
+    writeln!(out, "# TYPE {name} gauge")
+}
+
+/// `cri ContainerStatus <id>` → `api="cri",call="ContainerStatus",target="<id>"`.
+fn call_labels(call: &str) -> String {
+    let mut parts = call.splitn(3, ' ');
+    let api = parts.next().unwrap_or_default();
+    let name = parts.next().unwrap_or_default();
+    let target = parts.next().unwrap_or_default();
+    format!(
+        "api=\"{}\",call=\"{}\",target=\"{}\"",
+        escape(api),
+        escape(name),
+        escape(target)
+    )
+}
+
+/// Label values escape backslash, double quote and newline.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::checks::{run_all, Settings};
+    use crate::snapshot::Gap;
+
+    #[test]
+    fn every_kind_is_exported_and_values_are_counted() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        let findings = run_all(&s, &s, &Settings::default());
+        let gaps = vec![Gap::source("containerd-api", "/x\"y", "down")];
+        let report = Report::new("check", "k8s.io", s.paths.clone(), findings, gaps);
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("nodectl_up{command=\"check\"} 0"), "{text}");
+        assert!(
+            text.contains("nodectl_findings{command=\"check\",kind=\"zombie\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodectl_findings{command=\"check\",kind=\"leaked-shim\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodectl_gaps{command=\"check\",source=\"containerd-api\"} 1"),
+            "{text}"
+        );
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(
+            call_labels("cri ListContainers"),
+            "api=\"cri\",call=\"ListContainers\",target=\"\""
+        );
+    }
+}
