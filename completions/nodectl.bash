@@ -65,7 +65,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help --version check collect zombies shims leaked-shims leaked-mounts help"
+            opts="-n -o -q -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -123,7 +123,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -h --late-after --since --slow --cri-address --from --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            opts="-n -o -q -h --late-after --since --slow --cri-address --from --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -201,7 +201,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -h --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            opts="-n -o -q -h --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -375,7 +375,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__mounts)
-            opts="-n -o -h --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            opts="-n -o -q -h --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -433,7 +433,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__shims)
-            opts="-n -o -h --kill --yes --grace --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            opts="-n -o -q -h --kill --yes --grace --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -495,7 +495,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__shims)
-            opts="-n -o -h --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            opts="-n -o -q -h --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -553,7 +553,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__zombies)
-            opts="-n -o -h --late-after --since --settle --root --state --address --namespace --output --config --proc-root --mountinfo --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nodectl_global_optspecs
-    string join \n root= state= address= n/namespace= o/output= config= proc-root= mountinfo= timeout= h/help V/version
+    string join \n root= state= address= n/namespace= o/output= config= proc-root= mountinfo= q/quiet timeout= h/help V/version
 end
 
 function __fish_nodectl_needs_command
@@ -36,6 +36,7 @@ complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd c
 complete -c nodectl -n "__fish_nodectl_needs_command" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_needs_command" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_needs_command" -s V -l version -d 'Print version'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "check" -d 'Every check in one report: the files, the processes and both APIs cross-checked'
@@ -62,6 +63,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l config -d 'con
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
@@ -76,6 +78,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l config -d 'c
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l since -d 'Only report late exits that happened within this window' -r
@@ -92,6 +95,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'c
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
@@ -105,6 +109,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'con
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l grace -d 'How long a shim gets to exit after SIGTERM before SIGKILL' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
@@ -121,6 +126,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountin
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l timeout -d 'Deadline for each containerd API call' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kill -d 'End the leaked shims (after re-checking each one); without it nothing is touched'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l yes -d 'Do not ask before killing (required when stdin is not a terminal)'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
@@ -134,6 +140,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "check" -d 'Every check in one report: the files, the processes and both APIs cross-checked'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "collect" -d 'Write the evidence `check` works from to a file, for `check --from` elsewhere'

@@ -62,6 +62,9 @@ pub struct GlobalArgs {
     /// mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]
     #[arg(long, global = true, value_name = "PATH", hide = true)]
     pub mountinfo: Option<PathBuf>,
+    /// Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
     /// Deadline for each containerd API call
     #[arg(long, global = true, value_name = "DURATION", default_value = "3s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
@@ -79,6 +82,7 @@ impl GlobalArgs {
                 .unwrap_or_else(|| self.proc_root.join("self/mountinfo")),
             api_timeout: ask_api.then_some(self.timeout),
             cri_address: None,
+            progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         }
     }
 

@@ -10,6 +10,9 @@ use crate::sources::containerd_api::ContainerdView;
 use crate::sources::cri_api::CriView;
 use crate::sources::{bundles, containerd_api, cri_api, cri_store, mountinfo, node, procfs};
 
+/// How long an API may keep a person waiting before nodectl says so.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone)]
 pub struct GatherOptions {
     pub namespace: String,
@@ -21,6 +24,8 @@ pub struct GatherOptions {
     pub api_timeout: Option<Duration>,
     /// Also ask CRI (at this socket), within the same deadline.
     pub cri_address: Option<PathBuf>,
+    /// Say on stderr when the APIs keep us waiting (a person is watching).
+    pub progress: bool,
 }
 
 /// Reads the node. Status files are read before procfs so that a container
@@ -105,7 +110,23 @@ fn ask_apis(
                 None => None,
             }
         };
-        tokio::join!(containerd, cri)
+        let answers = async { tokio::join!(containerd, cri) };
+        // Never finishes: it only speaks up if the answers take a while.
+        let progress = async {
+            tokio::time::sleep(PROGRESS_AFTER).await;
+            if options.progress {
+                eprintln!(
+                    "nodectl: waiting for containerd at {} (at most {})...",
+                    paths.address.path.display(),
+                    humantime::format_duration(timeout)
+                );
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            answers = answers => answers,
+            _ = progress => unreachable!("progress never completes"),
+        }
     });
     containerd_api::gaps(&containerd, gaps);
     if let Some(cri) = &cri {

@@ -15,6 +15,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.global.quiet {
+        return report.exit_code();
+    }
     let mut stdout = io::stdout().lock();
     match render::render(&report, cli.global.output, &mut stdout) {
         Ok(()) => report.exit_code(),

@@ -426,3 +426,79 @@ fn npd_mode_is_one_line_with_the_plugin_exit_codes() {
     assert_eq!(output.status.code(), Some(2), "2 = Unknown");
     assert!(String::from_utf8_lossy(&output.stdout).starts_with("could not check"));
 }
+
+/// Runs nodectl on a pseudo-terminal (util-linux `script`), as a person would.
+fn on_terminal(node: &Node, args: &[&str], env: &[(&str, &str)]) -> String {
+    let command = node.command(args);
+    let line = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|a| format!("'{}'", a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let output = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    if let Some((_, value)) = env.iter().find(|(k, _)| *k == "NO_COLOR") {
+        text.push_str(&format!("\n(NO_COLOR={value})"));
+    }
+    text
+}
+
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    if !support::have("script") {
+        eprintln!("skipping colour test: no `script` (util-linux)");
+        return;
+    }
+    let node = troubled_node();
+    let args = ["zombies", "--settle", "0s"];
+    let coloured = on_terminal(&node, &args, &[]);
+    assert!(
+        coloured.contains("\x1b["),
+        "colour on a terminal: {coloured}"
+    );
+    let plain = on_terminal(&node, &args, &[("NO_COLOR", "1")]);
+    assert!(!plain.contains("\x1b["), "no colour with NO_COLOR: {plain}");
+    let piped = node.run(&args);
+    assert!(
+        !String::from_utf8_lossy(&piped.stdout).contains("\x1b["),
+        "no colour into a pipe"
+    );
+}
+
+#[test]
+fn quiet_prints_nothing_and_keeps_the_exit_status() {
+    let node = troubled_node();
+    let output = node.run(&["zombies", "--quiet", "--settle", "0s"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty() && output.stderr.is_empty());
+}
+
+#[test]
+fn a_person_waiting_on_a_silent_containerd_is_told_why() {
+    if !support::have("script") {
+        eprintln!("skipping progress test: no `script` (util-linux)");
+        return;
+    }
+    let node = Node::new();
+    node.write_config();
+    // A socket that accepts connections but never answers, like a frozen containerd.
+    let socket = node.dir.path().join("containerd.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let started = std::time::Instant::now();
+    let text = on_terminal(&node, &["leaked-shims", "--timeout", "2s"], &[]);
+    assert!(text.contains("waiting for containerd"), "{text}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "bounded by --timeout"
+    );
+    assert!(
+        text.contains("containerd-api"),
+        "the gap names the API: {text}"
+    );
+}

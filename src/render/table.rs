@@ -1,12 +1,12 @@
 //! The report for people: which containerd was looked at, a summary table,
 //! then what is wrong, the evidence, the likely cause and what to do.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 
-use comfy_table::{presets, ContentArrangement, Table};
+use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
 use serde_json::Value;
 
-use crate::checks::Finding;
+use crate::checks::{Finding, Severity};
 use crate::commands::shims::ShimRow;
 use crate::paths::Located;
 use crate::report::Report;
@@ -116,12 +116,30 @@ fn located(at: &Located) -> String {
     format!("{} [{origin}]", at.path.display())
 }
 
-fn new_table(header: &[&str]) -> Table {
+/// Colour only for a person at a terminal, and never when NO_COLOR is set
+/// (no-color.org).
+fn colour() -> bool {
+    io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Below this many columns wrapping makes a table unreadable; terminals that
+/// report no size (serial consoles, `script`) report 0.
+const MIN_WIDTH: u16 = 80;
+
+fn plain_table() -> Table {
     let mut table = Table::new();
     table
         .load_preset(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_header(header.to_vec());
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    if table.width().is_some_and(|w| w < MIN_WIDTH) {
+        table.set_width(MIN_WIDTH * 3 / 2);
+    }
+    table
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut table = plain_table();
+    table.set_header(header.to_vec());
     table
 }
 
@@ -170,23 +188,26 @@ fn summary_table(findings: &[Finding]) -> Table {
             .map(|key| finding.evidence[*key].as_str().unwrap_or("?"))
             .collect::<Vec<_>>()
             .join("/");
+        let severity = format!("{:?}", finding.severity).to_lowercase();
+        let severity = match (colour(), finding.severity) {
+            (true, Severity::Critical) => Cell::new(severity).fg(Color::Red),
+            (true, Severity::Warning) => Cell::new(severity).fg(Color::Yellow),
+            (false, _) => Cell::new(severity),
+        };
         table.add_row(vec![
-            (n + 1).to_string(),
-            finding.kind.as_str().to_string(),
-            format!("{:?}", finding.severity).to_lowercase(),
-            who,
-            finding.id.chars().take(13).collect(),
-            finding.summary.clone(),
+            Cell::new(n + 1),
+            Cell::new(finding.kind.as_str()),
+            severity,
+            Cell::new(who),
+            Cell::new(finding.id.chars().take(13).collect::<String>()),
+            Cell::new(&finding.summary),
         ]);
     }
     table
 }
 
 fn detail_table(finding: &Finding) -> Table {
-    let mut table = Table::new();
-    table
-        .load_preset(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut table = plain_table();
     table.add_row(vec!["What is wrong", &finding.summary]);
     table.add_row(vec![
         "Evidence".to_string(),
