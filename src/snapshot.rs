@@ -116,6 +116,35 @@ pub enum CriState {
     Unknown,
 }
 
+impl Snapshot {
+    /// Children of `pid`, split into running and defunct ones.
+    pub fn children(&self, pid: i32) -> (Vec<i32>, Vec<i32>) {
+        let (live, defunct): (Vec<&ProcessInfo>, Vec<&ProcessInfo>) = self
+            .processes
+            .values()
+            .filter(|p| p.ppid == pid)
+            .partition(|p| p.is_running());
+        (
+            live.iter().map(|p| p.pid).collect(),
+            defunct.iter().map(|p| p.pid).collect(),
+        )
+    }
+
+    /// Seconds from `since` (unix ns) to when the snapshot was taken, to a
+    /// tenth; 0 when `since` is unknown.
+    pub fn seconds_since(&self, since: UnixNanos) -> f64 {
+        if since <= 0 {
+            return 0.0;
+        }
+        seconds(self.taken_at - since)
+    }
+}
+
+/// Nanoseconds as seconds, rounded to a tenth.
+pub fn seconds(nanos: i64) -> f64 {
+    (nanos as f64 / 1e9 * 10.0).round() / 10.0
+}
+
 /// A task bundle: `<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Bundle {

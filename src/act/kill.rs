@@ -277,22 +277,13 @@ fn remains(snapshot: &Snapshot, shim: &Shim) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::checks::fixtures::*;
-    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
 
     fn leaked_snapshot(shim_pid: i32, started_at: i64) -> Snapshot {
         let mut s = snapshot();
         s.shims.push(shim(shim_pid, &id('s'), ADDRESS, &["futex"]));
         s.processes
             .insert(shim_pid, process(shim_pid, 'S', started_at));
-        let mut view = ContainerdView::default();
-        view.namespaces.insert(
-            "k8s.io".to_string(),
-            NamespaceView {
-                containers: Some(Default::default()),
-                tasks: Some(Vec::new()),
-            },
-        );
-        s.containerd = Some(view);
+        with_records(&mut s, &[]);
         s
     }
 

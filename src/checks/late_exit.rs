@@ -8,9 +8,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::zombie::seconds;
 use crate::checks::{timestamp, Finding, Kind, PodRef, Settings, Severity};
-use crate::snapshot::{CriState, Snapshot};
+use crate::snapshot::{seconds, CriState, Snapshot};
 
 #[derive(Serialize)]
 struct Evidence {

@@ -10,7 +10,6 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::zombie::seconds;
 use crate::checks::{has_record, timestamp, Basis, Finding, Kind, Severity};
 use crate::snapshot::{Shim, Snapshot};
 
@@ -57,11 +56,7 @@ pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
     if owned {
         return None;
     }
-    let (live, defunct): (Vec<_>, Vec<_>) = snapshot
-        .processes
-        .values()
-        .filter(|p| p.ppid == shim.pid)
-        .partition(|p| p.is_running());
+    let (live, defunct) = snapshot.children(shim.pid);
     // A shim still serving a process is never called leaked: killing it
     // would orphan a running container.
     if !live.is_empty() {
@@ -75,14 +70,10 @@ pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
         namespace: namespace.to_string(),
         shim_id: id.to_string(),
         started_at: timestamp(started_at),
-        age_seconds: if started_at > 0 {
-            seconds(snapshot.taken_at - started_at)
-        } else {
-            0.0
-        },
+        age_seconds: snapshot.seconds_since(started_at),
         rss_bytes: process.map_or(0, |p| p.rss_bytes),
         children_live: Vec::new(),
-        children_defunct: defunct.iter().map(|p| p.pid).collect(),
+        children_defunct: defunct,
         inferred: basis == Basis::Disk,
         basis,
     })
@@ -118,19 +109,6 @@ fn finding(evidence: Evidence) -> Finding {
 mod tests {
     use super::*;
     use crate::checks::fixtures::*;
-    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
-
-    fn api_knows(s: &mut crate::snapshot::Snapshot, ids: &[String]) {
-        let mut view = ContainerdView::default();
-        view.namespaces.insert(
-            "k8s.io".to_string(),
-            NamespaceView {
-                containers: Some(ids.iter().cloned().collect()),
-                tasks: Some(Vec::new()),
-            },
-        );
-        s.containerd = Some(view);
-    }
 
     #[test]
     fn shim_without_record_and_children_is_leaked() {
@@ -141,7 +119,7 @@ mod tests {
         proc_500.rss_bytes = 12 << 20;
         s.processes.insert(500, proc_500);
         s.processes.insert(501, child(501, 500, 'Z'));
-        api_knows(&mut s, &[id('t')]);
+        with_records(&mut s, &[id('t')]);
 
         let findings = check(&s);
         assert_eq!(findings.len(), 1);
@@ -161,7 +139,7 @@ mod tests {
         let mut s = snapshot();
         s.shims.push(shim(500, &id('s'), ADDRESS, &["futex"]));
         s.processes.insert(501, child(501, 500, 'S'));
-        api_knows(&mut s, &[]);
+        with_records(&mut s, &[]);
         assert!(check(&s).is_empty());
     }
 
@@ -171,7 +149,7 @@ mod tests {
         let mut cleanup = shim(500, &id('s'), ADDRESS, &["umount2"]);
         cleanup.action = Some("delete".to_string());
         s.shims.push(cleanup);
-        api_knows(&mut s, &[]);
+        with_records(&mut s, &[]);
         assert!(check(&s).is_empty());
     }
 
@@ -184,7 +162,7 @@ mod tests {
             "/run/other/containerd.sock",
             &["futex"],
         ));
-        api_knows(&mut s, &[]);
+        with_records(&mut s, &[]);
         assert!(check(&s).is_empty());
     }
 

@@ -163,7 +163,6 @@ mod tests {
     use super::*;
     use crate::checks::fixtures::*;
     use crate::snapshot::Mount;
-    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
     use std::path::PathBuf;
 
     fn mount(point: &str) -> Mount {
@@ -179,19 +178,6 @@ mod tests {
         format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/rootfs")
     }
 
-    fn with_api(mut s: Snapshot, ids: &[String]) -> Snapshot {
-        let mut view = ContainerdView::default();
-        view.namespaces.insert(
-            "k8s.io".to_string(),
-            NamespaceView {
-                containers: Some(ids.iter().cloned().collect()),
-                tasks: Some(Vec::new()),
-            },
-        );
-        s.containerd = Some(view);
-        s
-    }
-
     #[test]
     fn rootfs_and_shm_mounts_of_unknown_ids_are_leaked_known_ones_are_not() {
         let mut s = snapshot();
@@ -202,7 +188,7 @@ mod tests {
             id('c')
         )));
         s.mounts.push(mount("/run/containerd/something/else"));
-        let s = with_api(s, &[id('b')]);
+        with_records(&mut s, &[id('b')]);
         let findings = check(&s);
         let ids: Vec<_> = findings.iter().map(|f| (f.kind, f.id.clone())).collect();
         assert_eq!(
@@ -234,7 +220,7 @@ mod tests {
         s.shims.push(shim(9, &id('s'), ADDRESS, &[]));
         // Without the API nothing is orphaned.
         assert!(check(&s).is_empty());
-        let s = with_api(s, &[]);
+        with_records(&mut s, &[]);
         let findings = check(&s);
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].kind, Kind::OrphanBundle);

@@ -285,6 +285,19 @@ pub(crate) mod fixtures {
         }
     }
 
+    /// containerd's API answered: these are the container records of k8s.io.
+    pub fn with_records(s: &mut Snapshot, ids: &[String]) {
+        let mut view = crate::sources::containerd_api::ContainerdView::default();
+        view.namespaces.insert(
+            "k8s.io".to_string(),
+            crate::sources::containerd_api::NamespaceView {
+                containers: Some(ids.iter().cloned().collect()),
+                tasks: Some(Vec::new()),
+            },
+        );
+        s.containerd = Some(view);
+    }
+
     pub fn child(pid: i32, ppid: i32, state: char) -> ProcessInfo {
         ProcessInfo {
             ppid,

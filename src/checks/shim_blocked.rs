@@ -7,9 +7,8 @@
 
 use serde_json::json;
 
-use crate::checks::zombie::seconds;
 use crate::checks::{Finding, Kind, PodRef, Severity};
-use crate::snapshot::{Snapshot, ThreadSample};
+use crate::snapshot::{seconds, Snapshot, ThreadSample};
 
 fn is_stuck(thread: &ThreadSample) -> bool {
     thread.state == 'D' || thread.syscall.as_deref() == Some("umount2")

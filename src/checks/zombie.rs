@@ -96,7 +96,7 @@ fn finding(snapshot: &Snapshot, container: &CriContainer, death: String) -> Find
         pid: container.status.pid,
         process: death,
         started_at: timestamp(container.status.started_at),
-        running_for_seconds: seconds(snapshot.taken_at - container.status.started_at),
+        running_for_seconds: snapshot.seconds_since(container.status.started_at),
         status_file: container.status_path.display().to_string(),
         shim_pid: shim.map(|s| s.pid),
         shim_in_umount2: !in_umount2.is_empty(),
@@ -118,10 +118,6 @@ fn finding(snapshot: &Snapshot, container: &CriContainer, death: String) -> Find
                  afterwards (nodectl leaked-shims)."
             .to_string(),
     }
-}
-
-pub(crate) fn seconds(nanos: i64) -> f64 {
-    (nanos as f64 / 1e9 * 10.0).round() / 10.0
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::zombie::seconds;
 use crate::checks::{timestamp, PodRef};
 use crate::cli::GlobalArgs;
 use crate::gather::gather;
@@ -56,11 +55,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
         .map(|shim| {
             let process = snapshot.processes.get(&shim.pid);
             let started_at = process.map_or(0, |p| p.started_at);
-            let (live, defunct): (Vec<_>, Vec<_>) = snapshot
-                .processes
-                .values()
-                .filter(|p| p.ppid == shim.pid)
-                .partition(|p| p.is_running());
+            let (children_live, children_defunct) = snapshot.children(shim.pid);
             let bundle = shim.id.as_ref().and_then(|id| snapshot.bundles.get(id));
             let mut blocked_in: Vec<String> = shim
                 .threads
@@ -85,14 +80,10 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 ours: shim.serves(&snapshot.paths.address.path),
                 pod: PodRef::of(bundle),
                 started_at: timestamp(started_at),
-                age_seconds: if started_at > 0 {
-                    seconds(snapshot.taken_at - started_at)
-                } else {
-                    0.0
-                },
+                age_seconds: snapshot.seconds_since(started_at),
                 rss_bytes: process.map_or(0, |p| p.rss_bytes),
-                children_live: live.iter().map(|p| p.pid).collect(),
-                children_defunct: defunct.iter().map(|p| p.pid).collect(),
+                children_live,
+                children_defunct,
                 bundle_dir: shim
                     .cwd
                     .as_ref()
