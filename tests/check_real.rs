@@ -11,19 +11,6 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use support::TestBed;
 
-/// Parses nodectl's JSON report and checks it against the published schema.
-fn document(output: &std::process::Output) -> Value {
-    let doc = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    support::assert_matches_schema(&doc);
-    doc
-}
-
 fn finding<'a>(doc: &'a Value, kind: &str, id: &str) -> Option<&'a Value> {
     doc["findings"]
         .as_array()?
@@ -75,7 +62,7 @@ async fn held_status_lock_is_pinned_on_its_container_and_frozen_containerd_still
         "check with a held lock took {:.2} s",
         timed.elapsed().as_secs_f64()
     );
-    let doc = document(&output);
+    let doc = support::report(&output);
     assert_eq!(output.status.code(), Some(1), "{doc}");
     let slow = finding(&doc, "cri-slow", &stuck.container_id)
         .unwrap_or_else(|| panic!("the stuck container is named as blocking CRI: {doc}"));
@@ -115,7 +102,7 @@ async fn held_status_lock_is_pinned_on_its_container_and_frozen_containerd_still
         "check with containerd frozen took {:.2} s",
         took.as_secs_f64()
     );
-    let doc = document(&output);
+    let doc = support::report(&output);
     assert!(took < Duration::from_secs(3), "answered in {took:?}: {doc}");
     assert!(
         finding(&doc, "api-unreachable", "containerd").is_some(),
@@ -142,7 +129,7 @@ async fn healthy_node_has_no_findings() {
         .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
         .await;
     let output = bed.nodectl(&["check", "-o", "json"]);
-    let doc = document(&output);
+    let doc = support::report(&output);
     assert_eq!(output.status.code(), Some(0), "{doc}");
     assert!(doc["findings"].as_array().unwrap().is_empty());
     assert!(doc["gaps"].as_array().unwrap().is_empty());

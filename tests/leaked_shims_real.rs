@@ -11,19 +11,6 @@ use k8s_cri::v1::ContainerState;
 use serde_json::Value;
 use support::TestBed;
 
-/// Parses nodectl's JSON report and checks it against the published schema.
-fn document(output: &std::process::Output) -> Value {
-    let doc = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    support::assert_matches_schema(&doc);
-    doc
-}
-
 fn ids_of_kind(doc: &Value, kind: &str) -> Vec<String> {
     doc["findings"]
         .as_array()
@@ -71,7 +58,7 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
         "leaked-shims took {:.0} ms",
         timed.elapsed().as_secs_f64() * 1e3
     );
-    let doc = document(&output);
+    let doc = support::report(&output);
     assert_eq!(output.status.code(), Some(1), "{doc}");
     assert_eq!(
         ids_of_kind(&doc, "leaked-shim"),
@@ -99,8 +86,19 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
         "{offline}"
     );
 
+    // What a person sees (printed for the README's session).
+    let table = bed.nodectl(&["leaked-shims"]);
+    eprintln!(
+        "$ nodectl leaked-shims\n{}",
+        String::from_utf8_lossy(&table.stdout)
+    );
+
     let output = bed.nodectl(&["leaked-shims", "--kill", "--yes", "-o", "json"]);
-    let doc = document(&output);
+    let doc = support::report(&output);
+    eprintln!(
+        "$ nodectl leaked-shims --kill --yes -o json  (actions)\n{:#}",
+        doc["actions"]
+    );
     let outcome = doc["actions"][0]["outcome"]
         .as_str()
         .unwrap_or_default()
@@ -121,7 +119,12 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
         ContainerState::ContainerRunning
     );
     let output = bed.nodectl(&["leaked-shims", "-o", "json"]);
-    assert_eq!(output.status.code(), Some(0), "{}", document(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::report(&output)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,7 +147,7 @@ async fn mount_left_for_an_unknown_task_is_flagged_live_ones_are_not() {
     support::mount_tmpfs(&rootfs);
 
     let output = bed.nodectl(&["leaked-mounts", "-o", "json"]);
-    let doc = document(&output);
+    let doc = support::report(&output);
     assert_eq!(output.status.code(), Some(1), "{doc}");
     assert_eq!(
         ids_of_kind(&doc, "leaked-mount"),

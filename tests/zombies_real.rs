@@ -12,14 +12,7 @@ use serde_json::Value;
 use support::TestBed;
 
 fn findings(output: &std::process::Output) -> Vec<Value> {
-    let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    support::assert_matches_schema(&doc);
+    let doc = support::report(output);
     doc["findings"].as_array().cloned().unwrap_or_default()
 }
 

@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::{has_record, timestamp, Basis, Finding, Kind, Severity};
+use crate::checks::{has_record, timestamp, Basis, Finding, Kind, PodRef, Severity};
 use crate::snapshot::{Shim, Snapshot};
 
 #[derive(Serialize)]
@@ -20,6 +20,9 @@ pub struct Evidence {
     pub namespace: String,
     /// The `-id` the shim was started with (the pod sandbox id for CRI pods).
     pub shim_id: String,
+    /// The pod, while the sandbox's bundle (and its annotations) remains.
+    #[serde(flatten)]
+    pub pod: PodRef,
     pub started_at: Value,
     pub age_seconds: f64,
     pub rss_bytes: u64,
@@ -69,6 +72,7 @@ pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
         binary: shim.binary.clone(),
         namespace: namespace.to_string(),
         shim_id: id.to_string(),
+        pod: PodRef::of(snapshot.bundles.get(id)),
         started_at: timestamp(started_at),
         age_seconds: snapshot.seconds_since(started_at),
         rss_bytes: process.map_or(0, |p| p.rss_bytes),

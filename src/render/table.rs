@@ -227,6 +227,7 @@ fn evidence_lines(evidence: &Value) -> String {
         .filter(|(_, v)| !v.is_null())
         .map(|(key, value)| match value {
             Value::String(s) => format!("{key}: {s}"),
+            Value::Array(items) if items.is_empty() => format!("{key}: none"),
             Value::Array(items) => format!(
                 "{key}: {}",
                 items

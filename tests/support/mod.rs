@@ -718,6 +718,19 @@ pub fn nodectl_offline(args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("nodectl {args:?}: {e}"))
 }
 
+/// Parses nodectl's JSON report and checks it against the published schema.
+pub fn report(output: &Output) -> serde_json::Value {
+    let doc = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "nodectl printed no JSON ({e}):\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_matches_schema(&doc);
+    doc
+}
+
 /// Fails unless `doc` is valid against the checked-in JSON schema.
 pub fn assert_matches_schema(doc: &serde_json::Value) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/report-v1.schema.json");
@@ -762,15 +775,6 @@ pub fn finding_keys(doc: &serde_json::Value) -> Vec<(String, String)> {
 /// Collects an evidence bundle from the test bed and checks it offline;
 /// returns the live check's and the offline check's reports.
 pub fn live_and_offline_check(bed: &TestBed) -> (serde_json::Value, serde_json::Value) {
-    let parse = |output: &Output| -> serde_json::Value {
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-            panic!(
-                "{e}: {}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            )
-        })
-    };
     let bundle = bed.scratch("evidence.tar.gz");
     let collected = bed.nodectl(&["collect", bundle.to_str().unwrap()]);
     assert_eq!(
@@ -779,8 +783,8 @@ pub fn live_and_offline_check(bed: &TestBed) -> (serde_json::Value, serde_json::
         "{}",
         String::from_utf8_lossy(&collected.stderr)
     );
-    let live = parse(&bed.nodectl(&["check", "-o", "json"]));
-    let offline = parse(&nodectl_offline(&[
+    let live = report(&bed.nodectl(&["check", "-o", "json"]));
+    let offline = report(&nodectl_offline(&[
         "check",
         "--from",
         bundle.to_str().unwrap(),
