@@ -188,23 +188,109 @@ fn missing_config_given_explicitly_is_reported() {
     assert_eq!(output.status.code(), Some(2));
 }
 
+/// A process that looks like a shim of this node's containerd (its comm and
+/// argv are a shim's) but is a shell blocked reading a pipe: no children.
+struct FakeShim {
+    child: std::process::Child,
+}
+
+impl FakeShim {
+    fn start(node: &Node, id: &str) -> FakeShim {
+        let link = node.dir.path().join("containerd-shim-runc-v2");
+        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        let socket = node.dir.path().join("containerd.sock");
+        let child = Command::new(&link)
+            .args([
+                "-c",
+                "read line",
+                "-namespace",
+                "k8s.io",
+                "-id",
+                id,
+                "-address",
+            ])
+            .arg(&socket)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        FakeShim { child }
+    }
+
+    fn is_running(&self) -> bool {
+        support::is_running(self.child.id() as i32)
+    }
+}
+
+impl Drop for FakeShim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
-fn kill_without_yes_and_without_a_terminal_touches_nothing() {
+fn kill_needs_root() {
     let node = Node::new();
     node.write_config();
+    let mut command = node.command(&["leaked-shims", "--kill", "--yes"]);
+    if nix::unistd::geteuid().is_root() {
+        // Run it as nobody.
+        let nodectl = command.get_program().to_owned();
+        let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+        command = Command::new("setpriv");
+        command
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(nodectl)
+            .args(args);
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--kill needs root"), "{stderr}");
+}
+
+#[test]
+fn kill_asks_first_and_refuses_what_containerd_cannot_confirm() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!(
+            "skipping kill_asks_first_and_refuses_what_containerd_cannot_confirm: needs root"
+        );
+        return;
+    }
+    let node = Node::new();
+    node.write_config();
+    let shim = FakeShim::start(&node, &"e".repeat(64));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+
+    // Found, inferred from disk: containerd does not answer on this socket.
+    let doc = json(&node.run(&["leaked-shims", "-o", "json", "--timeout", "300ms"]));
+    assert_eq!(doc["findings"][0]["evidence"]["shim_pid"], shim.child.id());
+    assert_eq!(doc["findings"][0]["evidence"]["inferred"], true);
+
+    // No terminal to ask on and no --yes: nothing is touched.
     let output = node
-        .command(&["leaked-shims", "--kill", "--timeout", "200ms"])
+        .command(&["leaked-shims", "--kill", "--timeout", "300ms"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if nix::unistd::geteuid().is_root() {
-        // Nothing is leaked here, so there is nothing to ask about.
-        assert_ne!(output.status.code(), Some(1), "{stderr}");
-    } else {
-        assert_eq!(output.status.code(), Some(2));
-        assert!(stderr.contains("--kill needs root"), "{stderr}");
-    }
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("without --yes"));
+    assert!(shim.is_running());
+
+    // With --yes, the re-check refuses: only containerd can confirm a leak.
+    let doc = json(&node.run(&[
+        "leaked-shims",
+        "--kill",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "300ms",
+    ]));
+    assert_eq!(doc["actions"][0]["outcome"], "refused", "{doc}");
+    let detail = doc["actions"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("containerd did not answer"), "{detail}");
+    assert!(shim.is_running(), "a refused shim is left alone");
 }
 
 #[test]

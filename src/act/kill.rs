@@ -175,12 +175,6 @@ fn verify(before: &Snapshot, fresh: &Snapshot, shim: &Shim) -> Result<(), String
             shim.pid, now.comm
         ));
     }
-    let exe = fs::read_link(format!("/proc/{}/exe", shim.pid))
-        .map_err(|e| format!("reading /proc/{}/exe: {e}", shim.pid))?;
-    let exe_name = exe.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if !exe_name.starts_with("containerd-shim") {
-        return Err(format!("executable is {}, not a shim", exe.display()));
-    }
     let fresh_shim = fresh
         .shims
         .iter()
@@ -197,6 +191,13 @@ fn verify(before: &Snapshot, fresh: &Snapshot, shim: &Shim) -> Result<(), String
         return Err(
             "containerd did not answer, so its records could not confirm the leak".to_string(),
         );
+    }
+    // The command line can be anything; the executable must be a shim binary.
+    let exe = fs::read_link(format!("/proc/{}/exe", shim.pid))
+        .map_err(|e| format!("reading /proc/{}/exe: {e}", shim.pid))?;
+    let exe_name = exe.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if !exe_name.starts_with("containerd-shim") {
+        return Err(format!("executable is {}, not a shim", exe.display()));
     }
     Ok(())
 }
@@ -312,6 +313,16 @@ mod tests {
         // stops at the executable check unless the record check comes first;
         // either way it must refuse.
         assert!(verify(&before, &fresh, &before.shims[0]).is_err());
+    }
+
+    #[test]
+    fn a_process_that_only_looks_like_a_shim_is_refused() {
+        // This test process, described as a leaked shim: everything matches
+        // but the executable, which is not a shim binary.
+        let me = std::process::id() as i32;
+        let before = leaked_snapshot(me, NOW - 600 * SEC);
+        let err = verify(&before, &before.clone(), &before.shims[0]).unwrap_err();
+        assert!(err.contains("not a shim"), "{err}");
     }
 
     #[test]
