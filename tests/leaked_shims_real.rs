@@ -125,6 +125,20 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
         "{}",
         support::report(&output)
     );
+
+    // What the shim left: a bundle directory nobody owns is orphan-bundle.
+    let bundle = bed
+        .state()
+        .join("io.containerd.runtime.v2.task/k8s.io")
+        .join(&victim.sandbox_id);
+    let doc = support::report(&bed.nodectl(&["leaked-mounts", "-o", "json"]));
+    let orphans = ids_of_kind(&doc, "orphan-bundle");
+    eprintln!("bundle left behind after the kill: {}", bundle.exists());
+    assert_eq!(
+        orphans.contains(&victim.sandbox_id),
+        bundle.exists(),
+        "{doc}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
