@@ -53,6 +53,11 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
             continue;
         }
         let id = entry.file_name().to_string_lossy().into_owned();
+        // containerd deletes a bundle by renaming it to `.<id>` first and then
+        // removing that: a hidden directory is a bundle on its way out.
+        if id.starts_with('.') {
+            continue;
+        }
         let spec_path = path.join("config.json");
         let annotations = match read_annotations(&spec_path) {
             Ok(annotations) => annotations,
@@ -130,6 +135,15 @@ mod tests {
         assert_eq!(b.sandbox_id(), Some("s1"));
         assert_eq!(b.shim_pid, Some(4711));
         assert_eq!(b.annotations.len(), 4);
+    }
+
+    #[test]
+    fn bundle_being_deleted_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join(".c3")).unwrap();
+        let mut gaps = Vec::new();
+        assert!(read(dir.path(), &mut gaps).is_empty());
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 
     #[test]
