@@ -72,6 +72,12 @@ fn main() {
             );
         });
 
+        // The same without the API: what procfs and the files cost.
+        let offline = time(|| {
+            let output = bed.nodectl(&["shims", "-o", "json"]);
+            assert!(output.status.success());
+        });
+
         let address = bed.address().to_path_buf();
         let hand_loop = time(|| {
             for id in &sandboxes {
@@ -119,6 +125,11 @@ fn main() {
         println!(
             "| `nodectl leaked-shims` (procfs + containerd API) | {:.1} ms | 1.0x |",
             ms(nodectl)
+        );
+        println!(
+            "| `nodectl shims` (procfs and files only, no API) | {:.1} ms | {:.2}x |",
+            ms(offline),
+            ms(offline) / ms(nodectl)
         );
         println!(
             "| hand loop: `ctr shim --id <id> state` per shim | {:.1} ms | {:.1}x |",

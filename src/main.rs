@@ -18,7 +18,8 @@ fn main() -> ExitCode {
     if cli.global.quiet {
         return report.exit_code();
     }
-    let mut stdout = io::stdout().lock();
+    // Buffered: a report is many small writes, and the node is already busy.
+    let mut stdout = io::BufWriter::new(io::stdout().lock());
     match render::render(&report, cli.global.output, &mut stdout) {
         Ok(()) => report.exit_code(),
         // Piped into `head` and the like: the reader has what it wanted.

@@ -131,8 +131,11 @@ fn sample_threads(proc_root: &Path, process: &Process) -> Vec<ThreadSample> {
         let syscall = fs::read_to_string(dir.join("syscall"))
             .ok()
             .and_then(|text| syscall_name(&text));
-        let wchan = fs::read_to_string(dir.join("wchan"))
-            .ok()
+        // Where a thread sleeps only tells something for uninterruptible
+        // sleep; skipping it for the rest saves a read per thread.
+        let wchan = (stat.state == 'D')
+            .then(|| fs::read_to_string(dir.join("wchan")).ok())
+            .flatten()
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
             tid: task.tid,

@@ -796,26 +796,51 @@ pub fn live_and_offline_check(bed: &TestBed) -> (serde_json::Value, serde_json::
 
 /// Runs a command to completion, killing it after `limit`.
 fn run_bounded(command: &mut Command, limit: Duration) -> Result<Output, String> {
-    let child = command
+    use std::io::Read;
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("spawning {command:?}: {e}"))?;
-    let pid = child.id() as i32;
-    let watchdog = std::thread::spawn(move || {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if state_of(pid).is_none_or(|s| s == 'Z') {
-                return false;
+    // Drain both pipes so a chatty child cannot block on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
             }
-            std::thread::sleep(Duration::from_millis(50));
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    // Polling try_wait keeps the child unreaped until we see it exit, so a
+    // kill at the deadline can never hit a reused pid.
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
         }
-        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        true
-    });
-    let output = child.wait_with_output().map_err(|e| e.to_string())?;
-    if watchdog.join().unwrap_or(false) {
-        return Err(format!("{command:?} did not finish within {limit:?}"));
-    }
-    Ok(output)
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{command:?} did not finish within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
