@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use procfs::process::Process;
+use procfs::process::Stat;
+use procfs::FromRead;
 
 use crate::snapshot::{Gap, ProcessInfo, Shim, ThreadSample, UnixNanos};
 
@@ -38,15 +39,23 @@ pub fn scan(proc_root: &Path, gaps: &mut Vec<Gap>) -> ProcScan {
     };
     let ticks_per_second = procfs::ticks_per_second() as i64;
     let page_size = procfs::page_size();
-    let processes = match procfs::process::all_processes_with_root(proc_root) {
-        Ok(processes) => processes,
+    let entries = match fs::read_dir(proc_root) {
+        Ok(entries) => entries,
         Err(err) => {
             gaps.push(Gap::source(SOURCE, proc_root, err));
             return scan;
         }
     };
-    for process in processes.flatten() {
-        let Ok(stat) = process.stat() else { continue };
+    // One read of `<pid>/stat` per process, parsed by procfs: on a node with
+    // thousands of processes every extra open per process shows.
+    let pids = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
+    for pid in pids {
+        let dir = proc_root.join(pid.to_string());
+        let Ok(stat) = Stat::from_file(dir.join("stat")) else {
+            continue;
+        };
         let info = ProcessInfo {
             pid: stat.pid,
             ppid: stat.ppid,
@@ -56,7 +65,7 @@ pub fn scan(proc_root: &Path, gaps: &mut Vec<Gap>) -> ProcScan {
             rss_bytes: stat.rss.saturating_mul(page_size),
         };
         if info.comm == SHIM_COMM && info.is_running() {
-            if let Some(shim) = read_shim(proc_root, &process) {
+            if let Some(shim) = read_shim(&dir, info.pid) {
                 scan.shims.push(shim);
             }
         }
@@ -89,8 +98,13 @@ fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
         .ok_or_else(|| "no btime line".to_string())
 }
 
-fn read_shim(proc_root: &Path, process: &Process) -> Option<Shim> {
-    let cmdline = process.cmdline().ok()?;
+fn read_shim(dir: &Path, pid: i32) -> Option<Shim> {
+    let raw = fs::read(dir.join("cmdline")).ok()?;
+    let cmdline: Vec<String> = raw
+        .split(|b| *b == 0)
+        .filter(|arg| !arg.is_empty())
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
     let binary = cmdline.first()?.rsplit('/').next()?.to_string();
     if !binary.starts_with(SHIM_COMM) {
         return None;
@@ -103,7 +117,7 @@ fn read_shim(proc_root: &Path, process: &Process) -> Option<Shim> {
             .cloned()
     };
     Some(Shim {
-        pid: process.pid(),
+        pid,
         binary,
         namespace: flag("-namespace"),
         id: flag("-id"),
@@ -112,38 +126,45 @@ fn read_shim(proc_root: &Path, process: &Process) -> Option<Shim> {
             .last()
             .filter(|arg| matches!(arg.as_str(), "start" | "delete"))
             .cloned(),
-        cwd: process.cwd().ok(),
-        threads: sample_threads(proc_root, process),
+        cwd: fs::read_link(dir.join("cwd")).ok(),
+        threads: sample_threads(dir),
     })
 }
 
-fn sample_threads(proc_root: &Path, process: &Process) -> Vec<ThreadSample> {
-    let Ok(tasks) = process.tasks() else {
+fn sample_threads(dir: &Path) -> Vec<ThreadSample> {
+    let Ok(tasks) = fs::read_dir(dir.join("task")) else {
         return Vec::new();
     };
     let mut threads = Vec::new();
     for task in tasks.flatten() {
-        let Ok(stat) = task.stat() else { continue };
-        let dir = proc_root
-            .join(task.pid.to_string())
-            .join("task")
-            .join(task.tid.to_string());
-        let syscall = fs::read_to_string(dir.join("syscall"))
+        let Some(tid) = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let task_dir = task.path();
+        let Ok(stat) = Stat::from_file(task_dir.join("stat")) else {
+            continue;
+        };
+        let syscall = fs::read_to_string(task_dir.join("syscall"))
             .ok()
             .and_then(|text| syscall_name(&text));
         // Where a thread sleeps only tells something for uninterruptible
         // sleep; skipping it for the rest saves a read per thread.
         let wchan = (stat.state == 'D')
-            .then(|| fs::read_to_string(dir.join("wchan")).ok())
+            .then(|| fs::read_to_string(task_dir.join("wchan")).ok())
             .flatten()
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
-            tid: task.tid,
+            tid,
             state: stat.state,
             syscall,
             wchan,
         });
     }
+    threads.sort_by_key(|t| t.tid);
     threads
 }
 
