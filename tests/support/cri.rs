@@ -1,0 +1,376 @@
+//! Talking CRI to the test bed's containerd over its unix socket, as the
+//! kubelet would: pods, containers and their states.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::*;
+use tonic::transport::{Channel, Endpoint};
+
+use super::image::IMAGE;
+use super::TestBed;
+
+/// Bound on the CRI calls that create things (RunPodSandbox starts a shim).
+const CRI_CALL: Duration = Duration::from_secs(60);
+/// Bound on the CRI calls that only read (ContainerStatus and the like).
+const CRI_READ: Duration = Duration::from_secs(10);
+
+/// What [`TestBed::run_pod`] created.
+#[derive(Clone, Debug)]
+pub struct Pod {
+    pub sandbox_id: String,
+    pub container_id: String,
+}
+
+/// A gRPC channel over a unix socket. The URI is a placeholder tonic needs;
+/// the connector ignores it.
+pub(crate) async fn connect(address: &Path, limit: Duration) -> Result<Channel, String> {
+    let path = address.to_path_buf();
+    let endpoint = Endpoint::from_static("http://[::1]:50051").connect_timeout(limit);
+    let connect = endpoint.connect_with_connector(tower::service_fn(move |_| {
+        let path = path.clone();
+        async move {
+            Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?))
+        }
+    }));
+    match tokio::time::timeout(limit, connect).await {
+        Ok(Ok(channel)) => Ok(channel),
+        Ok(Err(e)) => Err(format!("connecting to {}: {e}", address.display())),
+        Err(_) => Err(format!("connecting to {}: timed out", address.display())),
+    }
+}
+
+/// A bounded CRI call: the reply, or why there is none.
+async fn bounded<T>(
+    name: &str,
+    limit: Duration,
+    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(reply)) => Ok(reply.into_inner()),
+        Ok(Err(status)) => Err(format!("{name}: {status}")),
+        Err(_) => Err(format!("{name}: no answer within {limit:?}")),
+    }
+}
+
+impl TestBed {
+    /// A RuntimeService client over the test bed's socket.
+    pub async fn cri(&self) -> RuntimeServiceClient<Channel> {
+        match connect(self.address(), CRI_READ).await {
+            Ok(channel) => RuntimeServiceClient::new(channel),
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// An ImageService client over the test bed's socket.
+    pub async fn images(&self) -> ImageServiceClient<Channel> {
+        match connect(self.address(), CRI_READ).await {
+            Ok(channel) => ImageServiceClient::new(channel),
+            Err(e) => self.fail(&e),
+        }
+    }
+
+    /// Waits until CRI answers Version, failing fast if containerd exits.
+    pub(crate) async fn wait_cri_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let mut last = "socket not created".to_string();
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.containerd.try_wait() {
+                return Err(format!("containerd exited during start-up ({status})"));
+            }
+            if self.address().exists() {
+                match connect(self.address(), Duration::from_secs(5)).await {
+                    Ok(channel) => {
+                        let mut cri = RuntimeServiceClient::new(channel);
+                        let version = cri.version(VersionRequest::default());
+                        match bounded("Version", Duration::from_secs(5), version).await {
+                            Ok(_) => return Ok(()),
+                            Err(e) => last = e,
+                        }
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(format!("CRI did not answer within {limit:?}: {last}"))
+    }
+
+    /// Waits until CRI's ImageStatus knows [`IMAGE`]: CRI keeps its own image
+    /// cache, filled from containerd's image events, so an image `ctr` just
+    /// imported is not necessarily visible to CRI yet.
+    pub(crate) async fn wait_image_known(&self, limit: Duration) -> Result<(), String> {
+        let channel = connect(self.address(), CRI_READ).await?;
+        let mut images = ImageServiceClient::new(channel);
+        let deadline = Instant::now() + limit;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let request = ImageStatusRequest {
+                image: Some(ImageSpec {
+                    image: IMAGE.to_string(),
+                    ..Default::default()
+                }),
+                verbose: false,
+            };
+            match bounded("ImageStatus", CRI_READ, images.image_status(request)).await {
+                Ok(reply) if reply.image.is_some() => return Ok(()),
+                Ok(_) => last = "not found".to_string(),
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(format!("CRI never listed the image {IMAGE}: {last}"))
+    }
+
+    fn sandbox_config(&self, pod_name: &str) -> PodSandboxConfig {
+        // CRI reserves sandbox names per (name, namespace, uid, attempt):
+        // a unique uid lets tests reuse pod names.
+        static PODS: AtomicU32 = AtomicU32::new(0);
+        let uid = format!(
+            "{pod_name}-{}-{}",
+            std::process::id(),
+            PODS.fetch_add(1, Ordering::Relaxed)
+        );
+        PodSandboxConfig {
+            metadata: Some(PodSandboxMetadata {
+                name: pod_name.to_string(),
+                uid,
+                namespace: "default".to_string(),
+                attempt: 0,
+            }),
+            log_directory: self
+                .dir()
+                .join("pod-logs")
+                .join(pod_name)
+                .display()
+                .to_string(),
+            linux: Some(LinuxPodSandboxConfig {
+                // Every process of the pod lands below our own cgroup, so
+                // teardown finds (and removes) exactly ours.
+                cgroup_parent: self.cgroup_parent().to_string(),
+                security_context: Some(LinuxSandboxSecurityContext {
+                    // No CNI here: only host-network pods can start. Such
+                    // pods share the node's UTS namespace, so no hostname.
+                    namespace_options: Some(NamespaceOption {
+                        network: NamespaceMode::Node as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// RunPodSandbox (host network, namespace "default", unique uid),
+    /// CreateContainer and StartContainer running `command` in the busybox
+    /// image. Panics, with containerd's log tail, if any step fails.
+    pub async fn run_pod(&self, pod_name: &str, container_name: &str, command: &[&str]) -> Pod {
+        let mut cri = self.cri().await;
+        let config = self.sandbox_config(pod_name);
+        let request = RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        };
+        let sandbox_id = self
+            .must(bounded("RunPodSandbox", CRI_CALL, cri.run_pod_sandbox(request)).await)
+            .pod_sandbox_id;
+        self.sandboxes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(sandbox_id.clone());
+        let request = CreateContainerRequest {
+            pod_sandbox_id: sandbox_id.clone(),
+            config: Some(ContainerConfig {
+                metadata: Some(ContainerMetadata {
+                    name: container_name.to_string(),
+                    attempt: 0,
+                }),
+                image: Some(ImageSpec {
+                    image: IMAGE.to_string(),
+                    ..Default::default()
+                }),
+                command: command.iter().map(|s| s.to_string()).collect(),
+                // Relative to the sandbox's log_directory.
+                log_path: format!("{container_name}.log"),
+                ..Default::default()
+            }),
+            sandbox_config: Some(config),
+        };
+        let container_id = self
+            .must(bounded("CreateContainer", CRI_CALL, cri.create_container(request)).await)
+            .container_id;
+        let request = StartContainerRequest {
+            container_id: container_id.clone(),
+        };
+        self.must(bounded("StartContainer", CRI_CALL, cri.start_container(request)).await);
+        Pod {
+            sandbox_id,
+            container_id,
+        }
+    }
+
+    /// CRI's ContainerStatus of a container, bounded.
+    pub async fn try_container_status(
+        &self,
+        container_id: &str,
+    ) -> Result<ContainerStatus, String> {
+        let channel = connect(self.address(), CRI_READ).await?;
+        let mut cri = RuntimeServiceClient::new(channel);
+        let request = ContainerStatusRequest {
+            container_id: container_id.to_string(),
+            verbose: false,
+        };
+        bounded("ContainerStatus", CRI_READ, cri.container_status(request))
+            .await?
+            .status
+            .ok_or_else(|| format!("ContainerStatus {container_id}: no status in the reply"))
+    }
+
+    /// CRI's ContainerStatus of a container; panics if CRI does not answer.
+    pub async fn container_status(&self, container_id: &str) -> ContainerStatus {
+        let status = self.try_container_status(container_id).await;
+        self.must(status)
+    }
+
+    /// The state CRI reports for a container; panics if CRI does not answer
+    /// within 10 s.
+    pub async fn container_state(&self, container_id: &str) -> ContainerState {
+        let state = self.container_status(container_id).await.state;
+        ContainerState::try_from(state).unwrap_or(ContainerState::ContainerUnknown)
+    }
+
+    /// Polls ContainerStatus until CRI reports `want`; false at `timeout`.
+    /// Calls that fail or time out in between are retried, not fatal.
+    pub async fn wait_container_state(
+        &self,
+        id: &str,
+        want: ContainerState,
+        timeout: Duration,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(status) = self.try_container_status(id).await {
+                if status.state == want as i32 {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        false
+    }
+
+    /// StopPodSandbox + RemovePodSandbox, retried until CRI no longer lists
+    /// the sandbox; false if it still does at the deadline.
+    pub async fn stop_and_remove_pod(&self, sandbox_id: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(channel) = connect(self.address(), CRI_READ).await {
+                let mut cri = RuntimeServiceClient::new(channel);
+                if stop_and_remove(&mut cri, sandbox_id, CRI_CALL)
+                    .await
+                    .is_ok()
+                    && listed(&mut cri, sandbox_id).await == Some(false)
+                {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        false
+    }
+}
+
+async fn stop_and_remove(
+    cri: &mut RuntimeServiceClient<Channel>,
+    sandbox_id: &str,
+    limit: Duration,
+) -> Result<(), String> {
+    let stop = StopPodSandboxRequest {
+        pod_sandbox_id: sandbox_id.to_string(),
+    };
+    bounded("StopPodSandbox", limit, cri.stop_pod_sandbox(stop)).await?;
+    let remove = RemovePodSandboxRequest {
+        pod_sandbox_id: sandbox_id.to_string(),
+    };
+    bounded("RemovePodSandbox", limit, cri.remove_pod_sandbox(remove)).await?;
+    Ok(())
+}
+
+/// Whether CRI still lists the sandbox; None if it does not answer.
+async fn listed(cri: &mut RuntimeServiceClient<Channel>, sandbox_id: &str) -> Option<bool> {
+    let request = ListPodSandboxRequest {
+        filter: Some(PodSandboxFilter {
+            id: sandbox_id.to_string(),
+            ..Default::default()
+        }),
+    };
+    let reply = bounded("ListPodSandbox", CRI_READ, cri.list_pod_sandbox(request))
+        .await
+        .ok()?;
+    Some(!reply.items.is_empty())
+}
+
+/// Best-effort StopPodSandbox + RemovePodSandbox of `sandboxes`, from a
+/// plain thread with its own runtime: it runs from `Drop`, usually on a
+/// worker of the test's runtime, where blocking on a future is not allowed.
+/// Returns what did not go through; gives up after `budget` whatever state
+/// the calls (or the thread) are in.
+pub(crate) fn teardown_pods(
+    address: PathBuf,
+    sandboxes: Vec<String>,
+    budget: Duration,
+) -> Vec<String> {
+    if sandboxes.is_empty() {
+        return Vec::new();
+    }
+    let (done, result) = mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("testbed-teardown".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = done.send(vec![format!("tokio runtime: {e}")]);
+                    return;
+                }
+            };
+            let failures = runtime.block_on(async {
+                let work = async {
+                    let channel = match connect(&address, Duration::from_secs(5)).await {
+                        Ok(channel) => channel,
+                        Err(e) => return vec![e],
+                    };
+                    let mut cri = RuntimeServiceClient::new(channel);
+                    let mut failures = Vec::new();
+                    for id in &sandboxes {
+                        if let Err(e) = stop_and_remove(&mut cri, id, Duration::from_secs(5)).await
+                        {
+                            failures.push(e);
+                        }
+                    }
+                    failures
+                };
+                tokio::time::timeout(budget, work)
+                    .await
+                    .unwrap_or_else(|_| vec![format!("pod teardown over its {budget:?} budget")])
+            });
+            let _ = done.send(failures);
+        });
+    if let Err(e) = spawned {
+        return vec![format!("spawning the teardown thread: {e}")];
+    }
+    result
+        .recv_timeout(budget + Duration::from_secs(5))
+        .unwrap_or_else(|_| vec!["pod teardown thread did not finish".to_string()])
+}

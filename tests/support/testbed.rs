@@ -1,0 +1,444 @@
+//! The test bed: one isolated containerd per test, everything it writes kept
+//! in a fresh temp dir (plus what containerd 1.6 insists on putting
+//! elsewhere, which teardown removes: shim sockets and pod cgroups).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::image::{self, IMAGE};
+use super::procs;
+use super::strace::{self, Strace};
+use super::{in_ci, run_bounded, which};
+
+/// The CRI plugin's containerd namespace.
+pub const NAMESPACE: &str = "k8s.io";
+const BINARIES: &[&str] = &[
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "runc",
+    "strace",
+];
+/// How many lines of containerd's log a failure shows.
+const LOG_TAIL: usize = 60;
+/// How much of each log line a failure shows.
+const LOG_LINE: usize = 500;
+
+pub struct TestBed {
+    pub(crate) test: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) state: PathBuf,
+    pub(crate) address: PathBuf,
+    pub(crate) config: PathBuf,
+    pub(crate) log: PathBuf,
+    pub(crate) cgroup_parent: String,
+    pub(crate) containerd: Child,
+    /// Every sandbox run_pod created, for teardown.
+    pub(crate) sandboxes: Mutex<BTreeSet<String>>,
+    /// Every strace delay_umount2 started, for teardown.
+    pub(crate) straces: Mutex<Vec<strace::Slot>>,
+    /// Every shim seen, pid → starttime: once dead, a shim's argv is empty,
+    /// so teardown could not tell our zombie shims from others without it.
+    pub(crate) seen_shims: Mutex<BTreeMap<i32, u64>>,
+}
+
+/// Says why the test bed cannot run: in CI that fails the test, elsewhere
+/// the test is skipped with the reason on stderr.
+fn unavailable(test: &str, why: &str) -> Option<TestBed> {
+    if in_ci() {
+        panic!("{test}: the real-containerd test bed is required in CI (CI is set): {why}");
+    }
+    eprintln!("skipping {test}: {why}");
+    None
+}
+
+impl TestBed {
+    /// Starts an isolated containerd in a fresh temp dir, imports the busybox
+    /// image and waits until CRI serves it.
+    ///
+    /// Prerequisites: root; containerd, containerd-shim-runc-v2, ctr, runc
+    /// and strace on PATH; /bin/busybox (Debian's busybox-static). When one
+    /// is missing, the test is skipped (None, reason on stderr), except with
+    /// CI set, where that panics. A start that fails panics either way,
+    /// with the tail of containerd's log.
+    pub async fn start(test: &str) -> Option<TestBed> {
+        if !nix::unistd::geteuid().is_root() {
+            return unavailable(test, "needs root (containerd, runc and strace -p)");
+        }
+        let missing: Vec<&str> = BINARIES.iter().copied().filter(|b| !which(b)).collect();
+        if !missing.is_empty() {
+            let why = format!(
+                "missing {} (scripts/test installs them)",
+                missing.join(", ")
+            );
+            return unavailable(test, &why);
+        }
+        if !Path::new(image::BUSYBOX).is_file() {
+            let why = format!("missing {} (package busybox-static)", image::BUSYBOX);
+            return unavailable(test, &why);
+        }
+        // Shims daemonize (their starter exits), so they would be reparented
+        // to PID 1, which reaps late here. As a child subreaper the test
+        // process inherits them, and their container processes if a shim
+        // dies first, and teardown reaps them.
+        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+            eprintln!("{test}: PR_SET_CHILD_SUBREAPER failed ({e}); teardown cannot reap shims");
+        }
+        match TestBed::launch(test).await {
+            Ok(bed) => Some(bed),
+            Err(why) => panic!("{test}: starting the test bed failed: {why}"),
+        }
+    }
+
+    async fn launch(test: &str) -> Result<TestBed, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("nodectl-testbed-")
+            .tempdir()
+            .map_err(|e| format!("creating the temp dir: {e}"))?
+            // Removed by teardown, after the mounts in it are gone.
+            .keep();
+        let bed = TestBed::spawn(test, dir.clone());
+        let mut bed = match bed {
+            Ok(bed) => bed,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        };
+        // From here on, an error drops `bed`, whose teardown ends containerd
+        // and removes the temp dir.
+        let setup = async {
+            bed.wait_cri_ready(Duration::from_secs(30)).await?;
+            bed.import_image()?;
+            bed.wait_image_known(Duration::from_secs(30)).await
+        };
+        match setup.await {
+            Ok(()) => Ok(bed),
+            Err(e) => Err(format!("{e}\n{}", bed.log_tail(LOG_TAIL))),
+        }
+    }
+
+    fn spawn(test: &str, dir: PathBuf) -> Result<TestBed, String> {
+        let address = dir.join("containerd.sock");
+        // sun_path holds 108 bytes; a long TMPDIR would make bind fail late.
+        if address.as_os_str().len() > 100 {
+            return Err(format!("socket path too long: {}", address.display()));
+        }
+        for sub in [
+            "root", "state", "opt", "runc", "cni/bin", "cni/conf", "pod-logs",
+        ] {
+            fs::create_dir_all(dir.join(sub))
+                .map_err(|e| format!("{}: {e}", dir.join(sub).display()))?;
+        }
+        let config = dir.join("config.toml");
+        let log = dir.join("containerd.log");
+        let name = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let cgroup_parent = format!("/{name}");
+        fs::write(&config, config_toml(&dir)).map_err(|e| format!("{}: {e}", config.display()))?;
+        let log_file = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
+        let containerd = Command::new("containerd")
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| format!("spawning containerd: {e}"))?;
+        Ok(TestBed {
+            test: test.to_string(),
+            root: dir.join("root"),
+            state: dir.join("state"),
+            address,
+            config,
+            log,
+            cgroup_parent,
+            containerd,
+            dir,
+            sandboxes: Default::default(),
+            straces: Default::default(),
+            seen_shims: Default::default(),
+        })
+    }
+
+    /// `ctr images import` of the busybox image built for the test bed.
+    fn import_image(&self) -> Result<(), String> {
+        let archive = self.dir.join("busybox-oci.tar");
+        image::write_archive(&archive).map_err(|e| format!("building the image: {e}"))?;
+        let output = run_bounded(
+            Command::new("ctr")
+                .arg("--address")
+                .arg(&self.address)
+                .args(["-n", NAMESPACE, "images", "import"])
+                .arg(&archive),
+            Duration::from_secs(120),
+        )?;
+        if !output.status.success() {
+            return Err(format!(
+                "ctr images import failed ({}): {}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        // ctr names the image it unpacks; another name means the archive's
+        // annotations were not read as intended (see image::write_archive).
+        let said = String::from_utf8_lossy(&output.stdout);
+        if !said.contains(&format!("unpacking {IMAGE} ")) {
+            return Err(format!("ctr images import did not import {IMAGE}: {said}"));
+        }
+        Ok(())
+    }
+
+    /// The temp dir holding everything of this test bed.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// containerd's `root` (persistent data: CRI's status files, snapshots).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    /// containerd's `state` (bundles, CRI sandbox shm mounts).
+    pub fn state(&self) -> &Path {
+        &self.state
+    }
+    /// containerd's gRPC socket (CRI and the containerd API).
+    pub fn address(&self) -> &Path {
+        &self.address
+    }
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+    /// The cgroup every pod of this test bed runs under (cgroupfs path).
+    pub fn cgroup_parent(&self) -> &str {
+        &self.cgroup_parent
+    }
+    /// A path in the test bed's temp dir, removed with it.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+    pub fn containerd_pid(&self) -> i32 {
+        self.containerd.id() as i32
+    }
+    /// CRI's status file of a container: JSON with Pid, StartedAt,
+    /// FinishedAt (unix ns), ExitCode..., rewritten on every status change.
+    pub fn status_file(&self, container_id: &str) -> PathBuf {
+        self.root
+            .join("io.containerd.grpc.v1.cri/containers")
+            .join(container_id)
+            .join("status")
+    }
+
+    /// The last `lines` lines of containerd's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        // Debug lines carry whole OCI specs: cut them to stay readable.
+        let tail: Vec<String> = all[all.len().saturating_sub(lines)..]
+            .iter()
+            .map(|line| match line.char_indices().nth(LOG_LINE) {
+                Some((cut, _)) => format!("{}…", &line[..cut]),
+                None => line.to_string(),
+            })
+            .collect();
+        let tail = tail.join("\n");
+        format!(
+            "--- {} (last {lines} lines) ---\n{tail}\n--- end of containerd log ---",
+            self.log.display()
+        )
+    }
+
+    /// Panics with `why`; the log tail is printed by drop while panicking.
+    pub(crate) fn fail(&self, why: &str) -> ! {
+        panic!("{}: {why}", self.test)
+    }
+
+    pub(crate) fn must<T>(&self, result: Result<T, String>) -> T {
+        result.unwrap_or_else(|why| self.fail(&why))
+    }
+
+    /// The pid of the long-running shim serving the pod (one per pod: the
+    /// shim of the sandbox also runs the pod's containers). Waits up to 10 s.
+    pub fn shim_pid(&self, sandbox_id: &str) -> i32 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(pid) = self
+                .shims()
+                .into_iter()
+                .find(|(_, args)| procs::flag(args, "-id") == Some(sandbox_id))
+            {
+                return pid.0;
+            }
+            if std::time::Instant::now() > deadline {
+                self.fail(&format!(
+                    "no shim with -id {sandbox_id} and -address {}",
+                    self.address.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Every running long-lived shim of this containerd, with its argv.
+    /// Shims detach from containerd, so they are found by their `-address`;
+    /// the one-shot `... start` / `... delete` invocations are left out.
+    pub fn shims(&self) -> Vec<(i32, Vec<String>)> {
+        let shims: Vec<(i32, Vec<String>)> =
+            procs::with_flag("-address", &self.address.display().to_string())
+                .into_iter()
+                .filter(|(pid, args)| {
+                    args.first().is_some_and(|a| a.contains("containerd-shim"))
+                        && !matches!(args.last().map(String::as_str), Some("start" | "delete"))
+                        && procs::is_running(*pid)
+                })
+                .collect();
+        let mut seen = self.seen_shims.lock().unwrap_or_else(|e| e.into_inner());
+        for (pid, _) in &shims {
+            if let Some(stat) = procs::stat(*pid) {
+                seen.insert(*pid, stat.starttime);
+            }
+        }
+        shims
+    }
+
+    /// Holds every `umount2` of `shim_pid` (and of what it forks, e.g. runc)
+    /// for `delay` on syscall entry, as a slow overlay unmount would. Returns
+    /// once strace traces every thread. The trace goes to
+    /// `strace-<pid>.log` in the temp dir.
+    ///
+    /// Note: a container started in the pod while this runs is delayed too
+    /// (runc init unmounts the old root).
+    pub fn delay_umount2(&self, shim_pid: i32, delay: Duration) -> Strace {
+        let log = self.dir.join(format!("strace-{shim_pid}.log"));
+        let strace = self.must(Strace::delay_umount2(shim_pid, delay, &log));
+        self.straces
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(strace.slot());
+        strace
+    }
+
+    /// Runs the nodectl binary with `args` followed by `--root <root> --state
+    /// <state> --address <socket> --config <config>`; killed after 60 s.
+    pub fn nodectl(&self, args: &[&str]) -> Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
+        command
+            .args(args)
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--state")
+            .arg(&self.state)
+            .arg("--address")
+            .arg(&self.address)
+            .arg("--config")
+            .arg(&self.config)
+            .stdin(Stdio::null());
+        run_bounded(&mut command, Duration::from_secs(60))
+            .unwrap_or_else(|e| self.fail(&format!("nodectl {args:?}: {e}")))
+    }
+
+    /// Copies a container's status file into `$NODECTL_CAPTURE_TESTDATA`,
+    /// when set: that is how testdata/status was captured.
+    pub fn capture_status(&self, name: &str, container_id: &str) {
+        let Some(dir) = std::env::var_os("NODECTL_CAPTURE_TESTDATA") else {
+            return;
+        };
+        let from = self.status_file(container_id);
+        fs::copy(&from, Path::new(&dir).join(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    }
+}
+
+impl Drop for TestBed {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "{}: failed; containerd's log:\n{}",
+                self.test,
+                self.log_tail(LOG_TAIL)
+            );
+        }
+        let problems = self.teardown();
+        if !problems.is_empty() {
+            eprintln!(
+                "{}: test bed teardown:\n  {}",
+                self.test,
+                problems.join("\n  ")
+            );
+        }
+    }
+}
+
+/// containerd's config: everything in `dir`, suited to the test machines.
+fn config_toml(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
+# Snapshotters whose backing filesystems or tools do not exist here: they
+# only fail at start-up and clutter the log.
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+]
+
+[grpc]
+  address = "{d}/containerd.sock"
+
+# Shims publish events back over ttrpc: keep that socket ours too.
+[ttrpc]
+  address = "{d}/containerd.sock.ttrpc"
+
+# No debug (pprof) socket and no metrics listener: nothing shared with a
+# node-wide containerd or another test bed.
+[debug]
+  address = ""
+  level = "debug"
+
+[metrics]
+  address = ""
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  # No registry: the "pause" image is our imported busybox, whose default
+  # command sleeps forever.
+  sandbox_image = "{IMAGE}"
+  # runc cannot lower oom_score_adj on these machines; without this every
+  # sandbox fails with "can't get final child's PID from pipe".
+  restrict_oom_score_adj = true
+  # Exec/attach streaming: loopback, a port of the kernel's choosing.
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        # runc's state would otherwise go to /run/containerd/runc and stay
+        # there when teardown SIGKILLs the shims.
+        Root = "{d}/runc"
+  # No CNI on the test machines: empty dirs, host-network pods only.
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{d}/cni/bin"
+    conf_dir = "{d}/cni/conf"
+"#
+    )
+}
