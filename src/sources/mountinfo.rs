@@ -1,9 +1,10 @@
 //! Mount table: the mounts containerd left behind (task rootfs, sandbox shm).
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 
-use procfs::process::MountInfos;
-use procfs::FromRead;
+use procfs::process::MountInfo;
 
 use crate::snapshot::{Gap, Mount};
 
@@ -13,13 +14,37 @@ const SOURCE: &str = "mountinfo";
 /// mounts below `under` (containerd's state and root): a node has thousands of
 /// other mounts that no check looks at.
 pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount> {
-    let infos = match MountInfos::from_file(mountinfo) {
-        Ok(infos) => infos,
+    let text = match std::fs::read(mountinfo) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(err) => {
             gaps.push(Gap::source(SOURCE, mountinfo, err));
             return Vec::new();
         }
     };
+    // Full parsing (procfs's) is kept for the few lines whose raw mount point
+    // could be below `under`: on a node with ten thousand mounts, parsing
+    // every line's options is most of the cost of this source.
+    let prefixes: Vec<String> = under.iter().map(|dir| escape(dir)).collect();
+    let mut infos = Vec::new();
+    for line in text.lines() {
+        let Some(raw_mount_point) = line.split(' ').nth(4) else {
+            continue;
+        };
+        if !prefixes
+            .iter()
+            .any(|p| raw_mount_point.starts_with(p.as_str()))
+        {
+            continue;
+        }
+        match MountInfo::from_line(line) {
+            // procfs leaves the kernel's escapes in place.
+            Ok(info) => infos.push(MountInfo {
+                mount_point: unescape(info.mount_point.as_os_str().as_bytes()),
+                ..info
+            }),
+            Err(err) => gaps.push(Gap::source(SOURCE, mountinfo, format!("{err}: {line}"))),
+        }
+    }
     infos
         .into_iter()
         .filter(|m| under.iter().any(|dir| m.mount_point.starts_with(dir)))
@@ -43,6 +68,42 @@ pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount
             }
         })
         .collect()
+}
+
+/// A path as the kernel writes it in mountinfo: space, tab, newline and
+/// backslash as octal escapes.
+fn escape(path: &Path) -> String {
+    let mut escaped = Vec::new();
+    for &byte in path.as_os_str().as_bytes() {
+        match byte {
+            b' ' | b'\t' | b'\n' | b'\\' => escaped.extend(format!("\\{byte:03o}").bytes()),
+            _ => escaped.push(byte),
+        }
+    }
+    String::from_utf8_lossy(&escaped).into_owned()
+}
+
+/// The path a mountinfo field stands for: `\ooo` octal escapes decoded.
+fn unescape(field: &[u8]) -> PathBuf {
+    let mut bytes = Vec::with_capacity(field.len());
+    let mut rest = field;
+    while let Some((&byte, tail)) = rest.split_first() {
+        let octal = tail
+            .get(..3)
+            .filter(|digits| digits.iter().all(|d| (b'0'..=b'7').contains(d)));
+        match octal {
+            Some(digits) if byte == b'\\' => {
+                let value = digits.iter().fold(0u32, |v, d| v * 8 + u32::from(d - b'0'));
+                bytes.push(value as u8);
+                rest = &tail[3..];
+            }
+            _ => {
+                bytes.push(byte);
+                rest = tail;
+            }
+        }
+    }
+    PathBuf::from(OsString::from_vec(bytes))
 }
 
 #[cfg(test)]
@@ -70,6 +131,30 @@ mod tests {
         assert_eq!(
             mounts[1].mount_point,
             Path::new("/run/containerd/io.containerd.grpc.v1.cri/sandboxes/def/shm")
+        );
+    }
+
+    #[test]
+    fn state_dir_with_a_space_is_matched_through_its_escape() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mountinfo");
+        std::fs::write(
+            &path,
+            "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
+             310 22 0:52 / /srv/my\\040state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs rw - overlay overlay rw\n\
+             311 22 0:53 / /srv/my\\040state2/x rw - tmpfs shm rw\n\
+             312 22 0:54 / /srv/my rw - tmpfs shm rw\n",
+        )
+        .unwrap();
+        let mut gaps = Vec::new();
+        let mounts = read(&path, &[Path::new("/srv/my state")], &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        let points: Vec<_> = mounts.iter().map(|m| m.mount_point.clone()).collect();
+        assert_eq!(
+            points,
+            [Path::new(
+                "/srv/my state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs"
+            )]
         );
     }
 

@@ -5,7 +5,8 @@
 //! orphaned shims are reaped late by some init processes.
 
 use std::collections::BTreeMap;
-use std::fs;
+use std::fs::{self, File};
+use std::io::Read;
 use std::path::Path;
 
 use procfs::process::Stat;
@@ -24,8 +25,10 @@ pub struct ProcScan {
 }
 
 /// Scans every process below `proc_root` (normally `/proc`). Processes that
-/// exit during the scan are skipped: that is churn, not a gap.
-pub fn scan(proc_root: &Path, gaps: &mut Vec<Gap>) -> ProcScan {
+/// exit during the scan are skipped: that is churn, not a gap. With
+/// `shim_threads`, every thread of every shim is sampled too (what it is
+/// blocked in); only the checks that judge stuck shims need that.
+pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcScan {
     let mut scan = ProcScan {
         processes: BTreeMap::new(),
         shims: Vec::new(),
@@ -46,14 +49,13 @@ pub fn scan(proc_root: &Path, gaps: &mut Vec<Gap>) -> ProcScan {
             return scan;
         }
     };
-    // One read of `<pid>/stat` per process, parsed by procfs: on a node with
-    // thousands of processes every extra open per process shows.
+    let mut buffer = Vec::with_capacity(STAT_READ);
     let pids = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
     for pid in pids {
         let dir = proc_root.join(pid.to_string());
-        let Ok(stat) = Stat::from_file(dir.join("stat")) else {
+        let Some(stat) = read_stat(&dir.join("stat"), &mut buffer) else {
             continue;
         };
         let info = ProcessInfo {
@@ -65,13 +67,38 @@ pub fn scan(proc_root: &Path, gaps: &mut Vec<Gap>) -> ProcScan {
             rss_bytes: stat.rss.saturating_mul(page_size),
         };
         if info.comm == SHIM_COMM && info.is_running() {
-            if let Some(shim) = read_shim(&dir, info.pid) {
+            if let Some(shim) = read_shim(&dir, info.pid, shim_threads) {
                 scan.shims.push(shim);
             }
         }
         scan.processes.insert(info.pid, info);
     }
     scan
+}
+
+/// A `<pid>/stat` line is a few hundred bytes; one read this size gets it all.
+const STAT_READ: usize = 1024;
+
+/// Reads and parses a `stat` file (procfs's parser) with one `read` into a
+/// reused buffer: on a node with thousands of processes, the size probing of
+/// a general file read (a stat and a seek per file, useless on procfs, which
+/// reports size 0) is a third of the syscalls.
+fn read_stat(path: &Path, buffer: &mut Vec<u8>) -> Option<Stat> {
+    let mut file = File::open(path).ok()?;
+    buffer.clear();
+    buffer.resize(STAT_READ, 0);
+    let mut filled = 0;
+    // procfs hands out the whole record in one read, so a read that leaves
+    // room in the buffer has reached the end; only a full buffer reads on.
+    loop {
+        let n = file.read(&mut buffer[filled..]).ok()?;
+        filled += n;
+        if n == 0 || filled < buffer.len() {
+            break;
+        }
+        buffer.resize(buffer.len() * 2, 0);
+    }
+    Stat::from_read(&buffer[..filled]).ok()
 }
 
 fn ticks_to_nanos(ticks: u64, ticks_per_second: i64) -> i64 {
@@ -98,7 +125,7 @@ fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
         .ok_or_else(|| "no btime line".to_string())
 }
 
-fn read_shim(dir: &Path, pid: i32) -> Option<Shim> {
+fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
     let raw = fs::read(dir.join("cmdline")).ok()?;
     let cmdline: Vec<String> = raw
         .split(|b| *b == 0)
@@ -127,7 +154,11 @@ fn read_shim(dir: &Path, pid: i32) -> Option<Shim> {
             .filter(|arg| matches!(arg.as_str(), "start" | "delete"))
             .cloned(),
         cwd: fs::read_link(dir.join("cwd")).ok(),
-        threads: sample_threads(dir),
+        threads: if threads {
+            sample_threads(dir)
+        } else {
+            Vec::new()
+        },
     })
 }
 
@@ -136,6 +167,7 @@ fn sample_threads(dir: &Path) -> Vec<ThreadSample> {
         return Vec::new();
     };
     let mut threads = Vec::new();
+    let mut buffer = Vec::with_capacity(STAT_READ);
     for task in tasks.flatten() {
         let Some(tid) = task
             .file_name()
@@ -145,7 +177,7 @@ fn sample_threads(dir: &Path) -> Vec<ThreadSample> {
             continue;
         };
         let task_dir = task.path();
-        let Ok(stat) = Stat::from_file(task_dir.join("stat")) else {
+        let Some(stat) = read_stat(&task_dir.join("stat"), &mut buffer) else {
             continue;
         };
         let syscall = fs::read_to_string(task_dir.join("syscall"))
@@ -244,7 +276,7 @@ mod tests {
     #[test]
     fn own_process_is_seen_running_with_a_plausible_start_time() {
         let mut gaps = Vec::new();
-        let scan = scan(Path::new("/proc"), &mut gaps);
+        let scan = scan(Path::new("/proc"), true, &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
         let me = &scan.processes[&(std::process::id() as i32)];
         assert!(me.is_running());
@@ -259,9 +291,35 @@ mod tests {
     }
 
     #[test]
+    fn stat_read_in_one_go_parses_as_procfs_does() {
+        let path = Path::new("/proc/self/stat");
+        let mut buffer = Vec::new();
+        let ours = read_stat(path, &mut buffer).unwrap();
+        let theirs = Stat::from_file(path).unwrap();
+        assert_eq!(
+            (ours.pid, ours.comm, ours.starttime),
+            (theirs.pid, theirs.comm, theirs.starttime)
+        );
+        // A buffer too small for the record is grown, not cut short.
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join("stat");
+        let comm = "x".repeat(2 * STAT_READ);
+        let line = format!(
+            "42 ({comm}) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 \
+             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+        );
+        fs::write(&long, line).unwrap();
+        let stat = read_stat(&long, &mut buffer).unwrap();
+        assert_eq!(
+            (stat.pid, stat.comm.len(), stat.starttime),
+            (42, 2 * STAT_READ, 777)
+        );
+    }
+
+    #[test]
     fn missing_proc_root_is_a_source_gap() {
         let mut gaps = Vec::new();
-        let scan = scan(Path::new("/nonexistent/nodectl/proc"), &mut gaps);
+        let scan = scan(Path::new("/nonexistent/nodectl/proc"), true, &mut gaps);
         assert!(scan.processes.is_empty());
         assert!(gaps[0].source_unavailable);
     }
