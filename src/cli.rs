@@ -83,6 +83,7 @@ impl GlobalArgs {
             api_timeout: ask_api.then_some(self.timeout),
             cri_address: None,
             progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            shim_threads: true,
         }
     }
 

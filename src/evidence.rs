@@ -21,9 +21,11 @@ const SNAPSHOTS_LIMIT: u64 = 512 << 20;
 pub struct Evidence {
     pub nodectl_version: String,
     pub hostname: Option<String>,
-    /// The snapshot with API answers, and the later one that confirms it.
+    /// The snapshot with API answers, and the later look that confirms its
+    /// suspects (absent when it had none).
     pub first: Snapshot,
-    pub second: Snapshot,
+    #[serde(default)]
+    pub second: Option<Snapshot>,
 }
 
 /// Writes `evidence` to a gzipped tar at `path`, with the containerd config,
@@ -101,14 +103,17 @@ mod tests {
         let evidence = Evidence {
             nodectl_version: "test".into(),
             hostname: None,
-            second: first.clone(),
+            second: Some(first.clone()),
             first,
         };
         let path = dir.path().join("evidence.tar.gz");
         write(&path, &evidence, Path::new("/nonexistent")).unwrap();
         let back = read(&path).unwrap();
         assert_eq!(back.first.cri_containers, evidence.first.cri_containers);
-        assert_eq!(back.second.shims, evidence.second.shims);
+        assert_eq!(
+            back.second.unwrap().shims,
+            evidence.second.as_ref().unwrap().shims
+        );
         assert_eq!(back.first.taken_at, NOW);
     }
 

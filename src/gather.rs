@@ -26,6 +26,9 @@ pub struct GatherOptions {
     pub cri_address: Option<PathBuf>,
     /// Say on stderr when the APIs keep us waiting (a person is watching).
     pub progress: bool,
+    /// Sample what every shim thread is blocked in (zombie evidence, blocked
+    /// shims, slow CRI); the leak checks do without.
+    pub shim_threads: bool,
 }
 
 /// Reads the node. Status files are read before procfs so that a container
@@ -36,7 +39,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let cri_containers = cri_store::read(&paths.cri_containers_dir(), &mut gaps);
     let cri_sandboxes = cri_store::sandbox_ids(&paths.cri_sandbox_dirs(), &mut gaps);
     let bundles = bundles::read(&paths.bundles_dir(&options.namespace), &mut gaps);
-    let proc_scan = procfs::scan(&options.proc_root, &mut gaps);
+    let proc_scan = procfs::scan(&options.proc_root, options.shim_threads, &mut gaps);
     let mounts = mountinfo::read(
         &options.mountinfo,
         &[&paths.root.path, &paths.state.path],
@@ -77,6 +80,32 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         containerd,
         cri,
         node,
+        gaps,
+    }
+}
+
+/// A later, cheaper look, to confirm what a first snapshot suggested (a
+/// zombie seen twice, a shim thread blocked twice): only the status files and
+/// procfs are read again; the APIs are not asked and the other parts are left
+/// empty, as no check compares them across snapshots.
+pub fn follow_up(paths: &Paths, options: &GatherOptions) -> Snapshot {
+    let taken_at = now_nanos();
+    let mut gaps = Vec::new();
+    let cri_containers = cri_store::read(&paths.cri_containers_dir(), &mut gaps);
+    let proc_scan = procfs::scan(&options.proc_root, options.shim_threads, &mut gaps);
+    Snapshot {
+        taken_at,
+        paths: paths.clone(),
+        namespace: options.namespace.clone(),
+        cri_containers,
+        bundles: Default::default(),
+        processes: proc_scan.processes,
+        shims: proc_scan.shims,
+        cri_sandboxes: Default::default(),
+        mounts: Vec::new(),
+        containerd: None,
+        cri: None,
+        node: Default::default(),
         gaps,
     }
 }

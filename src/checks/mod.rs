@@ -200,6 +200,20 @@ pub fn run_all(first: &Snapshot, second: &Snapshot, settings: &Settings) -> Vec<
     findings
 }
 
+/// Whether a first snapshot shows anything a second one must confirm: a
+/// container that looks dead while CRI says running (it may be exiting
+/// normally right now), or a shim thread that may be stuck. When not, there is
+/// no reason to wait for a second snapshot.
+pub fn needs_second_look(first: &Snapshot) -> bool {
+    !zombie::check(first).is_empty()
+        || first
+            .shims
+            .iter()
+            .filter(|s| s.serves(&first.paths.address.path))
+            .flat_map(|s| &s.threads)
+            .any(shim_blocked::is_stuck)
+}
+
 /// Most severe first, then by kind and id, so output is stable.
 pub fn sort(findings: &mut [Finding]) {
     findings.sort_by(|a, b| (a.severity, a.kind, &a.id).cmp(&(b.severity, b.kind, &b.id)));
@@ -346,5 +360,39 @@ pub(crate) mod fixtures {
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn healthy_node_needs_no_second_look() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.processes
+            .insert(100, process(100, 'S', NOW - 60 * SEC + SEC / 100));
+        s.shims
+            .push(shim(40, &id('a'), ADDRESS, &["futex", "epoll_pwait"]));
+        // Another containerd's stuck shim is not ours to confirm.
+        s.shims
+            .push(shim(50, &id('b'), "/run/other.sock", &["umount2"]));
+        assert!(!needs_second_look(&s));
+    }
+
+    #[test]
+    fn dead_running_container_or_stuck_shim_needs_a_second_look() {
+        let mut zombie = snapshot();
+        zombie
+            .cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        assert!(needs_second_look(&zombie));
+
+        let mut stuck = snapshot();
+        stuck.shims.push(shim(40, &id('a'), ADDRESS, &["umount2"]));
+        assert!(needs_second_look(&stuck));
     }
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::checks::{Finding, Kind, PodRef, Severity};
 use crate::snapshot::{seconds, Snapshot, ThreadSample};
 
-fn is_stuck(thread: &ThreadSample) -> bool {
+pub fn is_stuck(thread: &ThreadSample) -> bool {
     thread.state == 'D' || thread.syscall.as_deref() == Some("umount2")
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::checks::{self, Settings};
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::evidence;
-use crate::gather::{gather, now_nanos};
+use crate::gather::{follow_up, gather, now_nanos};
 use crate::paths;
 use crate::report::Report;
 use crate::snapshot::Snapshot;
@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
         since: args.late.since,
         slow: args.slow,
     };
-    let findings = checks::run_all(&first, &second, &settings);
+    let findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
     let mut context = first.node.clone();
     context.containerd_version = first.containerd.as_ref().and_then(|c| c.version.clone());
     let api_calls = api_calls(&first, args.slow);
@@ -45,21 +45,28 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
 }
 
 /// The two snapshots a check compares: the first asks both APIs (bounded by
-/// `--timeout`), the second, taken at least [`SAMPLE_GAP`] later, reads only
-/// files and procfs.
-pub fn gather_pair(global: &GlobalArgs, cri_address: Option<&Path>) -> (Snapshot, Snapshot) {
+/// `--timeout`); the second, taken at least [`SAMPLE_GAP`] later, re-reads
+/// only status files and procfs, and only when the first shows a suspect
+/// (see [`checks::needs_second_look`]). Without one, there is no second: a
+/// healthy node is read once and never waited on.
+pub fn gather_pair(
+    global: &GlobalArgs,
+    cri_address: Option<&Path>,
+) -> (Snapshot, Option<Snapshot>) {
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let mut options = global.gather_options(true);
     options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
-    let first = gather(&paths, &options, config_gaps.clone());
-
+    let first = gather(&paths, &options, config_gaps);
+    if !checks::needs_second_look(&first) {
+        return (first, None);
+    }
     let gap = SAMPLE_GAP.min(global.timeout).as_nanos() as i64;
     let waited = now_nanos() - first.taken_at;
     if waited < gap {
         std::thread::sleep(Duration::from_nanos((gap - waited) as u64));
     }
-    let second = gather(&paths, &global.gather_options(false), config_gaps);
-    (first, second)
+    let second = follow_up(&paths, &options);
+    (first, Some(second))
 }
 
 fn api_calls(snapshot: &Snapshot, slow: Duration) -> Vec<ApiCall> {

@@ -3,13 +3,17 @@
 
 use crate::checks::{self, leftovers};
 use crate::cli::GlobalArgs;
-use crate::gather::gather;
+use crate::gather::{gather, GatherOptions};
 use crate::paths;
 use crate::report::Report;
 
 pub fn run(global: &GlobalArgs) -> Report {
     let (paths, gaps) = paths::resolve(&global.path_flags());
-    let snapshot = gather(&paths, &global.gather_options(true), gaps);
+    let options = GatherOptions {
+        shim_threads: false,
+        ..global.gather_options(true)
+    };
+    let snapshot = gather(&paths, &options, gaps);
     let mut findings = leftovers::check(&snapshot);
     checks::sort(&mut findings);
     Report::new(

@@ -5,7 +5,7 @@ use std::io::{self, BufRead, IsTerminal, Write};
 use crate::act::kill;
 use crate::checks::{self, leaked_shim};
 use crate::cli::{GlobalArgs, LeakedShimsArgs};
-use crate::gather::gather;
+use crate::gather::{gather, GatherOptions};
 use crate::paths;
 use crate::report::Report;
 
@@ -14,7 +14,10 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> Result<Report, String
         return Err("--kill needs root: shims run as root".to_string());
     }
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
-    let options = global.gather_options(true);
+    let options = GatherOptions {
+        shim_threads: false,
+        ..global.gather_options(true)
+    };
     let snapshot = gather(&paths, &options, config_gaps.clone());
     let mut findings = leaked_shim::check(&snapshot);
     checks::sort(&mut findings);
