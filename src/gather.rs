@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::paths::Paths;
-use crate::snapshot::{Gap, Snapshot};
+use crate::snapshot::{Gap, Snapshot, Suspects};
 use crate::sources::containerd_api::ContainerdView;
 use crate::sources::cri_api::CriView;
 use crate::sources::{bundles, containerd_api, cri_api, cri_store, mountinfo, node, procfs};
@@ -37,14 +37,28 @@ pub struct GatherOptions {
 pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Snapshot {
     let taken_at = now_nanos();
     let cri_containers = cri_store::read(&paths.cri_containers_dir(), &mut gaps);
-    let cri_sandboxes = cri_store::sandbox_ids(&paths.cri_sandbox_dirs(), &mut gaps);
-    let bundles = bundles::read(&paths.bundles_dir(&options.namespace), &mut gaps);
-    let proc_scan = procfs::scan(&options.proc_root, options.shim_threads, &mut gaps);
-    let mounts = mountinfo::read(
-        &options.mountinfo,
-        &[&paths.root.path, &paths.state.path],
-        &mut gaps,
-    );
+    // procfs is half the reading on a busy node and shares nothing with the
+    // other files: scan it on a second thread. It starts after the status
+    // files are read, so the order above still holds.
+    let mut proc_gaps = Vec::new();
+    let (proc_scan, (cri_sandboxes, bundles, mounts)) = std::thread::scope(|scope| {
+        let procfs =
+            scope.spawn(|| procfs::scan(&options.proc_root, options.shim_threads, &mut proc_gaps));
+        let files = (
+            cri_store::sandbox_ids(&paths.cri_sandbox_dirs(), &mut gaps),
+            bundles::read(&paths.bundles_dir(&options.namespace), &mut gaps),
+            mountinfo::read(
+                &options.mountinfo,
+                &[&paths.root.path, &paths.state.path],
+                &mut gaps,
+            ),
+        );
+        let proc_scan = procfs
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (proc_scan, files)
+    });
+    gaps.append(&mut proc_gaps);
     let node = node::read(&options.proc_root, &mounts, &mut gaps);
     // The shims' own namespaces too: a leaked shim is judged against the
     // records of the namespace it was started for.
@@ -84,15 +98,21 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     }
 }
 
-/// A later, cheaper look, to confirm what a first snapshot suggested (a
-/// zombie seen twice, a shim thread blocked twice): only the status files and
-/// procfs are read again; the APIs are not asked and the other parts are left
-/// empty, as no check compares them across snapshots.
-pub fn follow_up(paths: &Paths, options: &GatherOptions) -> Snapshot {
+/// A later, cheap look to confirm what a first snapshot suggested (a zombie
+/// seen twice, a shim thread blocked twice): only the suspects' status files
+/// and processes are read again; the APIs are not asked and every other part
+/// is left empty, as no check compares them across snapshots.
+pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) -> Snapshot {
     let taken_at = now_nanos();
     let mut gaps = Vec::new();
-    let cri_containers = cri_store::read(&paths.cri_containers_dir(), &mut gaps);
-    let proc_scan = procfs::scan(&options.proc_root, options.shim_threads, &mut gaps);
+    let cri_containers =
+        cri_store::reread(&paths.cri_containers_dir(), &suspects.containers, &mut gaps);
+    let proc_scan = procfs::rescan(
+        &options.proc_root,
+        &suspects.pids,
+        options.shim_threads,
+        &mut gaps,
+    );
     Snapshot {
         taken_at,
         paths: paths.clone(),

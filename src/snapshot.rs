@@ -47,6 +47,21 @@ pub struct Snapshot {
     pub gaps: Vec<Gap>,
 }
 
+/// What a first snapshot suggests and a later look must confirm: containers
+/// that look dead while CRI says running, and the processes to look at again
+/// (their pids, and shims with a thread that may be stuck).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Suspects {
+    pub containers: BTreeSet<String>,
+    pub pids: BTreeSet<i32>,
+}
+
+impl Suspects {
+    pub fn is_empty(&self) -> bool {
+        self.containers.is_empty() && self.pids.is_empty()
+    }
+}
+
 /// One container as persisted by the CRI plugin in
 /// `<root>/io.containerd.grpc.v1.cri/containers/<id>/status`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

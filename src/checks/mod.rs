@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::snapshot::{Bundle, CriContainer, Shim, Snapshot};
+use crate::snapshot::{Bundle, CriContainer, Shim, Snapshot, Suspects};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -200,18 +200,26 @@ pub fn run_all(first: &Snapshot, second: &Snapshot, settings: &Settings) -> Vec<
     findings
 }
 
-/// Whether a first snapshot shows anything a second one must confirm: a
-/// container that looks dead while CRI says running (it may be exiting
-/// normally right now), or a shim thread that may be stuck. When not, there is
-/// no reason to wait for a second snapshot.
-pub fn needs_second_look(first: &Snapshot) -> bool {
-    !zombie::check(first).is_empty()
-        || first
-            .shims
-            .iter()
-            .filter(|s| s.serves(&first.paths.address.path))
-            .flat_map(|s| &s.threads)
-            .any(shim_blocked::is_stuck)
+/// What in a first snapshot a second look must confirm: a container that
+/// looks dead while CRI says running (it may be exiting normally right now),
+/// or a shim of ours with a thread that may be stuck. When there is nothing,
+/// there is no reason to wait for a second look.
+pub fn suspects(first: &Snapshot) -> Suspects {
+    let mut suspects = Suspects::default();
+    for finding in zombie::check(first) {
+        let container = first.cri_containers.iter().find(|c| c.id == finding.id);
+        if let Some(container) = container {
+            suspects.pids.insert(container.status.pid as i32);
+        }
+        suspects.containers.insert(finding.id);
+    }
+    let stuck_shims = first
+        .shims
+        .iter()
+        .filter(|s| s.serves(&first.paths.address.path))
+        .filter(|s| s.threads.iter().any(shim_blocked::is_stuck));
+    suspects.pids.extend(stuck_shims.map(|s| s.pid));
+    suspects
 }
 
 /// Most severe first, then by kind and id, so output is stable.
@@ -368,6 +376,10 @@ mod tests {
     use super::fixtures::*;
     use super::*;
 
+    fn needs_second_look(s: &Snapshot) -> bool {
+        !suspects(s).is_empty()
+    }
+
     #[test]
     fn healthy_node_needs_no_second_look() {
         let mut s = snapshot();
@@ -391,8 +403,11 @@ mod tests {
             .push(running(&id('a'), 100, NOW - 60 * SEC));
         assert!(needs_second_look(&zombie));
 
+        assert_eq!(suspects(&zombie).containers, [id('a')].into());
+        assert_eq!(suspects(&zombie).pids, [100].into());
+
         let mut stuck = snapshot();
         stuck.shims.push(shim(40, &id('a'), ADDRESS, &["umount2"]));
-        assert!(needs_second_look(&stuck));
+        assert_eq!(suspects(&stuck).pids, [40].into());
     }
 }

@@ -46,8 +46,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
 
 /// The two snapshots a check compares: the first asks both APIs (bounded by
 /// `--timeout`); the second, taken at least [`SAMPLE_GAP`] later, re-reads
-/// only status files and procfs, and only when the first shows a suspect
-/// (see [`checks::needs_second_look`]). Without one, there is no second: a
+/// only the status files and processes of what the first shows as suspect
+/// (see [`checks::suspects`]), and only when there is one. Without one, there is no second: a
 /// healthy node is read once and never waited on.
 pub fn gather_pair(
     global: &GlobalArgs,
@@ -57,7 +57,8 @@ pub fn gather_pair(
     let mut options = global.gather_options(true);
     options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
     let first = gather(&paths, &options, config_gaps);
-    if !checks::needs_second_look(&first) {
+    let suspects = checks::suspects(&first);
+    if suspects.is_empty() {
         return (first, None);
     }
     let gap = SAMPLE_GAP.min(global.timeout).as_nanos() as i64;
@@ -65,7 +66,7 @@ pub fn gather_pair(
     if waited < gap {
         std::thread::sleep(Duration::from_nanos((gap - waited) as u64));
     }
-    let second = follow_up(&paths, &options);
+    let second = follow_up(&paths, &options, &suspects);
     (first, Some(second))
 }
 

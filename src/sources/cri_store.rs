@@ -58,6 +58,30 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
     containers
 }
 
+/// Reads the status files of `ids` again. One that is gone now belongs to a
+/// container removed in between: it is left out, not a gap.
+pub fn reread(
+    containers_dir: &Path,
+    ids: &BTreeSet<String>,
+    gaps: &mut Vec<Gap>,
+) -> Vec<CriContainer> {
+    let mut containers = Vec::new();
+    for id in ids {
+        let status_path = containers_dir.join(id).join("status");
+        match read_container(&status_path) {
+            Ok((status, status_written_at)) => containers.push(CriContainer {
+                id: id.clone(),
+                status_path,
+                status_written_at,
+                status,
+            }),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => gaps.push(Gap::item(SOURCE, &status_path, err)),
+        }
+    }
+    containers
+}
+
 /// Ids of the pod sandboxes CRI keeps directories for. CRI creates them under
 /// both root (hostname, resolv.conf) and state (shm) and removes them with the
 /// sandbox, so an id found in either still has CRI's attention.
@@ -112,6 +136,22 @@ mod tests {
             .join("testdata/status")
             .join(name);
         fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn reread_drops_removed_containers_and_records_corrupt_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        for (id, file) in [("a", "exited.json"), ("c", "truncated.json")] {
+            fs::create_dir(dir.path().join(id)).unwrap();
+            fs::write(dir.path().join(id).join("status"), testdata(file)).unwrap();
+        }
+        let ids = ["a", "b", "c"].map(String::from).into();
+        let mut gaps = Vec::new();
+        let containers = reread(dir.path(), &ids, &mut gaps);
+        let read: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(read, ["a"], "b was removed, c is corrupt");
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].path.ends_with("c/status"), "{gaps:?}");
     }
 
     #[test]

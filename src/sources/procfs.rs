@@ -4,7 +4,7 @@
 //! killed process stays visible as defunct (Z) until its parent reaps it, and
 //! orphaned shims are reaped late by some init processes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::Path;
@@ -33,15 +33,9 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
         processes: BTreeMap::new(),
         shims: Vec::new(),
     };
-    let boot_time = match boot_time_nanos(proc_root) {
-        Ok(boot_time) => boot_time,
-        Err(err) => {
-            gaps.push(Gap::source(SOURCE, proc_root.join("stat"), err));
-            return scan;
-        }
+    let Some(mut reader) = Reader::new(proc_root, shim_threads, gaps) else {
+        return scan;
     };
-    let ticks_per_second = procfs::ticks_per_second() as i64;
-    let page_size = procfs::page_size();
     let entries = match fs::read_dir(proc_root) {
         Ok(entries) => entries,
         Err(err) => {
@@ -49,31 +43,86 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
             return scan;
         }
     };
-    let mut buffer = Vec::with_capacity(STAT_READ);
     let pids = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
     for pid in pids {
-        let dir = proc_root.join(pid.to_string());
-        let Some(stat) = read_stat(&dir.join("stat"), &mut buffer) else {
-            continue;
+        reader.read(pid, &mut scan);
+    }
+    scan
+}
+
+/// Reads only `pids` again (a follow-up look at a few suspects); those gone
+/// since are simply absent.
+pub fn rescan(
+    proc_root: &Path,
+    pids: &BTreeSet<i32>,
+    shim_threads: bool,
+    gaps: &mut Vec<Gap>,
+) -> ProcScan {
+    let mut scan = ProcScan {
+        processes: BTreeMap::new(),
+        shims: Vec::new(),
+    };
+    if let Some(mut reader) = Reader::new(proc_root, shim_threads, gaps) {
+        for &pid in pids {
+            reader.read(pid, &mut scan);
+        }
+    }
+    scan
+}
+
+/// What turning one `<pid>/stat` into a [`ProcessInfo`] needs, set up once.
+struct Reader<'a> {
+    proc_root: &'a Path,
+    shim_threads: bool,
+    boot_time: UnixNanos,
+    ticks_per_second: i64,
+    page_size: u64,
+    buffer: Vec<u8>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(proc_root: &'a Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> Option<Self> {
+        let boot_time = match boot_time_nanos(proc_root) {
+            Ok(boot_time) => boot_time,
+            Err(err) => {
+                gaps.push(Gap::source(SOURCE, proc_root.join("stat"), err));
+                return None;
+            }
+        };
+        Some(Reader {
+            proc_root,
+            shim_threads,
+            boot_time,
+            ticks_per_second: procfs::ticks_per_second() as i64,
+            page_size: procfs::page_size(),
+            buffer: Vec::with_capacity(STAT_READ),
+        })
+    }
+
+    /// Adds `pid` (and its shim details, if it is a shim) to `scan`; a
+    /// process that is gone is skipped.
+    fn read(&mut self, pid: i32, scan: &mut ProcScan) {
+        let dir = self.proc_root.join(pid.to_string());
+        let Some(stat) = read_stat(&dir.join("stat"), &mut self.buffer) else {
+            return;
         };
         let info = ProcessInfo {
             pid: stat.pid,
             ppid: stat.ppid,
             comm: stat.comm,
             state: stat.state,
-            started_at: boot_time + ticks_to_nanos(stat.starttime, ticks_per_second),
-            rss_bytes: stat.rss.saturating_mul(page_size),
+            started_at: self.boot_time + ticks_to_nanos(stat.starttime, self.ticks_per_second),
+            rss_bytes: stat.rss.saturating_mul(self.page_size),
         };
         if info.comm == SHIM_COMM && info.is_running() {
-            if let Some(shim) = read_shim(&dir, info.pid, shim_threads) {
+            if let Some(shim) = read_shim(&dir, info.pid, self.shim_threads) {
                 scan.shims.push(shim);
             }
         }
         scan.processes.insert(info.pid, info);
     }
-    scan
 }
 
 /// A `<pid>/stat` line is a few hundred bytes; one read this size gets it all.
@@ -314,6 +363,16 @@ mod tests {
             (stat.pid, stat.comm.len(), stat.starttime),
             (42, 2 * STAT_READ, 777)
         );
+    }
+
+    #[test]
+    fn rescan_reads_only_the_pids_asked_for() {
+        let me = std::process::id() as i32;
+        let gone = i32::MAX; // above any pid_max
+        let mut gaps = Vec::new();
+        let scan = rescan(Path::new("/proc"), &[me, gone].into(), true, &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(scan.processes.keys().copied().collect::<Vec<_>>(), [me]);
     }
 
     #[test]
