@@ -114,19 +114,11 @@ pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) ->
         &mut gaps,
     );
     Snapshot {
-        taken_at,
-        paths: paths.clone(),
-        namespace: options.namespace.clone(),
         cri_containers,
-        bundles: Default::default(),
         processes: proc_scan.processes,
         shims: proc_scan.shims,
-        cri_sandboxes: Default::default(),
-        mounts: Vec::new(),
-        containerd: None,
-        cri: None,
-        node: Default::default(),
         gaps,
+        ..Snapshot::empty(taken_at, paths.clone(), options.namespace.clone())
     }
 }
 

@@ -132,6 +132,25 @@ pub enum CriState {
 }
 
 impl Snapshot {
+    /// A snapshot of `paths` in which nothing has been seen yet.
+    pub fn empty(taken_at: UnixNanos, paths: Paths, namespace: String) -> Snapshot {
+        Snapshot {
+            taken_at,
+            paths,
+            namespace,
+            cri_containers: Vec::new(),
+            bundles: BTreeMap::new(),
+            processes: BTreeMap::new(),
+            shims: Vec::new(),
+            cri_sandboxes: BTreeSet::new(),
+            mounts: Vec::new(),
+            containerd: None,
+            cri: None,
+            node: NodeContext::default(),
+            gaps: Vec::new(),
+        }
+    }
+
     /// Children of `pid`, split into running and defunct ones.
     pub fn children(&self, pid: i32) -> (Vec<i32>, Vec<i32>) {
         let (live, defunct): (Vec<&ProcessInfo>, Vec<&ProcessInfo>) = self

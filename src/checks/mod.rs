@@ -231,7 +231,6 @@ pub fn sort(findings: &mut [Finding]) {
 pub(crate) mod fixtures {
     //! Hand-made snapshots for check tests.
 
-    use std::collections::BTreeMap;
     use std::path::PathBuf;
 
     use crate::paths::{Located, Origin, Paths};
@@ -250,26 +249,13 @@ pub(crate) mod fixtures {
             path: PathBuf::from(p),
             origin: Origin::Default,
         };
-        Snapshot {
-            taken_at: NOW,
-            paths: Paths {
-                config: None,
-                root: at("/var/lib/containerd"),
-                state: at("/run/containerd"),
-                address: at(ADDRESS),
-            },
-            namespace: "k8s.io".to_string(),
-            cri_containers: Vec::new(),
-            bundles: BTreeMap::new(),
-            processes: BTreeMap::new(),
-            shims: Vec::new(),
-            cri_sandboxes: Default::default(),
-            mounts: Vec::new(),
-            containerd: None,
-            cri: None,
-            node: Default::default(),
-            gaps: Vec::new(),
-        }
+        let paths = Paths {
+            config: None,
+            root: at("/var/lib/containerd"),
+            state: at("/run/containerd"),
+            address: at(ADDRESS),
+        };
+        Snapshot::empty(NOW, paths, "k8s.io".to_string())
     }
 
     pub fn running(id: &str, pid: i64, started_at: i64) -> CriContainer {
