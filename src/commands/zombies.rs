@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::checks::{self, Kind, Settings};
 use crate::cli::{GlobalArgs, ZombiesArgs};
-use crate::gather::gather;
+use crate::gather::{follow_up, gather};
 use crate::paths;
 use crate::report::Report;
 
@@ -17,15 +17,17 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
         since: args.late.since,
         ..Settings::default()
     };
-    let snapshot = gather(&paths, &options, config_gaps.clone());
+    let snapshot = gather(&paths, &options, config_gaps);
     let mut findings = checks::zombie::check(&snapshot);
     findings.extend(checks::late_exit::check(&snapshot, &settings));
 
     // A container that exits normally is dead for a few milliseconds before
-    // CRI records it; a zombie stays. Report only zombies seen twice.
+    // CRI records it; a zombie stays. Report only zombies seen twice (the
+    // second look reads only their status files and processes).
     if findings.iter().any(|f| f.kind == Kind::Zombie) && !args.settle.is_zero() {
         std::thread::sleep(args.settle);
-        let again = checks::zombie::check(&gather(&paths, &options, config_gaps));
+        let again =
+            checks::zombie::check(&follow_up(&paths, &options, &checks::suspects(&snapshot)));
         let still: BTreeSet<&str> = again.iter().map(|f| f.id.as_str()).collect();
         findings.retain(|f| f.kind != Kind::Zombie || still.contains(f.id.as_str()));
     }
