@@ -40,46 +40,42 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
             }
         };
         let id = entry.file_name().to_string_lossy().into_owned();
-        let status_path = entry.path().join("status");
-        match read_container(&status_path) {
-            Ok((status, status_written_at)) => containers.push(CriContainer {
-                id,
-                status_path,
-                status_written_at,
-                status,
-            }),
-            // The directory was removed between listing and reading: the
-            // container is gone, which is not a gap.
-            Err(err) if err.kind() == io::ErrorKind::NotFound && !entry.path().exists() => {}
-            Err(err) => gaps.push(Gap::item(SOURCE, &status_path, err)),
-        }
+        containers.extend(read_one(containers_dir, id, gaps));
     }
     containers.sort_by(|a, b| a.id.cmp(&b.id));
     containers
 }
 
-/// Reads the status files of `ids` again. One that is gone now belongs to a
-/// container removed in between: it is left out, not a gap.
+/// Reads the status files of `ids` again, as [`read`] does.
 pub fn reread(
     containers_dir: &Path,
     ids: &BTreeSet<String>,
     gaps: &mut Vec<Gap>,
 ) -> Vec<CriContainer> {
-    let mut containers = Vec::new();
-    for id in ids {
-        let status_path = containers_dir.join(id).join("status");
-        match read_container(&status_path) {
-            Ok((status, status_written_at)) => containers.push(CriContainer {
-                id: id.clone(),
-                status_path,
-                status_written_at,
-                status,
-            }),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(err) => gaps.push(Gap::item(SOURCE, &status_path, err)),
+    ids.iter()
+        .filter_map(|id| read_one(containers_dir, id.clone(), gaps))
+        .collect()
+}
+
+/// One container's status file, or `None` when it cannot be read: a gap, or
+/// nothing at all when the container's directory was removed meanwhile (the
+/// container is gone, which is not a gap).
+fn read_one(containers_dir: &Path, id: String, gaps: &mut Vec<Gap>) -> Option<CriContainer> {
+    let dir = containers_dir.join(&id);
+    let status_path = dir.join("status");
+    match read_container(&status_path) {
+        Ok((status, status_written_at)) => Some(CriContainer {
+            id,
+            status_path,
+            status_written_at,
+            status,
+        }),
+        Err(err) if err.kind() == io::ErrorKind::NotFound && !dir.exists() => None,
+        Err(err) => {
+            gaps.push(Gap::item(SOURCE, &status_path, err));
+            None
         }
     }
-    containers
 }
 
 /// Ids of the pod sandboxes CRI keeps directories for. CRI creates them under

@@ -19,6 +19,7 @@ const SOURCE: &str = "procfs";
 /// shim binary (`containerd-shim`, `-runc-v1`, `-runc-v2`, `-kata-v2`, ...).
 const SHIM_COMM: &str = "containerd-shim";
 
+#[derive(Default)]
 pub struct ProcScan {
     pub processes: BTreeMap<i32, ProcessInfo>,
     pub shims: Vec<Shim>,
@@ -29,10 +30,7 @@ pub struct ProcScan {
 /// `shim_threads`, every thread of every shim is sampled too (what it is
 /// blocked in); only the checks that judge stuck shims need that.
 pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcScan {
-    let mut scan = ProcScan {
-        processes: BTreeMap::new(),
-        shims: Vec::new(),
-    };
+    let mut scan = ProcScan::default();
     let Some(mut reader) = Reader::new(proc_root, shim_threads, gaps) else {
         return scan;
     };
@@ -60,10 +58,7 @@ pub fn rescan(
     shim_threads: bool,
     gaps: &mut Vec<Gap>,
 ) -> ProcScan {
-    let mut scan = ProcScan {
-        processes: BTreeMap::new(),
-        shims: Vec::new(),
-    };
+    let mut scan = ProcScan::default();
     if let Some(mut reader) = Reader::new(proc_root, shim_threads, gaps) {
         for &pid in pids {
             reader.read(pid, &mut scan);
