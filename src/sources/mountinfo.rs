@@ -110,20 +110,25 @@ fn unescape(field: &[u8]) -> PathBuf {
 mod tests {
     use super::*;
 
-    #[test]
-    fn keeps_containerd_mounts_with_their_options() {
+    /// Reads `table` as a mountinfo file, keeping what is below `under`; no gap.
+    fn read_table(table: &str, under: &str) -> Vec<Mount> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("mountinfo");
-        std::fs::write(
-            &path,
+        std::fs::write(&path, table).unwrap();
+        let mut gaps = Vec::new();
+        let mounts = read(&path, &[Path::new(under)], &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        mounts
+    }
+
+    #[test]
+    fn keeps_containerd_mounts_with_their_options() {
+        let mounts = read_table(
             "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
              310 22 0:52 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/abc/rootfs rw,relatime - overlay overlay rw,lowerdir=/l,upperdir=/u,workdir=/w,volatile\n\
              311 22 0:53 / /run/containerd/io.containerd.grpc.v1.cri/sandboxes/def/shm rw,nosuid,nodev,noexec,relatime - tmpfs shm rw,size=65536k\n",
-        )
-        .unwrap();
-        let mut gaps = Vec::new();
-        let mounts = read(&path, &[Path::new("/run/containerd")], &mut gaps);
-        assert!(gaps.is_empty(), "{gaps:?}");
+            "/run/containerd",
+        );
         assert_eq!(mounts.len(), 2);
         assert_eq!(mounts[0].fs_type, "overlay");
         assert!(mounts[0].options.contains(&"volatile".to_string()));
@@ -136,19 +141,13 @@ mod tests {
 
     #[test]
     fn state_dir_with_a_space_is_matched_through_its_escape() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("mountinfo");
-        std::fs::write(
-            &path,
+        let mounts = read_table(
             "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
              310 22 0:52 / /srv/my\\040state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs rw - overlay overlay rw\n\
              311 22 0:53 / /srv/my\\040state2/x rw - tmpfs shm rw\n\
              312 22 0:54 / /srv/my rw - tmpfs shm rw\n",
-        )
-        .unwrap();
-        let mut gaps = Vec::new();
-        let mounts = read(&path, &[Path::new("/srv/my state")], &mut gaps);
-        assert!(gaps.is_empty(), "{gaps:?}");
+            "/srv/my state",
+        );
         let points: Vec<_> = mounts.iter().map(|m| m.mount_point.clone()).collect();
         assert_eq!(
             points,
