@@ -174,6 +174,114 @@ impl Snapshot {
     }
 }
 
+/// Labels kubelet sets on every sandbox and container config. CRI copies a
+/// config's labels onto containerd's container record and returns them in its
+/// List calls, so they name an id for as long as its record lives, well after
+/// containerd 1.7 and 2.x removed the task bundle (with its annotations).
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+/// CRI's own label on a containerd record: `sandbox` or `container`.
+pub const KIND_LABEL: &str = "io.cri-containerd.kind";
+
+/// The labels that name an id, and none of the others: a sandbox carries all
+/// of its pod's labels, whose number and size the pod's author decides.
+pub fn name_labels<K, V>(labels: impl IntoIterator<Item = (K, V)>) -> BTreeMap<String, String>
+where
+    K: AsRef<str> + Into<String>,
+    V: Into<String>,
+{
+    const KEPT: [&str; 4] = [
+        POD_NAMESPACE_LABEL,
+        POD_NAME_LABEL,
+        CONTAINER_NAME_LABEL,
+        KIND_LABEL,
+    ];
+    labels
+        .into_iter()
+        .filter(|(k, _)| KEPT.contains(&k.as_ref()))
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+}
+
+/// Names of a container (or, without a container name, of a sandbox) as
+/// Kubernetes knows it. See [`Snapshot::names_in`] for where they come from.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PodRef {
+    pub pod_namespace: Option<String>,
+    pub pod_name: Option<String>,
+    pub container_name: Option<String>,
+}
+
+impl PodRef {
+    /// The names in kubelet's labels (see [`name_labels`]).
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> PodRef {
+        let get = |key| labels.get(key).filter(|v| !v.is_empty()).cloned();
+        PodRef {
+            pod_namespace: get(POD_NAMESPACE_LABEL),
+            pod_name: get(POD_NAME_LABEL),
+            container_name: get(CONTAINER_NAME_LABEL),
+        }
+    }
+
+    /// Each name from `self`, else from `other`.
+    pub fn or(self, other: PodRef) -> PodRef {
+        PodRef {
+            pod_namespace: self.pod_namespace.or(other.pod_namespace),
+            pod_name: self.pod_name.or(other.pod_name),
+            container_name: self.container_name.or(other.container_name),
+        }
+    }
+
+    /// `namespace/pod/container`, with `?` for what is not known.
+    pub fn display(&self) -> String {
+        let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "?".to_string());
+        format!(
+            "{}/{}/{}",
+            part(&self.pod_namespace),
+            part(&self.pod_name),
+            part(&self.container_name)
+        )
+    }
+}
+
+impl Snapshot {
+    /// The names of container or sandbox `id` of [`Snapshot::namespace`].
+    pub fn names_of(&self, id: &str) -> PodRef {
+        self.names_in(&self.namespace, id)
+    }
+
+    /// The names of container or sandbox `id` of containerd namespace
+    /// `namespace`, each from the first source that has it: the labels of
+    /// containerd's container record (it lives until the container is
+    /// removed), CRI's metadata (a container's pod names are its sandbox's),
+    /// then the bundle's annotations (gone with the task in containerd 1.7 and
+    /// 2.x). A sandbox gets no container name. Unknown names stay `None`.
+    pub fn names_in(&self, namespace: &str, id: &str) -> PodRef {
+        // CRI serves one namespace, and bundles were read for that one only.
+        let ours = namespace == self.namespace;
+        let record = self
+            .containerd
+            .as_ref()
+            .and_then(|view| view.labels(namespace, id));
+        let cri = self.cri.as_ref().filter(|_| ours);
+        let bundle = self.bundles.get(id).filter(|_| ours);
+        let sandbox = record.is_some_and(|l| l.get(KIND_LABEL).is_some_and(|k| k == "sandbox"))
+            || cri.is_some_and(|cri| cri.is_sandbox(id))
+            || bundle.is_some_and(Bundle::is_sandbox)
+            || (ours && self.cri_sandboxes.contains(id));
+        let mut names = record
+            .map(PodRef::from_labels)
+            .unwrap_or_default()
+            .or(cri.and_then(|cri| cri.names_of(id)).unwrap_or_default())
+            .or(bundle.map(Bundle::names).unwrap_or_default());
+        if sandbox {
+            names.container_name = None;
+        }
+        names
+    }
+}
+
 /// Nanoseconds as seconds, rounded to a tenth.
 pub fn seconds(nanos: i64) -> f64 {
     (nanos as f64 / 1e9 * 10.0).round() / 10.0
@@ -195,6 +303,19 @@ pub struct Bundle {
 impl Bundle {
     fn annotation(&self, key: &str) -> Option<&str> {
         self.annotations.get(key).map(String::as_str)
+    }
+    /// The names in the annotations (a sandbox's carry no container name).
+    pub fn names(&self) -> PodRef {
+        PodRef {
+            pod_namespace: self.pod_namespace().map(str::to_string),
+            pod_name: self.pod_name().map(str::to_string),
+            container_name: self.container_name().map(str::to_string),
+        }
+    }
+    /// CRI marks a sandbox's spec with `container-type: sandbox`.
+    pub fn is_sandbox(&self) -> bool {
+        self.annotation("io.kubernetes.cri.container-type") == Some("sandbox")
+            || self.sandbox_id() == Some(self.id.as_str())
     }
     pub fn pod_namespace(&self) -> Option<&str> {
         self.annotation("io.kubernetes.cri.sandbox-namespace")
@@ -316,5 +437,161 @@ impl Gap {
             source_unavailable: true,
             ..Gap::item(source, path, error)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::sources::cri_api::CriView;
+
+    fn names(namespace: &str, pod: &str, container: Option<&str>) -> PodRef {
+        PodRef {
+            pod_namespace: Some(namespace.to_string()),
+            pod_name: Some(pod.to_string()),
+            container_name: container.map(str::to_string),
+        }
+    }
+
+    /// Container `a` of sandbox `s`, known to all three sources, each under
+    /// other names so that the answer tells which one was used.
+    fn known_everywhere() -> Snapshot {
+        let mut s = snapshot();
+        with_records(&mut s, &[id('a'), id('s')]);
+        with_labels(&mut s, &id('a'), labels("rec-ns", "rec-pod", Some("rec-c")));
+        with_labels(&mut s, &id('s'), labels("rec-ns", "rec-pod", None));
+        s.cri = Some(CriView {
+            sandboxes: Some(vec![cri_sandbox(&id('s'), "cri-ns", "cri-pod")]),
+            containers: Some(vec![cri_container(
+                &id('a'),
+                &id('s'),
+                "cri-c",
+                "CONTAINER_EXITED",
+            )]),
+            ..CriView::default()
+        });
+        s.bundles
+            .insert(id('a'), bundle(&id('a'), &id('s'), "bundle-c"));
+        s
+    }
+
+    #[test]
+    fn record_labels_win_over_cri_which_wins_over_the_bundle() {
+        let mut s = known_everywhere();
+        assert_eq!(
+            s.names_of(&id('a')),
+            names("rec-ns", "rec-pod", Some("rec-c"))
+        );
+
+        // A record without naming labels (not made by kubelet): CRI's names,
+        // the pod's from the sandbox's metadata.
+        with_labels(&mut s, &id('a'), BTreeMap::new());
+        assert_eq!(
+            s.names_of(&id('a')),
+            names("cri-ns", "cri-pod", Some("cri-c"))
+        );
+
+        // Neither API answered: the bundle's annotations.
+        s.containerd = None;
+        s.cri = None;
+        assert_eq!(
+            s.names_of(&id('a')),
+            names("shop", "web-0", Some("bundle-c"))
+        );
+    }
+
+    #[test]
+    fn each_name_comes_from_the_first_source_that_has_it() {
+        let mut s = known_everywhere();
+        let mut partial = labels("rec-ns", "rec-pod", None);
+        partial.remove(KIND_LABEL);
+        with_labels(&mut s, &id('a'), partial);
+        assert_eq!(
+            s.names_of(&id('a')),
+            names("rec-ns", "rec-pod", Some("cri-c"))
+        );
+
+        // CRI lists the container but no longer its sandbox: the container's
+        // own labels name the pod.
+        let cri = s.cri.as_mut().unwrap();
+        cri.sandboxes = Some(Vec::new());
+        cri.containers.as_mut().unwrap()[0].labels = labels("lbl-ns", "lbl-pod", Some("lbl-c"));
+        s.containerd = None;
+        assert_eq!(
+            s.names_of(&id('a')),
+            names("lbl-ns", "lbl-pod", Some("cri-c"))
+        );
+    }
+
+    #[test]
+    fn a_sandbox_is_named_after_its_pod_without_a_container_name() {
+        let mut s = known_everywhere();
+        // A pod's own labels land on its sandbox record; a pod may carry a
+        // container-name label, which must not name the sandbox.
+        let mut sandbox_labels = labels("rec-ns", "rec-pod", None);
+        sandbox_labels.insert(
+            CONTAINER_NAME_LABEL.to_string(),
+            "not-a-container".to_string(),
+        );
+        with_labels(&mut s, &id('s'), sandbox_labels);
+        let cri = s.cri.take();
+        assert_eq!(s.names_of(&id('s')), names("rec-ns", "rec-pod", None));
+
+        s.containerd = None;
+        s.cri = cri;
+        assert_eq!(s.names_of(&id('s')), names("cri-ns", "cri-pod", None));
+
+        s.cri = None;
+        s.bundles.insert(id('s'), bundle(&id('s'), &id('s'), "POD"));
+        assert_eq!(s.names_of(&id('s')), names("shop", "web-0", None));
+    }
+
+    #[test]
+    fn only_the_naming_labels_are_kept() {
+        let kept = name_labels([
+            (POD_NAME_LABEL, "web-0"),
+            (KIND_LABEL, "sandbox"),
+            ("app.kubernetes.io/name", "web"),
+            ("io.kubernetes.pod.uid", "0d4c"),
+        ]);
+        assert_eq!(
+            kept.keys().collect::<Vec<_>>(),
+            [KIND_LABEL, POD_NAME_LABEL]
+        );
+    }
+
+    #[test]
+    fn a_snapshot_collected_before_names_were_kept_still_loads() {
+        let mut old = serde_json::to_value(known_everywhere()).unwrap();
+        for ns in old["containerd"]["namespaces"]
+            .as_object_mut()
+            .unwrap()
+            .values_mut()
+        {
+            ns.as_object_mut().unwrap().remove("labels");
+        }
+        for list in ["sandboxes", "containers"] {
+            for item in old["cri"][list].as_array_mut().unwrap() {
+                let item = item.as_object_mut().unwrap();
+                for key in ["name", "namespace", "labels"] {
+                    item.remove(key).expect("a field of today's CriItem");
+                }
+            }
+        }
+        let s: Snapshot = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            s.names_of(&id('a')),
+            names("shop", "web-0", Some("bundle-c"))
+        );
+    }
+
+    #[test]
+    fn nothing_known_gives_no_names() {
+        let s = known_everywhere();
+        assert_eq!(s.names_of(&id('z')), PodRef::default());
+        assert_eq!(PodRef::default().display(), "?/?/?");
+        // CRI and the bundles speak for the namespace nodectl looks at only.
+        assert_eq!(s.names_in("moby", &id('a')), PodRef::default());
     }
 }

@@ -355,6 +355,7 @@ fn every_command_prints_json_that_matches_the_schema() {
     ] {
         let doc = json(&node.run(args));
         assert_eq!(doc["command"], args[0]);
+        support::assert_matches_schema(&doc);
         if args[0] == "check" {
             check = Some(doc);
         }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use crate::checks::{zombie, Finding, Kind, PodRef, Severity};
+use crate::checks::{zombie, Finding, Kind, Severity};
 use crate::snapshot::Snapshot;
 use crate::sources::containerd_api::TaskView;
 
@@ -98,7 +98,7 @@ fn drift(
     summary: String,
     mut evidence: serde_json::Value,
 ) -> Finding {
-    let pod = PodRef::of(snapshot.bundles.get(id));
+    let pod = snapshot.names_of(id);
     evidence["container_id"] = json!(id);
     evidence["pod_namespace"] = json!(pod.pod_namespace);
     evidence["pod_name"] = json!(pod.pod_name);
@@ -132,6 +132,7 @@ mod tests {
             id: id.to_string(),
             sandbox_id: None,
             state: state.to_string(),
+            ..CriItem::default()
         }
     }
 
@@ -161,6 +162,7 @@ mod tests {
             NamespaceView {
                 containers: Some(records.iter().cloned().collect()),
                 tasks: Some(tasks),
+                ..NamespaceView::default()
             },
         );
         s.containerd = Some(view);
@@ -216,6 +218,36 @@ mod tests {
             .push(item(&id('y'), "CONTAINER_CREATED"));
         let ids: Vec<String> = check(&s).into_iter().map(|f| f.id).collect();
         assert_eq!(ids, vec![id('x'), id('y')]);
+    }
+
+    #[test]
+    fn drift_is_named_from_cri_and_the_record_without_a_bundle() {
+        // No bundle: the task is gone. CRI names the container (its pod
+        // from the sandbox's metadata); containerd's record names one CRI
+        // has lost.
+        let mut s = with_views(
+            vec![cri_container(
+                &id('a'),
+                &id('s'),
+                "app",
+                "CONTAINER_RUNNING",
+            )],
+            vec![cri_sandbox(&id('s'), "shop", "web-0")],
+            &[id('a'), id('s'), id('x')],
+            vec![],
+        );
+        with_labels(&mut s, &id('x'), labels("batch", "job-1", Some("worker")));
+        let findings = check(&s);
+        let a = findings.iter().find(|f| f.id == id('a')).unwrap();
+        assert_eq!(a.evidence["task_state"], "absent");
+        assert_eq!(a.evidence["pod_namespace"], "shop");
+        assert_eq!(a.evidence["pod_name"], "web-0");
+        assert_eq!(a.evidence["container_name"], "app");
+        let x = findings.iter().find(|f| f.id == id('x')).unwrap();
+        assert_eq!(x.evidence["in_cri"], false);
+        assert_eq!(x.evidence["pod_namespace"], "batch");
+        assert_eq!(x.evidence["pod_name"], "job-1");
+        assert_eq!(x.evidence["container_name"], "worker");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::checks::{Finding, Kind, PodRef, Severity};
+use crate::checks::{Finding, Kind, Severity};
 use crate::snapshot::Snapshot;
 use crate::sources::api::ApiCall;
 
@@ -37,7 +37,7 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
         .iter()
         .filter(|probe| is_slow(&probe.call))
         .map(|probe| {
-            let pod = PodRef::of(snapshot.bundles.get(&probe.id));
+            let pod = snapshot.names_of(&probe.id);
             let shim = snapshot
                 .cri_containers
                 .iter()

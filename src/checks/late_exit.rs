@@ -39,7 +39,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
             if lag <= late_after {
                 return None;
             }
-            let pod = PodRef::of(snapshot.bundles.get(&c.id));
+            let pod = snapshot.names_of(&c.id);
             let summary = format!(
                 "exit of {} was recorded {:.0} s after it happened; CRI showed it RUNNING meanwhile",
                 pod.display(),
@@ -98,6 +98,23 @@ mod tests {
         assert_eq!(f.evidence["exit_code"], 0);
         assert_eq!(f.evidence["reason"], "Completed");
         assert!(f.evidence["finished_at"].as_str().unwrap().ends_with('Z'));
+    }
+
+    #[test]
+    fn a_container_whose_bundle_is_gone_is_named_from_its_record() {
+        // containerd 1.7 and 2.x remove the bundle with the task, long before
+        // a late exit is seen; the container record keeps kubelet's labels.
+        let mut s = snapshot();
+        let finished = NOW - 600 * SEC;
+        s.cri_containers
+            .push(exited(&id('a'), finished, finished + 75 * SEC));
+        with_records(&mut s, &[id('a')]);
+        with_labels(&mut s, &id('a'), labels("shop", "web-0", Some("init")));
+        let f = &check(&s, &Settings::default())[0];
+        assert_eq!(f.evidence["pod_namespace"], "shop");
+        assert_eq!(f.evidence["pod_name"], "web-0");
+        assert_eq!(f.evidence["container_name"], "init");
+        assert!(f.summary.contains("shop/web-0/init"), "{}", f.summary);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub struct Evidence {
     pub namespace: String,
     /// The `-id` the shim was started with (the pod sandbox id for CRI pods).
     pub shim_id: String,
-    /// The pod, while the sandbox's bundle (and its annotations) remains.
+    /// The pod, if its sandbox's names outlived the record (in CRI or the bundle).
     #[serde(flatten)]
     pub pod: PodRef,
     pub started_at: Value,
@@ -72,7 +72,7 @@ pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
         binary: shim.binary.clone(),
         namespace: namespace.to_string(),
         shim_id: id.to_string(),
-        pod: PodRef::of(snapshot.bundles.get(id)),
+        pod: snapshot.names_in(namespace, id),
         started_at: timestamp(started_at),
         age_seconds: snapshot.seconds_since(started_at),
         rss_bytes: process.map_or(0, |p| p.rss_bytes),

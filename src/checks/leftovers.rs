@@ -64,6 +64,7 @@ fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
     if inferred && shim_serves(snapshot, id) {
         return None;
     }
+    let pod = snapshot.names_in(namespace, id);
     let evidence = json!({
         "mount_point": mount.mount_point.display().to_string(),
         "fstype": mount.fs_type,
@@ -72,6 +73,9 @@ fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
         "owner": what,
         "owner_id": id,
         "namespace": namespace,
+        "pod_namespace": pod.pod_namespace,
+        "pod_name": pod.pod_name,
+        "container_name": pod.container_name,
         "basis": basis,
         "inferred": inferred,
     });
@@ -112,6 +116,7 @@ fn orphan_bundles(snapshot: &Snapshot) -> Vec<Finding> {
             if shim_serves(snapshot, &bundle.id) || shim_serves(snapshot, group) {
                 return None;
             }
+            let pod = snapshot.names_of(&bundle.id);
             let mounted = snapshot
                 .mounts
                 .iter()
@@ -127,6 +132,9 @@ fn orphan_bundles(snapshot: &Snapshot) -> Vec<Finding> {
                 evidence: json!({
                     "bundle_dir": bundle.path.display().to_string(),
                     "namespace": snapshot.namespace,
+                    "pod_namespace": pod.pod_namespace,
+                    "pod_name": pod.pod_name,
+                    "container_name": pod.container_name,
                     "shim_pid_file": bundle.shim_pid,
                     "has_mounts": mounted,
                     "basis": basis,
@@ -163,6 +171,7 @@ mod tests {
     use super::*;
     use crate::checks::fixtures::*;
     use crate::snapshot::Mount;
+    use serde_json::Value;
     use std::path::PathBuf;
 
     fn mount(point: &str) -> Mount {
@@ -197,7 +206,39 @@ mod tests {
         );
         assert_eq!(findings[0].evidence["mount_point"], rootfs(&id('a')));
         assert_eq!(findings[0].evidence["fstype"], "overlay");
+        assert_eq!(findings[0].evidence["pod_name"], Value::Null);
         assert_eq!(findings[1].evidence["owner"], "sandbox shm");
+    }
+
+    #[test]
+    fn a_leaked_mount_is_named_while_something_remembers_its_pod() {
+        // The rootfs is mounted inside the bundle, whose spec often outlives
+        // the record; CRI may still list a sandbox whose record is gone.
+        let mut s = snapshot();
+        s.mounts.push(mount(&rootfs(&id('a'))));
+        s.bundles.insert(id('a'), bundle(&id('a'), &id('s'), "app"));
+        let shm = format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
+            id('s')
+        );
+        s.mounts.push(mount(&shm));
+        s.cri = Some(crate::sources::cri_api::CriView {
+            sandboxes: Some(vec![cri_sandbox(&id('s'), "batch", "job-1")]),
+            ..Default::default()
+        });
+        with_records(&mut s, &[]);
+        let findings = check(&s);
+        let names = |f: &Finding| {
+            ["pod_namespace", "pod_name", "container_name"].map(|k| f.evidence[k].clone())
+        };
+        assert_eq!(
+            names(&findings[0]),
+            ["shop", "web-0", "app"].map(Value::from)
+        );
+        assert_eq!(
+            names(&findings[1]),
+            [Value::from("batch"), Value::from("job-1"), Value::Null]
+        );
     }
 
     #[test]
@@ -225,5 +266,7 @@ mod tests {
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].kind, Kind::OrphanBundle);
         assert_eq!(findings[0].id, id('a'));
+        assert_eq!(findings[0].evidence["pod_namespace"], "shop");
+        assert_eq!(findings[0].evidence["pod_name"], "web-0");
     }
 }

@@ -14,7 +14,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::snapshot::{Bundle, CriContainer, Shim, Snapshot, Suspects};
+pub use crate::snapshot::PodRef;
+use crate::snapshot::{CriContainer, Shim, Snapshot, Suspects};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,35 +91,6 @@ impl Default for Settings {
             since: Duration::from_secs(24 * 3600),
             slow: Duration::from_secs(1),
         }
-    }
-}
-
-/// Names of a container as Kubernetes knows it, from its bundle annotations.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct PodRef {
-    pub pod_namespace: Option<String>,
-    pub pod_name: Option<String>,
-    pub container_name: Option<String>,
-}
-
-impl PodRef {
-    pub fn of(bundle: Option<&Bundle>) -> PodRef {
-        PodRef {
-            pod_namespace: bundle.and_then(|b| b.pod_namespace()).map(str::to_string),
-            pod_name: bundle.and_then(|b| b.pod_name()).map(str::to_string),
-            container_name: bundle.and_then(|b| b.container_name()).map(str::to_string),
-        }
-    }
-
-    /// `namespace/pod/container`, with `?` for what is not known.
-    pub fn display(&self) -> String {
-        let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "?".to_string());
-        format!(
-            "{}/{}/{}",
-            part(&self.pod_namespace),
-            part(&self.pod_name),
-            part(&self.container_name)
-        )
     }
 }
 
@@ -231,10 +203,12 @@ pub fn sort(findings: &mut [Finding]) {
 pub(crate) mod fixtures {
     //! Hand-made snapshots for check tests.
 
+    use std::collections::BTreeMap;
     use std::path::PathBuf;
 
     use crate::paths::{Located, Origin, Paths};
     use crate::snapshot::*;
+    use crate::sources::cri_api::CriItem;
 
     pub const NOW: i64 = 1_766_900_000_000_000_000;
     pub const SEC: i64 = 1_000_000_000;
@@ -301,9 +275,62 @@ pub(crate) mod fixtures {
             crate::sources::containerd_api::NamespaceView {
                 containers: Some(ids.iter().cloned().collect()),
                 tasks: Some(Vec::new()),
+                ..Default::default()
             },
         );
         s.containerd = Some(view);
+    }
+
+    /// The naming labels kubelet sets (CRI adds the kind); `container`
+    /// `None` for a sandbox.
+    pub fn labels(namespace: &str, pod: &str, container: Option<&str>) -> BTreeMap<String, String> {
+        let kind = if container.is_some() {
+            "container"
+        } else {
+            "sandbox"
+        };
+        [
+            (POD_NAMESPACE_LABEL, Some(namespace)),
+            (POD_NAME_LABEL, Some(pod)),
+            (CONTAINER_NAME_LABEL, container),
+            (KIND_LABEL, Some(kind)),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_string(), v?.to_string())))
+        .collect()
+    }
+
+    /// containerd's record of `id` in k8s.io carries `labels` (after
+    /// [`with_records`], which lists the ids).
+    pub fn with_labels(s: &mut Snapshot, id: &str, labels: BTreeMap<String, String>) {
+        let view = s.containerd.as_mut().expect("with_records first");
+        let namespace = view
+            .namespaces
+            .get_mut("k8s.io")
+            .expect("with_records first");
+        namespace.labels.insert(id.to_string(), labels);
+    }
+
+    /// A sandbox as CRI's ListPodSandbox shows it.
+    pub fn cri_sandbox(id: &str, namespace: &str, name: &str) -> CriItem {
+        CriItem {
+            id: id.to_string(),
+            state: "SANDBOX_READY".to_string(),
+            name: Some(name.to_string()),
+            namespace: Some(namespace.to_string()),
+            ..CriItem::default()
+        }
+    }
+
+    /// A container as CRI's ListContainers shows it.
+    pub fn cri_container(id: &str, sandbox: &str, name: &str, state: &str) -> CriItem {
+        CriItem {
+            id: id.to_string(),
+            sandbox_id: Some(sandbox.to_string()),
+            state: state.to_string(),
+            name: Some(name.to_string()),
+            ..CriItem::default()
+        }
     }
 
     pub fn child(pid: i32, ppid: i32, state: char) -> ProcessInfo {

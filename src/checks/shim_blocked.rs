@@ -7,7 +7,7 @@
 
 use serde_json::json;
 
-use crate::checks::{Finding, Kind, PodRef, Severity};
+use crate::checks::{Finding, Kind, Severity};
 use crate::snapshot::{seconds, Snapshot, ThreadSample};
 
 pub fn is_stuck(thread: &ThreadSample) -> bool {
@@ -38,7 +38,8 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
                 return None;
             }
             let id = shim.id.clone().unwrap_or_else(|| shim.pid.to_string());
-            let pod = PodRef::of(first.bundles.get(&id));
+            let namespace = shim.namespace.as_deref().unwrap_or(&first.namespace);
+            let pod = first.names_in(namespace, &id);
             let in_umount2 = threads.iter().any(|t| t.syscall.as_deref() == Some("umount2"));
             let what = if in_umount2 {
                 "umount2".to_string()
@@ -59,6 +60,7 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
                     "shim_pid": shim.pid,
                     "pod_namespace": pod.pod_namespace,
                     "pod_name": pod.pod_name,
+                    "container_name": pod.container_name,
                     "threads": threads.iter().map(|t| json!({
                         "tid": t.tid, "state": t.state.to_string(), "syscall": t.syscall, "wchan": t.wchan,
                     })).collect::<Vec<_>>(),
@@ -85,6 +87,7 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::checks::fixtures::*;
+    use serde_json::Value;
 
     #[test]
     fn thread_in_umount2_in_both_samples_is_reported_with_duration() {
@@ -102,6 +105,9 @@ mod tests {
         assert_eq!(findings[0].id, id('s'));
         assert_eq!(findings[0].evidence["threads"][0]["tid"], 41);
         assert_eq!(findings[0].evidence["blocked_for_at_least_seconds"], 1.5);
+        // A pod's shim is started with the sandbox's id: pod names only.
+        assert_eq!(findings[0].evidence["pod_name"], "web-0");
+        assert_eq!(findings[0].evidence["container_name"], Value::Null);
         assert!(findings[0].summary.contains("umount2"));
     }
 

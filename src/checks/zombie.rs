@@ -73,7 +73,7 @@ fn why_dead(container: &CriContainer, process: Option<&ProcessInfo>) -> Option<S
 }
 
 fn finding(snapshot: &Snapshot, container: &CriContainer, death: String) -> Finding {
-    let pod = PodRef::of(snapshot.bundles.get(&container.id));
+    let pod = snapshot.names_of(&container.id);
     let shim = shim_of(snapshot, container);
     let in_umount2: Vec<i32> = shim
         .map(|s| s.threads_in_umount2().map(|t| t.tid).collect())

@@ -78,7 +78,10 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 address: shim.address.clone(),
                 action: shim.action.clone(),
                 ours: shim.serves(&snapshot.paths.address.path),
-                pod: PodRef::of(bundle),
+                pod: match (&shim.namespace, &shim.id) {
+                    (Some(namespace), Some(id)) => snapshot.names_in(namespace, id),
+                    _ => PodRef::default(),
+                },
                 started_at: timestamp(started_at),
                 age_seconds: snapshot.seconds_since(started_at),
                 rss_bytes: process.map_or(0, |p| p.rss_bytes),

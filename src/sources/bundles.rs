@@ -2,7 +2,8 @@
 //!
 //! The CRI plugin puts the pod and container names into the OCI spec as
 //! `io.kubernetes.cri.*` annotations; the bundle is the only place on disk
-//! where the names of a container's task live next to its id.
+//! where the names of a container's task live next to its id, until the task
+//! is deleted (the APIs keep them longer: see `Snapshot::names_in`).
 
 use std::collections::BTreeMap;
 use std::fs;

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::Request;
 
-use crate::snapshot::Gap;
+use crate::snapshot::{name_labels, Gap};
 use crate::sources::api::{connect, status_text, timed, ApiCall};
 use crate::sources::api_gaps;
 
@@ -32,6 +32,10 @@ pub struct ContainerdView {
 pub struct NamespaceView {
     /// Ids of the container records (metadata) in this namespace.
     pub containers: Option<BTreeSet<String>>,
+    /// The naming labels of those records (see [`name_labels`]), by id; a
+    /// record without any is left out.
+    #[serde(default)]
+    pub labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Tasks (running or stopped processes) in this namespace.
     pub tasks: Option<Vec<TaskView>>,
 }
@@ -48,6 +52,11 @@ impl ContainerdView {
     /// The container records of a namespace, if containerd listed them.
     pub fn containers(&self, namespace: &str) -> Option<&BTreeSet<String>> {
         self.namespaces.get(namespace)?.containers.as_ref()
+    }
+
+    /// The naming labels of a container record, if containerd listed it.
+    pub fn labels(&self, namespace: &str, id: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespaces.get(namespace)?.labels.get(id)
     }
 }
 
@@ -82,8 +91,8 @@ pub async fn query(
         let (ns, channel) = (ns.clone(), channel.clone());
         calls.spawn(async move {
             let call = format!("Containers.List {ns}");
-            let (ids, call) = timed(&call, deadline, list_containers(channel, &ns)).await;
-            (Answer::Containers(ns, ids), call)
+            let (records, call) = timed(&call, deadline, list_containers(channel, &ns)).await;
+            (Answer::Containers(ns, records), call)
         });
     }
     for ns in namespaces {
@@ -100,7 +109,13 @@ pub async fn query(
         view.calls.push(call);
         match answer {
             Answer::Version(version) => view.version = version,
-            Answer::Containers(ns, ids) => view.namespaces.entry(ns).or_default().containers = ids,
+            Answer::Containers(ns, records) => {
+                let namespace = view.namespaces.entry(ns).or_default();
+                if let Some((ids, labels)) = records {
+                    namespace.containers = Some(ids);
+                    namespace.labels = labels;
+                }
+            }
             Answer::Tasks(ns, tasks) => view.namespaces.entry(ns).or_default().tasks = tasks,
         }
     }
@@ -115,7 +130,7 @@ pub fn gaps(view: &ContainerdView, gaps: &mut Vec<Gap>) {
 
 enum Answer {
     Version(Option<String>),
-    Containers(String, Option<BTreeSet<String>>),
+    Containers(String, Option<Records>),
     Tasks(String, Option<Vec<TaskView>>),
 }
 
@@ -128,18 +143,24 @@ fn namespaced<T>(message: T, namespace: &str) -> Result<Request<T>, String> {
     Ok(request)
 }
 
-async fn list_containers(channel: Channel, namespace: &str) -> Result<BTreeSet<String>, String> {
+/// The ids of a namespace's container records, and their naming labels.
+type Records = (BTreeSet<String>, BTreeMap<String, BTreeMap<String, String>>);
+
+async fn list_containers(channel: Channel, namespace: &str) -> Result<Records, String> {
     let request = namespaced(ListContainersRequest::default(), namespace)?;
     let response = ContainersClient::new(channel)
         .list(request)
         .await
         .map_err(status_text)?;
-    Ok(response
-        .into_inner()
-        .containers
-        .into_iter()
-        .map(|c| c.id)
-        .collect())
+    let mut records: Records = Default::default();
+    for container in response.into_inner().containers {
+        let labels = name_labels(container.labels);
+        if !labels.is_empty() {
+            records.1.insert(container.id.clone(), labels);
+        }
+        records.0.insert(container.id);
+    }
+    Ok(records)
 }
 
 async fn list_tasks(channel: Channel, namespace: &str) -> Result<Vec<TaskView>, String> {

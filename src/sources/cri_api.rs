@@ -8,6 +8,7 @@
 //! node NotReady). Timing ContainerStatus per container names the one whose
 //! lock is held.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::snapshot::Gap;
+use crate::snapshot::{name_labels, Gap, PodRef};
 use crate::sources::api::{connect, status_text, timed, ApiCall};
 use crate::sources::api_gaps;
 
@@ -48,6 +49,56 @@ pub struct CriItem {
     pub sandbox_id: Option<String>,
     /// CRI's state name, e.g. `CONTAINER_RUNNING`, `SANDBOX_READY`.
     pub state: String,
+    /// `metadata.name`: the pod's name for a sandbox, the container's for a
+    /// container.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// `metadata.namespace`: the pod's namespace (sandboxes only).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The naming labels (see [`name_labels`]).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl CriView {
+    fn sandbox(&self, id: &str) -> Option<&CriItem> {
+        self.sandboxes.iter().flatten().find(|s| s.id == id)
+    }
+
+    pub fn is_sandbox(&self, id: &str) -> bool {
+        self.sandbox(id).is_some()
+    }
+
+    /// The names CRI gives a sandbox or container it lists: its metadata,
+    /// else its labels; a container's pod names are its sandbox's.
+    pub fn names_of(&self, id: &str) -> Option<PodRef> {
+        // A sandbox's labels are its pod's, any key its author chose: only
+        // the pod names count.
+        let pod = |sandbox: &CriItem| {
+            let labels = PodRef::from_labels(&sandbox.labels);
+            PodRef {
+                pod_namespace: sandbox.namespace.clone().or(labels.pod_namespace),
+                pod_name: sandbox.name.clone().or(labels.pod_name),
+                container_name: None,
+            }
+        };
+        if let Some(sandbox) = self.sandbox(id) {
+            return Some(pod(sandbox));
+        }
+        let container = self.containers.iter().flatten().find(|c| c.id == id)?;
+        let pod = container
+            .sandbox_id
+            .as_deref()
+            .and_then(|sandbox| self.sandbox(sandbox))
+            .map(pod)
+            .unwrap_or_default();
+        let names = PodRef {
+            container_name: container.name.clone(),
+            ..pod
+        };
+        Some(names.or(PodRef::from_labels(&container.labels)))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -113,6 +164,9 @@ async fn list_sandboxes(mut client: RuntimeServiceClient<Channel>) -> Result<Vec
                 .unwrap_or_else(|_| format!("state {}", s.state)),
             id: s.id,
             sandbox_id: None,
+            name: s.metadata.as_ref().and_then(|m| non_empty(&m.name)),
+            namespace: s.metadata.as_ref().and_then(|m| non_empty(&m.namespace)),
+            labels: name_labels(s.labels),
         })
         .collect())
 }
@@ -132,8 +186,15 @@ async fn list_containers(
             state: container_state_name(c.state),
             id: c.id,
             sandbox_id: Some(c.pod_sandbox_id),
+            name: c.metadata.as_ref().and_then(|m| non_empty(&m.name)),
+            namespace: None,
+            labels: name_labels(c.labels),
         })
         .collect())
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    Some(text.to_string()).filter(|t| !t.is_empty())
 }
 
 fn container_state_name(state: i32) -> String {
