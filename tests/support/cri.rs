@@ -1,6 +1,7 @@
 //! Talking CRI to the test bed's containerd over its unix socket, as the
 //! kubelet would: pods, containers and their states.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -138,6 +139,7 @@ impl TestBed {
             PODS.fetch_add(1, Ordering::Relaxed)
         );
         PodSandboxConfig {
+            labels: pod_labels(pod_name, "default", &uid),
             metadata: Some(PodSandboxMetadata {
                 name: pod_name.to_string(),
                 uid,
@@ -186,9 +188,16 @@ impl TestBed {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(sandbox_id.clone());
+        // Kubelet labels a container with its pod's names and its own.
+        let mut labels = config.labels.clone();
+        labels.insert(
+            "io.kubernetes.container.name".to_string(),
+            container_name.to_string(),
+        );
         let request = CreateContainerRequest {
             pod_sandbox_id: sandbox_id.clone(),
             config: Some(ContainerConfig {
+                labels,
                 metadata: Some(ContainerMetadata {
                     name: container_name.to_string(),
                     attempt: 0,
@@ -286,6 +295,19 @@ impl TestBed {
         }
         false
     }
+}
+
+/// The labels kubelet puts on a pod's sandbox config (besides the pod's own
+/// labels, none here); CRI copies them onto containerd's container record.
+fn pod_labels(name: &str, namespace: &str, uid: &str) -> HashMap<String, String> {
+    [
+        ("io.kubernetes.pod.name", name),
+        ("io.kubernetes.pod.namespace", namespace),
+        ("io.kubernetes.pod.uid", uid),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
 }
 
 async fn stop_and_remove(
