@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_cri::v1::ContainerState;
 use serde_json::Value;
-use support::{is_running, procs, TestBed};
+use support::{is_running, procs, Line, TestBed};
 
 /// CRI's status file of a container, parsed.
 fn status_file(bed: &TestBed, container_id: &str) -> Value {
@@ -89,10 +89,26 @@ async fn healthy_pod_runs_and_teardown_leaves_nothing() {
         "{} is mounted",
         rootfs.display()
     );
-    // Outside the temp dir, containerd 1.6 only puts the shim's socket.
-    let bundle_address = rootfs.with_file_name("address");
-    let socket = std::fs::read_to_string(&bundle_address).unwrap();
-    let socket = PathBuf::from(socket.trim().trim_start_matches("unix://"));
+    // The bundle records the shim's socket: 1.x in `address`, 2.x in
+    // `bootstrap.json` (and no `address`).
+    let bundle = rootfs.parent().unwrap();
+    let (written, absent) = match bed.line() {
+        Line::V1_6 | Line::V1_7 => ("address", "bootstrap.json"),
+        Line::V2_0 | Line::V2_3 => ("bootstrap.json", "address"),
+    };
+    assert!(
+        bundle.join(written).is_file(),
+        "{:?} writes {written}",
+        bed.line()
+    );
+    assert!(
+        !bundle.join(absent).exists(),
+        "{:?} writes no {absent}",
+        bed.line()
+    );
+    // Outside the temp dir, containerd only puts the shim's socket.
+    let socket = support::shim_address(bundle).unwrap();
+    let socket = PathBuf::from(socket.trim_start_matches("unix://"));
     assert!(socket.exists(), "{}", socket.display());
 
     let address = bed.address().to_path_buf();

@@ -17,6 +17,8 @@
 
 mod cri;
 mod image;
+mod line;
+mod orphan_shim;
 pub mod procs;
 mod strace;
 mod teardown;
@@ -29,9 +31,11 @@ use std::time::{Duration, Instant};
 
 pub use cri::Pod;
 pub use image::IMAGE;
+pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
+pub use orphan_shim::OrphanShim;
 pub use procs::is_running;
 pub use strace::Strace;
-pub use teardown::mounts_below;
+pub use teardown::{mounts_below, shim_address};
 pub use testbed::{TestBed, NAMESPACE};
 
 /// CI sets CI=true: there, a test that cannot run fails instead of skipping.
@@ -138,6 +142,20 @@ pub fn live_and_offline_check(bed: &TestBed) -> (serde_json::Value, serde_json::
         "json",
     ]));
     (live, offline)
+}
+
+/// Polls `condition` every 100 ms until it holds (true) or `limit` passes.
+pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Runs a command to completion, killing it after `limit`.

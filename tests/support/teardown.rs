@@ -66,6 +66,12 @@ impl TestBed {
         }
 
         sockets.extend(self.shim_sockets());
+        sockets.extend(
+            self.extra_sockets
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..),
+        );
         sockets.sort();
         sockets.dedup();
 
@@ -196,8 +202,8 @@ impl TestBed {
             .collect()
     }
 
-    /// The unix sockets of this containerd's shims, from the `address` file
-    /// each shim writes into its bundle.
+    /// The unix sockets of this containerd's shims, from what each shim
+    /// writes into its bundle (see [`shim_address`]).
     fn shim_sockets(&self) -> Vec<PathBuf> {
         let bundles = self
             .state
@@ -207,8 +213,8 @@ impl TestBed {
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|bundle| fs::read_to_string(bundle.path().join("address")).ok())
-            .filter_map(|address| Some(PathBuf::from(address.trim().strip_prefix("unix://")?)))
+            .filter_map(|bundle| shim_address(&bundle.path()))
+            .filter_map(|address| Some(PathBuf::from(address.strip_prefix("unix://")?)))
             .filter(|path| !path.starts_with(&self.dir))
             .filter(|path| fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()))
             .collect();
@@ -216,6 +222,18 @@ impl TestBed {
         sockets.dedup();
         sockets
     }
+}
+
+/// The shim's socket address as its bundle records it: 1.x writes it alone
+/// to `address`, 2.x writes `bootstrap.json` (`{"version":2,"address":…,
+/// "protocol":"ttrpc"}`) instead.
+pub fn shim_address(bundle: &Path) -> Option<String> {
+    if let Ok(address) = fs::read_to_string(bundle.join("address")) {
+        return Some(address.trim().to_string());
+    }
+    let bootstrap = fs::read(bundle.join("bootstrap.json")).ok()?;
+    let bootstrap: serde_json::Value = serde_json::from_slice(&bootstrap).ok()?;
+    Some(bootstrap["address"].as_str()?.to_string())
 }
 
 /// The dirs of cgroup `parent` in every mounted hierarchy: each v1

@@ -1,6 +1,7 @@
 //! The test bed: one isolated containerd per test, everything it writes kept
-//! in a fresh temp dir (plus what containerd 1.6 insists on putting
-//! elsewhere, which teardown removes: shim sockets and pod cgroups).
+//! in a fresh temp dir (plus what containerd insists on putting elsewhere,
+//! which teardown removes: shim sockets and pod cgroups). Which containerd
+//! runs is [`Containerd::from_env`]'s choice: the system's, or a release.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -10,19 +11,16 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::image::{self, IMAGE};
+use super::line::{Containerd, Line};
 use super::procs;
 use super::strace::{self, Strace};
 use super::{in_ci, run_bounded, which};
 
 /// The CRI plugin's containerd namespace.
 pub const NAMESPACE: &str = "k8s.io";
-const BINARIES: &[&str] = &[
-    "containerd",
-    "containerd-shim-runc-v2",
-    "ctr",
-    "runc",
-    "strace",
-];
+/// Taken from PATH whichever containerd runs (its own binaries are checked
+/// by [`Containerd::from_env`]).
+const BINARIES: &[&str] = &["runc", "strace"];
 /// How many lines of containerd's log a failure shows.
 const LOG_TAIL: usize = 60;
 /// How much of each log line a failure shows.
@@ -38,10 +36,15 @@ pub struct TestBed {
     pub(crate) log: PathBuf,
     pub(crate) cgroup_parent: String,
     pub(crate) containerd: Child,
+    /// Which containerd this is, and its release line.
+    pub(crate) release: Containerd,
     /// Every sandbox run_pod created, for teardown.
     pub(crate) sandboxes: Mutex<BTreeSet<String>>,
     /// Every strace delay_umount2 started, for teardown.
     pub(crate) straces: Mutex<Vec<strace::Slot>>,
+    /// Shim sockets outside the temp dir that no bundle records (see
+    /// [`TestBed::start_orphan_shim`]), for teardown.
+    pub(crate) extra_sockets: Mutex<Vec<PathBuf>>,
     /// Every shim seen, pid → starttime: once dead, a shim's argv is empty,
     /// so teardown could not tell our zombie shims from others without it.
     pub(crate) seen_shims: Mutex<BTreeMap<i32, u64>>,
@@ -70,7 +73,18 @@ impl TestBed {
         if !nix::unistd::geteuid().is_root() {
             return unavailable(test, "needs root (containerd, runc and strace -p)");
         }
-        let missing: Vec<&str> = BINARIES.iter().copied().filter(|b| !which(b)).collect();
+        let release = match Containerd::from_env() {
+            Ok(release) => release,
+            Err(why) => return unavailable(test, &format!("{why} (scripts/test installs it)")),
+        };
+        let mut missing: Vec<&str> = BINARIES.iter().copied().filter(|b| !which(b)).collect();
+        if release.dir.is_none() {
+            missing.extend(
+                ["containerd-shim-runc-v2", "ctr"]
+                    .iter()
+                    .filter(|b| !which(b)),
+            );
+        }
         if !missing.is_empty() {
             let why = format!(
                 "missing {} (scripts/test installs them)",
@@ -89,20 +103,30 @@ impl TestBed {
         if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
             eprintln!("{test}: PR_SET_CHILD_SUBREAPER failed ({e}); teardown cannot reap shims");
         }
-        match TestBed::launch(test).await {
+        eprintln!(
+            "{test}: containerd {} ({:?} line) from {}",
+            release.version,
+            release.line,
+            release
+                .dir
+                .as_deref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|| "PATH".to_string())
+        );
+        match TestBed::launch(test, release).await {
             Ok(bed) => Some(bed),
             Err(why) => panic!("{test}: starting the test bed failed: {why}"),
         }
     }
 
-    async fn launch(test: &str) -> Result<TestBed, String> {
+    async fn launch(test: &str, release: Containerd) -> Result<TestBed, String> {
         let dir = tempfile::Builder::new()
             .prefix("nodectl-testbed-")
             .tempdir()
             .map_err(|e| format!("creating the temp dir: {e}"))?
             // Removed by teardown, after the mounts in it are gone.
             .keep();
-        let bed = TestBed::spawn(test, dir.clone());
+        let bed = TestBed::spawn(test, dir.clone(), release);
         let mut bed = match bed {
             Ok(bed) => bed,
             Err(e) => {
@@ -123,7 +147,7 @@ impl TestBed {
         }
     }
 
-    fn spawn(test: &str, dir: PathBuf) -> Result<TestBed, String> {
+    fn spawn(test: &str, dir: PathBuf, release: Containerd) -> Result<TestBed, String> {
         let address = dir.join("containerd.sock");
         // sun_path holds 108 bytes; a long TMPDIR would make bind fail late.
         if address.as_os_str().len() > 100 {
@@ -143,10 +167,12 @@ impl TestBed {
             .to_string_lossy()
             .into_owned();
         let cgroup_parent = format!("/{name}");
-        fs::write(&config, config_toml(&dir)).map_err(|e| format!("{}: {e}", config.display()))?;
+        fs::write(&config, config_toml(&dir, release.line))
+            .map_err(|e| format!("{}: {e}", config.display()))?;
         let log_file = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
-        let containerd = Command::new("containerd")
+        let containerd = Command::new(release.binary("containerd"))
+            .env("PATH", release.path_env())
             .arg("--config")
             .arg(&config)
             .stdin(Stdio::null())
@@ -163,9 +189,11 @@ impl TestBed {
             log,
             cgroup_parent,
             containerd,
+            release,
             dir,
             sandboxes: Default::default(),
             straces: Default::default(),
+            extra_sockets: Default::default(),
             seen_shims: Default::default(),
         })
     }
@@ -175,7 +203,7 @@ impl TestBed {
         let archive = self.dir.join("busybox-oci.tar");
         image::write_archive(&archive).map_err(|e| format!("building the image: {e}"))?;
         let output = run_bounded(
-            Command::new("ctr")
+            Command::new(self.release.binary("ctr"))
                 .arg("--address")
                 .arg(&self.address)
                 .args(["-n", NAMESPACE, "images", "import"])
@@ -190,15 +218,34 @@ impl TestBed {
                 String::from_utf8_lossy(&output.stderr)
             ));
         }
-        // ctr names the image it unpacks; another name means the archive's
-        // annotations were not read as intended (see image::write_archive).
+        // ctr names the image it imports (1.x: "unpacking <name> (sha256:…)…",
+        // 2.x: "saved" after a progress display that names it); another name
+        // means the archive's annotations were not read as intended (see
+        // image::write_archive). wait_image_known then asks CRI by name.
         let said = String::from_utf8_lossy(&output.stdout);
-        if !said.contains(&format!("unpacking {IMAGE} ")) {
+        let imported = match self.line() {
+            Line::V1_6 | Line::V1_7 => said.contains(&format!("unpacking {IMAGE} ")),
+            Line::V2_0 | Line::V2_3 => said.contains(IMAGE) && said.contains("saved"),
+        };
+        if !imported {
             return Err(format!("ctr images import did not import {IMAGE}: {said}"));
         }
         Ok(())
     }
 
+    /// The containerd release line running here: what differs between
+    /// lines is asserted per line.
+    pub fn line(&self) -> Line {
+        self.release.line
+    }
+    /// The containerd version running here, e.g. `1.6.20` or `2.3.4`.
+    pub fn containerd_version(&self) -> &str {
+        &self.release.version
+    }
+    /// The path of the `ctr` matching the containerd under test.
+    pub fn ctr(&self) -> PathBuf {
+        self.release.binary("ctr")
+    }
     /// The temp dir holding everything of this test bed.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -382,8 +429,18 @@ impl Drop for TestBed {
 }
 
 /// containerd's config: everything in `dir`, suited to the test machines.
-fn config_toml(dir: &Path) -> String {
+/// Version 2 for every line: 2.x migrates it on load, as it does on nodes
+/// upgraded from 1.x.
+fn config_toml(dir: &Path, line: Line) -> String {
     let d = dir.display();
+    // NRI (1.7+; on by default in 2.x) listens on /var/run/nri/nri.sock
+    // unless told otherwise: a second test bed would fail to start on it.
+    let nri = match line {
+        Line::V1_6 => String::new(),
+        Line::V1_7 | Line::V2_0 | Line::V2_3 => {
+            format!("\n[plugins.\"io.containerd.nri.v1.nri\"]\n  socket_path = \"{d}/nri.sock\"\n")
+        }
+    };
     format!(
         r#"version = 2
 root = "{d}/root"
@@ -439,6 +496,6 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{d}/cni/bin"
     conf_dir = "{d}/cni/conf"
-"#
+{nri}"#
     )
 }
