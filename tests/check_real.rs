@@ -9,7 +9,7 @@ use k8s_cri::v1::{LinuxContainerResources, UpdateContainerResourcesRequest};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
-use support::TestBed;
+use support::{Line, TestBed};
 
 fn finding<'a>(doc: &'a Value, kind: &str, id: &str) -> Option<&'a Value> {
     doc["findings"]
@@ -66,14 +66,33 @@ async fn held_status_lock_is_pinned_on_its_container_and_frozen_containerd_still
     assert_eq!(output.status.code(), Some(1), "{doc}");
     let slow = finding(&doc, "cri-slow", &stuck.container_id)
         .unwrap_or_else(|| panic!("the stuck container is named as blocking CRI: {doc}"));
-    assert_eq!(
-        slow["evidence"]["container_status_timed_out"], true,
-        "{slow}"
-    );
-    assert_eq!(
-        slow["evidence"]["list_containers"]["timed_out"], true,
-        "{slow}"
-    );
+    let evidence = &slow["evidence"];
+    match bed.line() {
+        // UpdateContainerResources holds the status lock until the shim
+        // answers task.Update, i.e. until the umount2 ends (40 s): both
+        // calls run into nodectl's 3 s deadline.
+        Line::V1_6 | Line::V1_7 | Line::V2_0 => {
+            assert_eq!(evidence["container_status_timed_out"], true, "{slow}");
+            assert_eq!(evidence["list_containers"]["timed_out"], true, "{slow}");
+        }
+        // 2.3 gives up on the stuck shim: since containerd#12821 (2.3.0) the
+        // tasks service returns the shim's State timeout (2 s) instead of an
+        // empty state, so UpdateContainerResources fails with "failed to get
+        // task: context deadline exceeded" and releases the lock about 4 s
+        // after it started (2 s in NRI's lookup, 2 s under the lock). Earlier
+        // lines swallow that timeout and go on to task.Update, which waits
+        // for the umount2. nodectl, 2 s in, sees both calls answer late but
+        // within its deadline: still cri-slow.
+        Line::V2_3 => {
+            assert_eq!(evidence["container_status_timed_out"], false, "{slow}");
+            assert_eq!(evidence["list_containers"]["timed_out"], false, "{slow}");
+            let latency = evidence["container_status_latency_ms"].as_f64().unwrap();
+            assert!(
+                (1000.0..3000.0).contains(&latency),
+                "answered late, within the deadline: {slow}"
+            );
+        }
+    }
     assert!(
         finding(&doc, "cri-slow", &healthy.container_id).is_none(),
         "the healthy container answers: {doc}"
