@@ -122,6 +122,32 @@ pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) ->
     }
 }
 
+/// Adds containerd's records (and so the names its container labels carry)
+/// to a snapshot gathered without the APIs: a command that found something
+/// asks only then, within `timeout`, so a clean node or a frozen containerd
+/// costs it nothing more.
+pub fn add_containerd_records(
+    snapshot: &mut Snapshot,
+    paths: &Paths,
+    options: &GatherOptions,
+    timeout: Duration,
+) {
+    let namespaces = BTreeSet::from([options.namespace.clone()]);
+    let options = GatherOptions {
+        cri_address: None,
+        ..options.clone()
+    };
+    let (containerd, _) = ask_apis(
+        paths,
+        &options,
+        timeout,
+        &namespaces,
+        &[],
+        &mut snapshot.gaps,
+    );
+    snapshot.containerd = containerd;
+}
+
 /// Queries containerd and CRI concurrently; everything ends by one deadline.
 fn ask_apis(
     paths: &Paths,

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 
 use crate::checks::{self, Kind, Settings};
 use crate::cli::{GlobalArgs, ZombiesArgs};
-use crate::gather::{follow_up, gather};
+use crate::gather::{add_containerd_records, follow_up, gather};
 use crate::paths;
 use crate::report::Report;
+use crate::snapshot::Snapshot;
 
 pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
@@ -17,9 +18,21 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
         since: args.late.since,
         ..Settings::default()
     };
-    let snapshot = gather(&paths, &options, config_gaps);
-    let mut findings = checks::zombie::check(&snapshot);
-    findings.extend(checks::late_exit::check(&snapshot, &settings));
+    let mut snapshot = gather(&paths, &options, config_gaps);
+    let find = |snapshot: &Snapshot| {
+        let mut findings = checks::zombie::check(snapshot);
+        findings.extend(checks::late_exit::check(snapshot, &settings));
+        findings
+    };
+    let mut findings = find(&snapshot);
+    // Names: containerd 1.7 and later remove a task's bundle (whose
+    // annotations name the pod) with the task, before the exit is recorded;
+    // the container record's labels outlive it. Asked only when there is
+    // something to name.
+    if !findings.is_empty() {
+        add_containerd_records(&mut snapshot, &paths, &options, global.timeout);
+        findings = find(&snapshot);
+    }
 
     // A container that exits normally is dead for a few milliseconds before
     // CRI records it; a zombie stays. Report only zombies seen twice (the

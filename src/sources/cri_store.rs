@@ -40,6 +40,10 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
             }
         };
         let id = entry.file_name().to_string_lossy().into_owned();
+        // `<id>.del-status`: a status file being deleted (below).
+        if id.ends_with(DELETING_SUFFIX) {
+            continue;
+        }
         containers.extend(read_one(containers_dir, id, gaps));
     }
     containers.sort_by(|a, b| a.id.cmp(&b.id));
@@ -57,9 +61,16 @@ pub fn reread(
         .collect()
 }
 
+/// RemoveContainer deletes a status file by renaming `<id>/status` to the
+/// sibling `<id>.del-status` first, then removing that and the directory
+/// (`statusStorage.Delete` in containerd's CRI container store, the same in
+/// 1.6 to 2.3).
+const DELETING_SUFFIX: &str = ".del-status";
+
 /// One container's status file, or `None` when it cannot be read: a gap, or
-/// nothing at all when the container's directory was removed meanwhile (the
-/// container is gone, which is not a gap).
+/// nothing at all when the container's directory was removed meanwhile or
+/// its status file is being deleted (the container is going, which is not a
+/// gap).
 fn read_one(containers_dir: &Path, id: String, gaps: &mut Vec<Gap>) -> Option<CriContainer> {
     let dir = containers_dir.join(&id);
     let status_path = dir.join("status");
@@ -70,12 +81,24 @@ fn read_one(containers_dir: &Path, id: String, gaps: &mut Vec<Gap>) -> Option<Cr
             status_written_at,
             status,
         }),
-        Err(err) if err.kind() == io::ErrorKind::NotFound && !dir.exists() => None,
+        Err(err)
+            if err.kind() == io::ErrorKind::NotFound
+                && (!dir.exists() || being_deleted(containers_dir, &id)) =>
+        {
+            None
+        }
         Err(err) => {
             gaps.push(Gap::item(SOURCE, &status_path, err));
             None
         }
     }
+}
+
+fn being_deleted(containers_dir: &Path, id: &str) -> bool {
+    containers_dir
+        .join(format!("{id}{DELETING_SUFFIX}"))
+        .symlink_metadata()
+        .is_ok()
 }
 
 /// Ids of the pod sandboxes CRI keeps directories for. CRI creates them under
@@ -230,6 +253,31 @@ mod tests {
         gap_paths.sort();
         assert_eq!(gap_paths, vec![bad.join("status"), missing.join("status")]);
         assert!(gaps.iter().all(|g| !g.source_unavailable));
+    }
+
+    #[test]
+    fn a_status_file_being_deleted_is_not_a_gap() {
+        // RemoveContainer mid-way: `<id>/status` renamed to `<id>.del-status`,
+        // the directory not yet removed.
+        let dir = tempfile::tempdir().unwrap();
+        let going = "d".repeat(64);
+        fs::create_dir(dir.path().join(&going)).unwrap();
+        fs::write(
+            dir.path().join(format!("{going}.del-status")),
+            testdata("exited.json"),
+        )
+        .unwrap();
+        let live = dir.path().join("e".repeat(64));
+        fs::create_dir(&live).unwrap();
+        fs::write(live.join("status"), testdata("running.json")).unwrap();
+
+        let mut gaps = Vec::new();
+        let containers = read(dir.path(), &mut gaps);
+        assert_eq!(gaps, vec![]);
+        let ids: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, vec!["e".repeat(64)]);
+        let again = reread(dir.path(), &BTreeSet::from([going]), &mut gaps);
+        assert!(again.is_empty() && gaps.is_empty(), "{gaps:?}");
     }
 
     #[test]
