@@ -93,6 +93,7 @@ impl GlobalArgs {
             root: self.root.clone(),
             state: self.state.clone(),
             address: self.address.clone(),
+            proc_root: Some(self.proc_root.clone()),
         }
     }
 }

@@ -108,12 +108,7 @@ fn node_line(context: &NodeContext) -> String {
 }
 
 fn located(at: &Located) -> String {
-    let origin = match at.origin {
-        crate::paths::Origin::Flag => "flag",
-        crate::paths::Origin::Config => "config",
-        crate::paths::Origin::Default => "default",
-    };
-    format!("{} [{origin}]", at.path.display())
+    format!("{} [{}]", at.path.display(), at.origin.as_str())
 }
 
 /// Colour only for a person at a terminal, and never when NO_COLOR is set
