@@ -136,7 +136,10 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
         .map(containerd_proc::find)
         .unwrap_or_default();
     let (process, note) = choose(running, flags, default_config);
-    let (config_path, named) = match (&flags.config, process.as_ref().and_then(|p| p.config.clone())) {
+    let (config_path, named) = match (
+        &flags.config,
+        process.as_ref().and_then(|p| p.config.clone()),
+    ) {
         (Some(path), _) => (path.clone(), true),
         (None, Some(path)) => (path, true),
         (None, None) => (default_config.to_path_buf(), false),
@@ -187,9 +190,10 @@ fn choose(
     if running.is_empty() || (running.len() == 1 && !explicit) {
         return (running.pop(), None);
     }
-    let target = flags.address.clone().unwrap_or_else(|| {
-        config_address(flags.config.as_deref().unwrap_or(default_config))
-    });
+    let target = flags
+        .address
+        .clone()
+        .unwrap_or_else(|| config_address(flags.config.as_deref().unwrap_or(default_config)));
     let mut serving: Vec<ContainerdProcess> = running
         .iter()
         .filter(|p| same_socket(&serving_address(p, default_config), &target))
@@ -230,7 +234,11 @@ fn config_address(config: &Path) -> PathBuf {
 }
 
 fn same_socket(a: &Path, b: &Path) -> bool {
-    let bare = |p: &Path| p.to_string_lossy().trim_start_matches("unix://").to_string();
+    let bare = |p: &Path| {
+        p.to_string_lossy()
+            .trim_start_matches("unix://")
+            .to_string()
+    };
     bare(a) == bare(b)
 }
 
@@ -335,7 +343,13 @@ mod tests {
         }
         fn containerd(&self, pid: i32, args: &str) {
             let argv = format!("/usr/bin/containerd {args}");
-            fake_process(self.proc_root.path(), pid, "containerd", "/usr/bin/containerd", &argv);
+            fake_process(
+                self.proc_root.path(),
+                pid,
+                "containerd",
+                "/usr/bin/containerd",
+                &argv,
+            );
         }
         fn file(&self, name: &str, text: &str) -> PathBuf {
             let path = self.files.path().join(name);
@@ -428,7 +442,10 @@ mod tests {
         assert_eq!(paths.process, None);
         assert_eq!(paths.root.origin, Origin::Default);
         let note = paths.note.expect("a note");
-        assert!(note.contains("2 containerd processes run (pids 10, 20)"), "{note}");
+        assert!(
+            note.contains("2 containerd processes run (pids 10, 20)"),
+            "{note}"
+        );
         assert!(note.contains("--address"), "{note}");
 
         // --address picks the one serving it.

@@ -104,10 +104,18 @@ mod tests {
 
     #[test]
     fn no_version_is_version_1_with_the_same_keys() {
-        let text = format!("{PATHS}[grpc]\naddress = \"/run/c/c.sock\"\n[plugins.cri]\nsandbox_image = \"p\"\n");
-        assert_eq!(parse(&text).unwrap(), paths("/data/c", "/run/c", Some("/run/c/c.sock"), 1));
+        let text = format!(
+            "{PATHS}[grpc]\naddress = \"/run/c/c.sock\"\n[plugins.cri]\nsandbox_image = \"p\"\n"
+        );
+        assert_eq!(
+            parse(&text).unwrap(),
+            paths("/data/c", "/run/c", Some("/run/c/c.sock"), 1)
+        );
         let text = format!("version = 1\n{PATHS}[grpc]\naddress = \"/run/c/c.sock\"\n");
-        assert_eq!(parse(&text).unwrap(), paths("/data/c", "/run/c", Some("/run/c/c.sock"), 1));
+        assert_eq!(
+            parse(&text).unwrap(),
+            paths("/data/c", "/run/c", Some("/run/c/c.sock"), 1)
+        );
     }
 
     #[test]
@@ -130,7 +138,10 @@ mod tests {
             "version = 4\n{PATHS}[grpc]\naddress = \"/old.sock\"\n\
              [plugins.\"io.containerd.server.v1.grpc\"]\naddress = \"/run/c/c.sock\"\nuid = 0\n"
         );
-        assert_eq!(parse(&text).unwrap(), paths("/data/c", "/run/c", Some("/run/c/c.sock"), 4));
+        assert_eq!(
+            parse(&text).unwrap(),
+            paths("/data/c", "/run/c", Some("/run/c/c.sock"), 4)
+        );
         // Only the old section: containerd 2.3 does not migrate a version 4
         // file, so the socket is the default.
         let text = format!("version = 4\n{PATHS}[grpc]\naddress = \"/old.sock\"\n");

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::paths::ContainerdProcess;
+use crate::snapshot::{ContainerdVersion, VersionSource};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
@@ -26,7 +27,16 @@ const VERSION_OUTPUT_LIMIT: u64 = 4096;
 /// The daemon's global flags that take a value (containerd's
 /// cmd/containerd/command/main.go); anything else that is not a flag is a
 /// subcommand (`publish`, `config`, `oci-hook`), i.e. not the daemon.
-const VALUE_FLAGS: &[&str] = &["config", "c", "address", "a", "root", "state", "log-level", "l"];
+const VALUE_FLAGS: &[&str] = &[
+    "config",
+    "c",
+    "address",
+    "a",
+    "root",
+    "state",
+    "log-level",
+    "l",
+];
 
 /// Every containerd daemon below `proc_root`, by pid.
 pub fn find(proc_root: &Path) -> Vec<ContainerdProcess> {
@@ -138,6 +148,26 @@ pub fn parse_args(argv: &[String]) -> Option<ContainerdProcess> {
         }
     }
     Some(process)
+}
+
+/// The containerd version: the API's answer if it gave one, else what the
+/// running daemon's binary says, else unknown.
+pub fn identify(
+    api: Option<&str>,
+    process: Option<&ContainerdProcess>,
+    proc_root: &Path,
+) -> ContainerdVersion {
+    let known = |version: String, source| ContainerdVersion {
+        version: Some(version),
+        source,
+    };
+    if let Some(version) = api.filter(|v| !v.trim().is_empty()) {
+        return known(version.trim().to_string(), VersionSource::Api);
+    }
+    match process.and_then(|p| version(proc_root, p.pid)) {
+        Some(version) => known(version, VersionSource::Process),
+        None => ContainerdVersion::default(),
+    }
 }
 
 /// The version the running containerd's own binary reports, by running
@@ -323,9 +353,21 @@ mod tests {
     fn only_the_daemon_is_found_judged_by_comm_and_executable() {
         let proc_root = tempfile::tempdir().unwrap();
         let root = proc_root.path();
-        fake_process(root, 10, "containerd", "/usr/bin/containerd", "containerd --root /r");
+        fake_process(
+            root,
+            10,
+            "containerd",
+            "/usr/bin/containerd",
+            "containerd --root /r",
+        );
         // Upgraded on disk while running: still containerd.
-        fake_process(root, 11, "containerd", "/usr/bin/containerd (deleted)", "containerd");
+        fake_process(
+            root,
+            11,
+            "containerd",
+            "/usr/bin/containerd (deleted)",
+            "containerd",
+        );
         fake_process(
             root,
             20,
@@ -334,7 +376,13 @@ mod tests {
             "containerd-shim-runc-v2 -namespace k8s.io -id x -address /run/containerd/containerd.sock",
         );
         // Calls itself containerd in argv and comm, but runs something else.
-        fake_process(root, 30, "containerd", "/usr/bin/python3", "containerd --root /x");
+        fake_process(
+            root,
+            30,
+            "containerd",
+            "/usr/bin/python3",
+            "containerd --root /x",
+        );
         // The real binary, renamed in comm: not what we look for either.
         fake_process(root, 31, "dockerd", "/usr/bin/containerd", "containerd");
         fake_process(
@@ -355,7 +403,13 @@ mod tests {
     fn relative_paths_are_taken_from_the_daemons_working_directory() {
         let proc_root = tempfile::tempdir().unwrap();
         let root = proc_root.path();
-        fake_process(root, 7, "containerd", "/opt/bin/containerd", "containerd -c etc/c.toml --state /s");
+        fake_process(
+            root,
+            7,
+            "containerd",
+            "/opt/bin/containerd",
+            "containerd -c etc/c.toml --state /s",
+        );
         symlink("/srv/k", root.join("7/cwd")).unwrap();
         let found = find(root);
         assert_eq!(found[0].config, Some(PathBuf::from("/srv/k/etc/c.toml")));
@@ -381,7 +435,12 @@ mod tests {
         ] {
             assert_eq!(parse_version(line).as_deref(), Some(version), "{line}");
         }
-        for junk in ["", "Usage: containerd", "containerd github.com/x", "runc version 1.1.12"] {
+        for junk in [
+            "",
+            "Usage: containerd",
+            "containerd github.com/x",
+            "runc version 1.1.12",
+        ] {
             assert_eq!(parse_version(junk), None, "{junk}");
         }
     }
@@ -396,10 +455,7 @@ mod tests {
     #[test]
     fn the_version_run_is_bounded_and_killed() {
         let dir = tempfile::tempdir().unwrap();
-        let exe = script(
-            dir.path(),
-            "echo \"containerd containerd.io 1.7.27 abc\"",
-        );
+        let exe = script(dir.path(), "echo \"containerd containerd.io 1.7.27 abc\"");
         let out = run_version(&exe, Duration::from_secs(2)).unwrap();
         assert_eq!(parse_version(&out).as_deref(), Some("1.7.27"));
 
@@ -417,12 +473,24 @@ mod tests {
         let proc_root = tempfile::tempdir().unwrap();
         let bin = tempfile::tempdir().unwrap();
         let exe = script(bin.path(), "echo \"containerd containerd.io 9.9.9 abc\"");
-        fake_process(proc_root.path(), 5, "containerd", exe.to_str().unwrap(), "containerd");
+        fake_process(
+            proc_root.path(),
+            5,
+            "containerd",
+            exe.to_str().unwrap(),
+            "containerd",
+        );
         assert_eq!(version(proc_root.path(), 5).as_deref(), Some("9.9.9"));
 
         let proc_root = tempfile::tempdir().unwrap();
         fs::set_permissions(&exe, fs::Permissions::from_mode(0o777)).unwrap();
-        fake_process(proc_root.path(), 5, "containerd", exe.to_str().unwrap(), "containerd");
+        fake_process(
+            proc_root.path(),
+            5,
+            "containerd",
+            exe.to_str().unwrap(),
+            "containerd",
+        );
         assert_eq!(version(proc_root.path(), 5), None);
     }
 }
