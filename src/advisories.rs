@@ -145,10 +145,6 @@ impl Version {
         }
         Some(Version(numbers[0], numbers[1], numbers[2]))
     }
-
-    fn line(self) -> (u32, u32) {
-        (self.0, self.1)
-    }
 }
 
 impl std::fmt::Display for Version {
@@ -168,12 +164,16 @@ impl Advisory {
             .any(|(first, fixed)| version(first) <= node && node < version(fixed))
     }
 
-    /// The release to move to: the fix in the node's own line, else the
-    /// first fixed release after it.
+    /// The release to move to: the first fixed one after the node's, which
+    /// is the fix in its own release line when that line has one.
     fn advice(&self, node: Version) -> String {
-        let fixes = self.fixed_in.iter().map(|v| version(v));
-        let same_line = fixes.clone().find(|v| v.line() == node.line());
-        match same_line.or_else(|| fixes.filter(|v| *v > node).min()) {
+        let first_fix = self
+            .fixed_in
+            .iter()
+            .map(|v| version(v))
+            .filter(|v| *v > node)
+            .min();
+        match first_fix {
             Some(fix) => format!("fixed in {fix}, upgrade"),
             None => format!("no release fixes it (checked up to {CHECKED_UP_TO})"),
         }

@@ -493,4 +493,41 @@ mod tests {
         );
         assert_eq!(version(proc_root.path(), 5), None);
     }
+
+    #[test]
+    fn the_apis_answer_comes_first_then_the_binarys_then_unknown() {
+        let proc_root = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        let exe = script(bin.path(), "echo \"containerd containerd.io 1.7.27 abc\"");
+        fake_process(
+            proc_root.path(),
+            9,
+            "containerd",
+            exe.to_str().unwrap(),
+            "containerd",
+        );
+        let process = ContainerdProcess {
+            pid: 9,
+            ..ContainerdProcess::default()
+        };
+        let at = |api, process| identify(api, process, proc_root.path());
+        let version = |v: &str, source| ContainerdVersion {
+            version: Some(v.to_string()),
+            source,
+        };
+        assert_eq!(
+            at(Some("v2.0.3"), Some(&process)),
+            version("v2.0.3", VersionSource::Api)
+        );
+        assert_eq!(
+            at(Some(""), Some(&process)),
+            version("1.7.27", VersionSource::Process)
+        );
+        assert_eq!(
+            at(None, Some(&process)),
+            version("1.7.27", VersionSource::Process)
+        );
+        assert_eq!(at(None, None), ContainerdVersion::default());
+        assert_eq!(ContainerdVersion::default().source, VersionSource::Unknown);
+    }
 }
