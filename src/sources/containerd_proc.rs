@@ -120,9 +120,8 @@ pub fn parse_args(argv: &[String]) -> Option<ContainerdProcess> {
             // Go's flag parsing stops here; anything after is positional.
             return args.next().is_none().then_some(process);
         }
-        let Some(flag) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
-            return None;
-        };
+        // A word that is not a flag is a subcommand.
+        let flag = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
         if flag.is_empty() {
             return None;
         }
