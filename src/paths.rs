@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::Gap;
+use crate::snapshot::{ContainerdProcess, Gap};
 use crate::sources::containerd_proc;
 
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
@@ -71,18 +71,6 @@ pub struct Paths {
     /// Why no running containerd was used although some run.
     #[serde(default)]
     pub note: Option<String>,
-}
-
-/// A running containerd daemon and the paths its command line sets.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContainerdProcess {
-    pub pid: i32,
-    /// The binary it runs (the `/proc/<pid>/exe` link).
-    pub exe: PathBuf,
-    pub config: Option<PathBuf>,
-    pub address: Option<PathBuf>,
-    pub root: Option<PathBuf>,
-    pub state: Option<PathBuf>,
 }
 
 impl Paths {
@@ -144,7 +132,9 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
         (None, Some(path)) => (path, true),
         (None, None) => (default_config.to_path_buf(), false),
     };
-    let file = match config::read(&config_path) {
+    // The config the running containerd reads is read as it sees it.
+    let seen_by = process.as_ref().filter(|_| flags.config.is_none());
+    let file = match read_config(&config_path, seen_by, flags.proc_root.as_deref()) {
         Ok(file) => Some(file),
         Err(err) if err.kind() == io::ErrorKind::NotFound && !named => None,
         Err(err) => {
@@ -196,7 +186,10 @@ fn choose(
         .unwrap_or_else(|| config_address(flags.config.as_deref().unwrap_or(default_config)));
     let mut serving: Vec<ContainerdProcess> = running
         .iter()
-        .filter(|p| same_socket(&serving_address(p, default_config), &target))
+        .filter(|p| {
+            let address = serving_address(p, default_config, flags.proc_root.as_deref());
+            same_socket(&address, &target)
+        })
         .cloned()
         .collect();
     if serving.len() == 1 {
@@ -219,11 +212,41 @@ fn choose(
 }
 
 /// The socket a running containerd serves: its `-a`, else its config's.
-fn serving_address(process: &ContainerdProcess, default_config: &Path) -> PathBuf {
+fn serving_address(
+    process: &ContainerdProcess,
+    default_config: &Path,
+    proc_root: Option<&Path>,
+) -> PathBuf {
     if let Some(address) = &process.address {
         return address.clone();
     }
-    config_address(process.config.as_deref().unwrap_or(default_config))
+    let config = process.config.as_deref().unwrap_or(default_config);
+    read_config(config, Some(process), proc_root)
+        .ok()
+        .and_then(|c| c.address)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_ADDRESS))
+}
+
+/// Reads a config file; one a running containerd reads, through its
+/// `/proc/<pid>/root` first: nodectl in a container (the DaemonSet) may not
+/// have k3s's config at the same path, and could have another file there.
+fn read_config(
+    path: &Path,
+    read_by: Option<&ContainerdProcess>,
+    proc_root: Option<&Path>,
+) -> io::Result<config::ConfigPaths> {
+    if let (Some(process), Some(proc_root), Ok(relative)) =
+        (read_by, proc_root, path.strip_prefix("/"))
+    {
+        let seen = proc_root
+            .join(process.pid.to_string())
+            .join("root")
+            .join(relative);
+        if let Ok(file) = config::read(&seen) {
+            return Ok(file);
+        }
+    }
+    config::read(path)
 }
 
 fn config_address(config: &Path) -> PathBuf {
@@ -536,5 +559,24 @@ mod tests {
         assert_eq!(paths.root.path, PathBuf::from("/etc-root"));
         assert_eq!(paths.root.origin, Origin::Config);
         assert_eq!(paths.process.map(|p| p.pid), Some(42));
+    }
+
+    #[test]
+    fn the_running_containerds_config_is_read_through_its_root_first() {
+        let node = Node::new();
+        let pid_root = node.proc_root.path().join("77/root/etc/k3s");
+        // What nodectl sees at the path is not what containerd sees there.
+        node.containerd(77, "-c /etc/k3s/config.toml");
+        fs::create_dir_all(&pid_root).unwrap();
+        fs::write(
+            pid_root.join("config.toml"),
+            "version = 2\nroot = \"/seen\"\n",
+        )
+        .unwrap();
+        let (paths, gaps) = resolve(&node.flags());
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(paths.config, Some(PathBuf::from("/etc/k3s/config.toml")));
+        assert_eq!(paths.root.path, PathBuf::from("/seen"));
+        assert_eq!(paths.root.origin, Origin::Config);
     }
 }

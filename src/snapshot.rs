@@ -293,6 +293,18 @@ pub struct Mount {
     pub options: Vec<String>,
 }
 
+/// A running containerd daemon and the paths its command line sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerdProcess {
+    pub pid: i32,
+    /// The binary it runs (the `/proc/<pid>/exe` link).
+    pub exe: PathBuf,
+    pub config: Option<PathBuf>,
+    pub address: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+}
+
 /// The containerd version in every report: from the API's Version answer,
 /// else from the running daemon's binary (`containerd --version`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -13,8 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::paths::ContainerdProcess;
-use crate::snapshot::{ContainerdVersion, VersionSource};
+use crate::snapshot::{ContainerdProcess, ContainerdVersion, VersionSource};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
