@@ -24,15 +24,15 @@ function __fish_nodectl_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c nodectl -n "__fish_nodectl_needs_command" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_needs_command" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_needs_command" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
 complete -c nodectl -n "__fish_nodectl_needs_command" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
 npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
-complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l timeout -d 'Deadline for each containerd API call' -r
@@ -51,30 +51,30 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l since -d 'Only
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l slow -d 'A CRI call slower than this is reported (kubelet\'s PLEG gives up at 3 min)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l from -d 'Check an evidence bundle written by `nodectl collect` instead of this node' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
 npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'Deadline for each containerd API call' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
 npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
-complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l timeout -d 'Deadline for each containerd API call' -r
@@ -83,44 +83,44 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s h -l help -d
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l since -d 'Only report late exits that happened within this window' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l settle -d 'Look again after this long before reporting a zombie, so that a container whose exit CRI is recording right now is not reported' -r
-complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
 npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
-complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l timeout -d 'Deadline for each containerd API call' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
 npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
-complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l timeout -d 'Deadline for each containerd API call' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l grace -d 'How long a shim gets to exit after SIGTERM before SIGKILL' -r
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
 npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l timeout -d 'Deadline for each containerd API call' -r
@@ -128,15 +128,15 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kill -d
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l yes -d 'Do not ask before killing (required when stdin is not a terminal)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l root -d 'containerd root directory [default: from the config, else /var/lib/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l state -d 'containerd state directory [default: from the config, else /run/containerd]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l address -d 'containerd socket [default: from the config, else /run/containerd/containerd.sock]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
 npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config -d 'containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call' -r

@@ -26,13 +26,13 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// containerd root directory [default: from the config, else /var/lib/containerd]
+    /// containerd root directory [default: the running containerd's, else from its config, else /var/lib/containerd]
     #[arg(long, global = true, value_name = "PATH")]
     pub root: Option<PathBuf>,
-    /// containerd state directory [default: from the config, else /run/containerd]
+    /// containerd state directory [default: the running containerd's, else from its config, else /run/containerd]
     #[arg(long, global = true, value_name = "PATH")]
     pub state: Option<PathBuf>,
-    /// containerd socket [default: from the config, else /run/containerd/containerd.sock]
+    /// containerd socket [default: the running containerd's, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one
     #[arg(long, global = true, value_name = "PATH")]
     pub address: Option<PathBuf>,
     /// containerd namespace of the Kubernetes containers
@@ -47,7 +47,7 @@ pub struct GlobalArgs {
     /// Output format
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
     pub output: Format,
-    /// containerd config file to read root, state and socket from [default: /etc/containerd/config.toml]
+    /// containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// procfs to read processes from (a captured or synthetic one, for tests and benchmarks)
@@ -93,6 +93,7 @@ impl GlobalArgs {
             root: self.root.clone(),
             state: self.state.clone(),
             address: self.address.clone(),
+            proc_root: Some(self.proc_root.clone()),
         }
     }
 }

@@ -8,7 +8,9 @@ use crate::paths::Paths;
 use crate::snapshot::{Gap, Snapshot, Suspects};
 use crate::sources::containerd_api::ContainerdView;
 use crate::sources::cri_api::CriView;
-use crate::sources::{bundles, containerd_api, cri_api, cri_store, mountinfo, node, procfs};
+use crate::sources::{
+    bundles, containerd_api, containerd_proc, cri_api, cri_store, mountinfo, node, procfs,
+};
 
 /// How long an API may keep a person waiting before nodectl says so.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
@@ -81,6 +83,13 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             &mut gaps,
         ),
     };
+    // The API's answer when asked; otherwise (or when it did not answer) the
+    // binary's, so every command's report names the version.
+    let containerd_version = containerd_proc::identify(
+        containerd.as_ref().and_then(|c| c.version.as_deref()),
+        paths.process.as_ref(),
+        &options.proc_root,
+    );
     Snapshot {
         taken_at,
         paths: paths.clone(),
@@ -94,6 +103,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         containerd,
         cri,
         node,
+        containerd_version,
         gaps,
     }
 }

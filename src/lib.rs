@@ -7,6 +7,7 @@
 //! - [`render`] prints a [`report::Report`]; [`commands`] wire it per subcommand.
 
 pub mod act;
+pub mod advisories;
 pub mod checks;
 pub mod cli;
 pub mod commands;

@@ -6,10 +6,11 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::act::kill::Action;
+use crate::advisories::{self, Applied};
 use crate::checks::Finding;
 use crate::commands::shims::ShimRow;
 use crate::paths::Paths;
-use crate::snapshot::Gap;
+use crate::snapshot::{ContainerdVersion, Gap};
 use crate::sources::api::ApiCall;
 use crate::sources::node::NodeContext;
 
@@ -24,6 +25,10 @@ pub struct Report {
     pub generated_at: String,
     pub namespace: String,
     pub paths: Paths,
+    /// The containerd version and where it came from.
+    pub containerd: ContainerdVersion,
+    /// Known bugs of that version, whether or not a finding shows one.
+    pub advisories: Vec<Applied>,
     pub findings: Vec<Finding>,
     pub gaps: Vec<Gap>,
     /// `leaked-shims`: what was done (or, without --kill, would be done).
@@ -55,6 +60,8 @@ impl Report {
             generated_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             namespace: namespace.to_string(),
             paths,
+            containerd: ContainerdVersion::default(),
+            advisories: Vec::new(),
             findings,
             gaps,
             actions: Vec::new(),
@@ -62,6 +69,15 @@ impl Report {
             api_calls: Vec::new(),
             shims: None,
         }
+    }
+
+    /// Names the containerd version, lists its known bugs and marks the
+    /// findings they explain.
+    pub fn identified(mut self, containerd: ContainerdVersion) -> Report {
+        self.advisories = advisories::applying(containerd.version.as_deref());
+        advisories::annotate(&mut self.findings, &self.advisories);
+        self.containerd = containerd;
+        self
     }
 
     /// 1 when something was found; otherwise 2 when part of the node could not

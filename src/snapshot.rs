@@ -43,6 +43,9 @@ pub struct Snapshot {
     pub cri: Option<CriView>,
     /// I/O pressure, write-back and overlay options of the node.
     pub node: NodeContext,
+    /// Which containerd version runs, and how nodectl knows.
+    #[serde(default)]
+    pub containerd_version: ContainerdVersion,
     /// What some source could not read, and why.
     pub gaps: Vec<Gap>,
 }
@@ -147,6 +150,7 @@ impl Snapshot {
             containerd: None,
             cri: None,
             node: NodeContext::default(),
+            containerd_version: ContainerdVersion::default(),
             gaps: Vec::new(),
         }
     }
@@ -408,6 +412,46 @@ pub struct Mount {
     pub source: Option<String>,
     /// Mount and superblock options, sorted (`volatile` shows up here).
     pub options: Vec<String>,
+}
+
+/// A running containerd daemon and the paths its command line sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerdProcess {
+    pub pid: i32,
+    /// The binary it runs (the `/proc/<pid>/exe` link).
+    pub exe: PathBuf,
+    pub config: Option<PathBuf>,
+    pub address: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+}
+
+/// The containerd version in every report: from the API's Version answer,
+/// else from the running daemon's binary (`containerd --version`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ContainerdVersion {
+    /// As containerd reports it (`v1.7.34`, `1.6.20~ds1`); `None` when unknown.
+    pub version: Option<String>,
+    pub source: VersionSource,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum VersionSource {
+    Api,
+    Process,
+    #[default]
+    Unknown,
+}
+
+impl VersionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VersionSource::Api => "api",
+            VersionSource::Process => "process",
+            VersionSource::Unknown => "unknown",
+        }
+    }
 }
 
 /// Something a source could not read. Reported beside the findings.

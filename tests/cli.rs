@@ -585,3 +585,93 @@ fn a_person_waiting_on_a_silent_containerd_is_told_why() {
         "the gap names the API: {text}"
     );
 }
+
+/// A fake procfs holding one containerd started k3s-style, whose binary is
+/// a script answering `--version`.
+#[test]
+fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let proc_root = d.join("proc");
+    let pid = proc_root.join("4242");
+    fs::create_dir_all(&pid).unwrap();
+    fs::create_dir_all(d.join("bin")).unwrap();
+    fs::create_dir_all(d.join("root/io.containerd.grpc.v1.cri/containers")).unwrap();
+    fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
+    let exe = d.join("bin/containerd");
+    fs::write(
+        &exe,
+        "#!/bin/sh\necho 'containerd github.com/containerd/containerd v1.7.20 8fc6bcff51318944179630522a095cc9dbf9f353'\n",
+    )
+    .unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let config = d.join("config.toml");
+    fs::write(
+        &config,
+        format!("version = 2\nstate = \"{}/state\"\n", d.display()),
+    )
+    .unwrap();
+    fs::write(pid.join("comm"), "containerd\n").unwrap();
+    fs::write(
+        pid.join("stat"),
+        "4242 (containerd) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 12 0 100 0 0",
+    )
+    .unwrap();
+    let argv = format!(
+        "containerd\0-c\0{}\0-a\0{}/c.sock\0--root={}/root\0",
+        config.display(),
+        d.display(),
+        d.display()
+    );
+    fs::write(pid.join("cmdline"), argv).unwrap();
+    symlink(&exe, pid.join("exe")).unwrap();
+
+    let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(["shims", "-o", "json", "--proc-root"])
+        .arg(&proc_root)
+        .output()
+        .unwrap();
+    let doc = json(&output);
+    support::assert_matches_schema(&doc);
+    let at = |path: String, origin: &str| serde_json::json!({"path": path, "origin": origin});
+    let d = d.display();
+    assert_eq!(
+        doc["paths"]["root"],
+        at(format!("{d}/root"), "process"),
+        "{doc}"
+    );
+    assert_eq!(
+        doc["paths"]["address"],
+        at(format!("{d}/c.sock"), "process")
+    );
+    assert_eq!(doc["paths"]["state"], at(format!("{d}/state"), "config"));
+    assert_eq!(doc["paths"]["config"], format!("{d}/config.toml"));
+    assert_eq!(doc["paths"]["process"]["pid"], 4242);
+    assert_eq!(
+        doc["containerd"],
+        serde_json::json!({"version": "v1.7.20", "source": "process"})
+    );
+    let advisories: Vec<&str> = doc["advisories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert!(advisories.contains(&"containerd#10589"), "{advisories:?}");
+
+    let table = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(["shims", "--proc-root"])
+        .arg(&proc_root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.starts_with(&format!(
+            "containerd v1.7.20 [process]: root {d}/root [process]"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("running containerd pid 4242"), "{text}");
+    assert!(text.contains("known bug containerd#10589: "), "{text}");
+}

@@ -228,6 +228,8 @@ pub(crate) mod fixtures {
             root: at("/var/lib/containerd"),
             state: at("/run/containerd"),
             address: at(ADDRESS),
+            process: None,
+            note: None,
         };
         Snapshot::empty(NOW, paths, "k8s.io".to_string())
     }

@@ -38,7 +38,8 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
     context.containerd_version = first.containerd.as_ref().and_then(|c| c.version.clone());
     let api_calls = api_calls(&first, args.slow);
     let namespace = first.namespace.clone();
-    let mut report = Report::new("check", &namespace, first.paths, findings, first.gaps);
+    let mut report = Report::new("check", &namespace, first.paths, findings, first.gaps)
+        .identified(first.containerd_version);
     report.context = Some(context);
     report.api_calls = api_calls;
     Ok(report)

@@ -33,5 +33,6 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
         first.paths,
         Vec::new(),
         first.gaps,
-    ))
+    )
+    .identified(first.containerd_version))
 }

@@ -23,4 +23,5 @@ pub fn run(global: &GlobalArgs) -> Report {
         findings,
         snapshot.gaps,
     )
+    .identified(snapshot.containerd_version)
 }

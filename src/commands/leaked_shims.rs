@@ -38,7 +38,8 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> Result<Report, String
         paths,
         findings,
         snapshot.gaps,
-    );
+    )
+    .identified(snapshot.containerd_version);
     report.actions = actions;
     Ok(report)
 }

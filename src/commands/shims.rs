@@ -43,7 +43,8 @@ pub fn run(global: &GlobalArgs) -> Report {
         paths,
         Vec::new(),
         snapshot.gaps.clone(),
-    );
+    )
+    .identified(snapshot.containerd_version.clone());
     report.shims = Some(inventory(&snapshot));
     report
 }

@@ -46,4 +46,5 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     }
     checks::sort(&mut findings);
     Report::new("zombies", &global.namespace, paths, findings, snapshot.gaps)
+        .identified(snapshot.containerd_version)
 }

@@ -35,6 +35,9 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
 
         assert_eq!(doc["schema_version"], 1);
+        assert_eq!(doc["containerd"]["version"], serde_json::Value::Null);
+        assert_eq!(doc["containerd"]["source"], "unknown");
+        assert_eq!(doc["advisories"], serde_json::json!([]));
         assert_eq!(doc["command"], "zombies");
         assert_eq!(doc["paths"]["root"]["origin"], "default");
         let finding = &doc["findings"][0];
@@ -47,5 +50,43 @@ mod tests {
         assert_eq!(finding["id"].as_str().unwrap().len(), 64);
         assert_eq!(doc["gaps"][0]["path"], "/x/status");
         assert_eq!(doc["gaps"][0]["source_unavailable"], false);
+    }
+
+    #[test]
+    fn the_version_its_advisories_and_the_explained_findings_are_in_the_document() {
+        let mut s = snapshot();
+        s.cri_containers.push(crate::checks::fixtures::running(
+            &id('a'),
+            100,
+            NOW - 60 * SEC,
+        ));
+        let findings = run_all(&s, &s, &Settings::default());
+        let report = Report::new("zombies", "k8s.io", s.paths.clone(), findings, vec![])
+            .identified(crate::snapshot::ContainerdVersion {
+                version: Some("1.7.20".to_string()),
+                source: crate::snapshot::VersionSource::Api,
+            });
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            doc["containerd"],
+            serde_json::json!({"version": "1.7.20", "source": "api"})
+        );
+        let ids: Vec<&str> = doc["advisories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            ["containerd#10589", "containerd#9770", "containerd#13848"]
+        );
+        assert_eq!(doc["advisories"][0]["kinds"], serde_json::json!(["zombie"]));
+        assert_eq!(
+            doc["findings"][0]["evidence"]["advisory"],
+            "containerd#10589: fixed in 1.7.22, upgrade"
+        );
     }
 }

@@ -32,6 +32,31 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 
     gauge(
         out,
+        "nodectl_containerd_info",
+        "The containerd version (source: api, process or unknown); always 1.",
+    )?;
+    let version = report.containerd.version.as_deref().unwrap_or("unknown");
+    writeln!(
+        out,
+        "nodectl_containerd_info{{command=\"{command}\",version=\"{}\",source=\"{}\"}} 1",
+        escape(&capped(version, VERSION_LABEL_LIMIT)),
+        report.containerd.source.as_str()
+    )?;
+    gauge(
+        out,
+        "nodectl_containerd_advisory",
+        "Known containerd bugs of the running version (see nodectl's README), 1 each.",
+    )?;
+    for advisory in &report.advisories {
+        writeln!(
+            out,
+            "nodectl_containerd_advisory{{command=\"{command}\",advisory=\"{}\"}} 1",
+            escape(&advisory.id)
+        )?;
+    }
+
+    gauge(
+        out,
         "nodectl_findings",
         "Findings of the last run, by kind.",
     )?;
@@ -140,6 +165,14 @@ fn call_labels(call: &str) -> String {
     )
 }
 
+/// A version is whatever the binary printed: keep its label short so a
+/// strange build cannot bloat every scrape.
+const VERSION_LABEL_LIMIT: usize = 64;
+
+fn capped(value: &str, limit: usize) -> String {
+    value.chars().take(limit).collect()
+}
+
 /// Label values escape backslash, double quote and newline.
 fn escape(value: &str) -> String {
     value
@@ -183,6 +216,47 @@ mod tests {
         assert_eq!(
             call_labels("cri ListContainers"),
             "api=\"cri\",call=\"ListContainers\",target=\"\""
+        );
+    }
+
+    #[test]
+    fn the_containerd_version_is_a_capped_escaped_label_with_its_advisories() {
+        let s = snapshot();
+        let strange = format!("1.7.20\"{}", "x".repeat(100));
+        let report = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]).identified(
+            crate::snapshot::ContainerdVersion {
+                version: Some(strange),
+                source: crate::snapshot::VersionSource::Process,
+            },
+        );
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let info = text
+            .lines()
+            .find(|l| l.starts_with("nodectl_containerd_info{"))
+            .unwrap();
+        let version = format!("1.7.20\\\"{}", "x".repeat(57));
+        assert_eq!(
+            info,
+            format!(
+                "nodectl_containerd_info{{command=\"shims\",version=\"{version}\",source=\"process\"}} 1"
+            )
+        );
+        assert!(
+            text.contains(
+                "nodectl_containerd_advisory{command=\"shims\",advisory=\"containerd#10589\"} 1"
+            ),
+            "{text}"
+        );
+
+        let unknown = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]);
+        let mut out = Vec::new();
+        render(&unknown, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("nodectl_containerd_info{command=\"shims\",version=\"unknown\",source=\"unknown\"} 1"),
+            "{text}"
         );
     }
 }

@@ -14,18 +14,35 @@ use crate::sources::node::NodeContext;
 
 pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let paths = &report.paths;
-    let config = match &paths.config {
+    let mut config = match &paths.config {
         Some(path) => format!("config {}", path.display()),
         None => "no config file".to_string(),
     };
+    if let Some(process) = &paths.process {
+        config.push_str(&format!(", running containerd pid {}", process.pid));
+    }
+    let version = match &report.containerd.version {
+        Some(version) => format!("{version} [{}]", report.containerd.source.as_str()),
+        None => "version unknown".to_string(),
+    };
     writeln!(
         out,
-        "containerd: root {}, state {}, socket {} ({config}); namespace {}",
+        "containerd {version}: root {}, state {}, socket {} ({config}); namespace {}",
         located(&paths.root),
         located(&paths.state),
         located(&paths.address),
         report.namespace
     )?;
+    if let Some(note) = &paths.note {
+        writeln!(out, "note: {note}")?;
+    }
+    for advisory in &report.advisories {
+        writeln!(
+            out,
+            "known bug {}: {}; {}",
+            advisory.id, advisory.symptom, advisory.advice
+        )?;
+    }
 
     if let Some(context) = &report.context {
         writeln!(out, "node: {}", node_line(context))?;
@@ -108,12 +125,7 @@ fn node_line(context: &NodeContext) -> String {
 }
 
 fn located(at: &Located) -> String {
-    let origin = match at.origin {
-        crate::paths::Origin::Flag => "flag",
-        crate::paths::Origin::Config => "config",
-        crate::paths::Origin::Default => "default",
-    };
-    format!("{} [{origin}]", at.path.display())
+    format!("{} [{}]", at.path.display(), at.origin.as_str())
 }
 
 /// Colour only for a person at a terminal, and never when NO_COLOR is set
@@ -261,10 +273,34 @@ mod tests {
         render(&report, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("/var/lib/containerd [default]"), "{text}");
+        assert!(text.starts_with("containerd version unknown: "), "{text}");
         assert!(text.contains("shop/web-0/init-proxy"), "{text}");
         assert!(text.contains(&id('a')), "{text}");
         assert!(text.contains("pid: 100"), "{text}");
         assert!(text.contains("What to do"), "{text}");
+    }
+
+    #[test]
+    fn the_header_names_the_version_and_its_known_bugs_even_with_no_findings() {
+        let s = snapshot();
+        let report = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]).identified(
+            crate::snapshot::ContainerdVersion {
+                version: Some("v2.0.3".to_string()),
+                source: crate::snapshot::VersionSource::Process,
+            },
+        );
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("containerd v2.0.3 [process]: root "),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nknown bug containerd#12344: ")
+                && text.contains("fixed in 2.0.7, upgrade\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod bundles;
 pub mod containerd_api;
+pub mod containerd_proc;
 pub mod cri_api;
 pub mod cri_store;
 pub mod mountinfo;

@@ -1,0 +1,172 @@
+//! containerd's config file: the three paths nodectl needs, in every config
+//! version containerd has had.
+//!
+//! - 1 (or no `version`, which containerd reads as 1), 2 (containerd 1.x)
+//!   and 3 (2.0 to 2.2): top-level `root` and `state`, `[grpc] address`.
+//! - 4 (2.3 on): the socket moved to
+//!   `[plugins."io.containerd.server.v1.grpc"] address`; containerd only
+//!   migrates `[grpc]` into it for files of an older version, so a
+//!   version 4 file's `[grpc]` is ignored, by containerd and by us.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The server plugin that owns the socket from config version 4 on.
+const GRPC_PLUGIN: &str = "io.containerd.server.v1.grpc";
+/// The newest config version nodectl knows (containerd 2.3).
+pub const NEWEST_VERSION: i64 = 4;
+
+/// What a config file sets; `None` where it leaves containerd's default.
+#[derive(Debug, Default, PartialEq)]
+pub struct ConfigPaths {
+    pub version: i64,
+    pub root: Option<PathBuf>,
+    pub state: Option<PathBuf>,
+    pub address: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ConfigFile {
+    version: Option<i64>,
+    root: Option<PathBuf>,
+    state: Option<PathBuf>,
+    grpc: Option<GrpcSection>,
+    #[serde(default)]
+    plugins: toml::Table,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct GrpcSection {
+    address: Option<PathBuf>,
+}
+
+/// Reads `path`. A version nodectl does not know is an error naming it: its
+/// keys could mean anything, and a silent default would send every check to
+/// the wrong directories.
+pub fn read(path: &Path) -> io::Result<ConfigPaths> {
+    parse(&fs::read_to_string(path)?)
+}
+
+fn parse(text: &str) -> io::Result<ConfigPaths> {
+    let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
+    let file: ConfigFile = toml::from_str(text).map_err(|e| invalid(e.message().to_string()))?;
+    let version = match file.version {
+        // containerd: "Version 0 is not defined, treated at version 1".
+        None | Some(0) => 1,
+        Some(version @ 1..=NEWEST_VERSION) => version,
+        Some(other) => {
+            return Err(invalid(format!(
+                "config version {other} is not one nodectl knows (1 to {NEWEST_VERSION}); \
+                 root, state and address were not read from it"
+            )))
+        }
+    };
+    let plugin_address = file
+        .plugins
+        .get(GRPC_PLUGIN)
+        .and_then(|p| p.get("address"))
+        .and_then(|a| a.as_str())
+        .map(PathBuf::from);
+    let legacy_address = file.grpc.and_then(|g| g.address);
+    let address = if version >= 4 {
+        plugin_address
+    } else {
+        // What containerd 1.x and 2.0 to 2.2 read; 2.3 running an older
+        // file migrates `[grpc]` into the plugin unless that is set already.
+        legacy_address.or(plugin_address)
+    };
+    let nonempty = |p: Option<PathBuf>| p.filter(|p| !p.as_os_str().is_empty());
+    Ok(ConfigPaths {
+        version,
+        root: nonempty(file.root),
+        state: nonempty(file.state),
+        address: nonempty(address),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATHS: &str = "root = \"/data/c\"\nstate = \"/run/c\"\n";
+
+    fn paths(root: &str, state: &str, address: Option<&str>, version: i64) -> ConfigPaths {
+        ConfigPaths {
+            version,
+            root: Some(PathBuf::from(root)),
+            state: Some(PathBuf::from(state)),
+            address: address.map(PathBuf::from),
+        }
+    }
+
+    #[test]
+    fn no_version_is_version_1_with_the_same_keys() {
+        let text = format!(
+            "{PATHS}[grpc]\naddress = \"/run/c/c.sock\"\n[plugins.cri]\nsandbox_image = \"p\"\n"
+        );
+        assert_eq!(
+            parse(&text).unwrap(),
+            paths("/data/c", "/run/c", Some("/run/c/c.sock"), 1)
+        );
+        let text = format!("version = 1\n{PATHS}[grpc]\naddress = \"/run/c/c.sock\"\n");
+        assert_eq!(
+            parse(&text).unwrap(),
+            paths("/data/c", "/run/c", Some("/run/c/c.sock"), 1)
+        );
+    }
+
+    #[test]
+    fn versions_2_and_3_read_the_grpc_section() {
+        for version in [2, 3] {
+            let text = format!(
+                "version = {version}\n{PATHS}[grpc]\naddress = \"/run/c/c.sock\"\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\"]\nsandbox_image = \"p\"\n"
+            );
+            assert_eq!(
+                parse(&text).unwrap(),
+                paths("/data/c", "/run/c", Some("/run/c/c.sock"), version)
+            );
+        }
+    }
+
+    #[test]
+    fn version_4_reads_the_grpc_server_plugin_and_ignores_the_old_section() {
+        let text = format!(
+            "version = 4\n{PATHS}[grpc]\naddress = \"/old.sock\"\n\
+             [plugins.\"io.containerd.server.v1.grpc\"]\naddress = \"/run/c/c.sock\"\nuid = 0\n"
+        );
+        assert_eq!(
+            parse(&text).unwrap(),
+            paths("/data/c", "/run/c", Some("/run/c/c.sock"), 4)
+        );
+        // Only the old section: containerd 2.3 does not migrate a version 4
+        // file, so the socket is the default.
+        let text = format!("version = 4\n{PATHS}[grpc]\naddress = \"/old.sock\"\n");
+        assert_eq!(parse(&text).unwrap(), paths("/data/c", "/run/c", None, 4));
+    }
+
+    #[test]
+    fn an_unknown_version_is_an_error_naming_it() {
+        let err = parse(&format!("version = 5\n{PATHS}")).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("config version 5"), "{err}");
+        assert!(parse(&format!("version = -1\n{PATHS}")).is_err());
+        // 0 is what containerd calls "no version": version 1.
+        assert_eq!(parse("version = 0\n").unwrap().version, 1);
+    }
+
+    #[test]
+    fn empty_values_are_containerds_defaults() {
+        let text = "version = 2\nroot = \"\"\n[grpc]\naddress = \"\"\n";
+        assert_eq!(
+            parse(text).unwrap(),
+            ConfigPaths {
+                version: 2,
+                ..ConfigPaths::default()
+            }
+        );
+    }
+}
