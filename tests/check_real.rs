@@ -153,4 +153,7 @@ async fn healthy_node_has_no_findings() {
     assert!(doc["findings"].as_array().unwrap().is_empty());
     assert!(doc["gaps"].as_array().unwrap().is_empty());
     assert!(doc["context"]["containerd_version"].is_string(), "{doc}");
+    let version = doc["containerd"]["version"].as_str().unwrap_or_default();
+    assert!(version.contains(bed.containerd_version()), "{doc}");
+    assert_eq!(doc["containerd"]["source"], "api", "{doc}");
 }

@@ -71,7 +71,10 @@ impl K3sStyle {
             return None;
         }
         let release = release.ok()?;
-        eprintln!("{test}: containerd {} ({:?} line)", release.version, release.line);
+        eprintln!(
+            "{test}: containerd {} ({:?} line)",
+            release.version, release.line
+        );
         let dir = tempfile::Builder::new()
             .prefix("nodectl-k3s-")
             .tempdir()

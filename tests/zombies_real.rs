@@ -74,6 +74,14 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(output.status.code(), Some(1), "findings exit with 1");
+    // Every report names the containerd it judged.
+    let doc = support::report(&output);
+    let version = doc["containerd"]["version"].as_str().unwrap_or_default();
+    assert!(
+        version.contains(bed.containerd_version()),
+        "{}",
+        doc["containerd"]
+    );
     let found = findings(&output);
     assert_eq!(
         kinds_and_ids(&found),
