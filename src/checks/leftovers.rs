@@ -1,5 +1,5 @@
 //! Leftovers of containers containerd no longer knows: `leaked-mount` (a task
-//! rootfs or a sandbox shm still mounted) and `orphan-bundle` (a task bundle
+//! rootfs, a sandbox shm or an image volume still mounted) and `orphan-bundle` (a task bundle
 //! directory with no record and no shim behind it).
 //!
 //! The shim unmounts a task's rootfs in its delete, and CRI unmounts a pod's
@@ -30,6 +30,11 @@ enum Owner<'a> {
     TaskRootfs { namespace: &'a str, id: &'a str },
     /// `<state>/io.containerd.grpc.v1.cri/sandboxes/<id>/shm`
     SandboxShm { id: &'a str },
+    /// `<state>/io.containerd.grpc.v1.cri/image-volumes/<sandbox id>/<image id>`:
+    /// an image mounted as a pod volume (containerd 2.1+), unmounted by
+    /// StopPodSandbox (`cleanupImageMounts`); one left means that never
+    /// finished.
+    ImageVolume { id: &'a str },
 }
 
 fn owner<'a>(snapshot: &Snapshot, mount_point: &'a Path) -> Option<Owner<'a>> {
@@ -47,6 +52,14 @@ fn owner<'a>(snapshot: &Snapshot, mount_point: &'a Path) -> Option<Owner<'a>> {
             return Some(Owner::SandboxShm { id });
         }
     }
+    if let Ok(rest) =
+        mount_point.strip_prefix(state.join("io.containerd.grpc.v1.cri/image-volumes"))
+    {
+        let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
+        if let [id, _image] = parts.as_slice() {
+            return Some(Owner::ImageVolume { id });
+        }
+    }
     None
 }
 
@@ -54,6 +67,7 @@ fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
     let (namespace, id, what) = match owner(snapshot, &mount.mount_point)? {
         Owner::TaskRootfs { namespace, id } => (namespace, id, "task rootfs"),
         Owner::SandboxShm { id } => (snapshot.namespace.as_str(), id, "sandbox shm"),
+        Owner::ImageVolume { id } => (snapshot.namespace.as_str(), id, "image volume"),
     };
     let (owned, basis) = has_record(snapshot, namespace, id);
     if owned {
@@ -196,14 +210,27 @@ mod tests {
             "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
             id('c')
         )));
+        let image_volume = |pod: &str| {
+            format!(
+                "/run/containerd/io.containerd.grpc.v1.cri/image-volumes/{pod}/{}",
+                id('9')
+            )
+        };
+        s.mounts.push(mount(&image_volume(&id('d'))));
+        s.mounts.push(mount(&image_volume(&id('b'))));
         s.mounts.push(mount("/run/containerd/something/else"));
         with_records(&mut s, &[id('b')]);
         let findings = check(&s);
         let ids: Vec<_> = findings.iter().map(|f| (f.kind, f.id.clone())).collect();
         assert_eq!(
             ids,
-            vec![(Kind::LeakedMount, id('a')), (Kind::LeakedMount, id('c'))]
+            vec![
+                (Kind::LeakedMount, id('a')),
+                (Kind::LeakedMount, id('c')),
+                (Kind::LeakedMount, id('d'))
+            ]
         );
+        assert_eq!(findings[2].evidence["owner"], "image volume");
         assert_eq!(findings[0].evidence["mount_point"], rootfs(&id('a')));
         assert_eq!(findings[0].evidence["fstype"], "overlay");
         assert_eq!(findings[0].evidence["pod_name"], Value::Null);
