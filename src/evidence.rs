@@ -118,6 +118,28 @@ mod tests {
     }
 
     #[test]
+    fn bundles_from_before_removing_and_unknown_were_dropped_still_read() {
+        // Those bundles carry `"Removing": false, "Unknown": false` in every
+        // CRI status; a strict reader would refuse them.
+        let mut first = snapshot();
+        first
+            .cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        let mut old = serde_json::to_value(Evidence {
+            nodectl_version: "0.1.0".into(),
+            hostname: None,
+            first: first.clone(),
+            second: None,
+        })
+        .unwrap();
+        let status = &mut old["first"]["cri_containers"][0]["status"];
+        status["Removing"] = false.into();
+        status["Unknown"] = false.into();
+        let back: Evidence = serde_json::from_value(old).unwrap();
+        assert_eq!(back.first.cri_containers, first.cri_containers);
+    }
+
+    #[test]
     fn a_file_that_is_not_a_bundle_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.tar.gz");

@@ -99,21 +99,18 @@ pub struct CriStatus {
     pub reason: String,
     #[serde(rename = "Message")]
     pub message: String,
-    /// Set while RemoveContainer runs; such a status is about to disappear.
-    #[serde(rename = "Removing")]
-    pub removing: bool,
-    /// Set when containerd could not tell the state after a restart.
-    #[serde(rename = "Unknown")]
-    pub unknown: bool,
+    // Not here: `Starting`, `Removing` and `Unknown` are `json:"-"` in
+    // containerd's Status, in memory only, never in the file. Evidence
+    // bundles written while they were still here carry them; serde ignores
+    // them on reading.
 }
 
 impl CriStatus {
     /// What CRI reports for this status, derived the way containerd's
-    /// `Status.State()` does: finished wins over started wins over created.
+    /// `Status.State()` does for what it persists: finished wins over started
+    /// wins over created.
     pub fn state(&self) -> CriState {
-        if self.unknown {
-            CriState::Unknown
-        } else if self.finished_at != 0 {
+        if self.finished_at != 0 {
             CriState::Exited
         } else if self.started_at != 0 {
             CriState::Running
@@ -489,6 +486,22 @@ mod tests {
     use super::*;
     use crate::checks::fixtures::*;
     use crate::sources::cri_api::CriView;
+
+    #[test]
+    fn state_is_finished_over_started_over_created_over_nothing() {
+        let mut status = CriStatus::default();
+        assert_eq!(status.state(), CriState::Unknown);
+        status.created_at = NOW - 3 * SEC;
+        assert_eq!(status.state(), CriState::Created);
+        status.started_at = NOW - 2 * SEC;
+        assert_eq!(status.state(), CriState::Running);
+        status.finished_at = NOW - SEC;
+        assert_eq!(status.state(), CriState::Exited);
+        // An exit recorded before the start stamp (a container that exited
+        // at once, see testdata/status/exited.json) is still an exit.
+        status.finished_at = status.created_at;
+        assert_eq!(status.state(), CriState::Exited);
+    }
 
     fn names(namespace: &str, pod: &str, container: Option<&str>) -> PodRef {
         PodRef {

@@ -299,7 +299,12 @@ mod tests {
 
     #[test]
     fn shim_taken_back_by_containerd_is_refused() {
-        let before = leaked_snapshot(4242, NOW - 600 * SEC);
+        // This test process stands in for the shim: its executable is not a
+        // shim binary, so without the record re-check, verification would
+        // still refuse, at the executable check, and the test must tell the
+        // two apart.
+        let me = std::process::id() as i32;
+        let before = leaked_snapshot(me, NOW - 600 * SEC);
         let mut fresh = before.clone();
         fresh
             .containerd
@@ -309,10 +314,8 @@ mod tests {
             .get_mut("k8s.io")
             .unwrap()
             .containers = Some([id('s')].into_iter().collect());
-        // Pid 4242 is not a real shim on the test machine, so verification
-        // stops at the executable check unless the record check comes first;
-        // either way it must refuse.
-        assert!(verify(&before, &fresh, &before.shims[0]).is_err());
+        let err = verify(&before, &fresh, &before.shims[0]).unwrap_err();
+        assert!(err.contains("no longer leaked"), "{err}");
     }
 
     #[test]

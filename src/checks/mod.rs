@@ -425,4 +425,59 @@ mod tests {
         stuck.shims.push(shim(40, &id('a'), ADDRESS, &["umount2"]));
         assert_eq!(suspects(&stuck).pids, [40].into());
     }
+
+    #[test]
+    fn the_shim_a_bundle_names_by_pid_is_the_containers() {
+        let mut s = snapshot();
+        let c = running(&id('a'), 100, NOW - 60 * SEC);
+        let mut b = bundle(&id('a'), &id('s'), "app");
+        b.shim_pid = Some(41);
+        s.bundles.insert(id('a'), b);
+        // Another pod's shim first, then the one the bundle names, started
+        // with an id that is not the sandbox's (not found by id).
+        s.shims.push(shim(40, &id('t'), ADDRESS, &[]));
+        s.shims.push(shim(41, &id('x'), ADDRESS, &[]));
+        assert_eq!(shim_of(&s, &c).map(|s| s.pid), Some(41));
+    }
+
+    #[test]
+    fn without_the_api_a_record_is_any_trace_of_that_id_on_disk() {
+        let mut s = snapshot();
+        s.bundles.insert(id('b'), bundle(&id('b'), &id('s'), "app"));
+        s.cri_containers
+            .push(running(&id('c'), 100, NOW - 60 * SEC));
+        assert_eq!(has_record(&s, "k8s.io", &id('b')), (true, Basis::Disk));
+        assert_eq!(has_record(&s, "k8s.io", &id('c')), (true, Basis::Disk));
+        assert_eq!(has_record(&s, "k8s.io", &id('d')), (false, Basis::Disk));
+        // Bundles are read for the snapshot's namespace only.
+        assert_eq!(has_record(&s, "moby", &id('b')), (false, Basis::Disk));
+    }
+
+    #[test]
+    fn findings_are_sorted_most_severe_first_then_by_kind_and_id() {
+        let finding = |kind, severity, c| Finding {
+            kind,
+            severity,
+            id: id(c),
+            summary: String::new(),
+            evidence: Value::Null,
+            cause: String::new(),
+            remedy: String::new(),
+        };
+        let mut findings = vec![
+            finding(Kind::LateExit, Severity::Warning, 'a'),
+            finding(Kind::Zombie, Severity::Critical, 'b'),
+            finding(Kind::Zombie, Severity::Critical, 'a'),
+        ];
+        sort(&mut findings);
+        let order: Vec<(Kind, String)> = findings.into_iter().map(|f| (f.kind, f.id)).collect();
+        assert_eq!(
+            order,
+            [
+                (Kind::Zombie, id('a')),
+                (Kind::Zombie, id('b')),
+                (Kind::LateExit, id('a'))
+            ]
+        );
+    }
 }

@@ -278,6 +278,9 @@ mod tests {
         assert!(text.contains(&id('a')), "{text}");
         assert!(text.contains("pid: 100"), "{text}");
         assert!(text.contains("What to do"), "{text}");
+        // The remedy itself, not just its label (one word: cells wrap on a
+        // narrow terminal).
+        assert!(text.contains("leaked-shims"), "{text}");
     }
 
     #[test]

@@ -43,6 +43,15 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
+/// For a test whose prerequisite is missing, before it returns: in CI that
+/// fails it, elsewhere it says on stderr which test is skipped and why.
+pub fn skip(test: &str, why: &str) {
+    if in_ci() {
+        panic!("{test}: cannot run, and CI is set: {why}");
+    }
+    eprintln!("skipping {test}: {why}");
+}
+
 fn which(binary: &str) -> bool {
     std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(binary).is_file()))

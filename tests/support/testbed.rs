@@ -418,12 +418,21 @@ impl Drop for TestBed {
             );
         }
         let problems = self.teardown();
-        if !problems.is_empty() {
-            eprintln!(
-                "{}: test bed teardown:\n  {}",
-                self.test,
-                problems.join("\n  ")
-            );
+        if problems.is_empty() {
+            return;
+        }
+        let report = format!(
+            "{}: test bed teardown:\n  {}",
+            self.test,
+            problems.join("\n  ")
+        );
+        // What a bed leaves behind (processes, mounts, cgroups) breaks the
+        // tests after it, so it fails this one; but a second panic while
+        // unwinding would abort and hide the test's own failure.
+        if std::thread::panicking() {
+            eprintln!("{report}");
+        } else {
+            panic!("{report}");
         }
     }
 }
