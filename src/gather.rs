@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::paths::Paths;
 use crate::snapshot::{Gap, Snapshot, Suspects};
@@ -12,6 +12,9 @@ use crate::sources::{
     bundles, containerd_api, containerd_proc, cri_api, cri_store, mountinfo, node, procfs,
 };
 
+/// How long a command that asks no API waits for the containerd binary's
+/// `--version` (itself bounded, see containerd_proc).
+const BINARY_VERSION_WAIT: Duration = Duration::from_secs(3);
 /// How long an API may keep a person waiting before nodectl says so.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
@@ -72,6 +75,11 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .collect();
     namespaces.insert(options.namespace.clone());
     let container_ids: Vec<String> = cri_containers.iter().map(|c| c.id.clone()).collect();
+    let api_deadline = options.api_timeout.map(|timeout| Instant::now() + timeout);
+    let binary_version = paths
+        .process
+        .as_ref()
+        .map(|p| containerd_proc::version_in_background(&options.proc_root, p.pid));
     let (containerd, cri) = match options.api_timeout {
         None => (None, None),
         Some(timeout) => ask_apis(
@@ -87,8 +95,14 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     // binary's, so every command's report names the version.
     let containerd_version = containerd_proc::identify(
         containerd.as_ref().and_then(|c| c.version.as_deref()),
-        paths.process.as_ref(),
-        &options.proc_root,
+        || {
+            // With the APIs asked, the binary gets no longer than they did.
+            let wait = match api_deadline {
+                Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+                None => BINARY_VERSION_WAIT,
+            };
+            binary_version?.recv_timeout(wait).ok().flatten()
+        },
     );
     Snapshot {
         taken_at,

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::snapshot::{ContainerdProcess, ContainerdVersion, VersionSource};
@@ -149,12 +149,8 @@ pub fn parse_args(argv: &[String]) -> Option<ContainerdProcess> {
 }
 
 /// The containerd version: the API's answer if it gave one, else what the
-/// running daemon's binary says, else unknown.
-pub fn identify(
-    api: Option<&str>,
-    process: Option<&ContainerdProcess>,
-    proc_root: &Path,
-) -> ContainerdVersion {
+/// running daemon's binary says (`binary`, asked only then), else unknown.
+pub fn identify(api: Option<&str>, binary: impl FnOnce() -> Option<String>) -> ContainerdVersion {
     let known = |version: String, source| ContainerdVersion {
         version: Some(version),
         source,
@@ -162,10 +158,23 @@ pub fn identify(
     if let Some(version) = api.filter(|v| !v.trim().is_empty()) {
         return known(version.trim().to_string(), VersionSource::Api);
     }
-    match process.and_then(|p| version(proc_root, p.pid)) {
+    match binary() {
         Some(version) => known(version, VersionSource::Process),
         None => ContainerdVersion::default(),
     }
+}
+
+/// [`version`] on a thread of its own, started beside the API calls so that
+/// waiting for it fits their deadline: when containerd is frozen, its
+/// binary's answer is the only one, and `check` must still answer within
+/// `--timeout` + 1 s.
+pub fn version_in_background(proc_root: &Path, pid: i32) -> mpsc::Receiver<Option<String>> {
+    let (sender, receiver) = mpsc::channel();
+    let proc_root = proc_root.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = sender.send(version(&proc_root, pid));
+    });
+    receiver
 }
 
 /// The version the running containerd's own binary reports, by running
@@ -508,7 +517,9 @@ mod tests {
             pid: 9,
             ..ContainerdProcess::default()
         };
-        let at = |api, process| identify(api, process, proc_root.path());
+        let at = |api, process: Option<&ContainerdProcess>| {
+            identify(api, || version(proc_root.path(), process?.pid))
+        };
         let version = |v: &str, source| ContainerdVersion {
             version: Some(v.to_string()),
             source,
