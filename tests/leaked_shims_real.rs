@@ -1,15 +1,17 @@
 //! `nodectl leaked-shims` and `leaked-mounts` against a real containerd.
 //! Seed 003's recipe (containerd#7496: the shim's umount2 is held up while a
 //! pod is stopped and removed; containerd gives up on the shim, forgets the
-//! sandbox, and the shim lives on) leaks on 1.6 only; on later lines the
-//! test asserts that it does not, then finds and kills a shim containerd has
-//! no record of, made directly.
+//! sandbox, and the shim lives on) leaks on 1.6 only, which the test asserts
+//! per line. A shim that does not answer across a containerd restart leaks
+//! on every line: found and killed on each.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use k8s_cri::v1::ContainerState;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use serde_json::Value;
 use support::{Line, TestBed};
 
@@ -24,9 +26,9 @@ fn ids_of_kind(doc: &Value, kind: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
-    let Some(bed) = TestBed::start("leaked_shim_is_found_and_killed_healthy_pod_untouched").await
-    else {
+async fn seed_003_leaks_on_1_6_only_and_its_shim_is_found_and_killed() {
+    let test = "seed_003_leaks_on_1_6_only_and_its_shim_is_found_and_killed";
+    let Some(bed) = TestBed::start(test).await else {
         return;
     };
     let healthy = bed
@@ -35,7 +37,6 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
     let victim = bed
         .run_pod("victim", "app", &["/bin/sh", "-c", "sleep 3600"])
         .await;
-    let healthy_shim = bed.shim_pid(&healthy.sandbox_id);
     let victim_shim = bed.shim_pid(&victim.sandbox_id);
 
     // Seed 003's recipe: the shim's umount2 held up 25 s while the pod is
@@ -52,7 +53,7 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
         bed.containerd_version(),
         started.elapsed().as_secs_f64()
     );
-    let leaked = match bed.line() {
+    match bed.line() {
         // containerd#7496: the shim finished the delete after containerd gave
         // up on it, and containerd never sent Shutdown.
         Line::V1_6 => {
@@ -60,15 +61,18 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
                 support::is_running(victim_shim),
                 "1.6: the shim outlived its sandbox (containerd#7496)"
             );
-            Leaked {
+            let leaked = Leaked {
                 id: victim.sandbox_id.clone(),
                 pid: victim_shim,
+                // The bundle, and its annotations, stay with the shim.
                 names: Some(("default", "victim")),
-            }
+            };
+            find_and_kill(&bed, &leaked, &healthy).await;
         }
-        // Fixed in 1.7.4 and 1.6.24 (containerd#8931): a delete that times
-        // out is retried and the shim is shut down once it answers. The
-        // recipe leaks nothing, and nodectl says so.
+        // Fixed in 1.6.24 and 1.7.4 ("fix leaked shim issue", containerd#7496,
+        // #8931): a delete that timed out is retried and the shim is sent
+        // Shutdown once it answers. The recipe leaks nothing, and nodectl
+        // says so.
         Line::V1_7 | Line::V2_0 | Line::V2_3 => {
             assert!(
                 support::wait_until(Duration::from_secs(30), || !support::is_running(
@@ -80,19 +84,100 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
             let output = bed.nodectl(&["leaked-shims", "-o", "json"]);
             let doc = support::report(&output);
             assert_eq!(output.status.code(), Some(0), "nothing leaked: {doc}");
-            // What those bugs leave behind, made directly: the line's own shim
-            // daemon, started as containerd starts one, that containerd has
-            // no record of.
-            let orphan = bed.start_orphan_shim(&"0e".repeat(32));
-            Leaked {
-                id: orphan.id,
-                pid: orphan.pid,
-                names: None,
-            }
+        }
+    }
+}
+
+/// A shim that does not answer while containerd restarts is leaked on every
+/// line: containerd's start-up (loadShims) cannot reach it, cleans up after
+/// it as if it were dead (`shim delete`, which kills the pod's processes,
+/// and the bundle removed on 2.x), but never ends the process; once it
+/// answers again nobody remembers it, and removing the pod removes the last
+/// record. A shim in uninterruptible sleep on a stalling disk when someone
+/// restarts containerd to "fix" a wedged pod is this case; SIGSTOP stands in
+/// for the stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shim_unresponsive_across_a_containerd_restart_leaks_on_every_line() {
+    let test = "shim_unresponsive_across_a_containerd_restart_leaks_on_every_line";
+    let Some(mut bed) = TestBed::start(test).await else {
+        return;
+    };
+    let healthy = bed
+        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let victim = bed
+        .run_pod("victim", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let victim_shim = bed.shim_pid(&victim.sandbox_id);
+    let started = Instant::now();
+    let stopped = Pid::from_raw(victim_shim);
+    kill(stopped, Signal::SIGSTOP).unwrap();
+    bed.restart_containerd().await;
+    kill(stopped, Signal::SIGCONT).unwrap();
+    assert!(
+        bed.stop_and_remove_pod(&victim.sandbox_id, Duration::from_secs(120))
+            .await,
+        "the sandbox is removed from CRI"
+    );
+    eprintln!(
+        "{}: restarted and removed after {:.1} s",
+        bed.containerd_version(),
+        started.elapsed().as_secs_f64()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        support::is_running(victim_shim),
+        "{:?}: the shim outlived its sandbox",
+        bed.line()
+    );
+    let bundle = bed
+        .state()
+        .join("io.containerd.runtime.v2.task/k8s.io")
+        .join(&victim.sandbox_id);
+    let names = match bed.line() {
+        // 1.x leaves the bundle (and its annotations) with the shim.
+        Line::V1_6 | Line::V1_7 => {
+            assert!(
+                bundle.is_dir(),
+                "{:?} keeps {}",
+                bed.line(),
+                bundle.display()
+            );
+            Some(("default", "victim"))
+        }
+        // 2.x removes it on restart: nothing names the pod any more.
+        Line::V2_0 | Line::V2_3 => {
+            assert!(
+                !bundle.exists(),
+                "{:?} removes {}",
+                bed.line(),
+                bundle.display()
+            );
+            None
         }
     };
-    let shim = leaked.pid;
+    let leaked = Leaked {
+        id: victim.sandbox_id.clone(),
+        pid: victim_shim,
+        names,
+    };
+    find_and_kill(&bed, &leaked, &healthy).await;
+}
 
+/// The shim a test expects nodectl to find leaked.
+struct Leaked {
+    id: String,
+    pid: i32,
+    /// Pod namespace and name, when something still names the pod.
+    names: Option<(&'static str, &'static str)>,
+}
+
+/// nodectl finds `leaked` (and only it), a dry run touches nothing, the
+/// evidence checked offline gives the same findings, `--kill` ends it and
+/// nothing else, and what it leaves is reported as it is on disk.
+async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
+    let shim = leaked.pid;
+    let healthy_shim = bed.shim_pid(&healthy.sandbox_id);
     let timed = Instant::now();
     let output = bed.nodectl(&["leaked-shims", "-o", "json"]);
     eprintln!(
@@ -105,9 +190,12 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
     let evidence = &doc["findings"][0]["evidence"];
     assert_eq!(evidence["shim_pid"], shim);
     assert_eq!(evidence["basis"], "containerd-api");
-    if let Some((namespace, pod)) = leaked.names {
-        assert_eq!(evidence["pod_namespace"], namespace, "{evidence}");
-        assert_eq!(evidence["pod_name"], pod, "{evidence}");
+    match leaked.names {
+        Some((namespace, pod)) => {
+            assert_eq!(evidence["pod_namespace"], namespace, "{evidence}");
+            assert_eq!(evidence["pod_name"], pod, "{evidence}");
+        }
+        None => assert_eq!(evidence["pod_name"], Value::Null, "{evidence}"),
     }
     assert_eq!(
         doc["actions"][0]["outcome"], "would-kill",
@@ -116,7 +204,7 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
     assert!(support::is_running(shim), "the dry run left the shim alone");
 
     // The evidence travels: checked from a bundle elsewhere, same findings.
-    let (live, offline) = support::live_and_offline_check(&bed);
+    let (live, offline) = support::live_and_offline_check(bed);
     assert!(
         support::finding_keys(&live).contains(&("leaked-shim".to_string(), leaked.id.clone())),
         "{live}"
@@ -170,34 +258,16 @@ async fn leaked_shim_is_found_and_killed_healthy_pod_untouched() {
     );
 
     // What the shim left: a bundle directory nobody owns is orphan-bundle.
+    // containerd may notice the dead shim and remove the bundle (`shim ...
+    // delete`) before nodectl looks: the report must match the disk.
     let bundle = bed
         .state()
         .join("io.containerd.runtime.v2.task/k8s.io")
         .join(&leaked.id);
     let doc = support::report(&bed.nodectl(&["leaked-mounts", "-o", "json"]));
     let orphans = ids_of_kind(&doc, "orphan-bundle");
-    match bed.line() {
-        // containerd notices the dead shim and runs `shim ... delete`, which
-        // may remove the bundle before nodectl looks: either way the report
-        // must match what is on disk.
-        Line::V1_6 => {
-            eprintln!("bundle left behind after the kill: {}", bundle.exists());
-            assert_eq!(orphans.contains(&leaked.id), bundle.exists(), "{doc}");
-        }
-        // containerd never knew the hand-started shim: its bundle stays.
-        Line::V1_7 | Line::V2_0 | Line::V2_3 => {
-            assert!(bundle.is_dir(), "{}", bundle.display());
-            assert_eq!(orphans, vec![leaked.id.clone()], "{doc}");
-        }
-    }
-}
-
-/// The shim a test expects nodectl to find leaked.
-struct Leaked {
-    id: String,
-    pid: i32,
-    /// Pod namespace and name, when a pod stood behind it.
-    names: Option<(&'static str, &'static str)>,
+    eprintln!("bundle left behind after the kill: {}", bundle.exists());
+    assert_eq!(orphans.contains(&leaked.id), bundle.exists(), "{doc}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

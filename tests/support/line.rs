@@ -57,7 +57,9 @@ pub struct Containerd {
 impl Containerd {
     /// The containerd named by the environment, or why it cannot be used.
     pub fn from_env() -> Result<Containerd, String> {
-        let dir = std::env::var_os(CONTAINERD_DIR_ENV).map(PathBuf::from);
+        let dir = std::env::var_os(CONTAINERD_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
         if let Some(dir) = &dir {
             for binary in RELEASE_BINARIES {
                 if !dir.join(binary).is_file() {

@@ -169,17 +169,7 @@ impl TestBed {
         let cgroup_parent = format!("/{name}");
         fs::write(&config, config_toml(&dir, release.line))
             .map_err(|e| format!("{}: {e}", config.display()))?;
-        let log_file = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
-        let containerd = Command::new(release.binary("containerd"))
-            .env("PATH", release.path_env())
-            .arg("--config")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(log_err)
-            .spawn()
-            .map_err(|e| format!("spawning containerd: {e}"))?;
+        let containerd = spawn_containerd(&release, &config, &log)?;
         Ok(TestBed {
             test: test.to_string(),
             root: dir.join("root"),
@@ -434,6 +424,47 @@ impl Drop for TestBed {
         } else {
             panic!("{report}");
         }
+    }
+}
+
+/// Starts containerd on `config`, appending to `log`.
+fn spawn_containerd(release: &Containerd, config: &Path, log: &Path) -> Result<Child, String> {
+    let log_file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: {e}", log.display()))?;
+    let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
+    Command::new(release.binary("containerd"))
+        .env("PATH", release.path_env())
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(log_file)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| format!("spawning containerd: {e}"))
+}
+
+impl TestBed {
+    /// Stops containerd (SIGTERM, as a service manager would; shims live on)
+    /// and starts it again on the same config, waiting until CRI answers.
+    pub async fn restart_containerd(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.containerd_pid());
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while matches!(self.containerd.try_wait(), Ok(None)) {
+            if std::time::Instant::now() > deadline {
+                let _ = self.containerd.kill();
+                let _ = self.containerd.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = fs::remove_file(&self.address);
+        self.containerd = self.must(spawn_containerd(&self.release, &self.config, &self.log));
+        let ready = self.wait_cri_ready(Duration::from_secs(60)).await;
+        self.must(ready);
     }
 }
 
