@@ -201,7 +201,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -q -h --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --force --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -41,7 +41,8 @@ pub struct GlobalArgs {
         long,
         global = true,
         value_name = "NS",
-        default_value = "k8s.io"
+        default_value = "k8s.io",
+        value_parser = namespace
     )]
     pub namespace: String,
     /// Output format
@@ -65,8 +66,8 @@ pub struct GlobalArgs {
     /// Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)
     #[arg(short = 'q', long, global = true)]
     pub quiet: bool,
-    /// Deadline for each containerd API call
-    #[arg(long, global = true, value_name = "DURATION", default_value = "3s", value_parser = humantime::parse_duration)]
+    /// Deadline for each containerd API call (at most 10m)
+    #[arg(long, global = true, value_name = "DURATION", default_value = "3s", value_parser = at_most::<TEN_MINUTES>)]
     pub timeout: Duration,
 }
 
@@ -122,18 +123,18 @@ pub struct LeakedShimsArgs {
     /// Do not ask before killing (required when stdin is not a terminal)
     #[arg(long, requires = "kill")]
     pub yes: bool,
-    /// How long a shim gets to exit after SIGTERM before SIGKILL
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    /// How long a shim gets to exit after SIGTERM before SIGKILL (at most 10m)
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = at_most::<TEN_MINUTES>)]
     pub grace: Duration,
 }
 
 #[derive(Debug, Args)]
 pub struct LateExitArgs {
-    /// An exit recorded this long after it happened is reported as late-exit
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    /// An exit recorded this long after it happened is reported as late-exit (at most 10 years)
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = at_most::<TEN_YEARS>)]
     pub late_after: Duration,
-    /// Only report late exits that happened within this window
-    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    /// Only report late exits that happened within this window (at most 10 years)
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = at_most::<TEN_YEARS>)]
     pub since: Duration,
 }
 
@@ -141,8 +142,8 @@ pub struct LateExitArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub late: LateExitArgs,
-    /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min)
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
     pub slow: Duration,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
@@ -154,9 +155,12 @@ pub struct CheckArgs {
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {
-    /// Where to write the bundle (gzipped tar); `-o` is the output format, as everywhere
+    /// Where to write the bundle (gzipped tar, mode 0600); `-o` is the output format, as everywhere
     #[arg(value_name = "FILE.tar.gz")]
     pub file: PathBuf,
+    /// Replace FILE if it exists (never through a symlink, never one of the files collected)
+    #[arg(long)]
+    pub force: bool,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
@@ -167,9 +171,49 @@ pub struct ZombiesArgs {
     #[command(flatten)]
     pub late: LateExitArgs,
     /// Look again after this long before reporting a zombie, so that a container
-    /// whose exit CRI is recording right now is not reported
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    /// whose exit CRI is recording right now is not reported (at most 1m)
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = at_most::<ONE_MINUTE>)]
     pub settle: Duration,
+}
+
+const ONE_MINUTE: u64 = 60;
+const TEN_MINUTES: u64 = 600;
+const TEN_YEARS: u64 = 10 * 365 * 24 * 3600 + 2 * 24 * 3600;
+
+/// A duration flag with an upper bound: every deadline and window is added
+/// to an `Instant` or a nanosecond timestamp, which overflow (a panic, or a
+/// wrap to negative) long before `Duration::MAX`; no real use needs more.
+fn at_most<const MAX_SECS: u64>(value: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(value).map_err(|e| e.to_string())?;
+    let max = Duration::from_secs(MAX_SECS);
+    if duration > max {
+        let max = if MAX_SECS >= 86400 {
+            format!("{}days", MAX_SECS / 86400)
+        } else {
+            humantime::format_duration(max).to_string()
+        };
+        return Err(format!("at most {max} (got {value})"));
+    }
+    Ok(duration)
+}
+
+/// containerd's identifier rule (pkg/identifiers: `Validate`): letters and
+/// digits in runs joined by single `.`, `_` or `-`, at most 76 characters.
+/// containerd refuses anything else, and the namespace becomes a path
+/// component under the state directory (`-n ../../etc` would walk out).
+fn namespace(value: &str) -> Result<String, String> {
+    const MAX: usize = 76;
+    let valid = value.len() <= MAX
+        && value
+            .split(['.', '_', '-'])
+            .all(|run| !run.is_empty() && run.bytes().all(|b| b.is_ascii_alphanumeric()));
+    if valid {
+        Ok(value.to_string())
+    } else {
+        Err(format!(
+            "not a containerd namespace: letters and digits joined by single '.', '_' or '-', at most {MAX} characters"
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -205,5 +249,49 @@ mod tests {
         };
         assert_eq!(args.late.late_after, Duration::from_secs(60));
         assert_eq!(args.late.since, Duration::from_secs(24 * 3600));
+    }
+
+    #[test]
+    fn namespaces_follow_containerds_identifier_rule() {
+        for good in ["k8s.io", "moby", "a", "a-b_c.d9", &"a".repeat(76)] {
+            assert_eq!(namespace(good).as_deref(), Ok(good), "{good}");
+        }
+        for bad in [
+            "",
+            "../../../../etc",
+            "k8s.io/",
+            ".hidden",
+            "trailing-",
+            "a..b",
+            "a b",
+            "é",
+            "a\x1b",
+            &"a".repeat(77),
+        ] {
+            assert!(namespace(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn every_duration_flag_has_an_upper_bound_and_accepts_it() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["nodectl"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map(|_| ())
+        };
+        for (flag, max, over) in [
+            (&["check", "--timeout"][..], "10m", "601s"),
+            (&["check", "--slow"], "10m", "601s"),
+            (&["check", "--late-after"], "3652days", "3653days"),
+            (&["check", "--since"], "3652days", "3653days"),
+            (&["zombies", "--settle"], "1m", "61s"),
+            (&["leaked-shims", "--kill", "--grace"], "10m", "601s"),
+        ] {
+            assert!(parse(&[flag, &[max]].concat()).is_ok(), "{flag:?} {max}");
+            let err = parse(&[flag, &[over]].concat()).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+            assert!(err.to_string().contains("at most"), "{err}");
+        }
+        assert!(parse(&["check", "--timeout", "9223372036854775807s"]).is_err());
     }
 }

@@ -14,8 +14,15 @@ use serde::{Deserialize, Serialize};
 use crate::snapshot::Snapshot;
 
 const SNAPSHOTS: &str = "snapshots.json";
-/// Bundles are small (status files, annotations); refuse absurd ones.
-const SNAPSHOTS_LIMIT: u64 = 512 << 20;
+/// Bundles are small (status files, annotations): a synthetic node of
+/// 10,000 containers, 16,000 processes and 10,000 mounts writes 30 MB
+/// (README, "Security"); refuse what no node writes before parsing it.
+const SNAPSHOTS_LIMIT: u64 = 256 << 20;
+/// JSON values (strings, numbers, arrays, objects...) in `snapshots.json`.
+/// Each costs at least a few dozen bytes once parsed (a `String`, a struct
+/// field), far more than its 2 bytes of text (`"",`), so counting them is
+/// what bounds memory; that synthetic node makes 1.4 million.
+const VALUES_LIMIT: u64 = 5_000_000;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Evidence {
@@ -28,17 +35,120 @@ pub struct Evidence {
     pub second: Option<Snapshot>,
 }
 
-/// Writes `evidence` to a gzipped tar at `path`, with the containerd config,
-/// the CRI status files and the mount table alongside as they were on disk.
-pub fn write(path: &Path, evidence: &Evidence, mountinfo: &Path) -> io::Result<()> {
-    let file = File::create(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+/// Writes `evidence` to a gzipped tar at `path`, with the containerd config
+/// (credentials redacted, see [`redact_config`]), the CRI status files and
+/// the mount table alongside as they were on disk. Returns what it left out.
+///
+/// The archive is private (0600: the config and mount table describe the
+/// node) and never written through a symlink or over a file it collects:
+/// it is written under a fresh name in the same directory (`O_CREAT|O_EXCL|
+/// O_NOFOLLOW`) and then linked (or, with `force`, renamed) into place; a
+/// rename replaces a symlink at `path` itself, never its target.
+pub fn write(
+    path: &Path,
+    evidence: &Evidence,
+    mountinfo: &Path,
+    force: bool,
+) -> io::Result<Vec<String>> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let config = evidence.first.paths.config.as_deref();
+    let statuses: Vec<&Path> = evidence
+        .first
+        .cri_containers
+        .iter()
+        .map(|c| c.status_path.as_path())
+        .collect();
+    if let Ok(existing) = fs::symlink_metadata(path) {
+        if !force {
+            return Err(named(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "already exists (pass --force to replace it)",
+            )));
+        }
+        if existing.is_dir() {
+            return Err(named(io::Error::other("is a directory")));
+        }
+        let inputs = config.into_iter().chain([mountinfo]).chain(statuses);
+        if inputs.into_iter().any(|input| same_file(&existing, input)) {
+            return Err(named(io::Error::other(
+                "is one of the files collected; not replaced",
+            )));
+        }
+    }
+
+    let (tmp, file) = create_private(path).map_err(named)?;
+    let written = fill(file, evidence, config, mountinfo);
+    let placed = written.and_then(|left_out| {
+        if force {
+            fs::rename(&tmp, path)?;
+        } else {
+            // link(2) fails on any existing name, a symlink included, so a
+            // file that appeared meanwhile is not replaced either.
+            fs::hard_link(&tmp, path)?;
+            fs::remove_file(&tmp)?;
+        }
+        Ok(left_out)
+    });
+    if placed.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    placed.map_err(named)
+}
+
+fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    [fs::metadata(input), fs::symlink_metadata(input)]
+        .into_iter()
+        .flatten()
+        .any(|m| m.dev() == existing.dev() && m.ino() == existing.ino())
+}
+
+/// A new file beside `path`, mode 0600, that did not exist before.
+fn create_private(path: &Path) -> io::Result<(std::path::PathBuf, File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?
+        .to_string_lossy();
+    for attempt in 0.. {
+        let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!()
+}
+
+fn fill(
+    file: File,
+    evidence: &Evidence,
+    config: Option<&Path>,
+    mountinfo: &Path,
+) -> io::Result<Vec<String>> {
+    let mut left_out = Vec::new();
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     append(&mut tar, SNAPSHOTS, &serde_json::to_vec_pretty(evidence)?)?;
-    let paths = &evidence.first.paths;
-    if let Some(config) = &paths.config {
+    if let Some(config) = config {
         if let Ok(bytes) = fs::read(config) {
-            append(&mut tar, "files/containerd-config.toml", &bytes)?;
+            match redact_config(&bytes) {
+                Ok(redacted) => append(&mut tar, "files/containerd-config.toml", &redacted)?,
+                Err(e) => left_out.push(format!(
+                    "{}: not archived, it could not be parsed to redact credentials: {e}",
+                    config.display()
+                )),
+            }
         }
     }
     if let Ok(bytes) = fs::read(mountinfo) {
@@ -54,13 +164,64 @@ pub fn write(path: &Path, evidence: &Evidence, mountinfo: &Path) -> io::Result<(
         }
     }
     tar.into_inner()?.finish()?;
-    Ok(())
+    Ok(left_out)
+}
+
+/// What replaces a credential in the archived config.
+pub const REDACTED: &str = "<redacted>";
+
+/// The containerd config with its credentials replaced by `"<redacted>"`:
+/// the values of keys named `password`, `auth`, `identitytoken`, `token`,
+/// `secret` (or ending in `_password`, `_token`, `_secret`; any case), as in
+/// `[plugins."io.containerd.grpc.v1.cri".registry.configs."<host>".auth]`,
+/// and any string holding PEM key material (`-----BEGIN … PRIVATE KEY`).
+/// Paths (`key_file`, `config_path`) stay: they name files, not secrets.
+/// Parsed, not pattern-matched: a TOML string can span lines or be quoted
+/// four ways. A config that does not parse is not archived at all.
+pub fn redact_config(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+    let mut table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| e.message().to_string())?;
+    redact_table(&mut table);
+    Ok(toml::to_string(&table)
+        .map_err(|e| e.to_string())?
+        .into_bytes())
+}
+
+fn secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    matches!(
+        key.as_str(),
+        "password" | "auth" | "identitytoken" | "token" | "secret"
+    ) || ["_password", "_token", "_secret", "token", "password"]
+        .iter()
+        .any(|end| key.ends_with(end))
+}
+
+fn redact_table(table: &mut toml::Table) {
+    for (key, value) in table.iter_mut() {
+        if secret_key(key) {
+            *value = toml::Value::String(REDACTED.to_string());
+        } else {
+            redact_value(value);
+        }
+    }
+}
+
+fn redact_value(value: &mut toml::Value) {
+    match value {
+        toml::Value::String(s) if s.contains("PRIVATE KEY") => *s = REDACTED.to_string(),
+        toml::Value::Table(table) => redact_table(table),
+        toml::Value::Array(items) => items.iter_mut().for_each(redact_value),
+        _ => {}
+    }
 }
 
 fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> io::Result<()> {
     let mut header = tar::Header::new_gnu();
     header.set_size(bytes.len() as u64);
-    header.set_mode(0o644);
+    header.set_mode(0o600);
     header.set_mtime(0);
     tar.append_data(&mut header, name, bytes)
 }
@@ -75,16 +236,83 @@ pub fn read(path: &Path) -> Result<Evidence, String> {
         if entry.path().map_err(|e| fail(&e))?.as_os_str() != SNAPSHOTS {
             continue;
         }
-        let mut bytes = Vec::new();
-        entry
-            .take(SNAPSHOTS_LIMIT)
-            .read_to_end(&mut bytes)
-            .map_err(|e| fail(&e))?;
-        return serde_json::from_slice(&bytes).map_err(|e| fail(&format!("{SNAPSHOTS}: {e}")));
+        let too_large = || {
+            fail(&format!(
+                "{SNAPSHOTS} is larger than {} MiB or holds more than {VALUES_LIMIT} values: not a nodectl evidence archive",
+                SNAPSHOTS_LIMIT >> 20
+            ))
+        };
+        if entry.header().size().map_err(|e| fail(&e))? > SNAPSHOTS_LIMIT {
+            return Err(too_large());
+        }
+        // Parsed as it inflates: a small gzip can inflate to gigabytes, and
+        // the header's size is only what the archive claims.
+        let mut bounded = Bounded::new(io::BufReader::new(entry));
+        let parsed = serde_json::from_reader(&mut bounded);
+        if bounded.exceeded {
+            return Err(too_large());
+        }
+        return parsed.map_err(|e| fail(&format!("{SNAPSHOTS}: {e}")));
     }
     Err(fail(&format!(
         "no {SNAPSHOTS} inside: not a nodectl evidence bundle"
     )))
+}
+
+/// A reader that stops (with an error) past [`SNAPSHOTS_LIMIT`] bytes or
+/// [`VALUES_LIMIT`] JSON values; it counts values by the separators and
+/// openers outside strings, without parsing.
+struct Bounded<R> {
+    inner: R,
+    bytes: u64,
+    values: u64,
+    in_string: bool,
+    escaped: bool,
+    exceeded: bool,
+}
+
+impl<R> Bounded<R> {
+    fn new(inner: R) -> Self {
+        Bounded {
+            inner,
+            bytes: 0,
+            values: 0,
+            in_string: false,
+            escaped: false,
+            exceeded: false,
+        }
+    }
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        for &b in &buf[..n] {
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => {
+                    self.in_string = true;
+                    self.values += 1;
+                }
+                b',' | b'[' | b'{' => self.values += 1,
+                _ => {}
+            }
+        }
+        if self.bytes > SNAPSHOTS_LIMIT || self.values > VALUES_LIMIT {
+            self.exceeded = true;
+            return Err(io::Error::other("too large"));
+        }
+        Ok(n)
+    }
 }
 
 #[cfg(test)]
@@ -107,7 +335,7 @@ mod tests {
             first,
         };
         let path = dir.path().join("evidence.tar.gz");
-        write(&path, &evidence, Path::new("/nonexistent")).unwrap();
+        write(&path, &evidence, Path::new("/nonexistent"), false).unwrap();
         let back = read(&path).unwrap();
         assert_eq!(back.first.cri_containers, evidence.first.cri_containers);
         assert_eq!(

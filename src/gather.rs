@@ -46,7 +46,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     // other files: scan it on a second thread. It starts after the status
     // files are read, so the order above still holds.
     let mut proc_gaps = Vec::new();
-    let (proc_scan, (cri_sandboxes, bundles, mounts)) = std::thread::scope(|scope| {
+    let (mut proc_scan, (cri_sandboxes, bundles, mounts)) = std::thread::scope(|scope| {
         let procfs =
             scope.spawn(|| procfs::scan(&options.proc_root, options.shim_threads, &mut proc_gaps));
         let files = (
@@ -64,6 +64,19 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         (proc_scan, files)
     });
     gaps.append(&mut proc_gaps);
+    // Any process can name itself a shim and carry 128 KB arguments; cap
+    // them now, before checks and reports copy them (see Report::bounded).
+    for shim in &mut proc_scan.shims {
+        let args = [
+            &mut shim.namespace,
+            &mut shim.id,
+            &mut shim.address,
+            &mut shim.action,
+        ];
+        for arg in args.into_iter().flatten() {
+            crate::render::inert::cap_in_place(arg, crate::render::inert::STRING_CAP);
+        }
+    }
     let node = node::read(&options.proc_root, &mounts, &mut gaps);
     // The shims' own namespaces too: a leaked shim is judged against the
     // records of the namespace it was started for.

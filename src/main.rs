@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     let report = match commands::run(&cli) {
         Ok(report) => report,
         Err(reason) => {
-            let _ = writeln!(io::stderr(), "nodectl: {reason}");
+            let _ = writeln!(io::stderr(), "nodectl: {}", render::inert::shown(&reason));
             return ExitCode::from(2);
         }
     };

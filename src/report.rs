@@ -1,15 +1,17 @@
 //! The report: what a command found, the gaps it hit and which containerd it
 //! looked at. Every renderer and the exit code start from here.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use serde::Serialize;
 
 use crate::act::kill::Action;
 use crate::advisories::{self, Applied};
-use crate::checks::Finding;
+use crate::checks::{Finding, Severity};
 use crate::commands::shims::ShimRow;
 use crate::paths::Paths;
+use crate::render::inert::{cap_in_place, cap_value, STRING_CAP};
 use crate::snapshot::{ContainerdVersion, Gap};
 use crate::sources::api::ApiCall;
 use crate::sources::node::NodeContext;
@@ -30,6 +32,12 @@ pub struct Report {
     /// Known bugs of that version, whether or not a finding shows one.
     pub advisories: Vec<Applied>,
     pub findings: Vec<Finding>,
+    /// Findings left out, by kind, past [`FINDINGS_PER_KIND`].
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub findings_omitted: BTreeMap<String, usize>,
+    /// The same, by severity (critical, warning), for Prometheus.
+    #[serde(skip)]
+    pub omitted_by_severity: [usize; 2],
     pub gaps: Vec<Gap>,
     /// `leaked-shims`: what was done (or, without --kill, would be done).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -63,6 +71,8 @@ impl Report {
             containerd: ContainerdVersion::default(),
             advisories: Vec::new(),
             findings,
+            findings_omitted: BTreeMap::new(),
+            omitted_by_severity: [0; 2],
             gaps,
             actions: Vec::new(),
             context: None,
@@ -80,15 +90,115 @@ impl Report {
         self
     }
 
+    /// Caps what the node put in the report, so that no tenant (who chooses
+    /// shim argv, annotations, status reasons) can make it unbounded: each
+    /// string at [`STRING_CAP`] bytes (cut with a `…(+N bytes)` mark), and
+    /// the findings of one kind at [`FINDINGS_PER_KIND`] (the first ones
+    /// kept, the rest counted in `findings_omitted`). Every output renders
+    /// the bounded report.
+    pub fn bounded(mut self) -> Report {
+        let mut seen: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut omitted = std::mem::take(&mut self.findings_omitted);
+        let mut by_severity = self.omitted_by_severity;
+        self.findings.retain(|f| {
+            let n = seen.entry(f.kind.as_str()).or_default();
+            *n += 1;
+            if *n > FINDINGS_PER_KIND {
+                *omitted.entry(f.kind.as_str().to_string()).or_default() += 1;
+                by_severity[usize::from(f.severity != Severity::Critical)] += 1;
+            }
+            *n <= FINDINGS_PER_KIND
+        });
+        self.findings_omitted = omitted;
+        self.omitted_by_severity = by_severity;
+        let cap = |s: &mut String| cap_in_place(s, STRING_CAP);
+        for finding in &mut self.findings {
+            cap(&mut finding.id);
+            cap(&mut finding.summary);
+            cap_value(&mut finding.evidence, STRING_CAP);
+        }
+        if self.gaps.len() > GAPS_CAP {
+            let rest = self.gaps.len() - GAPS_CAP;
+            self.gaps.truncate(GAPS_CAP);
+            self.gaps.push(Gap::item(
+                "nodectl",
+                "",
+                format!("{rest} more gaps left out (at most {GAPS_CAP} are listed)"),
+            ));
+        }
+        for gap in &mut self.gaps {
+            cap(&mut gap.source);
+            cap(&mut gap.error);
+            cap_path(&mut gap.path);
+        }
+        for call in &mut self.api_calls {
+            cap(&mut call.call);
+            call.error.as_mut().map(cap);
+        }
+        for action in &mut self.actions {
+            cap(&mut action.shim_id);
+            cap(&mut action.detail);
+            action.remains.iter_mut().for_each(cap);
+        }
+        for shim in self.shims.iter_mut().flatten() {
+            for field in [
+                &mut shim.namespace,
+                &mut shim.id,
+                &mut shim.address,
+                &mut shim.action,
+                &mut shim.bundle_dir,
+                &mut shim.socket,
+                &mut shim.pod.pod_namespace,
+                &mut shim.pod.pod_name,
+                &mut shim.pod.container_name,
+            ] {
+                field.as_mut().map(cap);
+            }
+            cap(&mut shim.binary);
+            shim.blocked_in.iter_mut().for_each(cap);
+        }
+        self.containerd.version.as_mut().map(cap);
+        if let Some(context) = &mut self.context {
+            context.containerd_version.as_mut().map(cap);
+        }
+        self
+    }
+
+    /// How many findings of `kind` there were, those left out included.
+    pub fn count(&self, kind: &str) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.kind.as_str() == kind)
+            .count()
+            + self.findings_omitted.get(kind).copied().unwrap_or(0)
+    }
+
     /// 1 when something was found; otherwise 2 when part of the node could not
     /// be checked; 0 when everything was checked and nothing found.
     pub fn exit_code(&self) -> ExitCode {
-        if !self.findings.is_empty() {
+        if !self.findings.is_empty() || !self.findings_omitted.is_empty() {
             ExitCode::from(1)
         } else if !self.gaps.is_empty() {
             ExitCode::from(2)
         } else {
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// Findings of one kind a report lists: a node with more leaked shims than
+/// this needs the count, not each one (a leak is usually one cause).
+pub const FINDINGS_PER_KIND: usize = 200;
+
+/// Gaps a report lists: one per unreadable item, so bounded like findings.
+pub const GAPS_CAP: usize = 1000;
+
+fn cap_path(path: &mut std::path::PathBuf) {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.len() > STRING_CAP {
+        let mut cut = bytes[..STRING_CAP].to_vec();
+        cut.extend_from_slice(format!("…(+{} bytes)", bytes.len() - STRING_CAP).as_bytes());
+        *path = std::ffi::OsString::from_vec(cut).into();
     }
 }

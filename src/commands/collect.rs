@@ -3,6 +3,7 @@
 use crate::cli::{CollectArgs, GlobalArgs};
 use crate::commands::check::gather_pair;
 use crate::evidence::{self, Evidence};
+use crate::render::inert::{inert_path, shown};
 use crate::report::Report;
 
 pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
@@ -17,22 +18,35 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
         second,
     };
     let mountinfo = global.gather_options(false).mountinfo;
-    evidence::write(&args.file, &evidence, &mountinfo).map_err(|e| e.to_string())?;
+    let left_out = evidence::write(&args.file, &evidence, &mountinfo, args.force)
+        .map_err(|e| e.to_string())?;
+    let file = inert_path(&args.file);
     eprintln!(
-        "nodectl: wrote {} ({} containers, {} shims, {} mounts); check it with: nodectl check --from {}",
-        args.file.display(),
+        "nodectl: wrote {file} ({} containers, {} shims, {} mounts); check it with: nodectl check --from {file}",
         evidence.first.cri_containers.len(),
         evidence.first.shims.len(),
         evidence.first.mounts.len(),
-        args.file.display()
     );
+    for note in &left_out {
+        eprintln!("nodectl: {}", shown(note));
+    }
+    // What could not be read is in the archive, for whoever checks it; the
+    // archive itself was written, and that is what collect's status tells.
     let first = evidence.first;
+    for gap in &first.gaps {
+        eprintln!(
+            "nodectl: could not read (recorded in the archive): {} {}: {}",
+            shown(&gap.source),
+            inert_path(&gap.path),
+            shown(&gap.error)
+        );
+    }
     Ok(Report::new(
         "collect",
         &first.namespace,
         first.paths,
         Vec::new(),
-        first.gaps,
+        Vec::new(),
     )
     .identified(first.containerd_version))
 }

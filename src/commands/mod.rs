@@ -11,7 +11,13 @@ pub mod zombies;
 use crate::cli::{Cli, Command};
 use crate::report::Report;
 
+/// The report of the command, bounded (see [`Report::bounded`]) before any
+/// output sees it.
 pub fn run(cli: &Cli) -> Result<Report, String> {
+    run_unbounded(cli).map(Report::bounded)
+}
+
+fn run_unbounded(cli: &Cli) -> Result<Report, String> {
     match &cli.command {
         Command::Check(args) => check::run(&cli.global, args),
         Command::Collect(args) => collect::run(&cli.global, args),

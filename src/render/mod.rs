@@ -1,5 +1,6 @@
 //! Renderers: the report for people (a table) or for programs (JSON).
 
+pub mod inert;
 pub mod json;
 pub mod npd;
 pub mod prometheus;

@@ -27,7 +27,9 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     } else {
         "containerd, CRI and the shims agree".to_string()
     };
-    writeln!(out, "{}", line.replace('\n', " "))
+    // NPD copies the message into a node condition and event, which
+    // kubectl prints to a terminal: made inert like every human output.
+    writeln!(out, "{}", super::inert::shown(&line.replace('\n', " ")))
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         "Findings of the last run, by kind.",
     )?;
     for kind in KINDS {
-        let count = report.findings.iter().filter(|f| f.kind == *kind).count();
+        let count = report.count(kind.as_str());
         writeln!(
             out,
             "nodectl_findings{{command=\"{command}\",kind=\"{}\"}} {count}",
@@ -73,15 +73,20 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         "nodectl_findings_by_severity",
         "Findings of the last run, by severity.",
     )?;
-    for (severity, name) in [
-        (Severity::Critical, "critical"),
-        (Severity::Warning, "warning"),
+    for (severity, name, omitted) in [
+        (
+            Severity::Critical,
+            "critical",
+            report.omitted_by_severity[0],
+        ),
+        (Severity::Warning, "warning", report.omitted_by_severity[1]),
     ] {
-        let count = report
-            .findings
-            .iter()
-            .filter(|f| f.severity == severity)
-            .count();
+        let count = omitted
+            + report
+                .findings
+                .iter()
+                .filter(|f| f.severity == severity)
+                .count();
         writeln!(
             out,
             "nodectl_findings_by_severity{{command=\"{command}\",severity=\"{name}\"}} {count}"
@@ -106,30 +111,46 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     }
 
     if !report.api_calls.is_empty() {
+        // Per API and method, never per container: ids are chosen by
+        // tenants, and one series each would let them grow every scrape.
+        let mut calls: BTreeMap<(&str, &str), (usize, usize, f64)> = BTreeMap::new();
+        for call in &report.api_calls {
+            let entry = calls.entry(api_method(&call.call)).or_default();
+            entry.0 += 1;
+            entry.1 += usize::from(call.error.is_some());
+            entry.2 = entry.2.max(call.latency_ms / 1e3);
+        }
+        gauge(
+            out,
+            "nodectl_api_calls",
+            "API calls of the last run listed in its report, by API and method (ContainerStatus only when slow or failed).",
+        )?;
+        for ((api, method), (count, _, _)) in &calls {
+            writeln!(
+                out,
+                "nodectl_api_calls{{api=\"{api}\",call=\"{method}\"}} {count}"
+            )?;
+        }
         gauge(
             out,
             "nodectl_api_call_duration_seconds",
-            "How long each API call of the last run took (until the deadline when it timed out).",
+            "The longest of those calls (until the deadline when it timed out).",
         )?;
-        for call in &report.api_calls {
+        for ((api, method), (_, _, max)) in &calls {
             writeln!(
                 out,
-                "nodectl_api_call_duration_seconds{{{}}} {}",
-                call_labels(&call.call),
-                call.latency_ms / 1e3
+                "nodectl_api_call_duration_seconds{{api=\"{api}\",call=\"{method}\"}} {max}"
             )?;
         }
         gauge(
             out,
             "nodectl_api_call_failed",
-            "1 when the API call failed or timed out.",
+            "How many of those calls failed or timed out.",
         )?;
-        for call in &report.api_calls {
+        for ((api, method), (_, failed, _)) in &calls {
             writeln!(
                 out,
-                "nodectl_api_call_failed{{{}}} {}",
-                call_labels(&call.call),
-                u8::from(call.error.is_some())
+                "nodectl_api_call_failed{{api=\"{api}\",call=\"{method}\"}} {failed}"
             )?;
         }
     }
@@ -151,18 +172,25 @@ fn gauge(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
     writeln!(out, "# TYPE {name} gauge")
 }
 
-/// `cri ContainerStatus <id>` → `api="cri",call="ContainerStatus",target="<id>"`.
-fn call_labels(call: &str) -> String {
+/// `cri ContainerStatus <id>` → `("cri", "ContainerStatus")`: the target
+/// is dropped, and anything but a method name of nodectl's own becomes
+/// `other`, so no label value comes from the node.
+fn api_method(call: &str) -> (&str, &str) {
     let mut parts = call.splitn(3, ' ');
-    let api = parts.next().unwrap_or_default();
-    let name = parts.next().unwrap_or_default();
-    let target = parts.next().unwrap_or_default();
-    format!(
-        "api=\"{}\",call=\"{}\",target=\"{}\"",
-        escape(api),
-        escape(name),
-        escape(target)
-    )
+    let api = match parts.next().unwrap_or_default() {
+        api @ ("cri" | "containerd") => api,
+        _ => "other",
+    };
+    let method = parts.next().unwrap_or_default();
+    let method = if !method.is_empty()
+        && method.len() <= 64
+        && method.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        method
+    } else {
+        "other"
+    };
+    (api, method)
 }
 
 /// A version is whatever the binary printed: keep its label short so a
@@ -213,10 +241,12 @@ mod tests {
             "{text}"
         );
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert_eq!(api_method("cri ListContainers"), ("cri", "ListContainers"));
         assert_eq!(
-            call_labels("cri ListContainers"),
-            "api=\"cri\",call=\"ListContainers\",target=\"\""
+            api_method("cri ContainerStatus abc\"def"),
+            ("cri", "ContainerStatus")
         );
+        assert_eq!(api_method("x\n y\"z"), ("other", "other"));
     }
 
     #[test]

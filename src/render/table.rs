@@ -6,23 +6,24 @@ use std::io::{self, IsTerminal, Write};
 use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
 use serde_json::Value;
 
+use super::inert::{inert_path, shown};
 use crate::checks::{Finding, Severity};
 use crate::commands::shims::ShimRow;
 use crate::paths::Located;
-use crate::report::Report;
+use crate::report::{Report, FINDINGS_PER_KIND};
 use crate::sources::node::NodeContext;
 
 pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let paths = &report.paths;
     let mut config = match &paths.config {
-        Some(path) => format!("config {}", path.display()),
+        Some(path) => format!("config {}", inert_path(path)),
         None => "no config file".to_string(),
     };
     if let Some(process) = &paths.process {
         config.push_str(&format!(", running containerd pid {}", process.pid));
     }
     let version = match &report.containerd.version {
-        Some(version) => format!("{version} [{}]", report.containerd.source.as_str()),
+        Some(version) => format!("{} [{}]", shown(version), report.containerd.source.as_str()),
         None => "version unknown".to_string(),
     };
     writeln!(
@@ -31,10 +32,10 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         located(&paths.root),
         located(&paths.state),
         located(&paths.address),
-        report.namespace
+        shown(&report.namespace)
     )?;
     if let Some(note) = &paths.note {
-        writeln!(out, "note: {note}")?;
+        writeln!(out, "note: {}", shown(note))?;
     }
     for advisory in &report.advisories {
         writeln!(
@@ -66,9 +67,15 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
                 "\n[{}] {} {}",
                 n + 1,
                 finding.kind.as_str(),
-                finding.id
+                shown(&finding.id)
             )?;
             writeln!(out, "{}", detail_table(finding))?;
+        }
+        for (kind, count) in &report.findings_omitted {
+            writeln!(
+                out,
+                "\n… and {count} more {kind} finding(s) not listed (at most {FINDINGS_PER_KIND} of a kind are)"
+            )?;
         }
     }
 
@@ -78,13 +85,18 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         for action in &report.actions {
             table.add_row(vec![
                 action.shim_pid.to_string(),
-                action.shim_id.chars().take(13).collect(),
+                short(&action.shim_id),
                 serde_json::to_value(&action.outcome)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
-                action.detail.clone(),
-                action.remains.join("\n"),
+                shown(&action.detail),
+                action
+                    .remains
+                    .iter()
+                    .map(|r| shown(r))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
             ]);
         }
         writeln!(out, "{table}")?;
@@ -95,9 +107,9 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         let mut table = new_table(&["SOURCE", "PATH", "ERROR"]);
         for gap in &report.gaps {
             table.add_row(vec![
-                gap.source.clone(),
-                gap.path.display().to_string(),
-                gap.error.clone(),
+                shown(&gap.source),
+                shown(&inert_path(&gap.path)),
+                shown(&gap.error),
             ]);
         }
         writeln!(out, "{table}")?;
@@ -120,18 +132,27 @@ fn node_line(context: &NodeContext) -> String {
         mib(context.writeback_bytes),
         context.overlay_rootfs_mounts,
         context.overlay_rootfs_volatile,
-        context.containerd_version.as_deref().unwrap_or("?"),
+        shown(context.containerd_version.as_deref().unwrap_or("?")),
     )
 }
 
 fn located(at: &Located) -> String {
-    format!("{} [{}]", at.path.display(), at.origin.as_str())
+    format!("{} [{}]", inert_path(&at.path), at.origin.as_str())
 }
 
-/// Colour only for a person at a terminal, and never when NO_COLOR is set
-/// (no-color.org).
+/// The first 13 characters of an id, as `docker ps` shows them; made inert
+/// first, so the cut never leaves an escape sequence open.
+fn short(id: &str) -> String {
+    shown(id).chars().take(13).collect()
+}
+
+/// Colour only for a person at a terminal that understands it: never when
+/// NO_COLOR is set (no-color.org) or TERM is `dumb` (or unset), as
+/// terminfo's `dumb` entry has no colours.
 fn colour() -> bool {
-    io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        && std::env::var_os("TERM").is_some_and(|t| !t.is_empty() && t != "dumb")
 }
 
 /// Below this many columns wrapping makes a table unreadable; terminals that
@@ -169,13 +190,13 @@ fn shims_table(shims: &[ShimRow]) -> Table {
     ]);
     for shim in shims {
         let pod = match (&shim.pod.pod_namespace, &shim.pod.pod_name) {
-            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            (Some(ns), Some(name)) => format!("{}/{}", shown(ns), shown(name)),
             _ => "?".to_string(),
         };
         table.add_row(vec![
             shim.pid.to_string(),
-            shim.namespace.clone().unwrap_or_default(),
-            shim.id.as_deref().unwrap_or("?").chars().take(13).collect(),
+            shown(shim.namespace.as_deref().unwrap_or_default()),
+            short(shim.id.as_deref().unwrap_or("?")),
             pod,
             humantime::format_duration(std::time::Duration::from_secs(shim.age_seconds as u64))
                 .to_string(),
@@ -186,7 +207,7 @@ fn shims_table(shims: &[ShimRow]) -> Table {
                 shim.children_defunct.len()
             ),
             if shim.ours { "yes" } else { "no" }.to_string(),
-            shim.blocked_in.join(", "),
+            shown(&shim.blocked_in.join(", ")),
         ]);
     }
     table
@@ -197,7 +218,7 @@ fn summary_table(findings: &[Finding]) -> Table {
     for (n, finding) in findings.iter().enumerate() {
         let who = ["pod_namespace", "pod_name", "container_name"]
             .iter()
-            .map(|key| finding.evidence[*key].as_str().unwrap_or("?"))
+            .map(|key| shown(finding.evidence[*key].as_str().unwrap_or("?")))
             .collect::<Vec<_>>()
             .join("/");
         let severity = format!("{:?}", finding.severity).to_lowercase();
@@ -211,8 +232,8 @@ fn summary_table(findings: &[Finding]) -> Table {
             Cell::new(finding.kind.as_str()),
             severity,
             Cell::new(who),
-            Cell::new(finding.id.chars().take(13).collect::<String>()),
-            Cell::new(&finding.summary),
+            Cell::new(short(&finding.id)),
+            Cell::new(shown(&finding.summary)),
         ]);
     }
     table
@@ -220,20 +241,21 @@ fn summary_table(findings: &[Finding]) -> Table {
 
 fn detail_table(finding: &Finding) -> Table {
     let mut table = plain_table();
-    table.add_row(vec!["What is wrong", &finding.summary]);
+    table.add_row(vec!["What is wrong".to_string(), shown(&finding.summary)]);
     table.add_row(vec![
         "Evidence".to_string(),
         evidence_lines(&finding.evidence),
     ]);
-    table.add_row(vec!["Likely cause", &finding.cause]);
-    table.add_row(vec!["What to do", &finding.remedy]);
+    table.add_row(vec!["Likely cause".to_string(), shown(&finding.cause)]);
+    table.add_row(vec!["What to do".to_string(), shown(&finding.remedy)]);
     table
 }
 
-/// `key: value` per line; unknown (null) values are left out.
+/// `key: value` per line; unknown (null) values are left out. Each line is
+/// made inert on its own: the newlines between them are the only ones.
 fn evidence_lines(evidence: &Value) -> String {
     let Some(map) = evidence.as_object() else {
-        return evidence.to_string();
+        return shown(&evidence.to_string());
     };
     map.iter()
         .filter(|(_, v)| !v.is_null())
@@ -250,6 +272,7 @@ fn evidence_lines(evidence: &Value) -> String {
             ),
             other => format!("{key}: {other}"),
         })
+        .map(|line| shown(&line))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -304,6 +327,159 @@ mod tests {
                 && text.contains("fixed in 2.0.7, upgrade\n"),
             "{text}"
         );
+    }
+
+    use crate::checks::{Kind, Severity};
+    use crate::commands::shims::ShimRow;
+    use proptest::prelude::*;
+
+    /// The sequences a tenant can put in a shim's `-id`, an annotation or a
+    /// status `Reason`: an OSC title (cut open by a 13-column id), clear
+    /// screen, a carriage return, a right-to-left override.
+    const NASTY: &[&str] = &[
+        "\x1b]0;owned\x07",
+        "\x1b[2J",
+        "ok\rFAKE",
+        "abc\u{202e}fdp.exe",
+        "\u{9b}31m",
+    ];
+
+    fn finding(id: &str, text: &str) -> Finding {
+        Finding {
+            kind: Kind::LeakedShim,
+            severity: Severity::Warning,
+            id: id.to_string(),
+            summary: format!("shim {id} leaked"),
+            evidence: serde_json::json!({
+                "shim_id": id, "pod_name": text, "reason": text, "list": [text],
+            }),
+            cause: "c".into(),
+            remedy: "r".into(),
+        }
+    }
+
+    fn shim_row(id: &str, text: &str) -> ShimRow {
+        ShimRow {
+            pid: 7,
+            binary: "containerd-shim-runc-v2".into(),
+            namespace: Some(text.to_string()),
+            id: Some(id.to_string()),
+            address: Some(text.to_string()),
+            action: None,
+            ours: false,
+            pod: crate::snapshot::PodRef {
+                pod_namespace: Some(text.to_string()),
+                pod_name: Some(text.to_string()),
+                container_name: None,
+            },
+            started_at: Value::Null,
+            age_seconds: 1.0,
+            rss_bytes: 0,
+            children_live: vec![],
+            children_defunct: vec![],
+            bundle_dir: None,
+            socket: None,
+            blocked_in: vec![text.to_string()],
+        }
+    }
+
+    /// Every output a person reads for a report holding `id` and `text` in
+    /// every node-string place: the findings table, the shims table, npd.
+    fn human_outputs(id: &str, text: &str) -> Vec<String> {
+        let s = snapshot();
+        let gaps = vec![crate::snapshot::Gap::item("bundles", text, text)];
+        let mut report = Report::new(
+            "check",
+            text,
+            s.paths.clone(),
+            vec![finding(id, text)],
+            gaps,
+        );
+        report.containerd.version = Some(text.to_string());
+        let mut shims = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]);
+        shims.shims = Some(vec![shim_row(id, text)]);
+        let mut outputs = Vec::new();
+        for (report, npd) in [(report.bounded(), true), (shims.bounded(), false)] {
+            let mut out = Vec::new();
+            render(&report, &mut out).unwrap();
+            outputs.push(out);
+            if npd {
+                let mut out = Vec::new();
+                crate::render::npd::render(&report, &mut out).unwrap();
+                outputs.push(out);
+            }
+        }
+        outputs
+            .into_iter()
+            .map(|o| String::from_utf8(o).unwrap())
+            .collect()
+    }
+
+    fn holds_control(text: &str) -> Option<char> {
+        text.lines().flat_map(str::chars).find(|&c| {
+            c.is_control()
+                || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+    }
+
+    #[test]
+    fn terminal_control_sequences_from_the_node_reach_no_terminal() {
+        for nasty in NASTY {
+            let id = format!("{nasty}{}", id('a'));
+            for text in human_outputs(&id, nasty) {
+                assert_eq!(holds_control(&text), None, "{nasty:?} in {text}");
+            }
+        }
+        let text = &human_outputs(&format!("\x1b]0;x\x07{}", id('a')), NASTY[0])[2];
+        // The 13-character id column shows the escape, not half of it.
+        assert!(text.contains("┆ \\x1b]0;x\\x07a ┆"), "{text}");
+        assert!(human_outputs("x", NASTY[3])[0].contains("abc\\u{202e}fdp.exe"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn no_table_or_npd_line_holds_a_control_character(
+            id in any::<String>(),
+            text in "(\\PC|[\\x00-\\x1f\\x7f-\\u{9f}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}])*",
+        ) {
+            for out in human_outputs(&id, &text) {
+                prop_assert_eq!(holds_control(&out), None, "{}", out);
+            }
+        }
+    }
+
+    #[test]
+    fn a_kind_lists_at_most_200_findings_and_counts_the_rest() {
+        let s = snapshot();
+        let huge = "x".repeat(131_072);
+        let findings = (0..300)
+            .map(|n| finding(&format!("{n}{huge}"), &huge))
+            .collect();
+        let report = Report::new("check", "k8s.io", s.paths.clone(), findings, vec![]).bounded();
+        assert_eq!(report.findings.len(), FINDINGS_PER_KIND);
+        assert_eq!(report.findings_omitted["leaked-shim"], 100);
+        assert_eq!(report.count("leaked-shim"), 300);
+        assert!(
+            report.findings[0].id.ends_with("…(+126977 bytes)"),
+            "{}",
+            &report.findings[0].id[4000..]
+        );
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "… and 100 more leaked-shim finding(s) not listed (at most 200 of a kind are)"
+            ),
+            "{}",
+            &text[text.len() - 300..]
+        );
+        // 300 findings of 4 × 128 KB strings: bounded by the caps, not by them.
+        assert!(text.len() < 4 << 20, "{} bytes", text.len());
+        let mut json = Vec::new();
+        crate::render::json::render(&report, &mut json).unwrap();
+        assert!(json.len() < 10 << 20, "{} bytes", json.len());
     }
 
     #[test]
