@@ -85,6 +85,7 @@ impl GlobalArgs {
             cri_address: None,
             progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             shim_threads: true,
+            timeout: self.timeout,
         }
     }
 

@@ -1,13 +1,14 @@
 //! Gather: runs every source once and assembles the snapshot.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::paths::Paths;
 use crate::snapshot::{Gap, Snapshot, Suspects};
 use crate::sources::containerd_api::ContainerdView;
 use crate::sources::cri_api::CriView;
+use crate::sources::Bounded;
 use crate::sources::{
     bundles, containerd_api, containerd_proc, cri_api, cri_store, mountinfo, node, procfs,
 };
@@ -17,6 +18,10 @@ use crate::sources::{
 const BINARY_VERSION_WAIT: Duration = Duration::from_secs(3);
 /// How long an API may keep a person waiting before nodectl says so.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
+/// The report goes out at most this long after `--timeout`, whatever the
+/// files do (README: "answers within `--timeout` + 1 s").
+const DEADLINE_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct GatherOptions {
@@ -34,36 +39,59 @@ pub struct GatherOptions {
     /// Sample what every shim thread is blocked in (zombie evidence, blocked
     /// shims, slow CRI); the leak checks do without.
     pub shim_threads: bool,
+    /// `--timeout`: a look at the node ends this (plus [`DEADLINE_GRACE`])
+    /// after it starts, with a gap for whatever source has not answered.
+    pub timeout: Duration,
 }
 
 /// Reads the node. Status files are read before procfs so that a container
 /// started in between cannot look dead; one that exits in between can, which
 /// is why callers confirm zombies with a second snapshot.
+///
+/// Every file source runs on a thread of its own and is waited for until one
+/// deadline, `timeout` + [`DEADLINE_GRACE`] after the start: a read stuck in
+/// the kernel (a FIFO, a stalled disk, FUSE or NFS) cannot be interrupted,
+/// so it is left behind and the snapshot goes out with a gap naming it.
 pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Snapshot {
     let taken_at = now_nanos();
-    let cri_containers = cri_store::read(&paths.cri_containers_dir(), &mut gaps);
-    // procfs is half the reading on a busy node and shares nothing with the
-    // other files: scan it on a second thread. It starts after the status
-    // files are read, so the order above still holds.
-    let mut proc_gaps = Vec::new();
-    let (mut proc_scan, (cri_sandboxes, bundles, mounts)) = std::thread::scope(|scope| {
-        let procfs =
-            scope.spawn(|| procfs::scan(&options.proc_root, options.shim_threads, &mut proc_gaps));
-        let files = (
-            cri_store::sandbox_ids(&paths.cri_sandbox_dirs(), &mut gaps),
-            bundles::read(&paths.bundles_dir(&options.namespace), &mut gaps),
-            mountinfo::read(
-                &options.mountinfo,
-                &[&paths.root.path, &paths.state.path],
-                &mut gaps,
-            ),
-        );
-        let proc_scan = procfs
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (proc_scan, files)
+    let started = Instant::now();
+    let deadline = started + options.timeout + DEADLINE_GRACE;
+
+    let dir = paths.cri_containers_dir();
+    let status_files = Bounded::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
+        cri_store::read(&dir, gaps)
     });
-    gaps.append(&mut proc_gaps);
+    let dirs = paths.cri_sandbox_dirs();
+    let sandboxes = Bounded::spawn(
+        cri_store::SOURCE,
+        &dirs.first().cloned().unwrap_or_default(),
+        move |gaps| cri_store::sandbox_ids(&dirs, gaps),
+    );
+    let dir = paths.bundles_dir(&options.namespace);
+    let bundles = Bounded::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
+        bundles::read(&dir, gaps)
+    });
+    let (file, below) = (
+        options.mountinfo.clone(),
+        [paths.root.path.clone(), paths.state.path.clone()],
+    );
+    let mounts = Bounded::spawn("mountinfo", &file.clone(), move |gaps| {
+        let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
+        mountinfo::read(&file, &below, gaps)
+    });
+
+    // procfs starts once the status files are read, so the order above
+    // holds; if they have not been read by `timeout`, it starts anyway and
+    // the status files are given up (a late answer would break the order).
+    let cri_containers = status_files
+        .wait(started + options.timeout, started, &mut gaps)
+        .unwrap_or_default();
+    let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
+    let mut proc_scan = Bounded::spawn("procfs", &root.clone(), move |gaps| {
+        procfs::scan(&root, shim_threads, gaps)
+    })
+    .wait(deadline, started, &mut gaps)
+    .unwrap_or_default();
     // Any process can name itself a shim and carry 128 KB arguments; cap
     // them now, before checks and reports copy them (see Report::bounded).
     for shim in &mut proc_scan.shims {
@@ -77,7 +105,22 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             crate::render::inert::cap_in_place(arg, crate::render::inert::STRING_CAP);
         }
     }
-    let node = node::read(&options.proc_root, &mounts, &mut gaps);
+    let cri_sandboxes = sandboxes
+        .wait(deadline, started, &mut gaps)
+        .unwrap_or_default();
+    let bundles = bundles
+        .wait(deadline, started, &mut gaps)
+        .unwrap_or_default();
+    let mounts = mounts
+        .wait(deadline, started, &mut gaps)
+        .unwrap_or_default();
+    let (root, node_mounts) = (options.proc_root.clone(), mounts.clone());
+    let node = Bounded::spawn("node", &root.clone(), move |gaps| {
+        node::read(&root, &node_mounts, gaps)
+    })
+    .wait(deadline, started, &mut gaps)
+    .unwrap_or_default();
+
     // The shims' own namespaces too: a leaked shim is judged against the
     // records of the namespace it was started for.
     let mut namespaces: BTreeSet<String> = proc_scan
@@ -88,13 +131,25 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .collect();
     namespaces.insert(options.namespace.clone());
     let container_ids: Vec<String> = cri_containers.iter().map(|c| c.id.clone()).collect();
-    let api_deadline = options.api_timeout.map(|timeout| Instant::now() + timeout);
+    // The APIs get `--timeout`, less what the files ate of the grace second.
+    let api_timeout = options
+        .api_timeout
+        .map(|timeout| timeout.min(deadline.saturating_duration_since(Instant::now())));
+    let api_deadline = api_timeout.map(|timeout| Instant::now() + timeout);
     let binary_version = paths
         .process
         .as_ref()
         .map(|p| containerd_proc::version_in_background(&options.proc_root, p.pid));
-    let (containerd, cri) = match options.api_timeout {
+    let (containerd, cri) = match api_timeout {
         None => (None, None),
+        Some(timeout) if timeout.is_zero() => {
+            let error = format!(
+                "not asked: the files took the whole deadline ({})",
+                humantime::format_duration(options.timeout + DEADLINE_GRACE)
+            );
+            gaps.push(Gap::source("containerd-api", &paths.address.path, error));
+            (None, None)
+        }
         Some(timeout) => ask_apis(
             paths,
             options,
@@ -138,18 +193,29 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
 /// A later, cheap look to confirm what a first snapshot suggested (a zombie
 /// seen twice, a shim thread blocked twice): only the suspects' status files
 /// and processes are read again; the APIs are not asked and every other part
-/// is left empty, as no check compares them across snapshots.
+/// is left empty, as no check compares them across snapshots. Bounded like
+/// [`gather`]: what has not answered by the deadline is a gap.
 pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) -> Snapshot {
     let taken_at = now_nanos();
+    let started = Instant::now();
+    let deadline = started + options.timeout + DEADLINE_GRACE;
     let mut gaps = Vec::new();
-    let cri_containers =
-        cri_store::reread(&paths.cri_containers_dir(), &suspects.containers, &mut gaps);
-    let proc_scan = procfs::rescan(
-        &options.proc_root,
-        &suspects.pids,
+    let (dir, ids) = (paths.cri_containers_dir(), suspects.containers.clone());
+    let cri_containers = Bounded::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
+        cri_store::reread(&dir, &ids, gaps)
+    })
+    .wait(started + options.timeout, started, &mut gaps)
+    .unwrap_or_default();
+    let (root, pids, shim_threads) = (
+        options.proc_root.clone(),
+        suspects.pids.clone(),
         options.shim_threads,
-        &mut gaps,
     );
+    let proc_scan = Bounded::spawn("procfs", &root.clone(), move |gaps| {
+        procfs::rescan(&root, &pids, shim_threads, gaps)
+    })
+    .wait(deadline, started, &mut gaps)
+    .unwrap_or_default();
     Snapshot {
         cri_containers,
         processes: proc_scan.processes,

@@ -8,11 +8,13 @@
 //!   migrates `[grpc]` into it for files of an older version, so a
 //!   version 4 file's `[grpc]` is ignored, by containerd and by us.
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+
+use crate::sources::{read_regular, Bounded, Links};
 
 /// The server plugin that owns the socket from config version 4 on.
 const GRPC_PLUGIN: &str = "io.containerd.server.v1.grpc";
@@ -46,9 +48,34 @@ struct GrpcSection {
 /// Reads `path`. A version nodectl does not know is an error naming it: its
 /// keys could mean anything, and a silent default would send every check to
 /// the wrong directories.
+///
+/// Read on a thread of its own and given up after [`CONFIG_DEADLINE`]: it is
+/// read before the rest of the node (which has its own deadline), and a
+/// stalled disk under it must not hang nodectl either.
 pub fn read(path: &Path) -> io::Result<ConfigPaths> {
-    parse(&fs::read_to_string(path)?)
+    let owned = path.to_path_buf();
+    let started = Instant::now();
+    match Bounded::spawn("config", path, move |_| read_now(&owned))
+        .answer(started + CONFIG_DEADLINE, started)
+    {
+        Ok((result, _)) => result,
+        Err((_, error)) => Err(io::Error::new(io::ErrorKind::TimedOut, error)),
+    }
 }
+
+/// A config file is a few KiB on the root disk: one that has not been read
+/// in this long will not be.
+const CONFIG_DEADLINE: Duration = Duration::from_secs(1);
+
+fn read_now(path: &Path) -> io::Result<ConfigPaths> {
+    let bytes = read_regular(path, CONFIG_SIZE_LIMIT, Links::Follow)?.bytes;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))?;
+    parse(&text)
+}
+
+/// Real configs are a few KiB; TOML this large is not one.
+const CONFIG_SIZE_LIMIT: u64 = 4 << 20;
 
 fn parse(text: &str) -> io::Result<ConfigPaths> {
     let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);

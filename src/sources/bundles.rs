@@ -13,12 +13,14 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::snapshot::{Bundle, Gap};
-use crate::sources::read_capped;
+use crate::sources::{read_regular, reading, Links};
 
-const SOURCE: &str = "bundles";
+pub(crate) const SOURCE: &str = "bundles";
 const CRI_ANNOTATION_PREFIX: &str = "io.kubernetes.cri.";
 /// OCI specs are tens of KiB; a few MiB leaves room for huge env lists.
 const SPEC_SIZE_LIMIT: u64 = 16 << 20;
+/// `shim.pid`, `address`: a number or a socket path.
+const SMALL_FILE_LIMIT: u64 = 4096;
 
 #[derive(Deserialize)]
 struct SpecAnnotations {
@@ -30,6 +32,7 @@ struct SpecAnnotations {
 /// tasks, which is not a gap; a state directory that is missing is.
 pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle> {
     let mut bundles = BTreeMap::new();
+    reading(bundles_dir);
     let entries = match fs::read_dir(bundles_dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
@@ -50,7 +53,9 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if !path.is_dir() {
+        // The type from the directory entry (no `stat`, which would follow
+        // a symlink planted here to wherever it points).
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let id = entry.file_name().to_string_lossy().into_owned();
@@ -69,11 +74,14 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
                 BTreeMap::new()
             }
         };
-        let shim_pid = fs::read_to_string(path.join("shim.pid"))
-            .ok()
-            .and_then(|text| text.trim().parse().ok());
-        let shim_socket = fs::read_to_string(path.join("address"))
-            .ok()
+        // Missing or odd (a 2.x bundle has no `address`): no gap, as before.
+        let small = |name: &str| {
+            read_regular(&path.join(name), SMALL_FILE_LIMIT, Links::Refuse)
+                .ok()
+                .and_then(|file| String::from_utf8(file.bytes).ok())
+        };
+        let shim_pid = small("shim.pid").and_then(|text| text.trim().parse().ok());
+        let shim_socket = small("address")
             .map(|text| text.trim().to_string())
             .filter(|text| !text.is_empty());
         bundles.insert(
@@ -91,7 +99,7 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
 }
 
 fn read_annotations(spec_path: &Path) -> io::Result<BTreeMap<String, String>> {
-    let bytes = read_capped(spec_path, SPEC_SIZE_LIMIT)?;
+    let bytes = read_regular(spec_path, SPEC_SIZE_LIMIT, Links::Refuse)?.bytes;
     let spec: SpecAnnotations = serde_json::from_slice(&bytes).map_err(|err| {
         io::Error::new(
             io::ErrorKind::InvalidData,

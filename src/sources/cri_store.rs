@@ -10,15 +10,16 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::snapshot::{CriContainer, CriStatus, Gap};
-use crate::sources::{mtime_nanos, read_capped};
+use crate::sources::{read_regular, reading, Links};
 
-const SOURCE: &str = "cri-store";
+pub(crate) const SOURCE: &str = "cri-store";
 /// Real status files are a few hundred bytes.
 const STATUS_SIZE_LIMIT: u64 = 1 << 20;
 
 /// Reads every container's status file. A container whose file is missing,
 /// unreadable or corrupt becomes a gap naming that file.
 pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
+    reading(containers_dir);
     let entries = match fs::read_dir(containers_dir) {
         Ok(entries) => entries,
         Err(err) => {
@@ -107,6 +108,7 @@ fn being_deleted(containers_dir: &Path, id: &str) -> bool {
 pub fn sandbox_ids(dirs: &[PathBuf], gaps: &mut Vec<Gap>) -> BTreeSet<String> {
     let mut ids = BTreeSet::new();
     for dir in dirs {
+        reading(dir);
         match fs::read_dir(dir) {
             Ok(entries) => ids.extend(
                 entries
@@ -121,11 +123,10 @@ pub fn sandbox_ids(dirs: &[PathBuf], gaps: &mut Vec<Gap>) -> BTreeSet<String> {
 }
 
 fn read_container(status_path: &Path) -> io::Result<(CriStatus, i64)> {
-    let metadata = fs::metadata(status_path)?;
-    let bytes = read_capped(status_path, STATUS_SIZE_LIMIT)?;
+    let file = read_regular(status_path, STATUS_SIZE_LIMIT, Links::Refuse)?;
     let status =
-        parse_status(&bytes).map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?;
-    Ok((status, mtime_nanos(&metadata)?))
+        parse_status(&file.bytes).map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?;
+    Ok((status, file.modified_nanos))
 }
 
 /// Parses a versioned status file. Unknown fields and versions newer than

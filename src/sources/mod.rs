@@ -11,24 +11,126 @@ pub mod mountinfo;
 pub mod node;
 pub mod procfs;
 
-use std::fs::File;
+use std::cell::RefCell;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::path::Path;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::snapshot::Gap;
 
-/// Reads a small file whole, refusing anything over `limit` bytes: a corrupt or
-/// hostile file must not make a diagnostic tool on a sick node eat memory.
-pub(crate) fn read_capped(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    File::open(path)?.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
+/// Whether the last component of a path may be a symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Links {
+    /// containerd writes its status and bundle files itself and never as
+    /// symlinks: one there was put there by someone else (a tenant's
+    /// `/dev/zero`, a loop), and is not followed.
+    Refuse,
+    /// Config files are often symlinks (config management, ConfigMaps).
+    Follow,
+}
+
+/// A file read whole, with the mtime of the very file that was read.
+#[derive(Debug)]
+pub(crate) struct FileRead {
+    pub bytes: Vec<u8>,
+    pub modified_nanos: i64,
+}
+
+/// Reads a small regular file whole, refusing anything else.
+///
+/// - `O_NONBLOCK`: opening a FIFO without a writer blocks forever without
+///   it; with it the open returns at once and `fstat` shows the FIFO. (For
+///   regular files the flag changes nothing: Linux ignores it for them.)
+/// - `O_NOFOLLOW` (with [`Links::Refuse`]): a symlink as the last component
+///   fails with `ELOOP` instead of being followed to a device or a loop.
+/// - `fstat` on the descriptor, not `stat` on the path: the type, size and
+///   mtime are those of the file opened, with no second path walk to race.
+/// - over `limit` bytes is an error before anything is allocated: a corrupt
+///   or hostile file must not make a diagnostic tool on a sick node eat memory.
+pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<FileRead> {
+    reading(path);
+    let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
+    if links == Links::Refuse {
+        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
+    }
+    // std adds O_RDONLY (read only) and O_CLOEXEC.
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .map_err(|err| match err.raw_os_error() {
+            Some(code) if code == nix::libc::ELOOP && links == Links::Refuse => io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a symlink, where containerd writes a regular file: not followed",
+            ),
+            // open(2) of a socket fails so, before `fstat` could say.
+            Some(code) if code == nix::libc::ENXIO => io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a socket (or a device without a driver), where containerd writes a regular \
+                 file: not read",
+            ),
+            _ => err,
+        })?;
+    let metadata = file.metadata()?;
+    let file_type = metadata.file_type();
+    if !file_type.is_file() {
         return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("larger than {limit} bytes"),
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{}, where containerd writes a regular file: not read",
+                type_name(&file_type)
+            ),
         ));
     }
+    if metadata.len() > limit {
+        return Err(too_large(limit, metadata.len()));
+    }
+    let bytes = read_at_most(&mut file, limit, metadata.len())?;
+    Ok(FileRead {
+        bytes,
+        modified_nanos: mtime_nanos(&metadata)?,
+    })
+}
+
+/// Reads to the end, but never more than `limit` bytes (the file may have
+/// grown since `fstat`). A loop, not one `read`: FUSE and NFS may return
+/// short reads before the end.
+fn read_at_most(file: &mut File, limit: u64, size_hint: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(size_hint.min(limit) as usize + 1);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(limit, bytes.len() as u64));
+    }
     Ok(bytes)
+}
+
+fn too_large(limit: u64, size: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{size} bytes, larger than the {limit} bytes nodectl reads: not read"),
+    )
+}
+
+/// What a gap calls a file that is not a regular one.
+fn type_name(file_type: &std::fs::FileType) -> &'static str {
+    if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_symlink() {
+        "a symlink"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// Modification time of a file as unix nanoseconds.
@@ -39,6 +141,31 @@ pub(crate) fn mtime_nanos(metadata: &std::fs::Metadata) -> io::Result<i64> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "mtime before 1970"))?;
     i64::try_from(since_epoch.as_nanos())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "mtime out of range"))
+}
+
+/// The path a source's thread is reading now, shared with whoever waits for
+/// it: when a read never returns, the gap can name the file it hangs in.
+pub(crate) type Reading = Arc<Mutex<Option<PathBuf>>>;
+
+thread_local! {
+    static READING: RefCell<Option<Reading>> = const { RefCell::new(None) };
+}
+
+/// Makes this thread report what it reads into `slot` (see [`reading`]).
+pub(crate) fn watch_reading(slot: Reading) {
+    READING.with(|r| *r.borrow_mut() = Some(slot));
+}
+
+/// Notes that this thread is about to read `path` (a file or a directory);
+/// free when nobody watches the thread.
+pub(crate) fn reading(path: &Path) {
+    READING.with(|r| {
+        if let Some(slot) = &*r.borrow() {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(path.to_path_buf());
+            }
+        }
+    });
 }
 
 /// Gaps for the calls an API did not answer: a failed connect or version call
@@ -63,5 +190,303 @@ pub(crate) fn api_gaps(source: &str, address: &Path, calls: &[api::ApiCall], gap
             call.error.as_deref().unwrap_or_default()
         );
         gaps.push(Gap::item(source, address, error));
+    }
+}
+
+/// A source running on a thread of its own, to be waited for until a
+/// deadline and abandoned after it.
+pub(crate) struct Bounded<T> {
+    source: &'static str,
+    /// What the source reads as a whole; named when it blocks before it
+    /// says which file it is in.
+    path: PathBuf,
+    reading: Reading,
+    answer: mpsc::Receiver<(T, Vec<Gap>)>,
+}
+
+impl<T: Send + 'static> Bounded<T> {
+    pub(crate) fn spawn(
+        source: &'static str,
+        path: &Path,
+        read: impl FnOnce(&mut Vec<Gap>) -> T + Send + 'static,
+    ) -> Bounded<T> {
+        let reading = Reading::default();
+        let (send, answer) = mpsc::sync_channel(1);
+        let slot = reading.clone();
+        // Detached: nothing ever joins it. A thread stuck in a kernel read
+        // is left behind and ends with the process (exit_group kills it:
+        // FUSE and NFS waits are killable; a read in true D state delays
+        // only the process's final exit, after the report is written).
+        let spawned = std::thread::Builder::new()
+            .name(format!("nodectl-{source}"))
+            .spawn(move || {
+                watch_reading(slot);
+                let mut gaps = Vec::new();
+                let value = read(&mut gaps);
+                // The waiter may have given up: nobody to tell then.
+                let _ = send.send((value, gaps));
+            });
+        if let Err(err) = spawned {
+            // Dropping the sender makes `wait` report it at once.
+            eprintln!("nodectl: cannot start a thread for {source}: {err}");
+        }
+        Bounded {
+            source,
+            path: path.to_path_buf(),
+            reading,
+            answer,
+        }
+    }
+
+    /// The source's answer (its gaps added to `gaps`), or `None` and a gap
+    /// saying what it was stuck in and for how long.
+    pub(crate) fn wait(self, until: Instant, started: Instant, gaps: &mut Vec<Gap>) -> Option<T> {
+        let source = self.source;
+        match self.answer(until, started) {
+            Ok((value, mut source_gaps)) => {
+                gaps.append(&mut source_gaps);
+                Some(value)
+            }
+            Err((path, error)) => {
+                gaps.push(Gap::source(source, path, error));
+                None
+            }
+        }
+    }
+
+    /// The source's answer and gaps, or the path it is stuck in (else the
+    /// one it was given) and what to say about it.
+    pub(crate) fn answer(
+        self,
+        until: Instant,
+        started: Instant,
+    ) -> Result<(T, Vec<Gap>), (PathBuf, String)> {
+        let timeout = until.saturating_duration_since(Instant::now());
+        match self.answer.recv_timeout(timeout) {
+            Ok(answer) => Ok(answer),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let waited = humantime::format_duration(Duration::from_millis(
+                    started.elapsed().as_millis() as u64,
+                ));
+                Err(match self.reading.lock().ok().and_then(|p| p.clone()) {
+                    Some(path) => {
+                        let error = format!(
+                            "blocked: no answer after {waited} reading {}; \
+                             reported without it (a read stuck in the kernel cannot be \
+                             interrupted: a stalled disk, FUSE or NFS)",
+                            path.display()
+                        );
+                        (path, error)
+                    }
+                    None => (
+                        self.path,
+                        format!("blocked: no answer after {waited}; reported without it"),
+                    ),
+                })
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err((
+                self.path,
+                "failed: its thread ended without an answer (see stderr)".to_string(),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+    use std::time::{Duration, SystemTime};
+
+    /// The error reading `path`; fails the test if the read blocks (a
+    /// FIFO opened without `O_NONBLOCK` would, forever).
+    fn refused(path: &Path, links: Links) -> String {
+        let (send, answer) = std::sync::mpsc::channel();
+        let owned = path.to_path_buf();
+        std::thread::spawn(move || send.send(read_regular(&owned, 1 << 20, links)));
+        match answer.recv_timeout(Duration::from_secs(5)) {
+            Ok(Ok(file)) => panic!("{} was read: {} bytes", path.display(), file.bytes.len()),
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => panic!("reading {} blocked", path.display()),
+        }
+    }
+
+    /// A block device to open: one of the machine's, else one made here.
+    fn block_device(dir: &Path) -> PathBuf {
+        let found = std::fs::read_dir("/dev")
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_type().is_ok_and(|t| t.is_block_device()));
+        if let Some(entry) = found {
+            return entry.path();
+        }
+        let path = dir.join("loop");
+        nix::sys::stat::mknod(
+            &path,
+            nix::sys::stat::SFlag::S_IFBLK,
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+            nix::sys::stat::makedev(7, 0),
+        )
+        .unwrap_or_else(|e| panic!("no block device in /dev, and mknod: {e}"));
+        path
+    }
+
+    #[test]
+    fn only_regular_files_are_read_and_every_other_type_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let socket = dir.path().join("socket");
+        let _listener = UnixListener::bind(&socket).unwrap();
+        let link = dir.path().join("link");
+        std::fs::write(dir.path().join("target"), "{}").unwrap();
+        symlink("target", &link);
+        let looped = dir.path().join("loop-link");
+        symlink("loop-link", &looped);
+
+        // Each of these returns at once: none is opened in a blocking way.
+        for (path, links, says) in [
+            (
+                fifo.as_path(),
+                Links::Refuse,
+                "a FIFO, where containerd writes a regular file",
+            ),
+            (&socket, Links::Refuse, "a socket"),
+            (Path::new("/dev/null"), Links::Refuse, "a character device"),
+            (&block_device(dir.path()), Links::Follow, "a block device"),
+            (dir.path(), Links::Refuse, "a directory"),
+            (
+                &link,
+                Links::Refuse,
+                "a symlink, where containerd writes a regular file",
+            ),
+            (&looped, Links::Refuse, "a symlink"),
+            // Followed where asked, a loop is still an error, not a hang.
+            (&looped, Links::Follow, "symbolic links"),
+        ] {
+            let error = refused(path, links);
+            assert!(error.contains(says), "{}: {error}", path.display());
+        }
+        assert_eq!(read_regular(&link, 10, Links::Follow).unwrap().bytes, b"{}");
+    }
+
+    fn symlink(target: &str, link: &Path) {
+        std::os::unix::fs::symlink(target, link).unwrap();
+    }
+
+    #[test]
+    fn a_file_over_the_cap_is_refused_and_one_at_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status");
+        std::fs::write(&path, vec![b'x'; 100]).unwrap();
+        assert_eq!(
+            read_regular(&path, 100, Links::Refuse).unwrap().bytes.len(),
+            100
+        );
+        let error = read_regular(&path, 99, Links::Refuse).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            error.to_string().contains("100 bytes, larger than the 99"),
+            "{error}"
+        );
+        // A sparse 50 MB file: refused from its size, nothing allocated.
+        File::create(&path).unwrap().set_len(50 << 20).unwrap();
+        let error = read_regular(&path, 1 << 20, Links::Refuse).unwrap_err();
+        assert!(error.to_string().starts_with("52428800 bytes"), "{error}");
+    }
+
+    #[test]
+    fn the_mtime_is_the_read_files_own_and_a_missing_file_stays_not_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status");
+        std::fs::write(&path, "{}").unwrap();
+        let written = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(written)
+            .unwrap();
+        let file = read_regular(&path, 10, Links::Refuse).unwrap();
+        assert_eq!(file.modified_nanos, 1_700_000_000_123_456_789);
+        let missing = read_regular(&dir.path().join("gone"), 10, Links::Refuse).unwrap_err();
+        // cri_store tells a container being removed by this kind.
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+    }
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_source_that_blocks_is_a_gap_naming_what_it_reads_and_for_how_long() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("status");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let path = fifo.clone();
+        // Opening a FIFO for reading blocks until a writer comes: none will.
+        let source = Bounded::spawn("cri-store", dir.path(), move |_| {
+            reading(&path);
+            std::fs::read(&path)
+        });
+        let started = Instant::now();
+        // On a thread of its own, so that a wait that does not end fails
+        // this test instead of hanging it.
+        let (send, waited_for) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut gaps = Vec::new();
+            let answer = source.wait(started + Duration::from_millis(300), started, &mut gaps);
+            send.send((answer.is_none(), gaps))
+        });
+        let (no_answer, gaps) = waited_for
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the wait ends by its deadline");
+        assert!(no_answer);
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(gaps[0].path, fifo);
+        assert!(gaps[0].source_unavailable);
+        assert!(
+            gaps[0]
+                .error
+                .starts_with("blocked: no answer after 300ms reading"),
+            "{}",
+            gaps[0].error
+        );
+    }
+
+    #[test]
+    fn a_source_that_answers_in_time_gives_its_value_and_gaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = Bounded::spawn("bundles", dir.path(), |gaps| {
+            gaps.push(Gap::item("bundles", "/x/config.json", "corrupt"));
+            42
+        });
+        let started = Instant::now();
+        let mut gaps = Vec::new();
+        let answer = source.wait(started + Duration::from_secs(5), started, &mut gaps);
+        assert_eq!(answer, Some(42));
+        assert_eq!(
+            gaps,
+            vec![Gap::item("bundles", "/x/config.json", "corrupt")]
+        );
+    }
+
+    #[test]
+    fn a_source_that_panics_is_a_gap_not_a_crash() {
+        let source: Bounded<()> = Bounded::spawn("procfs", Path::new("/proc"), |_| {
+            panic!("a bug in a source")
+        });
+        let started = Instant::now();
+        let mut gaps = Vec::new();
+        assert!(source
+            .wait(started + Duration::from_secs(5), started, &mut gaps)
+            .is_none());
+        assert_eq!(gaps.len(), 1);
+        assert_eq!(gaps[0].path, Path::new("/proc"));
+        assert!(gaps[0].error.starts_with("failed"), "{}", gaps[0].error);
     }
 }
