@@ -10,6 +10,7 @@ use crate::sources::containerd_api::ContainerdView;
 use crate::sources::cri_api::CriView;
 use crate::sources::{
     bundles, containerd_api, containerd_proc, cri_api, cri_store, mountinfo, node, procfs,
+    shim_proof,
 };
 
 /// How long an API may keep a person waiting before nodectl says so.
@@ -61,6 +62,13 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         (proc_scan, files)
     });
     gaps.append(&mut proc_gaps);
+    let mut proc_scan = proc_scan;
+    shim_proof::prove_all(
+        &options.proc_root,
+        paths,
+        &mut proc_scan.shims,
+        &proc_scan.processes,
+    );
     let node = node::read(&options.proc_root, &mounts, &mut gaps);
     // The shims' own namespaces too: a leaked shim is judged against the
     // records of the namespace it was started for.
@@ -117,11 +125,17 @@ pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) ->
     let mut gaps = Vec::new();
     let cri_containers =
         cri_store::reread(&paths.cri_containers_dir(), &suspects.containers, &mut gaps);
-    let proc_scan = procfs::rescan(
+    let mut proc_scan = procfs::rescan(
         &options.proc_root,
         &suspects.pids,
         options.shim_threads,
         &mut gaps,
+    );
+    shim_proof::prove_all(
+        &options.proc_root,
+        paths,
+        &mut proc_scan.shims,
+        &proc_scan.processes,
     );
     Snapshot {
         cri_containers,

@@ -185,7 +185,12 @@ fn shims_table(shims: &[ShimRow]) -> Table {
                 shim.children_live.len(),
                 shim.children_defunct.len()
             ),
-            if shim.ours { "yes" } else { "no" }.to_string(),
+            match shim.identity {
+                "ours" => "yes",
+                "impostor" => "impostor",
+                _ => "no",
+            }
+            .to_string(),
             shim.blocked_in.join(", "),
         ]);
     }
