@@ -11,6 +11,7 @@ use crate::sources::cri_api::CriView;
 use crate::sources::Bounded;
 use crate::sources::{
     bundles, containerd_api, containerd_proc, cri_api, cri_store, mountinfo, node, procfs,
+    shim_proof,
 };
 
 /// How long a command that asks no API waits for the containerd binary's
@@ -87,8 +88,12 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
     let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
+    let proof_paths = paths.clone();
     let mut proc_scan = Bounded::spawn("procfs", &root.clone(), move |gaps| {
-        procfs::scan(&root, shim_threads, gaps)
+        let mut scan = procfs::scan(&root, shim_threads, gaps);
+        // Proving a shim stats its socket: inside the deadline too.
+        shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes);
+        scan
     })
     .wait(deadline, started, &mut gaps)
     .unwrap_or_default();
@@ -211,8 +216,11 @@ pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) ->
         suspects.pids.clone(),
         options.shim_threads,
     );
+    let proof_paths = paths.clone();
     let proc_scan = Bounded::spawn("procfs", &root.clone(), move |gaps| {
-        procfs::rescan(&root, &pids, shim_threads, gaps)
+        let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
+        shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes);
+        scan
     })
     .wait(deadline, started, &mut gaps)
     .unwrap_or_default();

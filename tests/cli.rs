@@ -191,18 +191,23 @@ fn missing_config_given_explicitly_is_reported() {
     assert_eq!(output.status.code(), Some(2));
 }
 
-/// A process that looks like a shim of this node's containerd (its comm and
-/// argv are a shim's) but is a shell blocked reading a pipe: no children.
+/// A process the kernel shows as a shim of this node's containerd: a
+/// root-owned copy of sh named `containerd-shim-runc-v2` (a symlink would
+/// show sh as its executable), in our namespaces, whose `-address` is the
+/// node's socket, which accepts connections and never answers (a frozen
+/// containerd). It blocks reading a pipe: no children.
 struct FakeShim {
     child: std::process::Child,
+    _socket: std::os::unix::net::UnixListener,
 }
 
 impl FakeShim {
     fn start(node: &Node, id: &str) -> FakeShim {
-        let link = node.dir.path().join("containerd-shim-runc-v2");
-        std::os::unix::fs::symlink("/bin/sh", &link).unwrap();
+        let exe = node.dir.path().join("containerd-shim-runc-v2");
+        fs::copy("/bin/sh", &exe).unwrap();
         let socket = node.dir.path().join("containerd.sock");
-        let child = Command::new(&link)
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let child = Command::new(&exe)
             .args([
                 "-c",
                 "read line",
@@ -216,7 +221,10 @@ impl FakeShim {
             .stdin(Stdio::piped())
             .spawn()
             .unwrap();
-        FakeShim { child }
+        FakeShim {
+            child,
+            _socket: listener,
+        }
     }
 
     fn is_running(&self) -> bool {

@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::libc;
@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::checks::{leaked_shim, Basis};
 use crate::snapshot::{ProcessInfo, Shim, Snapshot};
+use crate::sources::shim_proof::{self, Identity};
 
 /// `/proc/<pid>/stat` start times tick at 100 Hz; two readings of the same
 /// process differ by less than one tick.
@@ -104,17 +105,11 @@ impl PidFd {
     }
 }
 
-/// The dry-run answer for every leaked shim of `snapshot`.
-pub fn plan(snapshot: &Snapshot) -> Vec<Action> {
-    leaked(snapshot)
-        .map(|shim| Action {
-            shim_pid: shim.pid,
-            shim_id: shim.id.clone().unwrap_or_default(),
-            outcome: Outcome::WouldKill,
-            detail: "run with --kill to end it".to_string(),
-            remains: Vec::new(),
-        })
-        .collect()
+/// The dry run: every leaked shim of `before`, re-verified exactly as
+/// [`kill`] does (pidfd, fresh snapshot, same checks), minus the signal; so
+/// `would-kill` means `--kill` would signal it now.
+pub fn plan(before: &Snapshot, regather: impl Fn() -> Snapshot) -> Vec<Action> {
+    act(before, None, regather)
 }
 
 fn leaked(snapshot: &Snapshot) -> impl Iterator<Item = &Shim> {
@@ -128,6 +123,11 @@ fn leaked(snapshot: &Snapshot) -> impl Iterator<Item = &Shim> {
 /// Ends the leaked shims of `before`, re-verifying each on a snapshot taken by
 /// `regather` after its pidfd was opened.
 pub fn kill(before: &Snapshot, grace: Duration, regather: impl Fn() -> Snapshot) -> Vec<Action> {
+    act(before, Some(grace), regather)
+}
+
+/// Signals (with `Some(grace)`) or only plans (`None`).
+fn act(before: &Snapshot, grace: Option<Duration>, regather: impl Fn() -> Snapshot) -> Vec<Action> {
     let targets: Vec<&Shim> = leaked(before).collect();
     let mut handles = Vec::new();
     let mut actions = Vec::new();
@@ -150,9 +150,10 @@ pub fn kill(before: &Snapshot, grace: Duration, regather: impl Fn() -> Snapshot)
     let fresh = regather();
     for (shim, pidfd) in handles {
         let verdict = verify(before, &fresh, shim);
-        let mut done = match verdict {
-            Err(why) => action(shim, Outcome::Refused, &why),
-            Ok(()) => end(shim, &pidfd, grace),
+        let mut done = match (verdict, grace) {
+            (Err(why), _) => action(shim, Outcome::Refused, &why),
+            (Ok(()), None) => action(shim, Outcome::WouldKill, "run with --kill to end it"),
+            (Ok(()), Some(grace)) => end(shim, &pidfd, grace),
         };
         if matches!(done.outcome, Outcome::Terminated | Outcome::Killed) {
             done.remains = remains(&fresh, shim);
@@ -162,7 +163,9 @@ pub fn kill(before: &Snapshot, grace: Duration, regather: impl Fn() -> Snapshot)
     actions
 }
 
-/// Why the shim must not be killed, if it must not.
+/// Why the shim must not be killed, if it must not. Pure: every fact about
+/// the process (start time, executable, uids, namespaces, socket) is in
+/// `fresh`, read after the pidfd was opened.
 fn verify(before: &Snapshot, fresh: &Snapshot, shim: &Shim) -> Result<(), String> {
     let then = before.processes.get(&shim.pid).ok_or("no process record")?;
     let now: &ProcessInfo = fresh
@@ -185,19 +188,25 @@ fn verify(before: &Snapshot, fresh: &Snapshot, shim: &Shim) -> Result<(), String
     {
         return Err("its command line changed".to_string());
     }
+    // Only a shim proven on this fresh look is touched: an archive's or a
+    // hand-made snapshot's unproven shim never is.
+    match shim_proof::identity(fresh_shim) {
+        Identity::Ours => {}
+        Identity::Unproven => return Err("not proven to be a shim".to_string()),
+        other => {
+            return Err(format!(
+                "not a shim of this containerd ({}): {}",
+                other.label(),
+                other.reason().unwrap_or_default()
+            ))
+        }
+    }
     let evidence = leaked_shim::judge(fresh, fresh_shim)
         .ok_or("no longer leaked: containerd has a record for it, or it serves a live process")?;
     if evidence.basis != Basis::ContainerdApi {
         return Err(
             "containerd did not answer, so its records could not confirm the leak".to_string(),
         );
-    }
-    // The command line can be anything; the executable must be a shim binary.
-    let exe = fs::read_link(format!("/proc/{}/exe", shim.pid))
-        .map_err(|e| format!("reading /proc/{}/exe: {e}", shim.pid))?;
-    let exe_name = exe.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if !exe_name.starts_with("containerd-shim") {
-        return Err(format!("executable is {}, not a shim", exe.display()));
     }
     Ok(())
 }
@@ -239,49 +248,65 @@ fn action(shim: &Shim, outcome: Outcome, detail: &str) -> Action {
     }
 }
 
-/// What the shim leaves: its bundle (its working directory), the socket
-/// named in the bundle, and mounts below the bundle.
+/// What the shim leaves: its bundle (below containerd's state directory,
+/// from its namespace and id; never its working directory), the socket
+/// named in the bundle, and mounts below the bundle. Only metadata and
+/// regular files are read: a tenant may have put a FIFO anywhere, and an
+/// open of a FIFO waits for a writer forever.
 fn remains(snapshot: &Snapshot, shim: &Shim) -> Vec<String> {
     let mut left = Vec::new();
-    let bundle: Option<PathBuf> = shim.cwd.clone().or_else(|| {
-        let ns = shim.namespace.as_deref()?;
-        Some(
-            snapshot
-                .paths
-                .state
-                .path
-                .join("io.containerd.runtime.v2.task")
-                .join(ns)
-                .join(shim.id.as_deref()?),
-        )
-    });
-    if let Some(bundle) = bundle.filter(|b| b.is_dir()) {
-        left.push(format!("bundle dir {}", bundle.display()));
-        if let Ok(address) = fs::read_to_string(bundle.join("address")) {
-            let socket = address.trim().trim_start_matches("unix://").to_string();
-            if Path::new(&socket).exists() {
-                left.push(format!("socket {socket}"));
-            }
-        }
-        for mount in snapshot
-            .mounts
-            .iter()
-            .filter(|m| m.mount_point.starts_with(&bundle))
-        {
-            left.push(format!("mount {}", mount.mount_point.display()));
+    let Some(bundle) = shim_proof::bundle_dir(&snapshot.paths.state.path, shim) else {
+        return left;
+    };
+    if !fs::symlink_metadata(&bundle).is_ok_and(|m| m.is_dir()) {
+        return left;
+    }
+    left.push(format!("bundle dir {}", bundle.display()));
+    if let Some(address) = read_regular(&bundle.join("address")) {
+        let socket = address.trim().trim_start_matches("unix://").to_string();
+        if fs::symlink_metadata(&socket).is_ok() {
+            left.push(format!("socket {socket}"));
         }
     }
+    for mount in snapshot
+        .mounts
+        .iter()
+        .filter(|m| m.mount_point.starts_with(&bundle))
+    {
+        left.push(format!("mount {}", mount.mount_point.display()));
+    }
     left
+}
+
+/// A small regular file's text; `None` for anything else. Opened
+/// O_NONBLOCK|O_NOFOLLOW so that a FIFO (or a device, or a symlink to one)
+/// put in its place returns at once, then checked on the open file.
+fn read_regular(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(4096).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::checks::fixtures::*;
+    use crate::sources::shim_proof::proven;
 
     fn leaked_snapshot(shim_pid: i32, started_at: i64) -> Snapshot {
         let mut s = snapshot();
-        s.shims.push(shim(shim_pid, &id('s'), ADDRESS, &["futex"]));
+        s.shims
+            .push(proven(shim(shim_pid, &id('s'), ADDRESS, &["futex"])));
         s.processes
             .insert(shim_pid, process(shim_pid, 'S', started_at));
         with_records(&mut s, &[]);
@@ -299,12 +324,8 @@ mod tests {
 
     #[test]
     fn shim_taken_back_by_containerd_is_refused() {
-        // This test process stands in for the shim: its executable is not a
-        // shim binary, so without the record re-check, verification would
-        // still refuse, at the executable check, and the test must tell the
-        // two apart.
-        let me = std::process::id() as i32;
-        let before = leaked_snapshot(me, NOW - 600 * SEC);
+        let before = leaked_snapshot(4242, NOW - 600 * SEC);
+        assert_eq!(verify(&before, &before, &before.shims[0]), Ok(()));
         let mut fresh = before.clone();
         fresh
             .containerd
@@ -320,21 +341,101 @@ mod tests {
 
     #[test]
     fn a_process_that_only_looks_like_a_shim_is_refused() {
-        // This test process, described as a leaked shim: everything matches
-        // but the executable, which is not a shim binary.
-        let me = std::process::id() as i32;
-        let before = leaked_snapshot(me, NOW - 600 * SEC);
-        let err = verify(&before, &before.clone(), &before.shims[0]).unwrap_err();
-        assert!(err.contains("not a shim"), "{err}");
+        let before = leaked_snapshot(4242, NOW - 600 * SEC);
+        let mut fresh = before.clone();
+        fresh.shims[0].proof.as_mut().unwrap().exe = Some("/usr/bin/bash".into());
+        let err = verify(&before, &fresh, &before.shims[0]).unwrap_err();
+        assert!(
+            err.contains("impostor") && err.contains("/usr/bin/bash"),
+            "{err}"
+        );
+        // Nor is a shim known only from an archive, without a proof.
+        fresh.shims[0].proof = None;
+        let err = verify(&before, &fresh, &before.shims[0]).unwrap_err();
+        assert!(err.contains("not proven"), "{err}");
+    }
+
+    /// A child `sleep` standing in for a shim: signalling it is harmless.
+    fn stand_in() -> (std::process::Child, Snapshot) {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        (child, leaked_snapshot(0, NOW - 600 * SEC))
+    }
+
+    fn standing_in(mut s: Snapshot, pid: i32) -> Snapshot {
+        let process = s.processes.remove(&0).unwrap();
+        s.processes.insert(pid, ProcessInfo { pid, ..process });
+        s.shims[0].pid = pid;
+        s
     }
 
     #[test]
-    fn dry_run_plans_every_leaked_shim_and_touches_nothing() {
-        let s = leaked_snapshot(4242, NOW - 600 * SEC);
-        let plan = plan(&s);
-        assert_eq!(plan.len(), 1);
-        assert_eq!(plan[0].outcome, Outcome::WouldKill);
-        assert_eq!(plan[0].shim_id, id('s'));
+    fn dry_run_and_kill_give_the_same_verdict() {
+        let (mut child, s) = stand_in();
+        let pid = child.id() as i32;
+        let s = standing_in(s, pid);
+        let dry = plan(&s, || s.clone());
+        assert_eq!(dry.len(), 1);
+        assert_eq!(dry[0].outcome, Outcome::WouldKill, "{}", dry[0].detail);
+        assert_eq!(dry[0].shim_id, id('s'));
+
+        // containerd's API did not answer on the fresh look: the dry run
+        // refuses, as --kill does, and nothing is signalled.
+        let mut unsure = s.clone();
+        unsure.containerd = None;
+        let dry = plan(&s, || unsure.clone());
+        let real = kill(&s, Duration::from_millis(100), || unsure.clone());
+        assert_eq!(dry[0].outcome, Outcome::Refused);
+        assert_eq!(
+            (&real[0].outcome, &real[0].detail),
+            (&dry[0].outcome, &dry[0].detail)
+        );
+        assert!(
+            dry[0].detail.contains("did not answer"),
+            "{}",
+            dry[0].detail
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the stand-in still runs"
+        );
+
+        let real = kill(&s, Duration::from_secs(2), || s.clone());
+        assert_eq!(real[0].outcome, Outcome::Terminated, "{}", real[0].detail);
+        assert!(!child.wait().unwrap().success());
+    }
+
+    #[test]
+    fn what_remains_is_read_without_opening_a_fifo() {
+        let state = tempfile::tempdir().unwrap();
+        let mut s = leaked_snapshot(4242, NOW - 600 * SEC);
+        s.paths.state.path = state.path().to_path_buf();
+        let bundle = state
+            .path()
+            .join("io.containerd.runtime.v2.task/k8s.io")
+            .join(id('s'));
+        fs::create_dir_all(&bundle).unwrap();
+        nix::unistd::mkfifo(&bundle.join("address"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // The working directory a process chose is not its bundle.
+        s.shims[0].cwd = Some("/etc".into());
+        let started = Instant::now();
+        let left = remains(&s, &s.shims[0]);
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(left, [format!("bundle dir {}", bundle.display())]);
+
+        // A real address file names a socket that is still there.
+        fs::remove_file(bundle.join("address")).unwrap();
+        let socket = state.path().join("s.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        fs::write(
+            bundle.join("address"),
+            format!("unix://{}", socket.display()),
+        )
+        .unwrap();
+        let left = remains(&s, &s.shims[0]);
+        assert_eq!(left[1], format!("socket {}", socket.display()));
     }
 
     #[test]

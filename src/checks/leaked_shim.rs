@@ -182,4 +182,22 @@ mod tests {
         assert_eq!(findings[0].evidence["inferred"], true);
         assert!(findings[0].summary.contains("inferred"));
     }
+
+    #[test]
+    fn only_a_proven_shim_is_judged() {
+        use crate::sources::shim_proof::proven;
+        let mut s = snapshot();
+        s.shims
+            .push(proven(shim(500, &id('s'), ADDRESS, &["futex"])));
+        // argv says shim, the kernel says bash run by nobody elsewhere.
+        let mut forged = proven(shim(600, &id('t'), ADDRESS, &["futex"]));
+        let proof = forged.proof.as_mut().unwrap();
+        proof.exe = Some("/usr/bin/bash".into());
+        proof.uids = vec![65534; 4];
+        s.shims.push(forged);
+        with_records(&mut s, &[]);
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].id, id('s'));
+    }
 }

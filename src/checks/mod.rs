@@ -372,6 +372,7 @@ pub(crate) mod fixtures {
             address: Some(address.to_string()),
             action: None,
             cwd: None,
+            proof: None,
             threads: syscalls
                 .iter()
                 .enumerate()

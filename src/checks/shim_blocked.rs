@@ -137,4 +137,20 @@ mod tests {
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].evidence["shim_pid"], 40);
     }
+
+    #[test]
+    fn an_impostor_in_d_is_not_a_blocked_shim() {
+        use crate::sources::shim_proof::proven;
+        let mut first = snapshot();
+        // A fake shim whose vfork child never execs sits in D: its own
+        // business, not containerd's.
+        let mut fake = proven(shim(40, &id('s'), ADDRESS, &["syscall 999"]));
+        fake.threads[0].state = 'D';
+        fake.proof.as_mut().unwrap().namespaces = None;
+        first.shims.push(fake.clone());
+        assert!(check(&first, &first.clone()).is_empty());
+        // The same facts as containerd's: blocked.
+        first.shims[0].proof = proven(fake).proof;
+        assert_eq!(check(&first, &first.clone()).len(), 1);
+    }
 }

@@ -22,15 +22,16 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> Result<Report, String
     let mut findings = leaked_shim::check(&snapshot);
     checks::sort(&mut findings);
 
-    let actions = if !args.kill || findings.is_empty() {
-        kill::plan(&snapshot)
+    let regather = || gather(&paths, &options, config_gaps.clone());
+    let actions = if findings.is_empty() {
+        Vec::new()
+    } else if !args.kill {
+        kill::plan(&snapshot, regather)
     } else {
         if !args.yes {
             confirm(findings.len())?;
         }
-        kill::kill(&snapshot, args.grace, || {
-            gather(&paths, &options, config_gaps.clone())
-        })
+        kill::kill(&snapshot, args.grace, regather)
     };
     let mut report = Report::new(
         "leaked-shims",

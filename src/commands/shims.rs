@@ -9,6 +9,7 @@ use crate::gather::gather;
 use crate::paths;
 use crate::report::Report;
 use crate::snapshot::Snapshot;
+use crate::sources::shim_proof::{self, Identity};
 
 #[derive(Debug, Serialize)]
 pub struct ShimRow {
@@ -19,8 +20,14 @@ pub struct ShimRow {
     pub address: Option<String>,
     /// `start`/`delete` for containerd's short-lived invocations of the binary.
     pub action: Option<String>,
-    /// Started by the containerd nodectl looked at (`--address`).
+    /// Started by the containerd nodectl looked at (`--address`), proven.
     pub ours: bool,
+    /// `ours`, `other` (not proven to serve nodectl's containerd),
+    /// `impostor` (its executable, uids or namespaces are not containerd's:
+    /// only its name looks like a shim) or `unproven` (an old archive).
+    pub identity: &'static str,
+    /// Why it is `other` or `impostor`.
+    pub reason: Option<String>,
     #[serde(flatten)]
     pub pod: PodRef,
     pub started_at: Value,
@@ -57,7 +64,14 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
             let process = snapshot.processes.get(&shim.pid);
             let started_at = process.map_or(0, |p| p.started_at);
             let (children_live, children_defunct) = snapshot.children(shim.pid);
-            let bundle = shim.id.as_ref().and_then(|id| snapshot.bundles.get(id));
+            let identity = shim_proof::identity(shim);
+            // Only a proven shim has a bundle here: another's -id may name one.
+            let proven = matches!(identity, Identity::Ours | Identity::Unproven);
+            let bundle = shim
+                .id
+                .as_ref()
+                .filter(|_| proven)
+                .and_then(|id| snapshot.bundles.get(id));
             let mut blocked_in: Vec<String> = shim
                 .threads
                 .iter()
@@ -79,6 +93,8 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 address: shim.address.clone(),
                 action: shim.action.clone(),
                 ours: shim.serves(&snapshot.paths.address.path),
+                identity: identity.label(),
+                reason: identity.reason().map(str::to_string),
                 pod: match (&shim.namespace, &shim.id) {
                     (Some(namespace), Some(id)) => snapshot.names_in(namespace, id),
                     _ => PodRef::default(),
@@ -88,9 +104,10 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 rss_bytes: process.map_or(0, |p| p.rss_bytes),
                 children_live,
                 children_defunct,
-                bundle_dir: shim
-                    .cwd
-                    .as_ref()
+                // Where containerd keeps it, never the process's cwd.
+                bundle_dir: proven
+                    .then(|| shim_proof::bundle_dir(&snapshot.paths.state.path, shim))
+                    .flatten()
                     .map(|p| p.display().to_string())
                     .or_else(|| bundle.map(|b| b.path.display().to_string())),
                 socket: bundle.and_then(|b| b.shim_socket.clone()),

@@ -206,7 +206,12 @@ fn shims_table(shims: &[ShimRow]) -> Table {
                 shim.children_live.len(),
                 shim.children_defunct.len()
             ),
-            if shim.ours { "yes" } else { "no" }.to_string(),
+            match shim.identity {
+                "ours" => "yes",
+                "impostor" => "impostor",
+                _ => "no",
+            }
+            .to_string(),
             shown(&shim.blocked_in.join(", ")),
         ]);
     }
@@ -367,6 +372,8 @@ mod tests {
             address: Some(text.to_string()),
             action: None,
             ours: false,
+            identity: "impostor",
+            reason: Some(text.to_string()),
             pod: crate::snapshot::PodRef {
                 pod_namespace: Some(text.to_string()),
                 pod_name: Some(text.to_string()),

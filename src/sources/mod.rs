@@ -10,6 +10,7 @@ pub mod cri_store;
 pub mod mountinfo;
 pub mod node;
 pub mod procfs;
+pub mod shim_proof;
 
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};

@@ -145,14 +145,14 @@ fn read_stat(path: &Path, buffer: &mut Vec<u8>) -> Option<Stat> {
     Stat::from_read(&buffer[..filled]).ok()
 }
 
-fn ticks_to_nanos(ticks: u64, ticks_per_second: i64) -> i64 {
+pub(crate) fn ticks_to_nanos(ticks: u64, ticks_per_second: i64) -> i64 {
     (ticks as i64).saturating_mul(1_000_000_000 / ticks_per_second.max(1))
 }
 
 /// Boot time as unix ns. `/proc/<pid>/stat` counts start times on the boot-time
 /// clock; on the live system `CLOCK_REALTIME - CLOCK_BOOTTIME` gives the boot
 /// instant to the nanosecond, where `/proc/stat`'s `btime` has whole seconds.
-fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
+pub(crate) fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
     use nix::time::{clock_gettime, ClockId};
     if proc_root == Path::new("/proc") {
         let nanos = |clock| -> Result<i64, String> {
@@ -203,6 +203,8 @@ fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
         } else {
             Vec::new()
         },
+        // Filled in by `shim_proof::prove_all`, which knows what to compare with.
+        proof: None,
     })
 }
 

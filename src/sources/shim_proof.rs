@@ -1,0 +1,668 @@
+//! Which `containerd-shim*` processes really are shims of the containerd
+//! nodectl talks to.
+//!
+//! argv, `comm` and the working directory are the process's own to set: any
+//! user can `exec -a containerd-shim-runc-v2 … -address /run/containerd/containerd.sock`
+//! from any directory. What it cannot set is the file the kernel executed
+//! (`/proc/<pid>/exe`), the uids it runs as and the namespaces it is in.
+//! containerd starts its shims as itself, in its own user, pid and mount
+//! namespaces, from a root-owned binary, and passes them its own socket as
+//! `-address`. A shim is proven when all of that holds and `-address`,
+//! resolved inside the shim's root, is the very file (device and inode)
+//! nodectl's `--address` names, however either is spelled.
+//!
+//! The facts are read here, as data ([`ShimProof`]); [`identity`] judges
+//! them, purely, so an archive is judged as the live run was.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::AtFlags;
+use nix::fcntl::{openat, openat2, readlinkat, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{fstat, fstatat, Mode};
+
+use crate::paths::Paths;
+use crate::snapshot::{FileId, NamespaceIds, ProcessInfo, ProofReference, Shim, ShimProof};
+use crate::sources::procfs;
+
+/// The prefix of every shim binary's name (`-runc-v2`, `-kata-v2`, ...).
+const SHIM_PREFIX: &str = "containerd-shim";
+/// Start times tick at 100 Hz; two readings of one process agree within this.
+const SAME_START: i64 = 10_000_000;
+/// `/proc/<pid>/status` is a couple of kB.
+const STATUS_LIMIT: u64 = 64 * 1024;
+
+/// What a process that looks like a shim is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// A shim of the containerd nodectl talks to.
+    Ours,
+    /// Possibly a real shim, but not proven to serve nodectl's containerd
+    /// (another containerd's, or a fact could not be read).
+    Other(String),
+    /// Not a shim: its executable, uids or namespaces are not containerd's.
+    Impostor(String),
+    /// Recorded before nodectl proved shims (an old archive).
+    Unproven,
+}
+
+impl Identity {
+    pub fn is_ours(&self) -> bool {
+        *self == Identity::Ours
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Identity::Ours => "ours",
+            Identity::Other(_) => "other",
+            Identity::Impostor(_) => "impostor",
+            Identity::Unproven => "unproven",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Identity::Other(why) | Identity::Impostor(why) => Some(why),
+            Identity::Ours | Identity::Unproven => None,
+        }
+    }
+}
+
+/// Judges the recorded facts of `shim`.
+pub fn identity(shim: &Shim) -> Identity {
+    let Some(proof) = &shim.proof else {
+        return Identity::Unproven;
+    };
+    if let Err(why) = impostor(shim, proof) {
+        return Identity::Impostor(why);
+    }
+    let address = shim.address.as_deref().unwrap_or("(none)");
+    match (proof.address_file, proof.reference.address_file) {
+        (Some(theirs), Some(ours)) if theirs == ours => Identity::Ours,
+        (_, None) => Identity::Other(
+            "the socket nodectl talks to (--address) does not exist, so no shim can be \
+             proven to serve it"
+                .to_string(),
+        ),
+        (None, _) => Identity::Other(format!(
+            "its -address {address} does not resolve to a file in its root"
+        )),
+        (Some(_), Some(_)) => Identity::Other(format!(
+            "its -address {address} is another socket than the one nodectl talks to"
+        )),
+    }
+}
+
+/// Why `shim` is no shim of the reference containerd, if it is not.
+fn impostor(shim: &Shim, proof: &ShimProof) -> Result<(), String> {
+    let reference = &proof.reference;
+    let unreadable = || {
+        if proof.unreadable.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", proof.unreadable.join("; "))
+        }
+    };
+    let exe = proof
+        .exe
+        .as_ref()
+        .ok_or_else(|| format!("its executable could not be read{}", unreadable()))?;
+    let name = exe.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    // An upgraded binary still running shows as `… (deleted)`.
+    let name = name.strip_suffix(" (deleted)").unwrap_or(name);
+    if !name.starts_with(SHIM_PREFIX) {
+        return Err(format!(
+            "its executable is {}, not a containerd-shim binary",
+            exe.display()
+        ));
+    }
+    if !proof.exe_regular {
+        return Err(format!(
+            "its executable {} is not a regular file",
+            exe.display()
+        ));
+    }
+    match proof.exe_uid {
+        Some(uid) if uid == 0 || uid == reference.uid => {}
+        Some(uid) => {
+            return Err(format!(
+                "its executable {} is owned by uid {uid}, not by root or containerd's uid {}",
+                exe.display(),
+                reference.uid
+            ))
+        }
+        None => {
+            return Err(format!(
+                "its executable's owner could not be read{}",
+                unreadable()
+            ))
+        }
+    }
+    if proof.exe_mode.is_some_and(|mode| mode & 0o022 != 0) {
+        return Err(format!(
+            "its executable {} is writable by others than its owner",
+            exe.display()
+        ));
+    }
+    if proof.uids.is_empty() {
+        return Err(format!("its uids could not be read{}", unreadable()));
+    }
+    if proof.uids.iter().any(|&uid| uid != reference.uid) {
+        return Err(format!(
+            "it runs as uid {} where {} runs as uid {}",
+            proof
+                .uids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join("/"),
+            reference.described,
+            reference.uid
+        ));
+    }
+    let (Some(theirs), Some(ours)) = (proof.namespaces, reference.namespaces) else {
+        return Err(format!(
+            "its namespaces or {}'s could not be read{}",
+            reference.described,
+            unreadable()
+        ));
+    };
+    for (kind, a, b) in [
+        ("user", theirs.user, ours.user),
+        ("pid", theirs.pid, ours.pid),
+        ("mount", theirs.mnt, ours.mnt),
+    ] {
+        if a != b {
+            return Err(format!(
+                "it runs in another {kind} namespace ({a}) than {} ({b})",
+                reference.described
+            ));
+        }
+    }
+    for (flag, value) in [("-namespace", &shim.namespace), ("-id", &shim.id)] {
+        if let Some(value) = value {
+            if !is_identifier(value) {
+                return Err(format!(
+                    "its {flag} {value:?} is not a containerd identifier"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// containerd's identifier rule (pkg/identifiers): 1 to 76 letters and
+/// digits, single `.`, `_` or `-` between them. So never `/`, `..` or empty:
+/// safe to join below the state directory.
+pub fn is_identifier(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    let sep = |b: &u8| matches!(b, b'.' | b'_' | b'-');
+    !bytes.is_empty()
+        && bytes.len() <= 76
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || sep(b))
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && !bytes.windows(2).any(|w| sep(&w[0]) && sep(&w[1]))
+}
+
+/// The task bundle containerd made for this shim:
+/// `<state>/io.containerd.runtime.v2.task/<ns>/<id>`, never its working
+/// directory (a process's own to choose); `None` unless both are identifiers.
+pub fn bundle_dir(state: &Path, shim: &Shim) -> Option<PathBuf> {
+    let namespace = shim.namespace.as_deref().filter(|n| is_identifier(n))?;
+    let id = shim.id.as_deref().filter(|i| is_identifier(i))?;
+    Some(
+        state
+            .join("io.containerd.runtime.v2.task")
+            .join(namespace)
+            .join(id),
+    )
+}
+
+/// Reads the proof of every shim of a scan; a shim that exited or whose pid
+/// was reused since the scan is dropped (churn, as in the scan itself).
+pub fn prove_all(
+    proc_root: &Path,
+    paths: &Paths,
+    shims: &mut Vec<Shim>,
+    processes: &std::collections::BTreeMap<i32, ProcessInfo>,
+) {
+    if shims.is_empty() {
+        return;
+    }
+    let reference = reference(proc_root, paths);
+    let boot = procfs::boot_time_nanos(proc_root).ok();
+    shims.retain_mut(|shim| {
+        let started_at = processes.get(&shim.pid).map(|p| p.started_at);
+        match prove(proc_root, shim, started_at, boot, &reference) {
+            Some(proof) => {
+                shim.proof = Some(proof);
+                true
+            }
+            None => false,
+        }
+    });
+}
+
+/// The running containerd nodectl uses (or PID 1 when none was identified:
+/// then shims must at least share the host's namespaces and run as root),
+/// and the socket `--address` names, as nodectl itself resolves it.
+pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
+    let address_file = std::fs::metadata(&paths.address.path).ok().map(|m| FileId {
+        dev: m.dev(),
+        ino: m.ino(),
+    });
+    let mut unreadable = Vec::new();
+    let open = |pid: &str| File::open(proc_root.join(pid)).ok();
+    let (described, dir, uid) = match &paths.process {
+        Some(process) => {
+            let dir = open(&process.pid.to_string());
+            let uid = dir
+                .as_ref()
+                .and_then(|d| uids(d, &mut unreadable).get(1).copied());
+            (
+                format!("containerd pid {}", process.pid),
+                dir,
+                uid.unwrap_or(0),
+            )
+        }
+        // No containerd to compare with: shims must at least share the
+        // host's namespaces (PID 1's, under hostPID too) and run as root.
+        // PID 1 may be unreadable (a sandbox hiding it): then nodectl's own.
+        None => match open("1").filter(|d| namespaces(d, &mut Vec::new()).is_some()) {
+            Some(dir) => (
+                "PID 1 (no running containerd identified)".to_string(),
+                Some(dir),
+                0,
+            ),
+            None => (
+                "nodectl itself (no running containerd identified, PID 1 unreadable)".to_string(),
+                open("self"),
+                0,
+            ),
+        },
+    };
+    let namespaces = dir.as_ref().and_then(|d| namespaces(d, &mut unreadable));
+    ProofReference {
+        described,
+        uid,
+        namespaces,
+        address_file,
+    }
+}
+
+/// Reads `shim`'s facts through one open `/proc/<pid>` directory: it pins
+/// that process, so every read fails (ESRCH) once it has exited, even if
+/// its pid is reused meanwhile; the start time ties it to the scanned one.
+fn prove(
+    proc_root: &Path,
+    shim: &Shim,
+    started_at: Option<i64>,
+    boot: Option<i64>,
+    reference: &ProofReference,
+) -> Option<ShimProof> {
+    let dir = File::open(proc_root.join(shim.pid.to_string())).ok()?;
+    if let (Some(started_at), Some(boot)) = (started_at, boot) {
+        let mut text = Vec::new();
+        let file = openat(
+            &dir,
+            "stat",
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        File::from(file).read_to_end(&mut text).ok()?;
+        let stat = <::procfs::process::Stat as ::procfs::FromRead>::from_read(&text[..]).ok()?;
+        let now =
+            boot + procfs::ticks_to_nanos(stat.starttime, ::procfs::ticks_per_second() as i64);
+        if (now - started_at).abs() >= SAME_START {
+            return None;
+        }
+    }
+    let mut unreadable = Vec::new();
+    let exe = match readlinkat(&dir, "exe") {
+        Ok(exe) => Some(PathBuf::from(exe)),
+        Err(err) => {
+            unreadable.push(format!("exe: {err}"));
+            None
+        }
+    };
+    // The exe link followed: the file the kernel mapped, wherever it is now.
+    let exe_stat = fstatat(&dir, "exe", AtFlags::empty())
+        .map_err(|err| unreadable.push(format!("exe: {err}")))
+        .ok();
+    let uids = uids(&dir, &mut unreadable);
+    let namespaces = namespaces(&dir, &mut unreadable);
+    let address_file = shim
+        .address
+        .as_deref()
+        .and_then(|address| resolve_in_root(&dir, address, &mut unreadable));
+    Some(ShimProof {
+        exe,
+        exe_regular: exe_stat.is_some_and(|s| s.st_mode & libc_s_ifmt() == libc_s_ifreg()),
+        exe_uid: exe_stat.map(|s| s.st_uid),
+        exe_mode: exe_stat.map(|s| s.st_mode & 0o7777),
+        uids,
+        namespaces,
+        address_file,
+        unreadable,
+        reference: reference.clone(),
+    })
+}
+
+fn libc_s_ifmt() -> u32 {
+    nix::libc::S_IFMT
+}
+
+fn libc_s_ifreg() -> u32 {
+    nix::libc::S_IFREG
+}
+
+/// Real, effective, saved and filesystem uids, as seen from nodectl's user
+/// namespace (a uid 0 inside a user namespace of its own shows as the uid
+/// it maps to).
+fn uids(dir: &File, unreadable: &mut Vec<String>) -> Vec<u32> {
+    let read = || -> Result<Vec<u32>, String> {
+        let file = openat(
+            dir,
+            "status",
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        File::from(file)
+            .take(STATUS_LIMIT)
+            .read_to_string(&mut text)
+            .map_err(|e| e.to_string())?;
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .ok_or("no Uid line")?;
+        line.split_whitespace()
+            .map(|u| u.parse::<u32>().map_err(|e| e.to_string()))
+            .collect()
+    };
+    read().unwrap_or_else(|err| {
+        unreadable.push(format!("status: {err}"));
+        Vec::new()
+    })
+}
+
+fn namespaces(dir: &File, unreadable: &mut Vec<String>) -> Option<NamespaceIds> {
+    let mut inode = |name: &str| match fstatat(dir, name, AtFlags::empty()) {
+        Ok(stat) => Some(stat.st_ino),
+        Err(err) => {
+            unreadable.push(format!("{name}: {err}"));
+            None
+        }
+    };
+    Some(NamespaceIds {
+        user: inode("ns/user")?,
+        pid: inode("ns/pid")?,
+        mnt: inode("ns/mnt")?,
+    })
+}
+
+/// The file `address` names for the process: resolved with its root as `/`
+/// (symlinks included, via openat2's RESOLVE_IN_ROOT: an absolute symlink
+/// must not escape to nodectl's root), a relative one from its working
+/// directory. Opened O_PATH, which never opens the file itself: a FIFO or
+/// device there cannot block or act.
+fn resolve_in_root(dir: &File, address: &str, unreadable: &mut Vec<String>) -> Option<FileId> {
+    let path = Path::new(address.strip_prefix("unix://").unwrap_or(address));
+    let path: PathBuf = if path.is_relative() {
+        match readlinkat(dir, "cwd") {
+            Ok(cwd) => PathBuf::from(cwd).join(path),
+            Err(err) => {
+                unreadable.push(format!("cwd: {err}"));
+                return None;
+            }
+        }
+    } else {
+        path.to_path_buf()
+    };
+    let path_flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    let resolved = openat(dir, "root", path_flags | OFlag::O_DIRECTORY, Mode::empty()).and_then(
+        |root: OwnedFd| {
+            openat2(
+                root.as_fd(),
+                &path,
+                OpenHow::new()
+                    .flags(path_flags)
+                    .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS),
+            )
+        },
+    );
+    match resolved.and_then(|fd| fstat(&fd)) {
+        Ok(stat) => Some(FileId {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+        }),
+        Err(err) => {
+            unreadable.push(format!("-address {}: {err}", path.display()));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) const NS: NamespaceIds = NamespaceIds {
+    user: 1,
+    pid: 2,
+    mnt: 3,
+};
+#[cfg(test)]
+pub(crate) const SOCKET: FileId = FileId { dev: 8, ino: 99 };
+
+#[cfg(test)]
+/// A shim whose facts are containerd's.
+pub(crate) fn proven(mut shim: Shim) -> Shim {
+    shim.proof = Some(ShimProof {
+        exe: Some("/usr/bin/containerd-shim-runc-v2".into()),
+        exe_regular: true,
+        exe_uid: Some(0),
+        exe_mode: Some(0o755),
+        uids: vec![0, 0, 0, 0],
+        namespaces: Some(NS),
+        address_file: Some(SOCKET),
+        unreadable: Vec::new(),
+        reference: ProofReference {
+            described: "containerd pid 812".to_string(),
+            uid: 0,
+            namespaces: Some(NS),
+            address_file: Some(SOCKET),
+        },
+    });
+    shim
+}
+
+#[cfg(test)]
+mod tests {
+
+    use super::*;
+    use crate::checks::fixtures::*;
+
+    fn with(change: impl FnOnce(&mut ShimProof)) -> Identity {
+        let mut shim = proven(shim(500, &id('s'), ADDRESS, &[]));
+        change(shim.proof.as_mut().unwrap());
+        identity(&shim)
+    }
+
+    fn impostor_because(identity: Identity, words: &str) {
+        match identity {
+            Identity::Impostor(why) => assert!(why.contains(words), "{why}"),
+            other => panic!("not an impostor: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn containerds_own_facts_prove_a_shim() {
+        assert_eq!(with(|_| {}), Identity::Ours);
+        // A deleted (upgraded) binary still running is still the shim.
+        assert_eq!(
+            with(|p| p.exe = Some("/usr/bin/containerd-shim-runc-v2 (deleted)".into())),
+            Identity::Ours
+        );
+    }
+
+    #[test]
+    fn the_executable_not_argv_must_be_a_root_owned_shim_binary() {
+        impostor_because(
+            with(|p| p.exe = Some("/usr/bin/bash".into())),
+            "/usr/bin/bash",
+        );
+        impostor_because(with(|p| p.exe = None), "could not be read");
+        impostor_because(with(|p| p.exe_regular = false), "not a regular file");
+        impostor_because(with(|p| p.exe_uid = Some(65534)), "owned by uid 65534");
+        impostor_because(with(|p| p.exe_mode = Some(0o777)), "writable by others");
+    }
+
+    #[test]
+    fn a_rootless_containerds_shims_run_as_its_uid() {
+        let rootless = |p: &mut ShimProof| {
+            p.reference.uid = 1000;
+            p.uids = vec![1000; 4];
+        };
+        assert_eq!(with(rootless), Identity::Ours);
+        assert_eq!(
+            with(|p| {
+                rootless(p);
+                p.exe_uid = Some(1000);
+            }),
+            Identity::Ours
+        );
+        impostor_because(
+            with(|p| {
+                rootless(p);
+                p.exe_uid = Some(1001);
+            }),
+            "owned by uid 1001",
+        );
+    }
+
+    #[test]
+    fn another_uid_or_namespace_than_containerds_is_an_impostor() {
+        impostor_because(
+            with(|p| p.uids = vec![65534; 4]),
+            "runs as uid 65534/65534/65534/65534 where containerd pid 812 runs as uid 0",
+        );
+        // A saved uid is enough to tell: setuid games do not pass.
+        impostor_because(with(|p| p.uids = vec![0, 0, 65534, 0]), "runs as uid");
+        for (kind, change) in [
+            ("user", NamespaceIds { user: 7, ..NS }),
+            ("pid", NamespaceIds { pid: 7, ..NS }),
+            ("mount", NamespaceIds { mnt: 7, ..NS }),
+        ] {
+            impostor_because(
+                with(|p| p.namespaces = Some(change)),
+                &format!("another {kind} namespace (7) than containerd pid 812"),
+            );
+        }
+        impostor_because(with(|p| p.namespaces = None), "could not be read");
+    }
+
+    #[test]
+    fn the_address_is_compared_by_identity_not_spelling() {
+        // Spelled differently, same file: ours.
+        let mut spelled = proven(shim(
+            500,
+            &id('s'),
+            "/var/run/containerd/containerd.sock",
+            &[],
+        ));
+        assert_eq!(identity(&spelled), Identity::Ours);
+        // Spelled the same, another file: not ours, and not an impostor.
+        spelled = proven(shim(500, &id('s'), ADDRESS, &[]));
+        spelled.proof.as_mut().unwrap().address_file = Some(FileId { dev: 8, ino: 100 });
+        assert!(
+            matches!(identity(&spelled), Identity::Other(why) if why.contains("another socket"))
+        );
+        assert!(matches!(
+            with(|p| p.address_file = None),
+            Identity::Other(why) if why.contains("does not resolve")
+        ));
+        assert!(matches!(
+            with(|p| p.reference.address_file = None),
+            Identity::Other(why) if why.contains("does not exist")
+        ));
+    }
+
+    #[test]
+    fn namespace_and_id_must_be_containerd_identifiers() {
+        for bad in ["../../etc", "a/b", "..", "", "-a", "a..b", &"a".repeat(77)] {
+            assert!(!is_identifier(bad), "{bad:?}");
+            let mut forged = proven(shim(500, bad, ADDRESS, &[]));
+            impostor_because(identity(&forged), "-id");
+            forged.id = Some(id('s'));
+            forged.namespace = Some(bad.to_string());
+            impostor_because(identity(&forged), "-namespace");
+            assert_eq!(bundle_dir(Path::new("/run/containerd"), &forged), None);
+        }
+        for good in ["k8s.io", "moby", &id('a'), "a-b_c.d"] {
+            assert!(is_identifier(good), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn the_bundle_is_below_state_never_the_working_directory() {
+        let mut s = proven(shim(500, &id('s'), ADDRESS, &[]));
+        s.cwd = Some("/etc".into());
+        assert_eq!(
+            bundle_dir(Path::new("/run/containerd"), &s),
+            Some(PathBuf::from(format!(
+                "/run/containerd/io.containerd.runtime.v2.task/k8s.io/{}",
+                id('s')
+            )))
+        );
+    }
+
+    #[test]
+    fn an_archive_from_before_proofs_is_judged_by_its_address() {
+        let old = shim(500, &id('s'), ADDRESS, &[]);
+        assert_eq!(identity(&old), Identity::Unproven);
+        assert!(old.serves(Path::new(ADDRESS)));
+        let json = serde_json::to_value(&old).unwrap();
+        let mut map = json.as_object().unwrap().clone();
+        map.remove("proof");
+        let back: Shim = serde_json::from_value(map.into()).unwrap();
+        assert_eq!(back.proof, None);
+    }
+
+    #[test]
+    fn this_process_is_read_as_what_it_is() {
+        // nodectl's tests run as a test binary: a real process, read live.
+        let me = std::process::id() as i32;
+        // -address through a symlink: the file it names is what counts.
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("c.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&target).unwrap();
+        let link = dir.path().join("link.sock");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let mut s = shim(me, &id('s'), &format!("unix://{}", link.display()), &[]);
+        let mut paths = snapshot().paths;
+        paths.address.path = target.clone();
+        let mut shims = vec![s.clone()];
+        prove_all(Path::new("/proc"), &paths, &mut shims, &Default::default());
+        s = shims.pop().expect("a live process is kept");
+        let proof = s.proof.as_ref().unwrap();
+        assert_eq!(
+            proof.exe.as_deref(),
+            std::env::current_exe().ok().as_deref()
+        );
+        assert!(proof.exe_regular);
+        assert!(proof.namespaces.is_some());
+        assert!(proof.address_file.is_some(), "{:?}", proof.unreadable);
+        assert_eq!(proof.address_file, proof.reference.address_file);
+        // A magic link (/proc/self/...) is not followed into another root.
+        let mut magic = shim(me, &id('s'), "/proc/self/exe", &[]);
+        let mut shims = vec![magic.clone()];
+        prove_all(Path::new("/proc"), &paths, &mut shims, &Default::default());
+        magic = shims.pop().unwrap();
+        assert_eq!(magic.proof.unwrap().address_file, None);
+        impostor_because(identity(&s), "not a containerd-shim binary");
+    }
+}
