@@ -35,6 +35,10 @@ pub struct Report {
     /// Findings left out, by kind, past [`FINDINGS_PER_KIND`].
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub findings_omitted: BTreeMap<String, usize>,
+    /// `shims`: rows left out past [`OTHER_SHIMS_LISTED`] of shims that are
+    /// not this containerd's (anyone can start a process named like one).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub shims_omitted: usize,
     /// The same, by severity (critical, warning), for Prometheus.
     #[serde(skip)]
     pub omitted_by_severity: [usize; 2],
@@ -72,6 +76,7 @@ impl Report {
             advisories: Vec::new(),
             findings,
             findings_omitted: BTreeMap::new(),
+            shims_omitted: 0,
             omitted_by_severity: [0; 2],
             gaps,
             actions: Vec::new(),
@@ -201,4 +206,12 @@ fn cap_path(path: &mut std::path::PathBuf) {
         cut.extend_from_slice(format!("…(+{} bytes)", bytes.len() - STRING_CAP).as_bytes());
         *path = std::ffi::OsString::from_vec(cut).into();
     }
+}
+
+/// How many inventory rows of shims that are not this containerd's a report
+/// lists; this containerd's own are all listed.
+pub const OTHER_SHIMS_LISTED: usize = 200;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

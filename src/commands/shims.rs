@@ -7,7 +7,7 @@ use crate::checks::{timestamp, PodRef};
 use crate::cli::GlobalArgs;
 use crate::gather::gather;
 use crate::paths;
-use crate::report::Report;
+use crate::report::{Report, OTHER_SHIMS_LISTED};
 use crate::snapshot::Snapshot;
 use crate::sources::shim_proof::{self, Identity};
 
@@ -52,8 +52,31 @@ pub fn run(global: &GlobalArgs) -> Report {
         snapshot.gaps.clone(),
     )
     .identified(snapshot.containerd_version.clone());
-    report.shims = Some(inventory(&snapshot));
+    let (rows, omitted) = bounded(inventory(&snapshot));
+    report.shims = Some(rows);
+    report.shims_omitted = omitted;
     report
+}
+
+/// Every row of this containerd's shims, and at most [`OTHER_SHIMS_LISTED`]
+/// of the rest, with how many were left out: forged shims must not make the
+/// report as large as their number.
+fn bounded(rows: Vec<ShimRow>) -> (Vec<ShimRow>, usize) {
+    let mut others = 0;
+    let mut omitted = 0;
+    let kept = rows
+        .into_iter()
+        .filter(|row| {
+            if row.identity == "ours" {
+                return true;
+            }
+            others += 1;
+            let keep = others <= OTHER_SHIMS_LISTED;
+            omitted += usize::from(!keep);
+            keep
+        })
+        .collect();
+    (kept, omitted)
 }
 
 pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
@@ -115,4 +138,42 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pid: i32, identity: &'static str) -> ShimRow {
+        ShimRow {
+            pid,
+            binary: "containerd-shim-runc-v2".into(),
+            namespace: None,
+            id: None,
+            address: None,
+            action: None,
+            ours: identity == "ours",
+            identity,
+            reason: None,
+            pod: PodRef::default(),
+            started_at: Value::Null,
+            age_seconds: 0.0,
+            rss_bytes: 0,
+            children_live: vec![],
+            children_defunct: vec![],
+            bundle_dir: None,
+            socket: None,
+            blocked_in: vec![],
+        }
+    }
+
+    #[test]
+    fn every_own_shim_is_listed_and_at_most_200_others() {
+        let mut rows: Vec<ShimRow> = (0..3000).map(|pid| row(pid, "impostor")).collect();
+        rows.extend((3000..3500).map(|pid| row(pid, "ours")));
+        let (kept, omitted) = bounded(rows);
+        assert_eq!(kept.iter().filter(|r| r.identity == "ours").count(), 500);
+        assert_eq!(kept.len(), 500 + OTHER_SHIMS_LISTED);
+        assert_eq!(omitted, 3000 - OTHER_SHIMS_LISTED);
+    }
 }

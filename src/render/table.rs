@@ -56,6 +56,13 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         } else {
             writeln!(out, "{}", shims_table(shims))?;
         }
+        if report.shims_omitted > 0 {
+            writeln!(
+                out,
+                "… and {} more shim(s) not this containerd's, not listed",
+                report.shims_omitted
+            )?;
+        }
     } else if report.findings.is_empty() {
         writeln!(out, "\nNo findings.")?;
     } else {

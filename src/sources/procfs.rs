@@ -169,8 +169,18 @@ pub(crate) fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
         .ok_or_else(|| "no btime line".to_string())
 }
 
+/// A real shim's command line is a few hundred bytes; any process can name
+/// itself a shim and carry megabytes of arguments, which must not become
+/// nodectl's memory (3,000 such processes took 436 MiB before this cap).
+const CMDLINE_CAP: u64 = 16 * 1024;
+
 fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
-    let raw = fs::read(dir.join("cmdline")).ok()?;
+    let mut raw = Vec::new();
+    fs::File::open(dir.join("cmdline"))
+        .ok()?
+        .take(CMDLINE_CAP)
+        .read_to_end(&mut raw)
+        .ok()?;
     let cmdline: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|arg| !arg.is_empty())
