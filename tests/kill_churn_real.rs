@@ -16,7 +16,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -66,19 +66,8 @@ impl Target {
     }
 
     fn nodectl(&self, args: &[&str]) -> Value {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
-        command
-            .args(args)
-            .arg("--root")
-            .arg(&self.root)
-            .arg("--state")
-            .arg(&self.state)
-            .arg("--address")
-            .arg(&self.address)
-            .arg("--config")
-            .arg(&self.config)
-            .stdin(Stdio::null());
-        let output = support::run_bounded(&mut command, Duration::from_secs(60))
+        let paths = [&self.root, &self.state, &self.address, &self.config];
+        let output = support::nodectl_at(args, paths.map(PathBuf::as_path))
             .unwrap_or_else(|e| panic!("nodectl {args:?}: {e}"));
         support::report(&output)
     }

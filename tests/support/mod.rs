@@ -74,6 +74,28 @@ pub fn mount_tmpfs(path: &Path) {
     .unwrap_or_else(|e| panic!("mounting tmpfs at {}: {e}", path.display()));
 }
 
+/// Runs the nodectl binary with `args` followed by `--root`, `--state`,
+/// `--address` and `--config` set to `[root, state, address, config]`;
+/// killed after 60 s.
+pub fn nodectl_at(
+    args: &[&str],
+    [root, state, address, config]: [&Path; 4],
+) -> Result<Output, String> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
+    command
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .arg("--state")
+        .arg(state)
+        .arg("--address")
+        .arg(address)
+        .arg("--config")
+        .arg(config)
+        .stdin(Stdio::null());
+    run_bounded(&mut command, Duration::from_secs(60))
+}
+
 /// Runs nodectl with no node to look at (as on another machine), bounded.
 pub fn nodectl_offline(args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));

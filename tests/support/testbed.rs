@@ -370,19 +370,8 @@ impl TestBed {
     /// Runs the nodectl binary with `args` followed by `--root <root> --state
     /// <state> --address <socket> --config <config>`; killed after 60 s.
     pub fn nodectl(&self, args: &[&str]) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
-        command
-            .args(args)
-            .arg("--root")
-            .arg(&self.root)
-            .arg("--state")
-            .arg(&self.state)
-            .arg("--address")
-            .arg(&self.address)
-            .arg("--config")
-            .arg(&self.config)
-            .stdin(Stdio::null());
-        run_bounded(&mut command, Duration::from_secs(60))
+        let paths = [&self.root, &self.state, &self.address, &self.config];
+        super::nodectl_at(args, paths.map(PathBuf::as_path))
             .unwrap_or_else(|e| self.fail(&format!("nodectl {args:?}: {e}")))
     }
 
