@@ -30,24 +30,19 @@ struct Node {
 
 impl Node {
     fn new() -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let node = Node { dir };
-        fs::create_dir_all(node.containers()).unwrap();
-        fs::create_dir_all(node.bundles()).unwrap();
+        let node = Node {
+            dir: support::hand_made_node(),
+        };
         fs::write(node.config(), "version = 2\n").unwrap();
         node
     }
 
     fn containers(&self) -> PathBuf {
-        self.dir
-            .path()
-            .join("root/io.containerd.grpc.v1.cri/containers")
+        self.dir.path().join(support::HAND_MADE_CONTAINERS)
     }
 
     fn bundles(&self) -> PathBuf {
-        self.dir
-            .path()
-            .join("state/io.containerd.runtime.v2.task/k8s.io")
+        self.dir.path().join(support::HAND_MADE_BUNDLES)
     }
 
     fn config(&self) -> PathBuf {

@@ -21,13 +21,7 @@ struct Node {
 
 impl Node {
     fn new() -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("root/io.containerd.grpc.v1.cri/containers")).unwrap();
-        fs::create_dir_all(
-            dir.path()
-                .join("state/io.containerd.runtime.v2.task/k8s.io"),
-        )
-        .unwrap();
+        let dir = support::hand_made_node();
         Node { dir }
     }
 

@@ -4,6 +4,8 @@
 //! without the registry credentials, and `check --from` refuses an archive
 //! no node could have written before it costs memory.
 
+mod support;
+
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -16,13 +18,7 @@ struct Node {
 
 impl Node {
     fn new() -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir_all(dir.path().join("root/io.containerd.grpc.v1.cri/containers")).unwrap();
-        fs::create_dir_all(
-            dir.path()
-                .join("state/io.containerd.runtime.v2.task/k8s.io"),
-        )
-        .unwrap();
+        let dir = support::hand_made_node();
         fs::write(
             dir.path().join("config.toml"),
             r#"version = 2

@@ -96,6 +96,22 @@ pub fn nodectl_at(
     run_bounded(&mut command, Duration::from_secs(60))
 }
 
+/// Where a containerd root and state made by hand keep CRI's status files
+/// and the `k8s.io` task bundles, below the node's directory.
+pub const HAND_MADE_CONTAINERS: &str = "root/io.containerd.grpc.v1.cri/containers";
+pub const HAND_MADE_BUNDLES: &str = "state/io.containerd.runtime.v2.task/k8s.io";
+
+/// A temp dir holding an empty containerd root and state (CRI's containers
+/// directory and the `k8s.io` bundles directory), for tests that need no
+/// running containerd.
+pub fn hand_made_node() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in [HAND_MADE_CONTAINERS, HAND_MADE_BUNDLES] {
+        fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    dir
+}
+
 /// Runs nodectl with no node to look at (as on another machine), bounded.
 pub fn nodectl_offline(args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
