@@ -2,9 +2,11 @@
 //! `check` needs (plus raw copies of the files they came from, for people),
 //! and `nodectl check --from` runs every check on them elsewhere.
 
+use std::cell::Cell;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::Path;
+use std::rc::Rc;
 
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -51,6 +53,12 @@ pub fn write(
     force: bool,
 ) -> io::Result<Vec<String>> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let exists = || {
+        named(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "already exists (pass --force to replace it)",
+        ))
+    };
     let config = evidence.first.paths.config.as_deref();
     let statuses: Vec<&Path> = evidence
         .first
@@ -60,10 +68,7 @@ pub fn write(
         .collect();
     if let Ok(existing) = fs::symlink_metadata(path) {
         if !force {
-            return Err(named(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "already exists (pass --force to replace it)",
-            )));
+            return Err(exists());
         }
         if existing.is_dir() {
             return Err(named(io::Error::other("is a directory")));
@@ -92,7 +97,12 @@ pub fn write(
     if placed.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    placed.map_err(named)
+    placed.map_err(|e| match e.kind() {
+        // Another run (a second `collect` to the same path) placed its
+        // archive after our look above: theirs stays.
+        io::ErrorKind::AlreadyExists if !force => exists(),
+        _ => named(e),
+    })
 }
 
 fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
@@ -230,11 +240,42 @@ fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> 
 pub fn read(path: &Path) -> Result<Evidence, String> {
     let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let file = File::open(path).map_err(|e| fail(&e))?;
-    let mut archive = tar::Archive::new(GzDecoder::new(file));
-    for entry in archive.entries().map_err(|e| fail(&e))? {
-        let entry = entry.map_err(|e| fail(&e))?;
+    // `write` puts snapshots.json first: an archive that inflates past it
+    // before reaching it is not one, and inflating a bomb in front of it
+    // would hold nodectl for seconds per GiB.
+    let cap = SNAPSHOTS_LIMIT + INFLATE_HEADROOM;
+    let inflated = Rc::new(Cell::new(0u64));
+    let mut archive = tar::Archive::new(Counted {
+        inner: GzDecoder::new(file).take(cap),
+        count: Rc::clone(&inflated),
+    });
+    let not_found = || {
+        fail(&format!(
+            "no {SNAPSHOTS} within its first {} MiB: not a nodectl evidence archive",
+            cap >> 20
+        ))
+    };
+    // Past the cap the stream ends, which tar reports as a cut archive.
+    let fail_read = |e: io::Error| {
+        if inflated.get() >= cap {
+            not_found()
+        } else {
+            fail(&e)
+        }
+    };
+    for entry in archive.entries().map_err(fail_read)? {
+        let entry = entry.map_err(fail_read)?;
         if entry.path().map_err(|e| fail(&e))?.as_os_str() != SNAPSHOTS {
             continue;
+        }
+        let entry_type = entry.header().entry_type();
+        if !entry_type.is_file() {
+            // A link or a device has no content of its own, and nothing in
+            // an archive is ever followed to the disk: refuse it by name.
+            return Err(fail(&format!(
+                "{SNAPSHOTS} is a {} entry, not a file: not a nodectl evidence archive",
+                format!("{entry_type:?}").to_lowercase()
+            )));
         }
         let too_large = || {
             fail(&format!(
@@ -254,10 +295,32 @@ pub fn read(path: &Path) -> Result<Evidence, String> {
         }
         return parsed.map_err(|e| fail(&format!("{SNAPSHOTS}: {e}")));
     }
-    Err(fail(&format!(
-        "no {SNAPSHOTS} inside: not a nodectl evidence bundle"
-    )))
+    Err(if inflated.get() >= cap {
+        not_found()
+    } else {
+        fail(&format!(
+            "no {SNAPSHOTS} inside: not a nodectl evidence bundle"
+        ))
+    })
 }
+
+/// A reader that counts the bytes it hands out.
+struct Counted<R> {
+    inner: R,
+    count: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// What an archive may inflate to in front of and around `snapshots.json`
+/// (tar headers and padding) beyond [`SNAPSHOTS_LIMIT`].
+const INFLATE_HEADROOM: u64 = 1 << 20;
 
 /// A reader that stops (with an error) past [`SNAPSHOTS_LIMIT`] bytes or
 /// [`VALUES_LIMIT`] JSON values; it counts values by the separators and

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod commands;
 pub mod evidence;
 pub mod gather;
+pub mod path_json;
 pub mod paths;
 pub mod render;
 pub mod report;

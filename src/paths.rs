@@ -54,6 +54,7 @@ impl Origin {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Located {
+    #[serde(with = "crate::path_json")]
     pub path: PathBuf,
     pub origin: Origin,
 }
@@ -61,6 +62,7 @@ pub struct Located {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Paths {
     /// The containerd config file that was read, if any.
+    #[serde(default, with = "crate::path_json::option")]
     pub config: Option<PathBuf>,
     pub root: Located,
     pub state: Located,

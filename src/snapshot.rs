@@ -70,6 +70,7 @@ impl Suspects {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CriContainer {
     pub id: String,
+    #[serde(with = "crate::path_json")]
     pub status_path: PathBuf,
     /// Modification time of the status file: when CRI last wrote the status.
     pub status_written_at: UnixNanos,
@@ -171,7 +172,7 @@ impl Snapshot {
         if since <= 0 {
             return 0.0;
         }
-        seconds(self.taken_at - since)
+        seconds(self.taken_at.saturating_sub(since))
     }
 }
 
@@ -292,6 +293,7 @@ pub fn seconds(nanos: i64) -> f64 {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Bundle {
     pub id: String,
+    #[serde(with = "crate::path_json")]
     pub path: PathBuf,
     /// `io.kubernetes.cri.*` annotations from the bundle's OCI `config.json`.
     pub annotations: BTreeMap<String, String>,
@@ -368,6 +370,7 @@ pub struct Shim {
     pub action: Option<String>,
     /// The shim's working directory (what it says, not where its bundle is:
     /// any process can start anywhere).
+    #[serde(default, with = "crate::path_json::option")]
     pub cwd: Option<PathBuf>,
     pub threads: Vec<ThreadSample>,
     /// What the kernel says this process is, read when it was seen; judged
@@ -406,6 +409,7 @@ impl Shim {
 pub struct ShimProof {
     /// `/proc/<pid>/exe`: the file the kernel executed (argv and comm are
     /// the process's to set).
+    #[serde(default, with = "crate::path_json::option")]
     pub exe: Option<PathBuf>,
     pub exe_regular: bool,
     pub exe_uid: Option<u32>,
@@ -462,6 +466,7 @@ pub struct ThreadSample {
 /// One mount from mountinfo.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Mount {
+    #[serde(with = "crate::path_json")]
     pub mount_point: PathBuf,
     pub fs_type: String,
     pub source: Option<String>,
@@ -474,10 +479,15 @@ pub struct Mount {
 pub struct ContainerdProcess {
     pub pid: i32,
     /// The binary it runs (the `/proc/<pid>/exe` link).
+    #[serde(with = "crate::path_json")]
     pub exe: PathBuf,
+    #[serde(default, with = "crate::path_json::option")]
     pub config: Option<PathBuf>,
+    #[serde(default, with = "crate::path_json::option")]
     pub address: Option<PathBuf>,
+    #[serde(default, with = "crate::path_json::option")]
     pub root: Option<PathBuf>,
+    #[serde(default, with = "crate::path_json::option")]
     pub state: Option<PathBuf>,
 }
 
@@ -515,6 +525,7 @@ pub struct Gap {
     /// The source that hit it: `cri-store`, `bundles`, `procfs`, `config`.
     pub source: String,
     /// The file or directory that failed.
+    #[serde(with = "crate::path_json")]
     pub path: PathBuf,
     pub error: String,
     /// True when the whole source is unavailable, not just one item of it.

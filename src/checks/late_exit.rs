@@ -33,7 +33,8 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
         .filter(|c| c.status.state() == CriState::Exited)
         .filter(|c| snapshot.taken_at.saturating_sub(c.status.finished_at) <= since)
         .filter_map(|c| {
-            let lag = c.status_written_at - c.status.finished_at;
+            // Saturating: the times are the status file's, whatever it holds.
+            let lag = c.status_written_at.saturating_sub(c.status.finished_at);
             if lag <= late_after {
                 return None;
             }

@@ -181,7 +181,9 @@ pub fn suspects(first: &Snapshot) -> Suspects {
     for finding in zombie::check(first) {
         let container = first.cri_containers.iter().find(|c| c.id == finding.id);
         if let Some(container) = container {
-            suspects.pids.insert(container.status.pid as i32);
+            suspects
+                .pids
+                .extend(i32::try_from(container.status.pid).ok());
         }
         suspects.containers.insert(finding.id);
     }
@@ -242,7 +244,7 @@ pub(crate) mod fixtures {
             status: CriStatus {
                 version: "v1".to_string(),
                 pid,
-                created_at: started_at - SEC,
+                created_at: started_at.saturating_sub(SEC),
                 started_at,
                 ..CriStatus::default()
             },
@@ -250,7 +252,7 @@ pub(crate) mod fixtures {
     }
 
     pub fn exited(id: &str, finished_at: i64, written_at: i64) -> CriContainer {
-        let mut c = running(id, 0, finished_at - 10 * SEC);
+        let mut c = running(id, 0, finished_at.saturating_sub(10 * SEC));
         c.status.finished_at = finished_at;
         c.status.exit_code = 0;
         c.status.reason = "Completed".to_string();
@@ -480,5 +482,37 @@ mod tests {
                 (Kind::LateExit, id('a'))
             ]
         );
+    }
+
+    #[test]
+    fn times_and_pids_at_the_edges_of_what_a_status_file_holds_neither_panic_nor_wrap() {
+        // Found by tests/hostile_input.rs: each of these overflowed a
+        // subtraction in late_exit, zombie, shim_blocked or seconds_since.
+        let mut s = snapshot();
+        s.taken_at = i64::MIN;
+        s.cri_containers.push(exited(&id('a'), i64::MIN, i64::MAX));
+        s.cri_containers.push(exited(&id('b'), i64::MAX, i64::MIN));
+        s.cri_containers.push(running(&id('c'), 100, i64::MIN));
+        s.cri_containers.push(running(&id('d'), 100, i64::MAX));
+        s.processes.insert(100, process(100, 'S', i64::MAX));
+        // 2^32 + 100: no process, not pid 100 truncated.
+        s.cri_containers
+            .push(running(&id('e'), (1 << 32) + 100, NOW - 60 * SEC));
+        let mut second = s.clone();
+        second.taken_at = i64::MAX;
+        let findings = run_all(&s, &second, &Settings::default());
+        let late: Vec<&str> = findings
+            .iter()
+            .filter(|f| f.kind == Kind::LateExit)
+            .map(|f| f.id.as_str())
+            .collect();
+        // Recorded i64::MAX after an exit at i64::MIN: late, not wrapped to early.
+        assert_eq!(late, [id('a')]);
+        let e = findings
+            .iter()
+            .find(|f| f.kind == Kind::Zombie && f.id == id('e'))
+            .expect("a pid no process can have is a zombie");
+        assert!(!e.summary.contains("another process"), "{}", e.summary);
+        let _ = suspects(&s);
     }
 }

@@ -16,7 +16,7 @@ pub fn is_stuck(thread: &ThreadSample) -> bool {
 
 /// `first` and `second` are two snapshots of the same node, taken apart.
 pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
-    let apart = seconds(second.taken_at - first.taken_at);
+    let apart = seconds(second.taken_at.saturating_sub(first.taken_at));
     first
         .shims
         .iter()

@@ -39,7 +39,12 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
         .iter()
         .filter(|c| c.status.state() == CriState::Running && c.status.pid > 0)
         .filter_map(|c| {
-            let death = why_dead(c, snapshot.processes.get(&(c.status.pid as i32)))?;
+            // A pid past what the kernel gives is no process (not a
+            // truncated one that happens to exist).
+            let process = i32::try_from(c.status.pid)
+                .ok()
+                .and_then(|pid| snapshot.processes.get(&pid));
+            let death = why_dead(c, process)?;
             Some(finding(snapshot, c, death))
         })
         .collect()
@@ -59,8 +64,12 @@ fn why_dead(container: &CriContainer, process: Option<&ProcessInfo>) -> Option<S
             status.pid, process.state
         ));
     }
-    let earliest = status.created_at.min(status.started_at) - START_TIME_SLACK;
-    let latest = status.started_at + START_TIME_SLACK;
+    // Saturating: the times are the status file's, whatever it holds.
+    let earliest = status
+        .created_at
+        .min(status.started_at)
+        .saturating_sub(START_TIME_SLACK);
+    let latest = status.started_at.saturating_add(START_TIME_SLACK);
     if process.started_at < earliest || process.started_at > latest {
         return Some(format!(
             "pid {} now belongs to another process ({}, started {})",

@@ -21,6 +21,7 @@ const SOURCE: &str = "containerd-api";
 /// What containerd answered, per namespace; `None` where it did not answer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ContainerdView {
+    #[serde(with = "crate::path_json")]
     pub address: PathBuf,
     pub version: Option<String>,
     pub namespaces: BTreeMap<String, NamespaceView>,

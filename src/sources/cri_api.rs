@@ -33,6 +33,7 @@ const STATUS_CONCURRENCY: usize = 16;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct CriView {
+    #[serde(with = "crate::path_json")]
     pub address: PathBuf,
     pub runtime_version: Option<String>,
     pub sandboxes: Option<Vec<CriItem>>,

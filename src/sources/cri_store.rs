@@ -40,7 +40,17 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
                 continue;
             }
         };
-        let id = entry.file_name().to_string_lossy().into_owned();
+        // containerd ids are ASCII; a name that is not UTF-8 is no container
+        // CRI made, and a lossy id would name a directory that does not exist
+        // (read as "removed meanwhile", silently).
+        let Ok(id) = entry.file_name().into_string() else {
+            gaps.push(Gap::item(
+                SOURCE,
+                entry.path().join("status"),
+                "not a container id (its name is not UTF-8): not read",
+            ));
+            continue;
+        };
         // `<id>.del-status`: a status file being deleted (below).
         if id.ends_with(DELETING_SUFFIX) {
             continue;
@@ -254,6 +264,20 @@ mod tests {
         gap_paths.sort();
         assert_eq!(gap_paths, vec![bad.join("status"), missing.join("status")]);
         assert!(gaps.iter().all(|g| !g.source_unavailable));
+    }
+
+    #[test]
+    fn a_directory_whose_name_is_not_utf8_is_a_gap_not_silently_skipped() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"\x80"));
+        fs::create_dir(&odd).unwrap();
+        fs::write(odd.join("status"), testdata("running.json")).unwrap();
+        let mut gaps = Vec::new();
+        assert!(read(dir.path(), &mut gaps).is_empty());
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(gaps[0].path, odd.join("status"));
+        assert!(gaps[0].error.contains("not UTF-8"), "{gaps:?}");
     }
 
     #[test]

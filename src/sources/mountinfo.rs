@@ -15,7 +15,7 @@ const SOURCE: &str = "mountinfo";
 /// other mounts that no check looks at.
 pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount> {
     let text = match std::fs::read(mountinfo) {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(bytes) => escape_invalid_utf8(&bytes),
         Err(err) => {
             gaps.push(Gap::source(SOURCE, mountinfo, err));
             return Vec::new();
@@ -80,7 +80,23 @@ fn escape(path: &Path) -> String {
             _ => escaped.push(byte),
         }
     }
-    String::from_utf8_lossy(&escaped).into_owned()
+    // As the table is read: see `escape_invalid_utf8`.
+    escape_invalid_utf8(&escaped)
+}
+
+/// mountinfo as text for procfs's parser, with every byte that is not
+/// UTF-8 written as the kernel's own octal escape: [`unescape`] then gives
+/// a mount point's exact bytes back (a lossy U+FFFD would name a path that
+/// does not exist). The kernel escapes `\` itself, so no escape is made up.
+fn escape_invalid_utf8(bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            text.push_str(&format!("\\{byte:03o}"));
+        }
+    }
+    text
 }
 
 /// The path a mountinfo field stands for: `\ooo` octal escapes decoded.
@@ -154,6 +170,24 @@ mod tests {
             [Path::new(
                 "/srv/my state/io.containerd.runtime.v2.task/k8s.io/abc/rootfs"
             )]
+        );
+    }
+
+    #[test]
+    fn a_mount_point_that_is_not_utf8_reads_back_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mountinfo");
+        std::fs::write(
+            &path,
+            b"310 22 0:52 / /run/containerd/\x80\\040x rw - overlay overlay\xff rw\n",
+        )
+        .unwrap();
+        let mut gaps = Vec::new();
+        let mounts = read(&path, &[Path::new("/run/containerd")], &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(
+            mounts[0].mount_point.as_os_str().as_bytes(),
+            b"/run/containerd/\x80 x"
         );
     }
 

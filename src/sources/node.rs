@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use procfs::{FromRead, IoPressure, Meminfo};
+use procfs::{FromRead, IoPressure};
 use serde::{Deserialize, Serialize};
 
 use crate::snapshot::{Gap, Mount};
@@ -41,10 +41,13 @@ pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeCont
         Err(err) => gaps.push(Gap::item("node", &pressure_path, err)),
     }
     let meminfo_path = proc_root.join("meminfo");
-    match Meminfo::from_file(&meminfo_path) {
-        Ok(meminfo) => {
-            context.dirty_bytes = Some(meminfo.dirty);
-            context.writeback_bytes = Some(meminfo.writeback);
+    match std::fs::read_to_string(&meminfo_path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| Ok((kib_line(&text, "Dirty")?, kib_line(&text, "Writeback")?)))
+    {
+        Ok((dirty, writeback)) => {
+            context.dirty_bytes = Some(dirty);
+            context.writeback_bytes = Some(writeback);
         }
         Err(err) => gaps.push(Gap::item("node", &meminfo_path, err)),
     }
@@ -58,4 +61,49 @@ pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeCont
         .filter(|m| m.options.iter().any(|o| o == "volatile"))
         .count();
     context
+}
+
+/// The bytes of a `/proc/meminfo` line (`Dirty:    1234 kB`). Read here
+/// rather than with procfs's `Meminfo`, which multiplies every line by 1024
+/// unchecked (a panic on a fake `--proc-root`) and needs all 50 of them.
+fn kib_line(meminfo: &str, key: &str) -> Result<u64, String> {
+    meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|value| value.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+        .and_then(|kib| kib.checked_mul(1024))
+        .ok_or_else(|| format!("no {key} line in kB"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirty_and_writeback_are_read_in_bytes_and_odd_lines_are_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let meminfo = dir.path().join("meminfo");
+        std::fs::write(
+            &meminfo,
+            "MemTotal: 100 kB\nDirty:            233 kB\nWriteback:  0 kB\nWritebackTmp: 9 kB\n",
+        )
+        .unwrap();
+        let mut gaps = Vec::new();
+        let context = read(dir.path(), &[], &mut gaps);
+        assert_eq!(gaps, vec![]);
+        assert_eq!(
+            (context.dirty_bytes, context.writeback_bytes),
+            (Some(233 * 1024), Some(0))
+        );
+        // Found by tests/hostile_input.rs: procfs's parser overflowed here.
+        std::fs::write(
+            &meminfo,
+            "Dirty: 18446744073709551615 kB\nWriteback: 0 kB\n",
+        )
+        .unwrap();
+        let context = read(dir.path(), &[], &mut gaps);
+        assert_eq!(context.dirty_bytes, None);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].error.contains("no Dirty line"), "{gaps:?}");
+    }
 }

@@ -108,7 +108,9 @@ impl<'a> Reader<'a> {
             ppid: stat.ppid,
             comm: stat.comm,
             state: stat.state,
-            started_at: self.boot_time + ticks_to_nanos(stat.starttime, self.ticks_per_second),
+            started_at: self
+                .boot_time
+                .saturating_add(ticks_to_nanos(stat.starttime, self.ticks_per_second)),
             rss_bytes: stat.rss.saturating_mul(self.page_size),
         };
         if info.comm == SHIM_COMM && info.is_running() {
@@ -142,11 +144,37 @@ fn read_stat(path: &Path, buffer: &mut Vec<u8>) -> Option<Stat> {
         }
         buffer.resize(buffer.len() * 2, 0);
     }
-    Stat::from_read(&buffer[..filled]).ok()
+    parse_stat(&buffer[..filled])
+}
+
+/// A `stat` record parsed by procfs, or `None` when it is not one.
+pub(crate) fn parse_stat(record: &[u8]) -> Option<Stat> {
+    kernel_shaped(&String::from_utf8_lossy(record))
+        .then(|| Stat::from_read(record).ok())
+        .flatten()
+}
+
+/// Whether a stat record has the shape the kernel writes, `<pid> (<comm>)
+/// <state> …`, which procfs's parser slices around `comm` without checking:
+/// it panics (procfs-core 0.18) on a record with no pid before `(`, a `)`
+/// before it, nothing after, or a multi-byte character beside them. The
+/// kernel never writes one; a fake `--proc-root` or a cut read can, and such
+/// a process is skipped like one that is gone.
+fn kernel_shaped(record: &str) -> bool {
+    let record = record.trim().as_bytes();
+    let (Some(open), Some(close)) = (
+        record.iter().position(|b| *b == b'('),
+        record.iter().rposition(|b| *b == b')'),
+    ) else {
+        return false;
+    };
+    open >= 2 && record[open - 1] == b' ' && close > open && record.get(close + 1) == Some(&b' ')
 }
 
 pub(crate) fn ticks_to_nanos(ticks: u64, ticks_per_second: i64) -> i64 {
-    (ticks as i64).saturating_mul(1_000_000_000 / ticks_per_second.max(1))
+    i64::try_from(ticks)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1_000_000_000 / ticks_per_second.max(1))
 }
 
 /// Boot time as unix ns. `/proc/<pid>/stat` counts start times on the boot-time
@@ -165,8 +193,10 @@ pub(crate) fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
     stat.lines()
         .find_map(|line| line.strip_prefix("btime "))
         .and_then(|secs| secs.trim().parse::<i64>().ok())
-        .map(|secs| secs * 1_000_000_000)
-        .ok_or_else(|| "no btime line".to_string())
+        // Only a fake `--proc-root` holds a boot time past 2262: an error,
+        // not an overflow.
+        .and_then(|secs| secs.checked_mul(1_000_000_000))
+        .ok_or_else(|| "no btime line (seconds since 1970, before 2262)".to_string())
 }
 
 /// A real shim's command line is a few hundred bytes; any process can name
@@ -370,6 +400,60 @@ mod tests {
             (stat.pid, stat.comm.len(), stat.starttime),
             (42, 2 * STAT_READ, 777)
         );
+    }
+
+    #[test]
+    fn stat_records_the_kernel_never_writes_are_skipped_not_a_panic() {
+        // Each of these panicked inside procfs's parser (found by
+        // tests/hostile_input.rs); a kernel-written one beside them still reads.
+        let dir = tempfile::tempdir().unwrap();
+        let mut buffer = Vec::new();
+        for record in [
+            &b")("[..],
+            b"(a) S 1",
+            b"208 ((a)",
+            b"105 \xff(a) b (c)) S 1",
+            b"53 ((a) b (c)\xff S 1",
+            b"7 (a)",
+        ] {
+            let path = dir.path().join("stat");
+            fs::write(&path, record).unwrap();
+            assert!(read_stat(&path, &mut buffer).is_none(), "{record:?}");
+        }
+        let path = dir.path().join("stat");
+        fs::write(
+            &path,
+            "9 ((a) b (c)) S 1 9 9 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 \
+             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+        )
+        .unwrap();
+        assert_eq!(read_stat(&path, &mut buffer).unwrap().comm, "(a) b (c)");
+    }
+
+    #[test]
+    fn a_boot_time_past_what_nanoseconds_hold_is_a_gap_not_an_overflow() {
+        // Found by tests/hostile_input.rs: `btime` * 10^9 overflowed.
+        let dir = tempfile::tempdir().unwrap();
+        for btime in [i64::MAX / 1_000_000_000 + 1, i64::MIN] {
+            fs::write(dir.path().join("stat"), format!("btime {btime}\n")).unwrap();
+            let err = boot_time_nanos(dir.path()).unwrap_err();
+            assert!(err.contains("no btime line"), "{err}");
+        }
+        // The latest that fits, with a process started long after boot.
+        let btime = i64::MAX / 1_000_000_000;
+        fs::write(dir.path().join("stat"), format!("btime {btime}\n")).unwrap();
+        let pid = dir.path().join("42");
+        fs::create_dir(&pid).unwrap();
+        fs::write(
+            pid.join("stat"),
+            "42 (a) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 18446744073709551615 0 0 \
+             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+        )
+        .unwrap();
+        let mut gaps = Vec::new();
+        let scan = scan(dir.path(), false, &mut gaps);
+        // Ticks past i64 (u64 in the file) saturate, never wrap negative.
+        assert_eq!(scan.processes[&42].started_at, i64::MAX);
     }
 
     #[test]

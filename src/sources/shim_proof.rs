@@ -315,10 +315,12 @@ fn prove(
         )
         .ok()?;
         File::from(file).read_to_end(&mut text).ok()?;
-        let stat = <::procfs::process::Stat as ::procfs::FromRead>::from_read(&text[..]).ok()?;
-        let now =
-            boot + procfs::ticks_to_nanos(stat.starttime, ::procfs::ticks_per_second() as i64);
-        if (now - started_at).abs() >= SAME_START {
+        let stat = procfs::parse_stat(&text)?;
+        let now = boot.saturating_add(procfs::ticks_to_nanos(
+            stat.starttime,
+            ::procfs::ticks_per_second() as i64,
+        ));
+        if now.abs_diff(started_at) >= SAME_START.unsigned_abs() {
             return None;
         }
     }
