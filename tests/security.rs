@@ -1,8 +1,22 @@
 //! What nodectl does with hostile input, as a user meets it: flags out of
 //! bounds are usage errors (never a panic, never a wrap), `collect` writes a
 //! private archive without following links or clobbering its inputs and
-//! without the registry credentials, and `check --from` refuses an archive
-//! no node could have written before it costs memory.
+//! without the registry credentials, `check --from` refuses an archive no
+//! node could have written before it costs memory, paths of any bytes are
+//! reported whole, and tenant strings reach no terminal raw and no output
+//! unbounded.
+//!
+//! Issue 16's cases, and where each is tested: 1 forged shims
+//! (`impostor_real`; unit tests in `shim_proof`, `leaked_shim`,
+//! `shim_blocked`, `act::kill`), 2 huge tenant strings
+//! (`forged_shims_with_huge_arguments_leave_every_output_small`), 3 terminal
+//! injection (`tenant_strings_reach_no_terminal_raw_in_any_text_output`),
+//! 4 `collect` (`collect_*`), 5 `--address` spelling (`impostor_real`),
+//! 6 paths that are not UTF-8 (`a_root_that_is_not_utf8_*`,
+//! `a_shim_whose_working_directory_is_not_utf8_*`), 7 durations and
+//! 9 identifiers (`out_of_bounds_flags_are_usage_errors_not_panics`; dry
+//! run and kill agree: `act::kill`; `TERM=dumb`: `cli`), 8 `--from` memory
+//! (`check_from_*`).
 
 mod support;
 
@@ -43,25 +57,10 @@ key_file = "/etc/ssl/robot.key"
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        let dir = self.dir.path();
-        Command::new(env!("CARGO_BIN_EXE_nodectl"))
-            .args(args)
-            .arg("--root")
-            .arg(dir.join("root"))
-            .arg("--state")
-            .arg(dir.join("state"))
-            .arg("--address")
-            .arg(dir.join("nothing-listens.sock"))
-            .arg("--config")
-            .arg(dir.join("config.toml"))
-            .args(["--timeout", "1s"])
+        support::hand_made_command(self.dir.path(), args)
             .output()
             .unwrap()
     }
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]
@@ -84,7 +83,7 @@ fn out_of_bounds_flags_are_usage_errors_not_panics() {
         &["zombies", "-n", "k8s.io/../../x"],
     ] {
         let output = node.run(args);
-        let err = stderr(&output);
+        let err = support::stderr(&output);
         assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("error: invalid value"), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
@@ -99,12 +98,26 @@ fn out_of_bounds_flags_are_usage_errors_not_panics() {
         "-n",
         "a",
     ]);
-    assert_ne!(output.status.code(), Some(101), "{}", stderr(&output));
-    assert!(
-        !stderr(&output).contains("invalid value"),
+    assert_ne!(
+        output.status.code(),
+        Some(101),
         "{}",
-        stderr(&output)
+        support::stderr(&output)
     );
+    assert!(
+        !support::stderr(&output).contains("invalid value"),
+        "{}",
+        support::stderr(&output)
+    );
+}
+
+/// The `snapshots.json` a `collect` archive holds.
+fn snapshots_json_in(archive: &Path) -> Vec<u8> {
+    archive_files(archive)
+        .into_iter()
+        .find(|(name, ..)| name == "snapshots.json")
+        .unwrap_or_else(|| panic!("no snapshots.json in {}", archive.display()))
+        .1
 }
 
 fn archive_files(path: &Path) -> Vec<(String, Vec<u8>, u32)> {
@@ -129,7 +142,7 @@ fn collect_writes_a_private_redacted_archive_and_exits_0_with_the_api_down() {
     let node = Node::new();
     let out = node.path("evidence.tar.gz");
     let output = node.run(&["collect", out.to_str().unwrap()]);
-    let err = stderr(&output);
+    let err = support::stderr(&output);
     // containerd is down (nothing listens): the archive is still written,
     // and the gap goes to stderr and into the archive.
     assert_eq!(output.status.code(), Some(0), "{err}");
@@ -167,8 +180,17 @@ fn collect_never_replaces_a_file_unless_forced_and_never_follows_a_symlink() {
     let out = node.path("evidence.tar.gz");
     fs::write(&out, b"keep me").unwrap();
     let output = node.run(&["collect", out.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains("--force"), "{}", stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        support::stderr(&output)
+    );
+    assert!(
+        support::stderr(&output).contains("--force"),
+        "{}",
+        support::stderr(&output)
+    );
     assert_eq!(fs::read(&out).unwrap(), b"keep me");
 
     // A symlink planted at the output path: the target is never written,
@@ -178,9 +200,19 @@ fn collect_never_replaces_a_file_unless_forced_and_never_follows_a_symlink() {
     let link = node.path("link.tar.gz");
     symlink(&target, &link).unwrap();
     let output = node.run(&["collect", link.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        support::stderr(&output)
+    );
     let output = node.run(&["collect", "--force", link.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::stderr(&output)
+    );
     assert_eq!(fs::read(&target).unwrap(), b"precious");
     assert!(!fs::symlink_metadata(&link).unwrap().is_symlink());
 
@@ -189,12 +221,26 @@ fn collect_never_replaces_a_file_unless_forced_and_never_follows_a_symlink() {
     let config = node.path("config.toml");
     let before = fs::read(&config).unwrap();
     let output = node.run(&["collect", "--force", config.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
-    assert!(stderr(&output).contains("collected"), "{}", stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        support::stderr(&output)
+    );
+    assert!(
+        support::stderr(&output).contains("collected"),
+        "{}",
+        support::stderr(&output)
+    );
     let hard = node.path("hard.tar.gz");
     fs::hard_link(&config, &hard).unwrap();
     let output = node.run(&["collect", "--force", hard.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        support::stderr(&output)
+    );
     assert_eq!(fs::read(&config).unwrap(), before);
     // Nothing half-written is left behind.
     let leftovers: Vec<_> = fs::read_dir(node.dir.path())
@@ -219,24 +265,13 @@ fn archive_with(path: &Path, snapshots: impl std::io::Read, size: u64) {
     tar.into_inner().unwrap().finish().unwrap().flush().unwrap();
 }
 
-/// Runs `check --from`; with the peak RSS of the children so far (KiB).
+/// Runs `check --from`; with its peak RSS (KiB).
 fn check_from(path: &Path) -> (Output, u64) {
-    let child = Command::new(env!("CARGO_BIN_EXE_nodectl"))
-        .args(["check", "--from"])
-        .arg(path)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    // The largest of this process's waited-for children: every nodectl
-    // these tests start is meant to stay small, so the largest bounds this one.
-    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
-    assert_eq!(
-        unsafe { nix::libc::getrusage(nix::libc::RUSAGE_CHILDREN, &mut usage) },
-        0
-    );
-    (output, usage.ru_maxrss as u64)
+    support::output_and_peak_rss(
+        Command::new(env!("CARGO_BIN_EXE_nodectl"))
+            .args(["check", "--from"])
+            .arg(path),
+    )
 }
 
 #[test]
@@ -248,7 +283,7 @@ fn check_from_refuses_what_no_node_writes_before_it_costs_memory() {
     let bomb = dir.path().join("bomb.tar.gz");
     archive_with(&bomb, std::io::repeat(b' ').take_bytes(big), big);
     let (output, _) = check_from(&bomb);
-    let err = stderr(&output);
+    let err = support::stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(
         err.contains("snapshots.json is larger than 256 MiB")
@@ -264,9 +299,10 @@ fn check_from_refuses_what_no_node_writes_before_it_costs_memory() {
     let len = json.len() as u64;
     archive_with(&values, &json[..], len);
     let (output, rss_kib) = check_from(&values);
-    let err = stderr(&output);
+    let err = support::stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(err.contains("not a nodectl evidence archive"), "{err}");
+    eprintln!("millions of tiny values refused at {rss_kib} KiB peak RSS");
     assert!(rss_kib < 100 << 10, "peak RSS {rss_kib} KiB");
 }
 
@@ -276,3 +312,403 @@ trait TakeBytes: std::io::Read + Sized {
     }
 }
 impl<R: std::io::Read> TakeBytes for R {}
+
+#[test]
+fn check_from_stops_inflating_an_archive_that_hides_its_snapshots_behind_a_bomb() {
+    let node = Node::new();
+    let real = node.path("real.tar.gz");
+    let output = node.run(&["collect", real.to_str().unwrap()]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::stderr(&output)
+    );
+    let snapshots = snapshots_json_in(&real);
+
+    // Valid snapshots behind 400 MiB of zeros (a few hundred KB of gzip):
+    // nodectl writes snapshots.json first, so whatever inflates this far
+    // before it is no evidence, and inflating it all is only time lost.
+    let bomb = node.path("front-bomb.tar.gz");
+    let file = fs::File::create(&bomb).unwrap();
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        file,
+        flate2::Compression::fast(),
+    ));
+    let padding: u64 = 400 << 20;
+    let mut header = tar::Header::new_gnu();
+    header.set_size(padding);
+    header.set_mode(0o600);
+    tar.append_data(
+        &mut header,
+        "files/padding",
+        std::io::repeat(0).take_bytes(padding),
+    )
+    .unwrap();
+    let mut header = tar::Header::new_gnu();
+    header.set_size(snapshots.len() as u64);
+    header.set_mode(0o600);
+    tar.append_data(&mut header, "snapshots.json", &snapshots[..])
+        .unwrap();
+    tar.into_inner().unwrap().finish().unwrap().flush().unwrap();
+
+    let started = std::time::Instant::now();
+    let (output, rss_kib) = check_from(&bomb);
+    let took = started.elapsed();
+    assert!(rss_kib < 100 << 10, "peak RSS {rss_kib} KiB");
+    let err = support::stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no snapshots.json within its first 257 MiB")
+            && err.contains("not a nodectl evidence"),
+        "{err}"
+    );
+    eprintln!("front bomb refused in {took:.2?}, peak RSS at most {rss_kib} KiB");
+}
+
+#[test]
+fn check_from_refuses_a_link_or_device_named_snapshots_json() {
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, entry_type) in [
+        ("symlink", tar::EntryType::Symlink),
+        ("link", tar::EntryType::Link),
+        ("char", tar::EntryType::Char),
+        ("fifo", tar::EntryType::Fifo),
+    ] {
+        let path = dir.path().join(format!("{kind}.tar.gz"));
+        let file = fs::File::create(&path).unwrap();
+        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+            file,
+            flate2::Compression::fast(),
+        ));
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(entry_type);
+        header.set_size(0);
+        header.set_mode(0o644);
+        if entry_type.is_symlink() || entry_type.is_hard_link() {
+            tar.append_link(&mut header, "snapshots.json", "/etc/passwd")
+                .unwrap();
+        } else {
+            tar.append_data(&mut header, "snapshots.json", std::io::empty())
+                .unwrap();
+        }
+        tar.into_inner().unwrap().finish().unwrap().flush().unwrap();
+        let (output, _) = check_from(&path);
+        let err = support::stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{kind}: {err}");
+        assert!(
+            err.contains(&format!("snapshots.json is a {kind} entry, not a file")),
+            "{kind}: {err}"
+        );
+    }
+}
+
+/// `bytes` as a path (Linux paths are bytes, not text).
+fn bytes_path(dir: &Path, name: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    dir.join(std::ffi::OsStr::from_bytes(name))
+}
+
+fn check_from_json(archive: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(["check", "-o", "json", "--from"])
+        .arg(archive)
+        .output()
+        .unwrap()
+}
+
+fn hex(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn a_root_that_is_not_utf8_is_reported_whole_in_json_and_escaped_in_text() {
+    let node = Node::new();
+    let root = bytes_path(node.dir.path(), b"root\xff");
+    fs::rename(node.path("root"), &root).unwrap();
+    let [_, state, address, config] = support::hand_made_paths(node.dir.path());
+    let run = |args: &[&str]| {
+        support::nodectl_command(
+            args,
+            [&root, &state, &address, &config].map(PathBuf::as_path),
+        )
+        .args(["--timeout", "1s"])
+        .output()
+        .unwrap()
+    };
+
+    // Was: 199 bytes of JSON ending in `"path": `, exit 2. Now the whole
+    // report (the API is down: exit 1 with its finding), the path exact.
+    let output = run(&["check", "-o", "json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        support::stderr(&output)
+    );
+    let doc = support::report(&output);
+    let path = &doc["paths"]["root"]["path"];
+    assert_eq!(path["bytes_hex"], hex(&root), "{path}");
+    assert!(
+        path["lossy"].as_str().unwrap().ends_with("root\u{FFFD}"),
+        "{path}"
+    );
+
+    // Table and npd show it escaped, never the raw byte.
+    for args in [&["check"][..], &["check", "-o", "npd"]] {
+        let output = run(args);
+        let shown = String::from_utf8(output.stdout.clone())
+            .unwrap_or_else(|_| panic!("{args:?}: raw bytes on stdout: {output:?}"));
+        if args.len() == 1 {
+            assert!(shown.contains("root\\xff"), "{args:?}: {shown}");
+        }
+    }
+
+    // Was: "path contains invalid UTF-8 characters" and a 35-byte corrupt
+    // archive. Now the archive is whole and reads back with the same bytes.
+    let archive = node.path("evidence.tar.gz");
+    let output = run(&["collect", archive.to_str().unwrap()]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::stderr(&output)
+    );
+    let output = check_from_json(&archive);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        support::stderr(&output)
+    );
+    let doc = support::report(&output);
+    assert_eq!(doc["paths"]["root"]["path"]["bytes_hex"], hex(&root));
+}
+
+#[test]
+fn a_shim_whose_working_directory_is_not_utf8_is_collected_whole() {
+    let node = Node::new();
+    // A process named like a shim, started from a directory whose name is
+    // not UTF-8 (a tenant can make one anywhere it can write).
+    let cwd = bytes_path(node.dir.path(), b"\xff\xfe cwd");
+    fs::create_dir(&cwd).unwrap();
+    let exe = node.path("containerd-shim-runc-v2");
+    fs::copy("/bin/sh", &exe).unwrap();
+    let mut shim = support::spawn_fresh_executable(
+        Command::new(&exe)
+            .args(["-c", "read line", "-namespace", "k8s.io", "-id", "fake"])
+            .arg("-address")
+            .arg(node.path("nothing-listens.sock"))
+            .current_dir(&cwd)
+            .stdin(std::process::Stdio::piped()),
+    );
+    // Until the shell has exec'd and reads its pipe: its cwd is what we set.
+    let pid = shim.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() != Some(cwd.as_path()) {
+        assert!(std::time::Instant::now() < deadline, "shim never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    let archive = node.path("evidence.tar.gz");
+    let output = node.run(&["collect", archive.to_str().unwrap()]);
+    let _ = shim.kill();
+    let _ = shim.wait();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::stderr(&output)
+    );
+    let snapshots = snapshots_json_in(&archive);
+    let snapshots: serde_json::Value = serde_json::from_slice(&snapshots).unwrap();
+    let shim = snapshots["first"]["shims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["pid"] == pid)
+        .unwrap_or_else(|| panic!("shim {pid} not collected: {snapshots}"));
+    assert_eq!(shim["cwd"]["bytes_hex"], hex(&cwd), "{shim}");
+    let output = check_from_json(&archive);
+    assert_ne!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        support::stderr(&output)
+    );
+    support::report(&output);
+}
+
+/// Processes that look like shims (a copy of sh named
+/// `containerd-shim-runc-v2`, reading a pipe), each with the arguments
+/// given after `-c 'read line'`; ended on drop.
+struct FakeShims {
+    children: Vec<std::process::Child>,
+}
+
+impl FakeShims {
+    fn start(node: &Node, argvs: impl IntoIterator<Item = Vec<String>>) -> FakeShims {
+        let exe = node.path("containerd-shim-runc-v2");
+        if !exe.exists() {
+            fs::copy("/bin/sh", &exe).unwrap();
+        }
+        // spawn returns once the exec is done: the argv is in procfs.
+        let children = argvs
+            .into_iter()
+            .map(|argv| {
+                support::spawn_fresh_executable(
+                    Command::new(&exe)
+                        .args(["-c", "read line"])
+                        .args(argv)
+                        .stdin(std::process::Stdio::piped()),
+                )
+            })
+            .collect();
+        FakeShims { children }
+    }
+}
+
+impl Drop for FakeShims {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// What a tenant wrote to a terminal it does not own: a title change, a
+/// screen clear, a carriage return and a right-to-left override.
+const INJECTION: &str = "\x1b]0;owned\x07\x1b[2J\r\u{202e}";
+
+fn raw_controls(text: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(text);
+    text.chars()
+        .filter(|c| (c.is_control() && *c != '\n') || ('\u{202a}'..='\u{202e}').contains(c))
+        .map(|c| c as u8)
+        .collect()
+}
+
+#[test]
+fn tenant_strings_reach_no_terminal_raw_in_any_text_output() {
+    // Issue 16, case 3: in a shim's `-id`, a bundle annotation and a
+    // status `Reason`, shown in the table header, Evidence cell, `shims`
+    // table and npd line.
+    let node = Node::new();
+    let id = "7".repeat(64);
+    let container = node.path(support::HAND_MADE_CONTAINERS).join(&id);
+    fs::create_dir_all(&container).unwrap();
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let status = serde_json::json!({
+        "Version": "v1", "Pid": dead, "CreatedAt": now - 61_000_000_000_i64,
+        "StartedAt": now - 60_000_000_000_i64, "FinishedAt": 0, "ExitCode": 0,
+        "Reason": INJECTION, "Message": INJECTION,
+    });
+    fs::write(container.join("status"), status.to_string()).unwrap();
+    let bundle = node.path(support::HAND_MADE_BUNDLES).join(&id);
+    fs::create_dir_all(&bundle).unwrap();
+    let spec = serde_json::json!({"annotations": {
+        "io.kubernetes.cri.sandbox-namespace": INJECTION,
+        "io.kubernetes.cri.sandbox-name": INJECTION,
+        "io.kubernetes.cri.container-name": INJECTION,
+    }});
+    fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
+    let _shims = FakeShims::start(
+        &node,
+        [vec![
+            "-namespace".to_string(),
+            format!("k8s.io{INJECTION}"),
+            "-id".to_string(),
+            format!("{id}{INJECTION}"),
+            "-address".to_string(),
+            node.path("nothing-listens.sock").display().to_string(),
+        ]],
+    );
+    for args in [
+        &["zombies", "--settle", "100ms"][..],
+        &["check"],
+        &["check", "-o", "npd"],
+        &["shims"],
+        &["leaked-shims"],
+    ] {
+        let output = node.run(args);
+        for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+            assert_eq!(
+                raw_controls(bytes),
+                Vec::<u8>::new(),
+                "{args:?} {stream}: {}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let shown = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            shown.contains("\\x1b") || args == ["leaked-shims"] || args == ["check", "-o", "npd"],
+            "{args:?}: the tenant's string is shown escaped: {shown}"
+        );
+    }
+}
+
+#[test]
+fn forged_shims_with_huge_arguments_leave_every_output_small() {
+    // Issue 16, case 2: 70 processes named like shims, each with 128 KB
+    // `-namespace` and `-id` (the most a single argument may hold).
+    let node = Node::new();
+    let huge = |c: char, i: usize| format!("{i}-{}", c.to_string().repeat(128 * 1024 - 8));
+    let _shims = FakeShims::start(
+        &node,
+        (0..70).map(|i| {
+            vec![
+                "-namespace".to_string(),
+                huge('n', i),
+                "-id".to_string(),
+                huge('i', i),
+                "-address".to_string(),
+                node.path("nothing-listens.sock").display().to_string(),
+            ]
+        }),
+    );
+    let tenant = "n".repeat(64);
+    let mut peak_rss_kib = 0;
+    for (args, limit) in [
+        (&["check"][..], 64 << 10),
+        (&["check", "-o", "json"], 64 << 10),
+        (&["check", "-o", "prometheus"], 16 << 10),
+        (&["check", "-o", "npd"], 4 << 10),
+        // One row per shim, each string cut at 4096 bytes.
+        (&["shims", "-o", "json"], 1 << 20),
+        (&["shims"], 1 << 20),
+    ] {
+        let started = std::time::Instant::now();
+        let (output, rss_kib) =
+            support::output_and_peak_rss(&mut support::hand_made_command(node.dir.path(), args));
+        let took = started.elapsed();
+        peak_rss_kib = peak_rss_kib.max(rss_kib);
+        assert_ne!(
+            output.status.code(),
+            Some(101),
+            "{}",
+            support::stderr(&output)
+        );
+        let size = output.stdout.len();
+        eprintln!("{args:?}: {size} bytes in {took:.2?}");
+        assert!(size < limit, "{args:?}: {size} bytes");
+        if args.contains(&"prometheus") {
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(!text.contains(&tenant), "a label holds the tenant's string");
+        }
+    }
+    // Under the DaemonSet's 128 MiB limit, with room to spare.
+    eprintln!("peak RSS of the largest nodectl run: {peak_rss_kib} KiB");
+    assert!(peak_rss_kib < 96 << 10, "peak RSS {peak_rss_kib} KiB");
+}

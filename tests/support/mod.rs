@@ -25,7 +25,7 @@ mod teardown;
 mod testbed;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -74,13 +74,10 @@ pub fn mount_tmpfs(path: &Path) {
     .unwrap_or_else(|e| panic!("mounting tmpfs at {}: {e}", path.display()));
 }
 
-/// Runs the nodectl binary with `args` followed by `--root`, `--state`,
-/// `--address` and `--config` set to `[root, state, address, config]`;
-/// killed after 60 s.
-pub fn nodectl_at(
-    args: &[&str],
-    [root, state, address, config]: [&Path; 4],
-) -> Result<Output, String> {
+/// The nodectl binary with `args` followed by `--root`, `--state`,
+/// `--address` and `--config` set to `[root, state, address, config]`, its
+/// stdin empty: the one way every test points nodectl at a node.
+pub fn nodectl_command(args: &[&str], [root, state, address, config]: [&Path; 4]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nodectl"));
     command
         .args(args)
@@ -93,7 +90,12 @@ pub fn nodectl_at(
         .arg("--config")
         .arg(config)
         .stdin(Stdio::null());
-    run_bounded(&mut command, Duration::from_secs(60))
+    command
+}
+
+/// Runs [`nodectl_command`]; killed after 60 s.
+pub fn nodectl_at(args: &[&str], paths: [&Path; 4]) -> Result<Output, String> {
+    run_bounded(&mut nodectl_command(args, paths), Duration::from_secs(60))
 }
 
 /// Where a containerd root and state made by hand keep CRI's status files
@@ -110,6 +112,37 @@ pub fn hand_made_node() -> tempfile::TempDir {
         fs::create_dir_all(dir.path().join(sub)).unwrap();
     }
     dir
+}
+
+/// The `[root, state, address, config]` of a [`hand_made_node`] in `dir`:
+/// its socket is a path nothing listens on, its config `config.toml`.
+pub fn hand_made_paths(dir: &Path) -> [PathBuf; 4] {
+    ["root", "state", "nothing-listens.sock", "config.toml"].map(|name| dir.join(name))
+}
+
+/// nodectl on the hand-made node in `dir`, with a 1 s API deadline (nothing
+/// answers there).
+pub fn hand_made_command(dir: &Path, args: &[&str]) -> Command {
+    let paths = hand_made_paths(dir);
+    let mut command = nodectl_command(args, paths.each_ref().map(PathBuf::as_path));
+    command.args(["--timeout", "1s"]);
+    command
+}
+
+/// The temporary files (`*.tmp`) a writer such as `collect` left in `dir`:
+/// a whole write renames or links its temporary file into place.
+pub fn temp_files_left_in(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect()
+}
+
+/// What a run printed on stderr, as text (for assertion messages).
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Runs nodectl with no node to look at (as on another machine), bounded.
@@ -254,4 +287,64 @@ pub fn run_bounded(command: &mut Command, limit: Duration) -> Result<Output, Str
         stdout: stdout.join().unwrap_or_default(),
         stderr: stderr.join().unwrap_or_default(),
     })
+}
+
+/// Runs a command to completion; with its own peak RSS in KiB. `wait4` on
+/// the one child: `getrusage(RUSAGE_CHILDREN)` would give the largest of every
+/// child the test binary has reaped, whichever test started it.
+#[allow(clippy::zombie_processes)] // reaped by the wait4 below
+pub fn output_and_peak_rss(command: &mut Command) -> (Output, u64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {command:?}: {e}"));
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr_pipe.read_to_end(&mut bytes);
+        bytes
+    });
+    let mut stdout = Vec::new();
+    let _ = child.stdout.take().unwrap().read_to_end(&mut stdout);
+    let pid = child.id() as nix::libc::pid_t;
+    let mut status = 0;
+    let mut usage: nix::libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: plain out-parameters; the child is ours and not yet reaped.
+        let reaped = unsafe { nix::libc::wait4(pid, &mut status, 0, &mut usage) };
+        if reaped == pid {
+            break;
+        }
+        let error = std::io::Error::last_os_error();
+        assert_eq!(
+            error.kind(),
+            std::io::ErrorKind::Interrupted,
+            "wait4: {error}"
+        );
+    }
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout,
+        stderr: stderr.join().unwrap(),
+    };
+    (output, usage.ru_maxrss as u64)
+}
+
+/// Spawns a program the test has just written: another test's fork may
+/// still hold the file open for writing for an instant (ETXTBSY), until
+/// that child's exec closes it.
+pub fn spawn_fresh_executable(command: &mut Command) -> std::process::Child {
+    let mut tries = 0;
+    loop {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            spawned => return spawned.unwrap_or_else(|e| panic!("spawning {command:?}: {e}")),
+        }
+    }
 }
