@@ -71,6 +71,16 @@ pub struct GlobalArgs {
     pub timeout: Duration,
 }
 
+impl Cli {
+    /// `check --textfile`: where the metrics go besides `-o`.
+    pub fn textfile(&self) -> Option<&std::path::Path> {
+        match &self.command {
+            Command::Check(args) => args.textfile.as_deref(),
+            _ => None,
+        }
+    }
+}
+
 impl GlobalArgs {
     /// What to gather; `ask_api` adds the containerd API, bounded by `--timeout`.
     pub fn gather_options(&self, ask_api: bool) -> GatherOptions {
@@ -152,6 +162,9 @@ pub struct CheckArgs {
     /// Check an evidence bundle written by `nodectl collect` instead of this node
     #[arg(long, value_name = "FILE.tar.gz")]
     pub from: Option<PathBuf>,
+    /// Also write the metrics of `-o prometheus` to PATH for node_exporter's textfile collector, replaced atomically; after a run that fails, the last good series stay, with nodectl_up 0 and the error as a comment
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

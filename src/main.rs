@@ -8,13 +8,25 @@ use nodectl::{commands, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let textfile = cli.textfile();
     let report = match commands::run(&cli) {
         Ok(report) => report,
         Err(reason) => {
             let _ = writeln!(io::stderr(), "nodectl: {}", render::inert::shown(&reason));
+            if let Some(path) = textfile {
+                if let Err(err) = render::textfile::keep_last_good(path, "check", &reason) {
+                    let _ = writeln!(io::stderr(), "nodectl: --textfile: {err}");
+                }
+            }
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = textfile {
+        if let Err(err) = render::textfile::write_report(path, &report) {
+            let _ = writeln!(io::stderr(), "nodectl: --textfile: {err}");
+            return ExitCode::from(2);
+        }
+    }
     if cli.global.quiet {
         return report.exit_code();
     }

@@ -213,6 +213,17 @@ fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
+    let textfile = args
+        .iter()
+        .position(|a| *a == "--textfile")
+        .map(|at| Path::new(args[at + 1]))
+        .unwrap_or_else(|| panic!("{overlay}: no --textfile in {args:?}"));
+    let textfile_mount = mounts.iter().find(|m| m["name"] == "textfile").unwrap();
+    assert_eq!(
+        textfile.parent(),
+        Some(Path::new(textfile_mount["mountPath"].as_str().unwrap())),
+        "{overlay}: --textfile writes into the textfile directory"
+    );
     if let Some(at) = args.iter().position(|a| *a == "--address") {
         let socket = Path::new(args[at + 1]);
         assert!(

@@ -5,6 +5,7 @@ pub mod json;
 pub mod npd;
 pub mod prometheus;
 pub mod table;
+pub mod textfile;
 
 use std::io::{self, Write};
 
