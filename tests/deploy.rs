@@ -291,3 +291,69 @@ fn alert_rules_pass_their_promtool_tests() {
         );
     }
 }
+
+/// The NPD plugin config: the permanent rule (the condition) runs `-o npd`,
+/// the temporary one (events) `-o npd-event`; NPD's cut is the limit
+/// nodectl keeps to, and a line about a long k3s socket path fits in it.
+#[test]
+fn npd_rules_use_the_output_of_their_kind_within_the_message_limit() {
+    let path = deploy().join("node-problem-detector/nodectl-monitor.json");
+    let config: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(
+        config["pluginConfig"]["max_output_length"],
+        nodectl::render::npd::MESSAGE_LIMIT
+    );
+    let rules = config["rules"].as_array().unwrap();
+    let node = support::hand_made_node();
+    // A socket path as long as k3s's with a data dir of its own.
+    let socket = node
+        .path()
+        .join("var/lib/rancher/k3s/agent/run/k3s/containerd/containerd.sock");
+    for (kind, format) in [("permanent", "npd"), ("temporary", "npd-event")] {
+        let rule = rules
+            .iter()
+            .find(|r| r["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} rule"));
+        let args: Vec<&str> = rule["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(
+            args.windows(2).any(|w| w == ["-o", format]),
+            "{kind}: {args:?}"
+        );
+        let [root, state, _, config] = support::hand_made_paths(node.path());
+        let output = run(&mut support::nodectl_command(
+            &args,
+            [&root, &state, &socket, &config],
+        ));
+        let line = String::from_utf8(output.stdout.clone()).unwrap();
+        let line = line.strip_suffix('\n').unwrap_or(&line);
+        // containerd is not there: critical for the condition (the
+        // socket's path in the message), nothing for the events.
+        if kind == "permanent" {
+            assert!(
+                line.starts_with("could not check") || line.contains("critical ["),
+                "{kind}: {line} {}",
+                support::stderr(&output)
+            );
+        } else {
+            assert_eq!(line, "no warning", "{}", support::stderr(&output));
+            assert_eq!(output.status.code(), Some(0), "no event every run");
+        }
+        assert!(!line.contains('\n'), "{kind}: one line: {line}");
+        assert!(
+            line.len() <= nodectl::render::npd::MESSAGE_LIMIT,
+            "{kind}: {} bytes: {line}",
+            line.len()
+        );
+        assert!(
+            matches!(output.status.code(), Some(0..=2)),
+            "{kind}: {:?} {}",
+            output.status,
+            support::stderr(&output)
+        );
+    }
+}
