@@ -12,6 +12,7 @@
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -356,4 +357,202 @@ fn npd_rules_use_the_output_of_their_kind_within_the_message_limit() {
             support::stderr(&output)
         );
     }
+}
+
+/// The metric families and label names `check -o prometheus` writes, read
+/// from a real run on a hand-made node (its API calls fail, so the API
+/// families are there too).
+fn emitted() -> (BTreeSet<String>, BTreeSet<String>) {
+    let node = support::hand_made_node();
+    let output = run(&mut support::hand_made_command(
+        node.path(),
+        &["check", "-o", "prometheus"],
+    ));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut metrics = BTreeSet::new();
+    let mut labels = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            metrics.insert(rest.split(' ').next().unwrap().to_string());
+        } else if let Some((_, rest)) = line.split_once('{') {
+            let (body, _) = rest.rsplit_once('}').unwrap();
+            for pair in body.split("\",") {
+                labels.insert(pair.split('=').next().unwrap().to_string());
+            }
+        }
+    }
+    assert!(
+        metrics.contains("nodectl_api_call_duration_seconds"),
+        "{text}"
+    );
+    (metrics, labels)
+}
+
+/// The metric names and label names a PromQL expression uses: a small
+/// scanner, enough for the dashboard's queries (functions and aggregations
+/// are the identifiers followed by `(`; `by (...)` lists and `{...}`
+/// matchers hold label names; strings and ranges are skipped).
+fn promql_names(expr: &str) -> (Vec<String>, Vec<String>) {
+    // Aggregations may put `by (...)` before their parenthesis.
+    const KEYWORDS: &[&str] = &[
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "count",
+        "group",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+    ];
+    const LABEL_LISTS: &[&str] = &[
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let (mut metrics, mut labels) = (Vec::new(), Vec::new());
+    let ident = |i: &mut usize| {
+        let start = *i;
+        while *i < chars.len() && (chars[*i].is_ascii_alphanumeric() || "_:".contains(chars[*i])) {
+            *i += 1;
+        }
+        chars[start..*i].iter().collect::<String>()
+    };
+    let skip_string = |i: &mut usize| {
+        let quote = chars[*i];
+        *i += 1;
+        while *i < chars.len() && chars[*i] != quote {
+            *i += if chars[*i] == '\\' { 2 } else { 1 };
+        }
+        *i += 1;
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' {
+            skip_string(&mut i);
+        } else if c == '[' {
+            while chars[i] != ']' {
+                i += 1;
+            }
+            i += 1;
+        } else if c == '{' {
+            i += 1;
+            while chars[i] != '}' {
+                if chars[i].is_ascii_alphabetic() || chars[i] == '_' {
+                    labels.push(ident(&mut i));
+                } else if chars[i] == '"' {
+                    skip_string(&mut i);
+                } else {
+                    i += 1;
+                }
+            }
+            i += 1;
+        } else if c.is_ascii_digit() || c == '.' {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let name = ident(&mut i);
+            let mut next = i;
+            while next < chars.len() && chars[next] == ' ' {
+                next += 1;
+            }
+            let call = chars.get(next) == Some(&'(');
+            if LABEL_LISTS.contains(&name.as_str()) {
+                let close = next + chars[next..].iter().position(|&c| c == ')').unwrap();
+                let list: String = chars[next + 1..close].iter().collect();
+                labels.extend(list.split(',').map(|l| l.trim().to_string()));
+                i = close + 1;
+            } else if !call && !KEYWORDS.contains(&name.as_str()) {
+                metrics.push(name);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    (metrics, labels)
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_what_nodectl_emits() {
+    let path = deploy().join("grafana/nodectl-dashboard.json");
+    let dashboard: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let mut exprs: Vec<String> = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            exprs.push(target["expr"].as_str().unwrap().replace("$instance", ".*"));
+        }
+    }
+    let (metrics, labels) = emitted();
+    let mut used = BTreeSet::new();
+    for expr in &exprs {
+        let (names, label_names) = promql_names(expr);
+        assert!(!names.is_empty(), "no metric in {expr}");
+        for name in names {
+            assert!(
+                metrics.contains(&name),
+                "{expr}: {name} is not a metric nodectl emits ({metrics:?})"
+            );
+            used.insert(name);
+        }
+        for label in label_names {
+            assert!(
+                labels.contains(&label) || ["instance", "job"].contains(&label.as_str()),
+                "{expr}: label {label} is not one nodectl emits ({labels:?})"
+            );
+        }
+    }
+    // The node variable lists the nodes from a metric nodectl emits.
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(query) = variable["definition"].as_str() {
+            let inner = query
+                .strip_prefix("label_values(")
+                .and_then(|q| q.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("{query}"));
+            let (metric, label) = inner.split_once(',').unwrap();
+            assert!(metrics.contains(metric.trim()), "{query}");
+            assert_eq!(label.trim(), "instance", "{query}");
+        }
+    }
+    // What the dashboard is for: findings by kind, API latency, up.
+    for needed in [
+        "nodectl_findings",
+        "nodectl_api_call_duration_seconds",
+        "nodectl_up",
+    ] {
+        assert!(used.contains(needed), "no panel shows {needed}");
+    }
+
+    // Each query parses as PromQL: promtool checks them as recording rules.
+    if !support::have("promtool") {
+        return support::skip(
+            "the_grafana_dashboard_queries_only_what_nodectl_emits (PromQL syntax)",
+            "no promtool (package prometheus)",
+        );
+    }
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (n, expr) in exprs.iter().enumerate() {
+        rules.push_str(&format!(
+            "      - record: dashboard:query{n}\n        expr: {}\n",
+            serde_json::to_string(expr).unwrap()
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dashboard-queries.yaml");
+    fs::write(&file, &rules).unwrap();
+    let checked = run(Command::new("promtool").args(["check", "rules"]).arg(&file));
+    assert!(checked.status.success(), "{}\n{rules}", text(&checked));
 }
