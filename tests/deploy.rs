@@ -360,13 +360,15 @@ fn npd_rules_use_the_output_of_their_kind_within_the_message_limit() {
 }
 
 /// The metric families and label names `check -o prometheus` writes, read
-/// from a real run on a hand-made node (its API calls fail, so the API
-/// families are there too).
+/// from a real run on a hand-made node whose socket accepts and never
+/// answers (so its API calls time out, and the API families are there).
 fn emitted() -> (BTreeSet<String>, BTreeSet<String>) {
     let node = support::hand_made_node();
-    let output = run(&mut support::hand_made_command(
-        node.path(),
-        &["check", "-o", "prometheus"],
+    let [root, state, socket, config] = support::hand_made_paths(node.path());
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let output = run(&mut support::nodectl_command(
+        &["check", "-o", "prometheus", "--timeout", "300ms"],
+        [&root, &state, &socket, &config],
     ));
     let text = String::from_utf8(output.stdout).unwrap();
     let mut metrics = BTreeSet::new();
