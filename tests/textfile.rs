@@ -10,11 +10,32 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+/// A hand-made node whose socket accepts and never answers: a run there
+/// always has a report (the API calls time out).
+struct Node {
+    dir: tempfile::TempDir,
+    _listener: std::os::unix::net::UnixListener,
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = support::hand_made_node();
+        let [_, _, socket, _] = support::hand_made_paths(dir.path());
+        let _listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+        Node { dir, _listener }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
 fn check(node: &Path, extra: &[&str]) -> Output {
-    let mut args = vec!["check", "-q"];
+    let mut args = vec!["check", "-q", "--timeout", "300ms"];
     args.extend_from_slice(extra);
+    let [root, state, socket, config] = support::hand_made_paths(node);
     support::run_bounded(
-        &mut support::hand_made_command(node, &args),
+        &mut support::nodectl_command(&args, [&root, &state, &socket, &config]),
         std::time::Duration::from_secs(60),
     )
     .unwrap()
@@ -53,7 +74,7 @@ fn series(text: &str) -> Vec<&str> {
 
 #[test]
 fn a_failed_run_keeps_the_last_good_series_with_up_0() {
-    let node = support::hand_made_node();
+    let node = Node::new();
     let out = tempfile::tempdir().unwrap();
     let file = out.path().join("nodectl.prom");
     let textfile = file.to_str().unwrap();
@@ -120,7 +141,7 @@ fn a_failed_run_keeps_the_last_good_series_with_up_0() {
 
 #[test]
 fn a_failed_first_run_writes_up_0_and_no_timestamp() {
-    let node = support::hand_made_node();
+    let node = Node::new();
     let out = tempfile::tempdir().unwrap();
     let file = out.path().join("nodectl.prom");
     let failed = check(
@@ -140,7 +161,7 @@ fn a_failed_first_run_writes_up_0_and_no_timestamp() {
 
 #[test]
 fn a_symlink_at_the_path_is_replaced_never_followed() {
-    let node = support::hand_made_node();
+    let node = Node::new();
     let out = tempfile::tempdir().unwrap();
     let victim = out.path().join("victim");
     fs::write(&victim, "precious\n").unwrap();
