@@ -60,8 +60,8 @@ pub struct GlobalArgs {
         hide = true
     )]
     pub proc_root: PathBuf,
-    /// mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]
-    #[arg(long, global = true, value_name = "PATH", hide = true)]
+    /// Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host's
+    #[arg(long, global = true, value_name = "PATH")]
     pub mountinfo: Option<PathBuf>,
     /// Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)
     #[arg(short = 'q', long, global = true)]
@@ -69,6 +69,16 @@ pub struct GlobalArgs {
     /// Deadline for each containerd API call (at most 10m)
     #[arg(long, global = true, value_name = "DURATION", default_value = "3s", value_parser = at_most::<TEN_MINUTES>)]
     pub timeout: Duration,
+}
+
+impl Cli {
+    /// `check --textfile`: where the metrics go besides `-o`.
+    pub fn textfile(&self) -> Option<&std::path::Path> {
+        match &self.command {
+            Command::Check(args) => args.textfile.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 impl GlobalArgs {
@@ -152,6 +162,9 @@ pub struct CheckArgs {
     /// Check an evidence bundle written by `nodectl collect` instead of this node
     #[arg(long, value_name = "FILE.tar.gz")]
     pub from: Option<PathBuf>,
+    /// Also write the metrics of `-o prometheus` to PATH for node_exporter's textfile collector, replaced atomically; after a run that fails, the last good series stay, with nodectl_up 0 and the error as a comment
+    #[arg(long, value_name = "PATH")]
+    pub textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

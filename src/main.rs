@@ -8,22 +8,35 @@ use nodectl::{commands, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let textfile = cli.textfile();
     let report = match commands::run(&cli) {
         Ok(report) => report,
         Err(reason) => {
             let _ = writeln!(io::stderr(), "nodectl: {}", render::inert::shown(&reason));
+            if let Some(path) = textfile {
+                if let Err(err) = render::textfile::keep_last_good(path, "check", &reason) {
+                    let _ = writeln!(io::stderr(), "nodectl: --textfile: {err}");
+                }
+            }
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = textfile {
+        if let Err(err) = render::textfile::write_report(path, &report) {
+            let _ = writeln!(io::stderr(), "nodectl: --textfile: {err}");
+            return ExitCode::from(2);
+        }
+    }
+    let exit = render::exit_code(&report, cli.global.output);
     if cli.global.quiet {
-        return report.exit_code();
+        return exit;
     }
     // Buffered: a report is many small writes, and the node is already busy.
     let mut stdout = io::BufWriter::new(io::stdout().lock());
     match render::render(&report, cli.global.output, &mut stdout) {
-        Ok(()) => report.exit_code(),
+        Ok(()) => exit,
         // Piped into `head` and the like: the reader has what it wanted.
-        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => report.exit_code(),
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => exit,
         Err(err) => {
             let _ = writeln!(io::stderr(), "nodectl: writing the report: {err}");
             ExitCode::from(2)

