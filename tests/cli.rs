@@ -377,6 +377,61 @@ fn every_command_prints_json_that_matches_the_schema() {
     }
 }
 
+/// Undoes the wrapping of long lines (continuations are indented).
+fn unwrapped(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.starts_with(' ') && !out.is_empty() {
+            out.pop();
+            out.push(' ');
+        }
+        out.push_str(line.trim_start());
+        out.push('\n');
+    }
+    out
+}
+
+fn widest_line(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+/// At 80 columns (a terminal's `COLUMNS`, and the width into a pipe), a
+/// node with findings and a gap whose path is 170 characters long: no line
+/// is wider, each finding is one line, and `-o wide` has the evidence.
+#[test]
+fn check_fits_80_columns_and_wide_shows_the_evidence() {
+    let node = troubled_node();
+    let args = ["check", "--timeout", "300ms", "--since", "3650d"];
+    for columns in [Some("80"), None] {
+        let mut command = node.command(&args);
+        match columns {
+            Some(columns) => command.env("COLUMNS", columns),
+            None => command.env_remove("COLUMNS"),
+        };
+        let output = command.output().unwrap();
+        let text = String::from_utf8(output.stdout).unwrap();
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        assert!(widest_line(&text) <= 80, "COLUMNS={columns:?}:\n{text}");
+        assert!(
+            !text.contains('│') && !text.contains('┆'),
+            "borderless: {text}"
+        );
+        let zombie = text.lines().filter(|l| l.starts_with("zombie ")).count();
+        assert_eq!(zombie, 1, "{text}");
+        assert!(
+            !text.contains("pid: "),
+            "no evidence without -o wide: {text}"
+        );
+    }
+    let output = node.run(&[&args[..], &["-o", "wide"]].concat());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains(&format!("zombie {RUNNING_ID}")), "{text}");
+    assert!(text.contains("pid: "), "{text}");
+    assert!(text.contains("running for: 1m0"), "an age: {text}");
+    assert!(text.contains("What to do"), "{text}");
+}
+
 #[test]
 fn prometheus_output_passes_promtool() {
     if !support::have("promtool") {
@@ -676,7 +731,7 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
         .arg(&proc_root)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&table.stdout);
+    let text = unwrapped(&String::from_utf8_lossy(&table.stdout));
     assert!(
         text.starts_with(&format!(
             "containerd v1.7.20 [process]: root {d}/root [process]"
