@@ -372,9 +372,12 @@ fn every_command_prints_json_that_matches_the_schema() {
         .iter()
         .map(|f| f["kind"].as_str().unwrap())
         .collect();
-    for kind in ["zombie", "late-exit", "api-unreachable"] {
+    for kind in ["zombie", "late-exit"] {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
+    // No containerd here: a gap, not a finding (see below).
+    assert!(!kinds.contains(&"api-unreachable"), "{kinds:?}");
+    assert_eq!(doc["gaps"][0]["source"], "containerd-api", "{doc}");
 }
 
 /// Undoes the wrapping of long lines (continuations are indented).
@@ -430,6 +433,47 @@ fn check_fits_80_columns_and_wide_shows_the_evidence() {
     assert!(text.contains("pid: "), "{text}");
     assert!(text.contains("running for: 1m0"), "an age: {text}");
     assert!(text.contains("What to do"), "{text}");
+}
+
+/// Nothing at the socket and no containerd process: could not check
+/// (exit 2), said once, in one sentence naming the socket; not two
+/// critical api-unreachable findings and exit 1.
+#[test]
+fn no_containerd_on_the_node_is_could_not_check_in_one_sentence() {
+    let dir = support::hand_made_node();
+    fs::write(dir.path().join("config.toml"), "version = 2\n").unwrap();
+    let socket = support::hand_made_paths(dir.path())[2]
+        .display()
+        .to_string();
+    let output = support::hand_made_command(dir.path(), &["check"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(output.stderr.is_empty(), "{}", support::stderr(&output));
+    let said = unwrapped(&text);
+    assert!(
+        said.contains(&format!(
+            "containerd-api {socket}: no containerd on this node: no socket there and no containerd process running"
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        said.matches("no containerd on this node").count(),
+        1,
+        "once: {text}"
+    );
+    assert!(!text.contains("api-unreachable"), "{text}");
+    assert!(!text.contains("(os error 2)"), "{text}");
+
+    let output = support::hand_made_command(dir.path(), &["check", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let doc = support::report(&output);
+    assert_eq!(doc["findings"], serde_json::json!([]), "{doc}");
+    assert_eq!(doc["gaps"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["gaps"][0]["path"], socket.as_str());
 }
 
 #[test]
