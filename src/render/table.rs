@@ -517,39 +517,30 @@ fn wrap(text: &str, width: usize, first: &str, rest: &str, break_words: bool) ->
     lines
 }
 
+/// The shims: narrow, what tells a stuck or leaked one (its pod, age,
+/// memory, whether it is this containerd's, what it is blocked in); `-o
+/// wide` adds its namespace and children, nothing cut.
 fn shims_table(shims: &[ShimRow], layout: Layout) -> Table {
-    let mut table = list_table(
-        &[
-            "PID",
-            "NAMESPACE",
-            "ID",
-            "POD",
-            "AGE",
-            "RSS",
-            "CHILDREN",
-            "OURS",
-            "BLOCKED IN",
-        ],
-        layout.width,
-    );
+    let mut header = vec!["PID", "ID", "POD", "AGE", "RSS", "OURS", "BLOCKED IN"];
+    if layout.wide {
+        header.extend(["NAMESPACE", "CHILDREN"]);
+    }
+    let mut table = list_table(&header, layout.width);
+    if layout.wide {
+        table.set_content_arrangement(ContentArrangement::Disabled);
+    }
     for shim in shims {
         let pod = match (&shim.pod.pod_namespace, &shim.pod.pod_name) {
             (Some(ns), Some(name)) => format!("{}/{}", shown(ns), shown(name)),
             _ => "-".to_string(),
         };
-        let row = vec![
+        let mut row = vec![
             Cell::new(shim.pid),
-            Cell::new(shown(shim.namespace.as_deref().unwrap_or("-"))),
             Cell::new(short(shim.id.as_deref().unwrap_or("?"))),
             Cell::new(pod),
             Cell::new(duration(shim.age_seconds)).set_alignment(CellAlignment::Right),
             Cell::new(format!("{:.1}Mi", shim.rss_bytes as f64 / (1 << 20) as f64))
                 .set_alignment(CellAlignment::Right),
-            Cell::new(format!(
-                "{} live, {} defunct",
-                shim.children_live.len(),
-                shim.children_defunct.len()
-            )),
             Cell::new(match shim.identity {
                 "ours" => "yes",
                 "impostor" => "impostor",
@@ -562,12 +553,18 @@ fn shims_table(shims: &[ShimRow], layout: Layout) -> Table {
             }),
         ];
         if layout.wide {
+            row.push(Cell::new(shown(shim.namespace.as_deref().unwrap_or("-"))));
+            row.push(Cell::new(format!(
+                "{} live, {} defunct",
+                shim.children_live.len(),
+                shim.children_defunct.len()
+            )));
             table.add_row(row);
         } else {
             table.add_row(one_line(row));
         }
     }
-    for index in [0, 2, 4, 5, 7] {
+    for index in [0, 1, 3, 4, 5] {
         if let Some(column) = table.column_mut(index) {
             column.set_constraint(ColumnConstraint::ContentWidth);
         }
