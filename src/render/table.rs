@@ -141,10 +141,7 @@ pub fn render_with(report: &Report, layout: Layout, out: &mut dyn Write) -> io::
 
     if !report.actions.is_empty() {
         writeln!(out, "\nActions:")?;
-        let mut table = list_table(
-            &["SHIM PID", "ID", "OUTCOME", "DETAIL", "LEFT BEHIND"],
-            layout.width,
-        );
+        let mut table = list_table(&["SHIM PID", "ID", "OUTCOME", "DETAIL"], layout.width);
         for action in &report.actions {
             table.add_row(vec![
                 action.shim_pid.to_string(),
@@ -154,15 +151,16 @@ pub fn render_with(report: &Report, layout: Layout, out: &mut dyn Write) -> io::
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
                 shown(&action.detail),
-                action
-                    .remains
-                    .iter()
-                    .map(|r| shown(r))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
             ]);
         }
         write_table(out, &table)?;
+        // What each shim left behind, a path per line, whole.
+        for action in report.actions.iter().filter(|a| !a.remains.is_empty()) {
+            writeln!(out, "Left behind by shim {}:", action.shim_pid)?;
+            for remain in &action.remains {
+                text(out, &shown(remain), "  ")?;
+            }
+        }
     }
 
     if !report.gaps.is_empty() {
@@ -350,14 +348,17 @@ fn write_details(out: &mut dyn Write, finding: &Finding, layout: Layout) -> io::
         }
         Ok(())
     };
-    field("What is wrong", vec![shown(&finding.summary)])?;
+    field(
+        "What is wrong",
+        vec![readable_seconds(&shown(&finding.summary))],
+    )?;
     field("Evidence", evidence_lines(&finding.evidence))?;
     field("Likely cause", vec![shown(&finding.cause)])?;
     field("What to do", vec![shown(&finding.remedy)])
 }
 
 /// `key: value` per line, for people: unknown (null or empty) values left out,
-/// `_seconds` as an age (`3m12s`), `_ms` as a latency, a list of records
+/// `_seconds` as an age (`3m12s`), `_ms` as a latency, `_bytes` in MiB, a list of records
 /// (blocked threads) one per line. Each line is made inert on its own.
 fn evidence_lines(evidence: &Value) -> Vec<String> {
     let Some(map) = evidence.as_object() else {
@@ -388,16 +389,20 @@ enum Readable {
 
 /// A key and its value as a person reads them.
 fn readable(key: &str, value: &Value) -> (String, Readable) {
+    // Seconds per unit of a duration, or `None` for a size in bytes.
     let (label, unit) = if let Some(stem) = key.strip_suffix("_seconds") {
-        (stem, Some(1.0))
+        (stem, Some(Some(1.0)))
     } else if let Some(stem) = key.strip_suffix("_ms") {
-        (stem, Some(1e-3))
+        (stem, Some(Some(1e-3)))
+    } else if let Some(stem) = key.strip_suffix("_bytes") {
+        (stem, Some(None))
     } else {
         (key, None)
     };
     let label = label.replace('_', " ");
     let value = match (value, unit) {
-        (Value::Number(n), Some(unit)) => {
+        (Value::Number(n), Some(None)) => Readable::One(mebibytes(n.as_f64().unwrap_or_default())),
+        (Value::Number(n), Some(Some(unit))) => {
             Readable::One(duration(n.as_f64().unwrap_or_default() * unit))
         }
         (Value::String(s), _) => Readable::One(s.clone()),
@@ -433,6 +438,10 @@ fn inline(value: &Value) -> String {
             .join(" "),
         other => other.to_string(),
     }
+}
+
+fn mebibytes(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / 1048576.0)
 }
 
 /// A duration as people read one: `850ms`, `4.2s`, `3m12s`, `5h07m`,
@@ -539,8 +548,7 @@ fn shims_table(shims: &[ShimRow], layout: Layout) -> Table {
             Cell::new(short(shim.id.as_deref().unwrap_or("?"))),
             Cell::new(pod),
             Cell::new(duration(shim.age_seconds)).set_alignment(CellAlignment::Right),
-            Cell::new(format!("{:.1}Mi", shim.rss_bytes as f64 / (1 << 20) as f64))
-                .set_alignment(CellAlignment::Right),
+            Cell::new(mebibytes(shim.rss_bytes as f64)).set_alignment(CellAlignment::Right),
             Cell::new(match shim.identity {
                 "ours" => "yes",
                 "impostor" => "impostor",
@@ -839,7 +847,16 @@ mod tests {
             format!("/{}", "d".repeat(150)),
             "an error with a reason that takes more than one line to tell, as they do",
         )];
-        let report = Report::new("check", "k8s.io", s.paths.clone(), findings, gaps).bounded();
+        let mut report = Report::new("check", "k8s.io", s.paths.clone(), findings, gaps).bounded();
+        let left = format!("bundle dir /run/containerd/{}", "b".repeat(100));
+        assert_eq!(&left[11..16], "/run/");
+        report.actions = vec![crate::act::kill::Action {
+            shim_pid: 2780,
+            shim_id: id('s'),
+            outcome: crate::act::kill::Outcome::Terminated,
+            detail: "exited after SIGTERM".into(),
+            remains: vec![left.clone()],
+        }];
         let text = rendered(&report, NARROW);
         assert!(columns(&text) <= 80, "{}:\n{text}", columns(&text));
         // One line per finding, and no evidence.
@@ -861,6 +878,7 @@ mod tests {
             "an age, not seconds: {wide}"
         );
         assert!(wide.contains("What to do"), "{wide}");
+        assert!(wide.contains(&left[11..]), "{wide}");
         assert!(
             wide.contains(&format!("/{}", "d".repeat(150))),
             "paths whole: {wide}"
@@ -883,7 +901,7 @@ mod tests {
             readable_seconds("recorded 95 s after it happened; blocked for at least 1.5 s"),
             "recorded 1m35s after it happened; blocked for at least 1.5s"
         );
-        let threads = serde_json::json!({"blocked_for_at_least_seconds": 3.5,
+        let threads = serde_json::json!({"blocked_for_at_least_seconds": 3.5, "rss_bytes": 14168064,
             "threads": [{"tid": 9, "state": "D", "syscall": "umount2", "wchan": null}],
             "list_containers": {"latency_ms": 1200.0, "timed_out": false}});
         assert_eq!(
@@ -891,6 +909,7 @@ mod tests {
             [
                 "blocked for at least: 3.5s",
                 "list containers: latency=1.2s timed_out=false",
+                "rss: 13.5 MiB",
                 "threads:",
                 "  state=D syscall=umount2 tid=9",
             ]
