@@ -380,20 +380,6 @@ fn every_command_prints_json_that_matches_the_schema() {
     assert_eq!(doc["gaps"][0]["source"], "containerd-api", "{doc}");
 }
 
-/// Undoes the wrapping of long lines (continuations are indented).
-fn unwrapped(text: &str) -> String {
-    let mut out = String::new();
-    for line in text.lines() {
-        if line.starts_with(' ') && !out.is_empty() {
-            out.pop();
-            out.push(' ');
-        }
-        out.push_str(line.trim_start());
-        out.push('\n');
-    }
-    out
-}
-
 fn widest_line(text: &str) -> usize {
     text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }
@@ -451,7 +437,7 @@ fn no_containerd_on_the_node_is_could_not_check_in_one_sentence() {
     let text = String::from_utf8(output.stdout.clone()).unwrap();
     assert_eq!(output.status.code(), Some(2), "{text}");
     assert!(output.stderr.is_empty(), "{}", support::stderr(&output));
-    let said = unwrapped(&text);
+    let said = support::unwrapped(&text);
     assert!(
         said.contains(&format!(
             "containerd-api {socket}: no containerd on this node: no socket there and no containerd process running"
@@ -775,7 +761,7 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
         .arg(&proc_root)
         .output()
         .unwrap();
-    let text = unwrapped(&String::from_utf8_lossy(&table.stdout));
+    let text = support::unwrapped(&String::from_utf8_lossy(&table.stdout));
     assert!(
         text.starts_with(&format!(
             "containerd v1.7.20 [process]: root {d}/root [process]"
