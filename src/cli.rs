@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueHint};
 
 use crate::gather::GatherOptions;
 use crate::paths::PathFlags;
@@ -27,10 +27,10 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// containerd root directory [default: the running containerd's, else from its config, else /var/lib/containerd]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
     pub root: Option<PathBuf>,
     /// containerd state directory [default: the running containerd's, else from its config, else /run/containerd]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
     pub state: Option<PathBuf>,
     /// containerd socket [default: the running containerd's, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one
     #[arg(long, global = true, value_name = "PATH")]
@@ -41,33 +41,35 @@ pub struct GlobalArgs {
         long,
         global = true,
         value_name = "NS",
+        value_hint = ValueHint::Other,
         default_value = "k8s.io",
         value_parser = namespace
     )]
     pub namespace: String,
     /// Output format
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    #[arg(short = 'o', long, global = true, value_name = "FORMAT", value_enum, default_value_t = Format::Table)]
     pub output: Format,
     /// containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub config: Option<PathBuf>,
     /// procfs to read processes from (a captured or synthetic one, for tests and benchmarks)
     #[arg(
         long,
         global = true,
         value_name = "PATH",
+        value_hint = ValueHint::DirPath,
         default_value = "/proc",
         hide = true
     )]
     pub proc_root: PathBuf,
     /// Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host's
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub mountinfo: Option<PathBuf>,
     /// Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)
     #[arg(short = 'q', long, global = true)]
     pub quiet: bool,
     /// Deadline for each containerd API call (at most 10m)
-    #[arg(long, global = true, value_name = "DURATION", default_value = "3s", value_parser = at_most::<TEN_MINUTES>)]
+    #[arg(long, global = true, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "3s", value_parser = at_most::<TEN_MINUTES>)]
     pub timeout: Duration,
 }
 
@@ -135,17 +137,17 @@ pub struct LeakedShimsArgs {
     #[arg(long, requires = "kill")]
     pub yes: bool,
     /// How long a shim gets to exit after SIGTERM before SIGKILL (at most 10m)
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = at_most::<TEN_MINUTES>)]
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "5s", value_parser = at_most::<TEN_MINUTES>)]
     pub grace: Duration,
 }
 
 #[derive(Debug, Args)]
 pub struct LateExitArgs {
     /// An exit recorded this long after it happened is reported as late-exit (at most 10 years)
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = at_most::<TEN_YEARS>)]
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "30s", value_parser = at_most::<TEN_YEARS>)]
     pub late_after: Duration,
     /// Only report late exits that happened within this window (at most 10 years)
-    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = at_most::<TEN_YEARS>)]
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "24h", value_parser = at_most::<TEN_YEARS>)]
     pub since: Duration,
 }
 
@@ -154,23 +156,23 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub late: LateExitArgs,
     /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
     pub slow: Duration,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
     /// Check an evidence bundle written by `nodectl collect` instead of this node
-    #[arg(long, value_name = "FILE.tar.gz")]
+    #[arg(long, value_name = "FILE.tar.gz", value_hint = ValueHint::FilePath)]
     pub from: Option<PathBuf>,
     /// Also write the metrics of `-o prometheus` to PATH for node_exporter's textfile collector, replaced atomically; after a run that fails, the last good series stay, with nodectl_up 0 and the error as a comment
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {
     /// Where to write the bundle (gzipped tar, mode 0600); `-o` is the output format, as everywhere
-    #[arg(value_name = "FILE.tar.gz")]
+    #[arg(value_name = "FILE.tar.gz", value_hint = ValueHint::FilePath)]
     pub file: PathBuf,
     /// Replace FILE if it exists (never through a symlink, never one of the files collected)
     #[arg(long)]
@@ -186,7 +188,7 @@ pub struct ZombiesArgs {
     pub late: LateExitArgs,
     /// Look again after this long before reporting a zombie, so that a container
     /// whose exit CRI is recording right now is not reported (at most 1m)
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = at_most::<ONE_MINUTE>)]
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "2s", value_parser = at_most::<ONE_MINUTE>)]
     pub settle: Duration,
 }
 

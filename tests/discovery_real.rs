@@ -253,7 +253,8 @@ fn a_k3s_style_containerd_is_found_without_path_flags() {
             "{check}"
         );
         let table = nodectl(&["check", "--timeout", "5s"]);
-        let table = String::from_utf8_lossy(&table.stdout);
+        // The header wraps at 80 columns (into a pipe): joined again.
+        let table = support::unwrapped(&String::from_utf8_lossy(&table.stdout));
         let first = format!(
             "containerd {version} [api]: root {} [process], state {} [process], socket {} [process]",
             bed.root().display(),

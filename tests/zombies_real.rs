@@ -146,7 +146,7 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
     let table = bed.nodectl(&["zombies"]);
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(
-        text.contains("late-exit") && text.contains("default/stuck/init"),
+        text.contains("late-exit") && text.contains("stuck/init"),
         "{text}"
     );
     assert_eq!(table.status.code(), Some(1));

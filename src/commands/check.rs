@@ -7,14 +7,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::checks::{self, Settings};
+use crate::checks::{self, Finding, Kind, Settings};
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::evidence;
 use crate::gather::{follow_up, gather, now_nanos};
 use crate::paths;
 use crate::report::Report;
-use crate::snapshot::Snapshot;
-use crate::sources::api::ApiCall;
+use crate::snapshot::{Gap, Snapshot};
+use crate::sources::api::{self, ApiCall};
 
 /// Two samples at least this far apart (or `--timeout`, if shorter) tell a
 /// blocked thread from a busy one.
@@ -33,16 +33,50 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
         since: args.late.since,
         slow: args.slow,
     };
-    let findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
+    let mut findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
+    let mut gaps = first.gaps.clone();
+    if no_containerd(&first) {
+        one_gap_for_no_containerd(&first.paths.address.path, &mut findings, &mut gaps);
+    }
     let mut context = first.node.clone();
     context.containerd_version = first.containerd.as_ref().and_then(|c| c.version.clone());
     let api_calls = api_calls(&first, args.slow);
     let namespace = first.namespace.clone();
-    let mut report = Report::new("check", &namespace, first.paths, findings, first.gaps)
+    let mut report = Report::new("check", &namespace, first.paths, findings, gaps)
         .identified(first.containerd_version);
     report.context = Some(context);
     report.api_calls = api_calls;
     Ok(report)
+}
+
+/// No containerd on this node at all: nothing at the socket's path, and no
+/// containerd process serving it. Then the API findings say nothing the
+/// node does not (containerd is not there to be unreachable): one gap says
+/// it, and with nothing else found the check exits 2, could not check.
+fn no_containerd(snapshot: &Snapshot) -> bool {
+    snapshot.paths.process.is_none()
+        && snapshot.containerd.as_ref().is_some_and(|view| {
+            view.calls
+                .iter()
+                .any(|c| c.call == "connect" && c.error.as_deref() == Some(api::NO_SOCKET))
+        })
+}
+
+fn one_gap_for_no_containerd(socket: &Path, findings: &mut Vec<Finding>, gaps: &mut Vec<Gap>) {
+    let here = socket.display().to_string();
+    findings.retain(|f| f.kind != Kind::ApiUnreachable || f.evidence["address"] != here.as_str());
+    gaps.retain(|g| {
+        !(matches!(g.source.as_str(), "containerd-api" | "cri-api") && g.path == socket)
+    });
+    gaps.insert(
+        0,
+        Gap::source(
+            "containerd-api",
+            socket,
+            "no containerd on this node: no socket there and no containerd process running \
+             (--address if it listens elsewhere)",
+        ),
+    );
 }
 
 /// The two snapshots a check compares: the first asks both APIs (bounded by

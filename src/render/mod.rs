@@ -1,4 +1,5 @@
-//! Renderers: the report for people (a table) or for programs (JSON).
+//! Renderers: the report for people (a list, `wide` with the details) or
+//! for programs (JSON, Prometheus, node-problem-detector).
 
 pub mod inert;
 pub mod json;
@@ -15,8 +16,10 @@ use crate::report::Report;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// For people: tables
+    /// For people: a list that fits the terminal (80 columns into a pipe)
     Table,
+    /// For people: the list, then each finding's evidence, cause and remedy
+    Wide,
     /// One JSON document (schema/report-v1.schema.json)
     Json,
     /// node_exporter textfile-collector metrics
@@ -30,6 +33,7 @@ pub enum Format {
 pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Table => table::render(report, out),
+        Format::Wide => table::render_wide(report, out),
         Format::Json => json::render(report, out),
         Format::Prometheus => prometheus::render(report, out),
         Format::Npd => npd::render(report, out),

@@ -43,20 +43,32 @@ pub async fn timed<T>(
     (result.ok(), record)
 }
 
+/// What [`connect`] says when there is nothing at the socket's path: the
+/// transport's own words add nothing to it.
+pub const NO_SOCKET: &str = "socket does not exist";
+
 /// A gRPC channel over containerd's unix socket.
 pub async fn connect(address: &Path) -> Result<Channel, String> {
     containerd_client::connect(address).await.map_err(|err| {
+        if !address.exists() {
+            return NO_SOCKET.to_string();
+        }
+        // Each cause once: the transport repeats its source's text.
         let mut text = err.to_string();
         let mut source = err.source();
         while let Some(cause) = source {
-            text = format!("{text}: {cause}");
-            source = cause.source();
-        }
-        if !address.exists() {
-            text = format!("socket does not exist ({text})");
+            let cause = cause.to_string();
+            if !text.contains(&cause) {
+                text = format!("{text}: {cause}");
+            }
+            source = err_source(source);
         }
         text
     })
+}
+
+fn err_source<'a>(error: Option<&'a (dyn Error + 'static)>) -> Option<&'a (dyn Error + 'static)> {
+    error.and_then(Error::source)
 }
 
 pub fn status_text(status: tonic::Status) -> String {

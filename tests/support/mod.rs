@@ -140,6 +140,21 @@ pub fn temp_files_left_in(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The table's text with its wrapped lines joined again: a line that
+/// starts with a space continues the one before it.
+pub fn unwrapped(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.starts_with(' ') && !out.is_empty() {
+            out.pop();
+            out.push(' ');
+        }
+        out.push_str(line.trim_start());
+        out.push('\n');
+    }
+    out
+}
+
 /// What a run printed on stderr, as text (for assertion messages).
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
