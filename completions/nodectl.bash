@@ -31,6 +31,9 @@ _nodectl() {
             nodectl,leaked-shims)
                 cmd="nodectl__subcmd__leaked__subcmd__shims"
                 ;;
+            nodectl,serve)
+                cmd="nodectl__subcmd__serve"
+                ;;
             nodectl,shims)
                 cmd="nodectl__subcmd__shims"
                 ;;
@@ -52,6 +55,9 @@ _nodectl() {
             nodectl__subcmd__help,leaked-shims)
                 cmd="nodectl__subcmd__help__subcmd__leaked__subcmd__shims"
                 ;;
+            nodectl__subcmd__help,serve)
+                cmd="nodectl__subcmd__help__subcmd__serve"
+                ;;
             nodectl__subcmd__help,shims)
                 cmd="nodectl__subcmd__help__subcmd__shims"
                 ;;
@@ -65,7 +71,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -q -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts help"
+            opts="-n -o -q -h -V --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -92,11 +98,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -123,7 +129,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --slow --cri-address --from --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --slow --cri-address --from --textfile --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -149,6 +155,10 @@ _nodectl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --textfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -170,11 +180,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -232,11 +242,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -263,7 +273,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__help)
-            opts="check collect zombies shims leaked-shims leaked-mounts help"
+            opts="check collect zombies shims leaked-shims leaked-mounts serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -346,6 +356,20 @@ _nodectl() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        nodectl__subcmd__help__subcmd__serve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         nodectl__subcmd__help__subcmd__shims)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -402,11 +426,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -464,11 +488,93 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --proc-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mountinfo)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__serve)
+            opts="-n -o -q -h --listen --interval --late-after --since --slow --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --late-after)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slow)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cri-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -522,11 +628,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -592,11 +698,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
