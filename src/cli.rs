@@ -1,6 +1,7 @@
 //! Command-line interface. Global options work before or after the
 //! subcommand; alerting scripts depend on their names.
 
+use std::net::{Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// containerd root directory [default: the running containerd's, else from its config, else /var/lib/containerd]
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
@@ -126,6 +127,8 @@ pub enum Command {
     LeakedShims(LeakedShimsArgs),
     /// Rootfs and shm mounts, and bundle directories, that nothing owns any more
     LeakedMounts,
+    /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -141,7 +144,7 @@ pub struct LeakedShimsArgs {
     pub grace: Duration,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct LateExitArgs {
     /// An exit recorded this long after it happened is reported as late-exit (at most 10 years)
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "30s", value_parser = at_most::<TEN_YEARS>)]
@@ -170,6 +173,37 @@ pub struct CheckArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to serve on: IP:PORT, or :PORT for every address (127.0.0.1:0 picks a free port; the address is printed on stderr)
+    #[arg(long, value_name = "ADDR", value_parser = listen_address)]
+    pub listen: SocketAddr,
+    /// How often the checks run, whatever the scrape rate; scrapes get the last result (1s to 1h)
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = interval)]
+    pub interval: Duration,
+    #[command(flatten)]
+    pub late: LateExitArgs,
+    /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
+    pub slow: Duration,
+    /// CRI socket [default: the containerd socket]
+    #[arg(long, value_name = "PATH")]
+    pub cri_address: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// What each run of the loop is: `check` on this node.
+    pub fn check_args(&self) -> CheckArgs {
+        CheckArgs {
+            late: self.late.clone(),
+            slow: self.slow,
+            cri_address: self.cri_address.clone(),
+            from: None,
+            textfile: None,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct CollectArgs {
     /// Where to write the bundle (gzipped tar, mode 0600); `-o` is the output format, as everywhere
     #[arg(value_name = "FILE.tar.gz", value_hint = ValueHint::FilePath)]
@@ -193,6 +227,7 @@ pub struct ZombiesArgs {
 }
 
 const ONE_MINUTE: u64 = 60;
+const ONE_HOUR: u64 = 3600;
 const TEN_MINUTES: u64 = 600;
 const TEN_YEARS: u64 = 10 * 365 * 24 * 3600 + 2 * 24 * 3600;
 
@@ -211,6 +246,31 @@ fn at_most<const MAX_SECS: u64>(value: &str) -> Result<Duration, String> {
         return Err(format!("at most {max} (got {value})"));
     }
     Ok(duration)
+}
+
+/// `serve --interval`: at least a second (a loop with no pause would keep a
+/// core busy and containerd with it), at most an hour.
+fn interval(value: &str) -> Result<Duration, String> {
+    let duration = at_most::<ONE_HOUR>(value)?;
+    if duration < Duration::from_secs(1) {
+        return Err(format!("at least 1s (got {value})"));
+    }
+    Ok(duration)
+}
+
+/// `serve --listen`: `IP:PORT` (`[::1]:PORT` for IPv6), or `:PORT` for
+/// every address (bound as `[::]`, which takes IPv4 too, or `0.0.0.0` where
+/// there is no IPv6). No host names: nothing is resolved.
+fn listen_address(value: &str) -> Result<SocketAddr, String> {
+    if let Some(port) = value.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("not a port: {port:?} (IP:PORT or :PORT)"))?;
+        return Ok(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)));
+    }
+    value
+        .parse()
+        .map_err(|_| format!("not IP:PORT or :PORT: {value:?}"))
 }
 
 /// containerd's identifier rule (pkg/identifiers: `Validate`): letters and
@@ -302,6 +362,8 @@ mod tests {
             (&["check", "--since"], "3652days", "3653days"),
             (&["zombies", "--settle"], "1m", "61s"),
             (&["leaked-shims", "--kill", "--grace"], "10m", "601s"),
+            (&["serve", "--listen", ":9101", "--interval"], "1h", "3601s"),
+            (&["serve", "--listen", ":9101", "--slow"], "10m", "601s"),
         ] {
             assert!(parse(&[flag, &[max]].concat()).is_ok(), "{flag:?} {max}");
             let err = parse(&[flag, &[over]].concat()).unwrap_err();
@@ -309,5 +371,32 @@ mod tests {
             assert!(err.to_string().contains("at most"), "{err}");
         }
         assert!(parse(&["check", "--timeout", "9223372036854775807s"]).is_err());
+        let below = parse(&["serve", "--listen", ":9101", "--interval", "999ms"]).unwrap_err();
+        assert!(below.to_string().contains("at least 1s"), "{below}");
+    }
+
+    #[test]
+    fn serve_listens_on_an_ip_and_port_or_on_every_address() {
+        let listen = |value: &str| {
+            Cli::try_parse_from(["nodectl", "serve", "--listen", value]).map(|cli| {
+                match cli.command {
+                    Command::Serve(args) => args.listen,
+                    _ => panic!("not serve"),
+                }
+            })
+        };
+        assert_eq!(
+            listen("127.0.0.1:9101").unwrap(),
+            "127.0.0.1:9101".parse().unwrap()
+        );
+        assert_eq!(listen("[::1]:0").unwrap(), "[::1]:0".parse().unwrap());
+        assert_eq!(listen(":9101").unwrap(), "[::]:9101".parse().unwrap());
+        for bad in ["localhost:9101", "9101", ":", ":65536", "127.0.0.1"] {
+            assert!(listen(bad).is_err(), "{bad} accepted");
+        }
+        assert!(
+            Cli::try_parse_from(["nodectl", "serve"]).is_err(),
+            "--listen is required"
+        );
     }
 }

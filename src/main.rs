@@ -3,11 +3,14 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use nodectl::cli::Cli;
+use nodectl::cli::{Cli, Command};
 use nodectl::{commands, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Serve(args) = &cli.command {
+        return commands::serve::run(&cli.global, args);
+    }
     let textfile = cli.textfile();
     let report = match commands::run(&cli) {
         Ok(report) => report,

@@ -1,4 +1,5 @@
-//! deploy/ as its users' tools read it: every kustomize overlay renders
+//! deploy/ as its users' tools read it: every kustomize overlay, and each
+//! distribution's with the `serve` component added, renders
 //! (`kubectl kustomize`) into objects valid against the Kubernetes schemas
 //! (`kubernetes-validate --strict`, offline, oldest and newest supported
 //! versions), the YAML is lint-clean (`yamllint`), and the alert rules pass
@@ -20,7 +21,11 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-const OVERLAYS: &[&str] = &["default", "k3s", "rke2", "microk8s"];
+const OVERLAYS: &[&str] = &["default", "k3s", "rke2", "microk8s", "serve"];
+
+/// The distributions' overlays that are also rendered with
+/// `components/serve` added, as a user's own overlay would add it.
+const SERVED: &[&str] = &["k3s", "rke2", "microk8s"];
 
 /// The oldest Kubernetes the manifests support (the container
 /// `appArmorProfile` field is 1.30's) and the newest kubernetes-validate
@@ -101,11 +106,10 @@ fn text(output: &Output) -> String {
     )
 }
 
-/// `kubectl kustomize` of one overlay: the rendered YAML, or its error.
-fn render(bin: &Path, overlay: &str) -> Result<String, String> {
-    let output = run(Command::new(bin.join("kubectl"))
-        .arg("kustomize")
-        .arg(deploy().join("overlays").join(overlay)));
+/// `kubectl kustomize` of one kustomization directory: the rendered YAML,
+/// or its error.
+fn render(bin: &Path, dir: &Path) -> Result<String, String> {
+    let output = run(Command::new(bin.join("kubectl")).arg("kustomize").arg(dir));
     if output.status.success() {
         Ok(String::from_utf8(output.stdout).unwrap())
     } else {
@@ -146,8 +150,16 @@ fn every_overlay_renders_to_valid_kubernetes_objects() {
         Err(why) => return support::skip(TEST, &why),
     };
     let dir = tempfile::tempdir().unwrap();
-    for overlay in OVERLAYS {
-        let yaml = render(bin, overlay).unwrap_or_else(|e| panic!("overlay {overlay}: {e}"));
+    let mut variants: Vec<(String, PathBuf)> = OVERLAYS
+        .iter()
+        .map(|o| (o.to_string(), deploy().join("overlays").join(o)))
+        .collect();
+    for overlay in SERVED {
+        variants.push((format!("{overlay}+serve"), with_serve(dir.path(), overlay)));
+    }
+    for (overlay, kustomization) in &variants {
+        let overlay = overlay.as_str();
+        let yaml = render(bin, kustomization).unwrap_or_else(|e| panic!("overlay {overlay}: {e}"));
         let file = dir.path().join(format!("{overlay}.yaml"));
         fs::write(&file, &yaml).unwrap();
         for version in KUBERNETES_VERSIONS {
@@ -164,6 +176,29 @@ fn every_overlay_renders_to_valid_kubernetes_objects() {
         assert_eq!(objects.len(), 1, "overlay {overlay}: one DaemonSet");
         daemonset_holds_together(overlay, &objects[0]);
     }
+}
+
+/// A kustomization in `scratch` of `overlay` with `components/serve`, as
+/// a user would write it. kustomize takes no absolute path there, so the
+/// paths climb from `scratch` to `/` and down to deploy/.
+fn with_serve(scratch: &Path, overlay: &str) -> PathBuf {
+    let dir = scratch.join(format!("{overlay}-serve"));
+    fs::create_dir(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let to_root = "../".repeat(dir.components().count() - 1);
+    let deploy = deploy().canonicalize().unwrap();
+    let deploy = format!("{to_root}{}", deploy.strip_prefix("/").unwrap().display());
+    fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\n\
+             kind: Kustomization\n\
+             resources: [{deploy}/overlays/{overlay}]\n\
+             components: [{deploy}/components/serve]\n"
+        ),
+    )
+    .unwrap();
+    dir
 }
 
 /// What no schema knows: the paths nodectl finds on the host are the paths
@@ -214,6 +249,39 @@ fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
+    match args.first() {
+        Some(&"check") => textfile_loop_holds_together(overlay, mounts, &args),
+        Some(&"serve") => exporter_holds_together(overlay, daemonset, &args),
+        _ => panic!("{overlay}: neither check nor serve: {args:?}"),
+    }
+    if let Some(at) = args.iter().position(|a| *a == "--address") {
+        let socket = Path::new(args[at + 1]);
+        assert!(
+            containerd_dirs.iter().any(|dir| socket.starts_with(dir)),
+            "{overlay}: the socket {} is in no mounted directory {containerd_dirs:?}",
+            socket.display()
+        );
+    } else {
+        assert!(
+            ["default", "serve"].contains(&overlay),
+            "{overlay}: a distribution names its socket"
+        );
+    }
+    // The arguments parse as a nodectl command line (--help last: an
+    // argument before it that does not parse is an error).
+    let parsed = run(Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(&args)
+        .arg("--help"));
+    assert!(
+        parsed.status.success(),
+        "{overlay}: nodectl {args:?}: {}",
+        text(&parsed)
+    );
+}
+
+/// `check --textfile` in a shell loop: the file goes into the mounted
+/// textfile directory.
+fn textfile_loop_holds_together(overlay: &str, mounts: &[Value], args: &[&str]) {
     let textfile = args
         .iter()
         .position(|a| *a == "--textfile")
@@ -225,25 +293,61 @@ fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
         Some(Path::new(textfile_mount["mountPath"].as_str().unwrap())),
         "{overlay}: --textfile writes into the textfile directory"
     );
-    if let Some(at) = args.iter().position(|a| *a == "--address") {
-        let socket = Path::new(args[at + 1]);
-        assert!(
-            containerd_dirs.iter().any(|dir| socket.starts_with(dir)),
-            "{overlay}: the socket {} is in no mounted directory {containerd_dirs:?}",
-            socket.display()
-        );
-    } else {
-        assert_eq!(overlay, "default", "a distribution names its socket");
-    }
-    // The arguments parse as a nodectl command line (--help last: an
-    // argument before it that does not parse is an error).
-    let parsed = run(Command::new(env!("CARGO_BIN_EXE_nodectl"))
-        .args(&args)
-        .arg("--help"));
+}
+
+/// `serve`: nodectl itself is the container's process (no shell loop to
+/// lose its signals), the port it listens on is the container's `metrics`
+/// port and the one the scrape annotations name, the readiness probe asks
+/// /healthz there, and nothing of the textfile loop is left.
+fn exporter_holds_together(overlay: &str, daemonset: &Value, args: &[&str]) {
+    let template = &daemonset["spec"]["template"];
+    let container = &template["spec"]["containers"][0];
+    assert_eq!(
+        container["command"],
+        serde_json::json!(["nodectl"]),
+        "{overlay}"
+    );
+    let listen = args
+        .iter()
+        .position(|a| *a == "--listen")
+        .map(|at| args[at + 1])
+        .unwrap_or_else(|| panic!("{overlay}: no --listen in {args:?}"));
+    let port: u16 = listen
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or_else(|| panic!("{overlay}: --listen {listen}"));
+    let ports = container["ports"].as_array().unwrap();
+    let metrics = ports
+        .iter()
+        .find(|p| p["name"] == "metrics")
+        .unwrap_or_else(|| panic!("{overlay}: no metrics port in {ports:?}"));
+    assert_eq!(
+        metrics["containerPort"], port,
+        "{overlay}: --listen {listen}"
+    );
+    let annotations = &template["metadata"]["annotations"];
+    assert_eq!(annotations["prometheus.io/scrape"], "true", "{overlay}");
+    assert_eq!(
+        annotations["prometheus.io/port"],
+        port.to_string(),
+        "{overlay}"
+    );
+    assert_eq!(annotations["prometheus.io/path"], "/metrics", "{overlay}");
+    let probe = &container["readinessProbe"]["httpGet"];
+    assert_eq!(probe["path"], "/healthz", "{overlay}");
+    assert_eq!(probe["port"], "metrics", "{overlay}");
+    assert!(!args.contains(&"--textfile"), "{overlay}: {args:?}");
+    let names = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap().to_string())
+            .collect()
+    };
     assert!(
-        parsed.status.success(),
-        "{overlay}: nodectl {args:?}: {}",
-        text(&parsed)
+        !names(&template["spec"]["volumes"]).contains(&"textfile".to_string())
+            && !names(&container["volumeMounts"]).contains(&"textfile".to_string()),
+        "{overlay}: no textfile directory is mounted from the host"
     );
 }
 

@@ -209,7 +209,7 @@ const KINDS: &[(&str, &str, &str)] = &[
 /// The kinds a command reports.
 fn kinds_of(command: &str) -> Vec<&'static str> {
     match command {
-        "nodectl" | "check" => KINDS.iter().map(|k| k.0).collect(),
+        "nodectl" | "check" | "serve" => KINDS.iter().map(|k| k.0).collect(),
         "zombies" => vec!["zombie", "late-exit"],
         "leaked-shims" => vec!["leaked-shim"],
         "leaked-mounts" => vec!["leaked-mount", "orphan-bundle"],
@@ -264,6 +264,16 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
             ("nodectl leaked-shims --kill", "End them, after asking and re-checking each one."),
             ("nodectl leaked-shims --kill --yes", "Without asking (stdin not a terminal)."),
         ],
+        "serve" => vec![
+            (
+                "nodectl serve --listen :9101",
+                "Serve /metrics and /healthz; the checks run once a minute whatever the scrape rate.",
+            ),
+            (
+                "nodectl serve --listen 127.0.0.1:9101 --interval 30s",
+                "On loopback only, checking every 30 seconds.",
+            ),
+        ],
         "leaked-mounts" => vec![(
             "nodectl leaked-mounts -o wide",
             "Leaked mounts and orphan bundles, with their mount points and directories.",
@@ -281,6 +291,12 @@ fn exit_status(command: &str) -> Vec<(String, String)> {
                 "The archive was written; what could not be read is in it and on stderr.",
             ),
             status("2", "It was not written (or bad usage)."),
+        ];
+    }
+    if command == "serve" {
+        return vec![
+            status("0", "Stopped by SIGTERM or SIGINT."),
+            status("2", "The address could not be bound (or bad usage)."),
         ];
     }
     vec![

@@ -5,6 +5,7 @@ pub mod check;
 pub mod collect;
 pub mod leaked_mounts;
 pub mod leaked_shims;
+pub mod serve;
 pub mod shims;
 pub mod zombies;
 
@@ -25,5 +26,7 @@ fn run_unbounded(cli: &Cli) -> Result<Report, String> {
         Command::Shims => Ok(shims::run(&cli.global)),
         Command::LeakedShims(args) => leaked_shims::run(&cli.global, args),
         Command::LeakedMounts => Ok(leaked_mounts::run(&cli.global)),
+        // Runs until stopped, with no report: main hands it to serve::run.
+        Command::Serve(_) => Err("serve has no report (see commands::serve::run)".into()),
     }
 }

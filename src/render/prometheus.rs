@@ -167,6 +167,34 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     )
 }
 
+/// `serve`'s own families, after a run's metrics: how long the last run
+/// took, and how many runs the loop has made since it started (scrapes do
+/// not add runs; a rate of this counter shows the loop's pace).
+pub fn render_loop(
+    out: &mut dyn Write,
+    command: &str,
+    last_run: std::time::Duration,
+    runs: u64,
+) -> io::Result<()> {
+    let command = escape(command);
+    gauge(
+        out,
+        "nodectl_check_duration_seconds",
+        "How long the last run took, from gathering to the report.",
+    )?;
+    writeln!(
+        out,
+        "nodectl_check_duration_seconds{{command=\"{command}\"}} {}",
+        last_run.as_secs_f64()
+    )?;
+    writeln!(
+        out,
+        "# HELP nodectl_checks_total Runs since nodectl serve started, failed ones included."
+    )?;
+    writeln!(out, "# TYPE nodectl_checks_total counter")?;
+    writeln!(out, "nodectl_checks_total{{command=\"{command}\"}} {runs}")
+}
+
 fn gauge(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
     writeln!(out, "# HELP {name} {help}")?;
     writeln!(out, "# TYPE {name} gauge")

@@ -30,9 +30,16 @@ pub fn write_report(path: &Path, report: &Report) -> io::Result<()> {
 /// `nodectl_up` set to 0, with `error` as a comment.
 pub fn keep_last_good(path: &Path, command: &str, error: &str) -> io::Result<()> {
     let previous = read_previous(path);
-    let when = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let text = failed(previous.as_deref(), command, &when, error);
+    let text = after_failure(previous.as_deref(), command, error);
     replace(path, text.as_bytes())
+}
+
+/// The metrics after a run that produced no report, now: `previous` (the
+/// last good run's metrics, if any) kept with `nodectl_up` 0 and `error`
+/// as a comment. `serve` answers scrapes with it too.
+pub fn after_failure(previous: Option<&str>, command: &str, error: &str) -> String {
+    let when = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    failed(previous, command, &when, error)
 }
 
 /// The comment lines this module writes; dropped from a last good file

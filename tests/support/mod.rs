@@ -8,7 +8,8 @@
 //! - [`strace`]: holding a shim's `umount2`;
 //! - [`teardown`]: the cleanup behind `Drop`;
 //! - [`image`]: the busybox image (no registry on the test machines);
-//! - [`procs`]: `/proc` reading (liveness by state letter, never existence).
+//! - [`procs`]: `/proc` reading (liveness by state letter, never existence);
+//! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it.
 //!
 //! Below: helpers for the tests' nodectl reports.
 // Each test crate includes this module and uses a different part of it
@@ -20,6 +21,7 @@ mod image;
 mod line;
 mod orphan_shim;
 pub mod procs;
+pub mod serve;
 mod strace;
 mod teardown;
 mod testbed;

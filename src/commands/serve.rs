@@ -1,0 +1,173 @@
+//! `nodectl serve`: `check`'s metrics over HTTP, for Prometheus to scrape
+//! the pod directly (no textfile collector, no shell loop).
+//!
+//! One thread runs `check` once per `--interval` (start to start; at once
+//! again when a run took longer) and renders its metrics once; the HTTP
+//! server ([`crate::exporter`]) answers every scrape from those bytes. So
+//! the scrape rate never changes how often containerd is asked, and a slow
+//! run never makes a scrape wait: it gets the previous result. Nothing is
+//! ever killed or changed on the node.
+//!
+//! A run that produces no report (or panics) keeps the last good series
+//! with `nodectl_up` 0 and the error as a comment, as `check --textfile`
+//! does. SIGTERM and SIGINT end it with status 0; it exits 2 only when it
+//! cannot listen.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::panic::{self, AssertUnwindSafe};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::cli::{CheckArgs, GlobalArgs, ServeArgs};
+use crate::commands::check;
+use crate::exporter::{self, Health, Shared};
+use crate::render::{inert, prometheus, textfile};
+use crate::report::Report;
+
+/// The `command` label of the metrics: the runs are `check`'s, so alert
+/// rules and dashboards read them the same whichever way they arrive.
+const COMMAND: &str = "check";
+
+pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
+    let listener = match bind(args.listen) {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("nodectl: serve: cannot listen on {}: {err}", args.listen);
+            return ExitCode::from(2);
+        }
+    };
+    let address = listener
+        .local_addr()
+        .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
+    if !global.quiet {
+        eprintln!(
+            "nodectl: serving http://{address}/metrics and /healthz, checking every {}",
+            humantime::format_duration(args.interval)
+        );
+    }
+
+    let latest = Shared::default();
+    let health = Health {
+        started: Instant::now(),
+        stale_after: stale_after(args.interval, global.timeout),
+    };
+    // No progress lines every interval on a terminal: the loop has no one
+    // waiting on it.
+    let mut quiet = global.clone();
+    quiet.quiet = true;
+    let check_args = args.check_args();
+    let interval = args.interval;
+    let loop_latest = latest.clone();
+    let spawned = std::thread::Builder::new()
+        .name("check-loop".into())
+        .spawn(move || check_loop(&quiet, &check_args, interval, &loop_latest));
+    if let Err(err) = spawned {
+        eprintln!("nodectl: serve: starting the check loop: {err}");
+        return ExitCode::from(2);
+    }
+
+    let served = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .and_then(|runtime| runtime.block_on(serve_until_signalled(listener, latest, health)));
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("nodectl: serve: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Binds `address`; `[::]` (from `:PORT`) falls back to `0.0.0.0` on a
+/// node without IPv6.
+fn bind(address: SocketAddr) -> io::Result<TcpListener> {
+    match TcpListener::bind(address) {
+        Err(err)
+            if address.ip().is_unspecified()
+                && address.is_ipv6()
+                && matches!(
+                    err.raw_os_error(),
+                    Some(nix::libc::EAFNOSUPPORT | nix::libc::EADDRNOTAVAIL)
+                ) =>
+        {
+            TcpListener::bind((Ipv4Addr::UNSPECIFIED, address.port()))
+        }
+        bound => bound,
+    }
+}
+
+async fn serve_until_signalled(
+    listener: TcpListener,
+    latest: Shared,
+    health: Health,
+) -> io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        () = exporter::serve(listener, latest, health) => {}
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
+
+/// How long without a finished run before `/healthz` says the loop is
+/// stuck: two intervals, plus what a run may take (each API call is bounded
+/// by `--timeout`, and a run makes few of them in sequence) with a minute
+/// for reading files and procfs.
+fn stale_after(interval: Duration, timeout: Duration) -> Duration {
+    interval * 2 + timeout * 10 + Duration::from_secs(60)
+}
+
+fn check_loop(global: &GlobalArgs, args: &CheckArgs, interval: Duration, latest: &Shared) {
+    let mut runs: u64 = 0;
+    let mut last_good: Option<String> = None;
+    loop {
+        let started = Instant::now();
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+            check::run(global, args).map(Report::bounded)
+        }))
+        .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));
+        let took = started.elapsed();
+        runs += 1;
+        let metrics = match outcome {
+            Ok(report) => {
+                let text = rendered(|out| prometheus::render(&report, out));
+                last_good = Some(text.clone());
+                text
+            }
+            Err(reason) => {
+                eprintln!(
+                    "nodectl: serve: the check failed: {}",
+                    inert::shown(&reason)
+                );
+                textfile::after_failure(last_good.as_deref(), COMMAND, &reason)
+            }
+        };
+        let mut metrics = metrics.into_bytes();
+        metrics
+            .extend(rendered(|out| prometheus::render_loop(out, COMMAND, took, runs)).into_bytes());
+        {
+            let mut latest = latest
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            latest.metrics = Some(Bytes::from(metrics));
+            latest.finished = Some(Instant::now());
+        }
+        std::thread::sleep(interval.saturating_sub(started.elapsed()));
+    }
+}
+
+/// What a renderer writes into memory (which cannot fail).
+fn rendered(render: impl FnOnce(&mut dyn io::Write) -> io::Result<()>) -> String {
+    let mut out = Vec::new();
+    render(&mut out).expect("writing to memory");
+    String::from_utf8_lossy(&out).into_owned()
+}
