@@ -122,8 +122,25 @@ pub enum Command {
     Shims,
     /// Shims that no container record owns and that serve no live process; --kill ends them
     LeakedShims(LeakedShimsArgs),
-    /// Rootfs and shm mounts, and bundle directories, that nothing owns any more
-    LeakedMounts,
+    /// Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them
+    LeakedMounts(LeakedMountsArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("cleanup").multiple(true).args(["unmount", "remove_bundles"])))]
+pub struct LeakedMountsArgs {
+    /// Unmount the leaked mounts (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub unmount: bool,
+    /// Detach lazily (MNT_DETACH) a mount that is busy; without it a busy mount is left and reported
+    #[arg(long, requires = "unmount")]
+    pub lazy: bool,
+    /// Remove the orphan bundle directories (each re-checked first, only once nothing is mounted below); without --yes only says what it would do
+    #[arg(long)]
+    pub remove_bundles: bool,
+    /// Act: without it, --unmount and --remove-bundles change nothing
+    #[arg(long, requires = "cleanup")]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

@@ -109,6 +109,21 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "{table}")?;
     }
 
+    if !report.cleanups.is_empty() {
+        writeln!(out, "\nCleanup:")?;
+        let mut table = new_table(&["ACTION", "ID", "PATH", "OUTCOME", "DETAIL"]);
+        for cleanup in &report.cleanups {
+            table.add_row(vec![
+                cleanup.action.as_str().to_string(),
+                short(&cleanup.id),
+                shown(&inert_path(&cleanup.path)),
+                cleanup.outcome.as_str().to_string(),
+                shown(&cleanup.detail),
+            ]);
+        }
+        writeln!(out, "{table}")?;
+    }
+
     if !report.gaps.is_empty() {
         writeln!(out, "\nCould not check:")?;
         let mut table = new_table(&["SOURCE", "PATH", "ERROR"]);
