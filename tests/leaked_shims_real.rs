@@ -372,6 +372,12 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
         "{doc}"
     );
     assert!(is_mount_point(&rootfs) && bundles.join(&bare).is_dir());
+    let table = bed.nodectl(&["leaked-mounts", "--unmount", "--remove-bundles"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    eprintln!("$ nodectl leaked-mounts --unmount --remove-bundles\n{text}");
+    for expected in ["Cleanup:", "remove-bundle", "would-unmount", "would-remove"] {
+        assert!(text.contains(expected), "table lacks {expected:?}:\n{text}");
+    }
 
     // Paused after its scan, nodectl finds a shim started for `unknown`
     // when it re-checks: that mount and bundle are refused, the other
