@@ -92,11 +92,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -123,7 +123,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --slow --cri-address --from --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --slow --cri-address --from --textfile --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -149,6 +149,10 @@ _nodectl() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --textfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --root)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -170,11 +174,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -232,11 +236,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -375,7 +379,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__mounts)
-            opts="-n -o -q -h --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -402,11 +406,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -464,11 +468,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -522,11 +526,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -592,11 +596,11 @@ _nodectl() {
                     return 0
                     ;;
                 --output)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 -o)
-                    COMPREPLY=($(compgen -W "table json prometheus npd" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "table json prometheus npd npd-event" -- "${cur}"))
                     return 0
                     ;;
                 --config)

@@ -31,10 +31,11 @@ complete -c nodectl -n "__fish_nodectl_needs_command" -s n -l namespace -d 'cont
 complete -c nodectl -n "__fish_nodectl_needs_command" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
-npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
-complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_needs_command" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -44,13 +45,14 @@ complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "collect" -d 'Write 
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
-complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l since -d 'Only report late exits that happened within this window (at most 10 years)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l slow -d 'A CRI call slower than this is reported (kubelet\'s PLEG gives up at 3 min; at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l from -d 'Check an evidence bundle written by `nodectl collect` instead of this node' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l textfile -d 'Also write the metrics of `-o prometheus` to PATH for node_exporter\'s textfile collector, replaced atomically; after a run that fails, the last good series stay, with nodectl_up 0 and the error as a comment' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
@@ -58,10 +60,11 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s n -l namespace
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
-npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -73,10 +76,11 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s n -l namespa
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
-npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l force -d 'Replace FILE if it exists (never through a symlink, never one of the files collected)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
@@ -91,10 +95,11 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s n -l namespa
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
-npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -105,10 +110,11 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s n -l namespace
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
-npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -120,10 +126,11 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s n -l na
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
-npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kill -d 'End the leaked shims (after re-checking each one); without it nothing is touched'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l yes -d 'Do not ask before killing (required when stdin is not a terminal)'
@@ -136,11 +143,16 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s n -l n
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s o -l output -d 'Output format' -r -f -a "table\t'For people: tables'
 json\t'One JSON document (schema/report-v1.schema.json)'
 prometheus\t'node_exporter textfile-collector metrics'
-npd\t'node-problem-detector custom plugin: one line, exit 0/1/2'"
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l proc-root -d 'procfs to read processes from (a captured or synthetic one, for tests and benchmarks)' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'mountinfo file to read mounts from [default: <proc-root>/self/mountinfo]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l unmount -d 'Unmount the leaked mounts (each re-checked first); without --yes only says what it would do'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l lazy -d 'Detach lazily (MNT_DETACH) a mount that is busy; without it a busy mount is left and reported'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l remove-bundles -d 'Remove the orphan bundle directories (each re-checked first, only once nothing is mounted below); without --yes only says what it would do'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l yes -d 'Act: without it, --unmount and --remove-bundles change nothing'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "check" -d 'Every check in one report: the files, the processes and both APIs cross-checked'
@@ -148,5 +160,5 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_see
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
