@@ -283,6 +283,31 @@ mod tests {
     }
 
     #[test]
+    fn cleanup_acts_only_when_asked_and_lazy_only_with_unmount() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["nodectl", "leaked-mounts"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::LeakedMounts(args) => args,
+                _ => panic!("not leaked-mounts"),
+            })
+        };
+        let plain = parse(&[]).unwrap();
+        assert!(!plain.unmount && !plain.remove_bundles && !plain.yes);
+        let both = parse(&["--unmount", "--remove-bundles", "--yes", "--lazy"]).unwrap();
+        assert!(both.unmount && both.remove_bundles && both.yes && both.lazy);
+        assert!(parse(&["--remove-bundles", "--yes"]).unwrap().yes);
+        for bad in [&["--yes"][..], &["--lazy"], &["--remove-bundles", "--lazy"]] {
+            let err = parse(bad).map(|_| ()).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn namespaces_follow_containerds_identifier_rule() {
         for good in ["k8s.io", "moby", "a", "a-b_c.d9", &"a".repeat(76)] {
             assert_eq!(namespace(good).as_deref(), Ok(good), "{good}");

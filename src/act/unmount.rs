@@ -165,7 +165,8 @@ fn detach(point: &Path, lazy: bool, mountinfo: &Path) -> (CleanupOutcome, String
 }
 
 /// Why unmounting from here would not detach the mounts that were read, if
-/// it would not: the table read is not this process's (`--mountinfo`), or
+/// it would not: they were read from a made-up procfs (`--proc-root`, for
+/// tests and benchmarks), the table read is not this process's (`--mountinfo`), or
 /// this process lives in another mount namespace than containerd (a pod
 /// without the host's mount namespace).
 pub fn allowed(
@@ -173,6 +174,12 @@ pub fn allowed(
     mountinfo_read: &Path,
     containerd_pid: Option<i32>,
 ) -> Result<(), String> {
+    if proc_root != Path::new("/proc") {
+        return Err(format!(
+            "--proc-root {} is not this node's procfs: nothing read from it is unmounted",
+            proc_root.display()
+        ));
+    }
     let own = proc_root.join("self/mountinfo");
     if mountinfo_read != own {
         return Err(format!(
@@ -326,6 +333,9 @@ mod tests {
         );
         let err = allowed(proc_root, Path::new("/proc/1/mountinfo"), None).unwrap_err();
         assert!(err.contains("not this process's"), "{err}");
+        let fake = Path::new("/tmp/proc");
+        let err = allowed(fake, &fake.join("self/mountinfo"), None).unwrap_err();
+        assert!(err.contains("--proc-root"), "{err}");
     }
 
     #[test]
