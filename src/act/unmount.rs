@@ -142,6 +142,14 @@ fn detach(point: &Path, lazy: bool, mountinfo: &Path) -> (CleanupOutcome, String
         flags |= MntFlags::MNT_DETACH;
     }
     if let Err(err) = umount2(point.as_os_str().as_bytes(), flags) {
+        // EINVAL: not a mount point (any more); another run, or containerd,
+        // may have unmounted it since the table was read.
+        if err == nix::Error::EINVAL && mounted_at(mountinfo, point) == Ok(0) {
+            return (
+                CleanupOutcome::AlreadyGone,
+                "unmounted by someone else meanwhile".to_string(),
+            );
+        }
         let detail = match err {
             nix::Error::EBUSY => format!(
                 "busy: something still uses it (`fuser -vm {}`); --lazy detaches it anyway",
