@@ -529,7 +529,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__mounts)
-            opts="-n -o -q -h --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

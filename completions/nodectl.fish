@@ -45,7 +45,7 @@ complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "collect" -d 'Write 
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
-complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "serve" -d 'Serve `check`\'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r -f
@@ -150,6 +150,10 @@ npd-event\t'node-problem-detector custom plugin, temporary rule (events): one li
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l unmount -d 'Unmount the leaked mounts (each re-checked first); without --yes only says what it would do'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l lazy -d 'Detach lazily (MNT_DETACH) a mount that is busy; without it a busy mount is left and reported'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l remove-bundles -d 'Remove the orphan bundle directories (each re-checked first, only once nothing is mounted below); without --yes only says what it would do'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l yes -d 'Act: without it, --unmount and --remove-bundles change nothing'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l listen -d 'Address to serve on: IP:PORT, or :PORT for every address (127.0.0.1:0 picks a free port; the address is printed on stderr)' -r
@@ -178,6 +182,6 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_see
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "serve" -d 'Serve `check`\'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills'
 complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

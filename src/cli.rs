@@ -125,10 +125,27 @@ pub enum Command {
     Shims,
     /// Shims that no container record owns and that serve no live process; --kill ends them
     LeakedShims(LeakedShimsArgs),
-    /// Rootfs and shm mounts, and bundle directories, that nothing owns any more
-    LeakedMounts,
+    /// Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them
+    LeakedMounts(LeakedMountsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("cleanup").multiple(true).args(["unmount", "remove_bundles"])))]
+pub struct LeakedMountsArgs {
+    /// Unmount the leaked mounts (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub unmount: bool,
+    /// Detach lazily (MNT_DETACH) a mount that is busy; without it a busy mount is left and reported
+    #[arg(long, requires = "unmount")]
+    pub lazy: bool,
+    /// Remove the orphan bundle directories (each re-checked first, only once nothing is mounted below); without --yes only says what it would do
+    #[arg(long)]
+    pub remove_bundles: bool,
+    /// Act: without it, --unmount and --remove-bundles change nothing
+    #[arg(long, requires = "cleanup")]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -325,6 +342,31 @@ mod tests {
         };
         assert_eq!(args.late.late_after, Duration::from_secs(60));
         assert_eq!(args.late.since, Duration::from_secs(24 * 3600));
+    }
+
+    #[test]
+    fn cleanup_acts_only_when_asked_and_lazy_only_with_unmount() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["nodectl", "leaked-mounts"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::LeakedMounts(args) => args,
+                _ => panic!("not leaked-mounts"),
+            })
+        };
+        let plain = parse(&[]).unwrap();
+        assert!(!plain.unmount && !plain.remove_bundles && !plain.yes);
+        let both = parse(&["--unmount", "--remove-bundles", "--yes", "--lazy"]).unwrap();
+        assert!(both.unmount && both.remove_bundles && both.yes && both.lazy);
+        assert!(parse(&["--remove-bundles", "--yes"]).unwrap().yes);
+        for bad in [&["--yes"][..], &["--lazy"], &["--remove-bundles", "--lazy"]] {
+            let err = parse(bad).map(|_| ()).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::act::kill::Action;
+use crate::act::Cleanup;
 use crate::advisories::{self, Applied};
 use crate::checks::{Finding, Severity};
 use crate::commands::shims::ShimRow;
@@ -46,6 +47,10 @@ pub struct Report {
     /// `leaked-shims`: what was done (or, without --kill, would be done).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<Action>,
+    /// `leaked-mounts --unmount / --remove-bundles`: what was done (or,
+    /// without --yes, would be done).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cleanups: Vec<Cleanup>,
     /// `check`: the node's I/O context and containerd's version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<NodeContext>,
@@ -80,6 +85,7 @@ impl Report {
             omitted_by_severity: [0; 2],
             gaps,
             actions: Vec::new(),
+            cleanups: Vec::new(),
             context: None,
             api_calls: Vec::new(),
             shims: None,
@@ -144,6 +150,11 @@ impl Report {
             cap(&mut action.shim_id);
             cap(&mut action.detail);
             action.remains.iter_mut().for_each(cap);
+        }
+        for cleanup in &mut self.cleanups {
+            cap(&mut cleanup.id);
+            cap(&mut cleanup.detail);
+            cap_path(&mut cleanup.path);
         }
         for shim in self.shims.iter_mut().flatten() {
             for field in [

@@ -299,6 +299,79 @@ fn kill_asks_first_and_refuses_what_containerd_cannot_confirm() {
 }
 
 #[test]
+fn cleanup_needs_root_to_act() {
+    let node = Node::new();
+    node.write_config();
+    let mut command = node.command(&["leaked-mounts", "--unmount", "--yes"]);
+    if nix::unistd::geteuid().is_root() {
+        let nodectl = command.get_program().to_owned();
+        let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
+        command = Command::new("setpriv");
+        command
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(nodectl)
+            .args(args);
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--yes needs root"), "{stderr}");
+}
+
+/// Without containerd's answer nothing is confirmed leaked: the inferred
+/// leaked mount is refused, and no bundle is an orphan.
+#[test]
+fn cleanup_refuses_what_containerd_cannot_confirm() {
+    if !nix::unistd::geteuid().is_root() {
+        return support::skip(
+            "cleanup_refuses_what_containerd_cannot_confirm",
+            "needs root (mount)",
+        );
+    }
+    let node = Node::new();
+    node.write_config();
+    let bundle = node
+        .dir
+        .path()
+        .join(support::HAND_MADE_BUNDLES)
+        .join("d".repeat(64));
+    fs::create_dir_all(bundle.join("rootfs")).unwrap();
+    // An image volume of a sandbox no file names (a rootfs would count its
+    // bundle as the record).
+    let volume = node
+        .dir
+        .path()
+        .join("state/io.containerd.grpc.v1.cri/image-volumes")
+        .join("c".repeat(64))
+        .join("9".repeat(64));
+    fs::create_dir_all(&volume).unwrap();
+    support::mount_tmpfs(&volume);
+    let output = node.run(&[
+        "leaked-mounts",
+        "--unmount",
+        "--remove-bundles",
+        "--yes",
+        "-o",
+        "json",
+        "--timeout",
+        "300ms",
+    ]);
+    let mounted = support::mounts_below(&volume).contains(&volume);
+    let _ = nix::mount::umount2(&volume, nix::mount::MntFlags::MNT_DETACH);
+    let doc = json(&output);
+    support::assert_matches_schema(&doc);
+    assert_eq!(doc["findings"][0]["evidence"]["inferred"], true, "{doc}");
+    let cleanups = doc["cleanups"].as_array().unwrap();
+    assert_eq!(cleanups.len(), 1, "{doc}");
+    assert_eq!(cleanups[0]["action"], "unmount");
+    assert_eq!(cleanups[0]["outcome"], "refused");
+    let detail = cleanups[0]["detail"].as_str().unwrap();
+    assert!(detail.contains("containerd did not list"), "{detail}");
+    assert!(mounted, "the refused mount stays");
+    assert!(bundle.is_dir());
+}
+
+#[test]
 fn closed_pipe_ends_quietly() {
     let node = Node::new();
     node.write_config();

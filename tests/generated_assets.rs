@@ -27,6 +27,18 @@ fn without_hidden(cmd: &Command) -> Command {
         out = out.version(leak(version));
     }
     out.args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+        .groups(cmd.get_groups().map(|group| {
+            // A group keeps its rules (`--yes` requires one of the
+            // cleanup actions) over the options still offered.
+            let shown = group.get_args().filter(|id| {
+                cmd.get_arguments()
+                    .any(|a| a.get_id() == *id && !a.is_hide_set())
+            });
+            clap::ArgGroup::new(leak(group.get_id().as_str()))
+                .args(shown.cloned().collect::<Vec<_>>())
+                .multiple(group.clone().is_multiple())
+                .required(group.is_required_set())
+        }))
         .subcommands(cmd.get_subcommands().map(without_hidden))
 }
 
@@ -274,10 +286,20 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
                 "On loopback only, checking every 30 seconds.",
             ),
         ],
-        "leaked-mounts" => vec![(
-            "nodectl leaked-mounts -o wide",
-            "Leaked mounts and orphan bundles, with their mount points and directories.",
-        )],
+        "leaked-mounts" => vec![
+            (
+                "nodectl leaked-mounts -o wide",
+                "Leaked mounts and orphan bundles, with their mount points and directories.",
+            ),
+            (
+                "nodectl leaked-mounts --unmount --remove-bundles",
+                "What the cleanup would do; nothing is touched.",
+            ),
+            (
+                "nodectl leaked-mounts --unmount --remove-bundles --yes",
+                "Do it, each mount and directory re-checked right before.",
+            ),
+        ],
         _ => vec![],
     }
 }

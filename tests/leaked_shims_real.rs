@@ -278,24 +278,57 @@ async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
     assert_eq!(orphans.contains(&leaked.id), bundle.exists(), "{doc}");
 }
 
+/// The cleanups of `doc`: (action, id, outcome) in report order.
+fn cleanups(doc: &Value) -> Vec<(String, String, String)> {
+    doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (field("action"), field("id"), field("outcome"))
+        })
+        .collect()
+}
+
+fn is_mount_point(path: &std::path::Path) -> bool {
+    support::mounts_below(path).iter().any(|m| m == path)
+}
+
+/// A rootfs left mounted for a task containerd does not know is flagged
+/// (the live pod's are not); `--unmount --remove-bundles` plans without
+/// `--yes`, refuses what came back to life between its scan and its action
+/// (a shim started for the id while nodectl is paused after the scan), and
+/// cleans the rest: the mount, then the bundle.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mount_left_for_an_unknown_task_is_flagged_live_ones_are_not() {
-    let Some(bed) =
-        TestBed::start("mount_left_for_an_unknown_task_is_flagged_live_ones_are_not").await
+async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_back() {
+    let Some(bed) = TestBed::start(
+        "mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_back",
+    )
+    .await
     else {
         return;
     };
     let healthy = bed
         .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
         .await;
+    let bundles = bed.state().join("io.containerd.runtime.v2.task/k8s.io");
     let unknown = "f".repeat(64);
-    let rootfs = bed
-        .state()
-        .join("io.containerd.runtime.v2.task/k8s.io")
-        .join(&unknown)
-        .join("rootfs");
+    let rootfs = bundles.join(&unknown).join("rootfs");
     std::fs::create_dir_all(&rootfs).unwrap();
     support::mount_tmpfs(&rootfs);
+    // A second orphan bundle, nothing mounted in it.
+    let bare = "e".repeat(64);
+    std::fs::create_dir_all(bundles.join(&bare).join("rootfs")).unwrap();
+    let live_mounts = || {
+        let mut points = support::mounts_below(bed.state());
+        points.retain(|p| {
+            let p = p.to_string_lossy();
+            p.contains(&healthy.container_id) || p.contains(&healthy.sandbox_id)
+        });
+        points
+    };
+    let live_before = live_mounts();
 
     let output = bed.nodectl(&["leaked-mounts", "-o", "json"]);
     let doc = support::report(&output);
@@ -307,7 +340,7 @@ async fn mount_left_for_an_unknown_task_is_flagged_live_ones_are_not() {
     );
     assert_eq!(
         ids_of_kind(&doc, "orphan-bundle"),
-        vec![unknown.clone()],
+        vec![bare.clone(), unknown.clone()],
         "{doc}"
     );
     for live in [&healthy.container_id, &healthy.sandbox_id] {
@@ -316,4 +349,125 @@ async fn mount_left_for_an_unknown_task_is_flagged_live_ones_are_not() {
             "live pod {live} is not flagged: {doc}"
         );
     }
+    let row = |action: &str, id: &str, outcome: &str| {
+        (action.to_string(), id.to_string(), outcome.to_string())
+    };
+
+    // Without --yes: what would be done, nothing done.
+    let doc = support::report(&bed.nodectl(&[
+        "leaked-mounts",
+        "--unmount",
+        "--remove-bundles",
+        "-o",
+        "json",
+    ]));
+    support::assert_matches_schema(&doc);
+    assert_eq!(
+        cleanups(&doc),
+        vec![
+            row("unmount", &unknown, "would-unmount"),
+            row("remove-bundle", &bare, "would-remove"),
+            row("remove-bundle", &unknown, "would-remove"),
+        ],
+        "{doc}"
+    );
+    assert!(is_mount_point(&rootfs) && bundles.join(&bare).is_dir());
+    let table = bed.nodectl(&["leaked-mounts", "--unmount", "--remove-bundles"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    eprintln!("$ nodectl leaked-mounts --unmount --remove-bundles\n{text}");
+    for expected in ["Cleanup:", "remove-bundle", "would-unmount", "would-remove"] {
+        assert!(text.contains(expected), "table lacks {expected:?}:\n{text}");
+    }
+
+    // Paused after its scan, nodectl finds a shim started for `unknown`
+    // when it re-checks: that mount and bundle are refused, the other
+    // bundle is removed.
+    let pause = bed.scratch("pause-before-act");
+    let child = support::nodectl_command(
+        &[
+            "leaked-mounts",
+            "--unmount",
+            "--remove-bundles",
+            "--yes",
+            "-o",
+            "json",
+        ],
+        [bed.root(), bed.state(), bed.address(), bed.config_path()],
+    )
+    .env("NODECTL_TEST_PAUSE_BEFORE_ACT", &pause)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    assert!(
+        support::wait_until(Duration::from_secs(60), || pause.exists()),
+        "nodectl pauses after its scan"
+    );
+    let back = bed.start_orphan_shim(&unknown);
+    std::fs::remove_file(&pause).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let doc = support::report(&output);
+    eprintln!("refused and removed: {:#}", doc["cleanups"]);
+    support::assert_matches_schema(&doc);
+    assert_eq!(
+        cleanups(&doc),
+        vec![
+            row("unmount", &unknown, "refused"),
+            row("remove-bundle", &bare, "removed"),
+            row("remove-bundle", &unknown, "refused"),
+        ],
+        "{doc}"
+    );
+    assert!(
+        doc["cleanups"][0]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("shim for it is alive (pid {})", back.pid)),
+        "{doc}"
+    );
+    assert!(is_mount_point(&rootfs), "the refused mount stays");
+    assert!(bundles.join(&unknown).is_dir(), "the refused bundle stays");
+    assert!(
+        !bundles.join(&bare).exists(),
+        "the orphan bundle is removed"
+    );
+
+    // The shim gone again, both are cleaned: the mount, then its bundle.
+    kill(Pid::from_raw(back.pid), Signal::SIGKILL).unwrap();
+    assert!(support::wait_until(Duration::from_secs(10), || {
+        !support::is_running(back.pid)
+    }));
+    let output = bed.nodectl(&[
+        "leaked-mounts",
+        "--unmount",
+        "--remove-bundles",
+        "--yes",
+        "-o",
+        "json",
+    ]);
+    let doc = support::report(&output);
+    eprintln!("cleaned: {:#}", doc["cleanups"]);
+    assert_eq!(
+        cleanups(&doc),
+        vec![
+            row("unmount", &unknown, "unmounted"),
+            row("remove-bundle", &unknown, "removed"),
+        ],
+        "{doc}"
+    );
+    assert!(!is_mount_point(&rootfs) && !bundles.join(&unknown).exists());
+
+    // The live pod is untouched, and nothing is left to find.
+    assert_eq!(
+        bed.container_state(&healthy.container_id).await,
+        ContainerState::ContainerRunning
+    );
+    assert_eq!(live_mounts(), live_before, "the live pod's mounts stay");
+    let output = bed.nodectl(&["leaked-mounts", "-o", "json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::report(&output)
+    );
 }

@@ -1,3 +1,195 @@
 //! Actions: the only code that changes the node, and only when asked.
+//!
+//! Every action re-gathers the node after the scan that found its targets and
+//! re-judges each target on that fresh snapshot, with pure functions, right
+//! before it acts; whatever came back to life in between is refused.
 
 pub mod kill;
+pub mod remove_bundle;
+pub mod unmount;
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::snapshot::Snapshot;
+
+/// One cleanup of `leaked-mounts --unmount` or `--remove-bundles`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cleanup {
+    pub action: CleanupAction,
+    /// The container or sandbox id the object belongs to.
+    pub id: String,
+    /// The mount point, or the bundle directory.
+    #[serde(with = "crate::path_json")]
+    pub path: PathBuf,
+    pub outcome: CleanupOutcome,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CleanupAction {
+    Unmount,
+    RemoveBundle,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CleanupOutcome {
+    /// Dry run (no --yes): this would be unmounted now.
+    WouldUnmount,
+    Unmounted,
+    /// Dry run (no --yes): this would be removed now.
+    WouldRemove,
+    Removed,
+    /// Re-verification failed; nothing was touched.
+    Refused,
+    /// Gone before we acted.
+    AlreadyGone,
+    /// Tried, and the kernel said no (busy, a mount appeared below...).
+    Failed,
+}
+
+impl CleanupOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupOutcome::WouldUnmount => "would-unmount",
+            CleanupOutcome::Unmounted => "unmounted",
+            CleanupOutcome::WouldRemove => "would-remove",
+            CleanupOutcome::Removed => "removed",
+            CleanupOutcome::Refused => "refused",
+            CleanupOutcome::AlreadyGone => "already-gone",
+            CleanupOutcome::Failed => "failed",
+        }
+    }
+}
+
+impl CleanupAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupAction::Unmount => "unmount",
+            CleanupAction::RemoveBundle => "remove-bundle",
+        }
+    }
+}
+
+/// What the re-verification on a fresh snapshot says about one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Still leaked: act (or, in a dry run, say it would).
+    Go,
+    /// Not there any more.
+    Gone(String),
+    /// Must not be touched, and why.
+    Refuse(String),
+}
+
+/// Why `id` (in containerd `namespace`) must be left alone on `fresh`, if
+/// anything says it lives: its mount table unread, containerd not answering
+/// (its records and tasks are the proof that nothing owns the id), a record
+/// or a task for the id, CRI listing it, or any shim process started for it,
+/// of any containerd, proven or not. Pure.
+pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str) -> Result<(), String> {
+    if let Some(gap) = fresh.gaps.iter().find(|g| g.source == "mountinfo") {
+        return Err(format!("the mount table could not be read: {}", gap.error));
+    }
+    let view = fresh
+        .containerd
+        .as_ref()
+        .and_then(|v| v.namespaces.get(namespace));
+    let Some(records) = view.and_then(|n| n.containers.as_ref()) else {
+        return Err(
+            "containerd did not list its containers, so its records could not confirm the leak"
+                .to_string(),
+        );
+    };
+    if records.contains(id) {
+        return Err("containerd has a container record for it again".to_string());
+    }
+    let Some(tasks) = view.and_then(|n| n.tasks.as_ref()) else {
+        return Err("containerd did not list its tasks".to_string());
+    };
+    if let Some(task) = tasks.iter().find(|t| t.id == id) {
+        return Err(format!(
+            "containerd has a task for it ({}, pid {})",
+            task.status, task.pid
+        ));
+    }
+    if let Some(cri) = &fresh.cri {
+        let listed = |items: &Option<Vec<crate::sources::cri_api::CriItem>>| {
+            items.iter().flatten().any(|item| item.id == id)
+        };
+        if listed(&cri.sandboxes) || listed(&cri.containers) {
+            return Err("CRI lists it".to_string());
+        }
+    }
+    if let Some(shim) = fresh.shims.iter().find(|s| {
+        s.id.as_deref() == Some(id) && fresh.processes.get(&s.pid).is_none_or(|p| p.is_running())
+    }) {
+        return Err(format!("a shim for it is alive (pid {})", shim.pid));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::snapshot::Gap;
+    use crate::sources::containerd_api::TaskView;
+
+    #[test]
+    fn anything_alive_for_the_id_is_a_reason_to_refuse() {
+        let mut s = snapshot();
+        let a = id('a');
+        // containerd not asked: nothing can be confirmed.
+        assert!(still_dead(&s, "k8s.io", &a)
+            .unwrap_err()
+            .contains("did not list its containers"));
+        with_records(&mut s, &[]);
+        assert_eq!(still_dead(&s, "k8s.io", &a), Ok(()));
+
+        let mut t = s.clone();
+        with_records(&mut t, std::slice::from_ref(&a));
+        assert!(still_dead(&t, "k8s.io", &a).unwrap_err().contains("record"));
+
+        let mut t = s.clone();
+        let ns = t.containerd.as_mut().unwrap().namespaces.get_mut("k8s.io");
+        ns.unwrap().tasks = Some(vec![TaskView {
+            id: a.clone(),
+            pid: 77,
+            status: "running".to_string(),
+        }]);
+        let err = still_dead(&t, "k8s.io", &a).unwrap_err();
+        assert!(err.contains("task") && err.contains("running"), "{err}");
+
+        let mut t = s.clone();
+        let ns = t.containerd.as_mut().unwrap().namespaces.get_mut("k8s.io");
+        ns.unwrap().tasks = None;
+        assert!(still_dead(&t, "k8s.io", &a).unwrap_err().contains("tasks"));
+
+        // Any shim started for the id, of this containerd or not.
+        let mut t = s.clone();
+        t.shims.push(shim(9, &a, "/elsewhere/containerd.sock", &[]));
+        let err = still_dead(&t, "k8s.io", &a).unwrap_err();
+        assert!(err.contains("shim") && err.contains("pid 9"), "{err}");
+        // ... unless it is only a defunct entry.
+        t.processes.insert(9, process(9, 'Z', NOW - SEC));
+        assert_eq!(still_dead(&t, "k8s.io", &a), Ok(()));
+
+        let mut t = s.clone();
+        t.cri = Some(crate::sources::cri_api::CriView {
+            sandboxes: Some(vec![cri_sandbox(&a, "shop", "web-0")]),
+            ..Default::default()
+        });
+        assert!(still_dead(&t, "k8s.io", &a).unwrap_err().contains("CRI"));
+
+        let mut t = s.clone();
+        t.gaps
+            .push(Gap::source("mountinfo", "/proc/self/mountinfo", "EACCES"));
+        assert!(still_dead(&t, "k8s.io", &a)
+            .unwrap_err()
+            .contains("mount table"));
+    }
+}

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::checks::{has_record, Basis, Finding, Kind, Severity};
-use crate::snapshot::{Mount, Snapshot};
+use crate::snapshot::{Bundle, Mount, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let mut findings: Vec<Finding> = snapshot
@@ -63,12 +63,22 @@ fn owner<'a>(snapshot: &Snapshot, mount_point: &'a Path) -> Option<Owner<'a>> {
     None
 }
 
-fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
-    let (namespace, id, what) = match owner(snapshot, &mount.mount_point)? {
+/// The containerd namespace and id a mount below containerd's state belongs
+/// to, and what it is (`task rootfs`, `sandbox shm`, `image volume`).
+pub fn mount_owner<'a>(
+    snapshot: &'a Snapshot,
+    mount_point: &'a Path,
+) -> Option<(&'a str, &'a str, &'static str)> {
+    Some(match owner(snapshot, mount_point)? {
         Owner::TaskRootfs { namespace, id } => (namespace, id, "task rootfs"),
         Owner::SandboxShm { id } => (snapshot.namespace.as_str(), id, "sandbox shm"),
         Owner::ImageVolume { id } => (snapshot.namespace.as_str(), id, "image volume"),
-    };
+    })
+}
+
+/// The leaked-mount finding for `mount`, if it is one.
+pub fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
+    let (namespace, id, what) = mount_owner(snapshot, &mount.mount_point)?;
     let (owned, basis) = has_record(snapshot, namespace, id);
     if owned {
         return None;
@@ -107,8 +117,9 @@ fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
                 stop did not happen: the delete timed out or the shim went away mid-way."
             .to_string(),
         remedy: format!(
-            "Check nothing uses it (`fuser -vm {}`), then `umount {}`; the snapshot's \
-             space is only freed after that.",
+            "`nodectl leaked-mounts --unmount` shows what it would do, `--unmount --yes` \
+             re-checks and unmounts it (by hand: check nothing uses it, `fuser -vm {}`, \
+             then `umount {}`); the snapshot's space is only freed after that.",
             mount.mount_point.display(),
             mount.mount_point.display()
         ),
@@ -119,54 +130,62 @@ fn orphan_bundles(snapshot: &Snapshot) -> Vec<Finding> {
     snapshot
         .bundles
         .values()
-        .filter_map(|bundle| {
-            let (owned, basis) = has_record(snapshot, &snapshot.namespace, &bundle.id);
-            // Without the API the bundle itself counts as a record, so only
-            // an API answer can orphan a bundle.
-            if owned || basis == Basis::Disk {
-                return None;
-            }
-            let group = bundle.sandbox_id().unwrap_or(&bundle.id);
-            if shim_serves(snapshot, &bundle.id) || shim_serves(snapshot, group) {
-                return None;
-            }
-            let pod = snapshot.names_of(&bundle.id);
-            let mounted = snapshot
-                .mounts
-                .iter()
-                .any(|m| m.mount_point.starts_with(&bundle.path));
-            Some(Finding {
-                kind: Kind::OrphanBundle,
-                severity: Severity::Warning,
-                id: bundle.id.clone(),
-                summary: format!(
-                    "bundle {} has no container record and no shim",
-                    short(&bundle.id)
-                ),
-                evidence: json!({
-                    "bundle_dir": bundle.path.display().to_string(),
-                    "namespace": snapshot.namespace,
-                    "pod_namespace": pod.pod_namespace,
-                    "pod_name": pod.pod_name,
-                    "container_name": pod.container_name,
-                    "shim_pid_file": bundle.shim_pid,
-                    "has_mounts": mounted,
-                    "basis": basis,
-                    "inferred": false,
-                }),
-                cause: "containerd lost track of the task (delete timed out, or the shim \
-                        died) before it removed the bundle directory."
-                    .to_string(),
-                remedy: if mounted {
-                    "Unmount what is mounted below it first (see leaked-mount), then remove \
-                     the directory."
-                        .to_string()
-                } else {
-                    format!("Remove the directory: rm -rf {}", bundle.path.display())
-                },
-            })
-        })
+        .filter_map(|bundle| orphan_bundle(snapshot, bundle))
         .collect()
+}
+
+/// The orphan-bundle finding for `bundle`, if it is one.
+pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
+    let (owned, basis) = has_record(snapshot, &snapshot.namespace, &bundle.id);
+    // Without the API the bundle itself counts as a record, so only
+    // an API answer can orphan a bundle.
+    if owned || basis == Basis::Disk {
+        return None;
+    }
+    let group = bundle.sandbox_id().unwrap_or(&bundle.id);
+    if shim_serves(snapshot, &bundle.id) || shim_serves(snapshot, group) {
+        return None;
+    }
+    let pod = snapshot.names_of(&bundle.id);
+    let mounted = snapshot
+        .mounts
+        .iter()
+        .any(|m| m.mount_point.starts_with(&bundle.path));
+    Some(Finding {
+        kind: Kind::OrphanBundle,
+        severity: Severity::Warning,
+        id: bundle.id.clone(),
+        summary: format!(
+            "bundle {} has no container record and no shim",
+            short(&bundle.id)
+        ),
+        evidence: json!({
+            "bundle_dir": bundle.path.display().to_string(),
+            "namespace": snapshot.namespace,
+            "pod_namespace": pod.pod_namespace,
+            "pod_name": pod.pod_name,
+            "container_name": pod.container_name,
+            "shim_pid_file": bundle.shim_pid,
+            "has_mounts": mounted,
+            "basis": basis,
+            "inferred": false,
+        }),
+        cause: "containerd lost track of the task (delete timed out, or the shim \
+                died) before it removed the bundle directory."
+            .to_string(),
+        remedy: if mounted {
+            "Unmount what is mounted below it first (see leaked-mount), then remove \
+             the directory: `nodectl leaked-mounts --unmount --remove-bundles --yes` \
+             does both, re-checking each."
+                .to_string()
+        } else {
+            format!(
+                "`nodectl leaked-mounts --remove-bundles --yes` re-checks and removes it \
+                 (by hand: rm -rf {}).",
+                bundle.path.display()
+            )
+        },
+    })
 }
 
 fn shim_serves(snapshot: &Snapshot, id: &str) -> bool {

@@ -1,27 +1,88 @@
-//! `nodectl leaked-mounts`: rootfs and shm mounts, and bundle directories,
-//! left behind by containers containerd no longer knows.
+//! `nodectl leaked-mounts [--unmount] [--remove-bundles] [--yes]`: rootfs and
+//! shm mounts, and bundle directories, left behind by containers containerd
+//! no longer knows; optionally clean them, each re-checked right before.
 
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use crate::act::{remove_bundle, unmount, CleanupOutcome};
 use crate::checks::{self, leftovers};
-use crate::cli::GlobalArgs;
+use crate::cli::{GlobalArgs, LeakedMountsArgs};
 use crate::gather::{gather, GatherOptions};
 use crate::paths;
 use crate::report::Report;
 
-pub fn run(global: &GlobalArgs) -> Report {
-    let (paths, gaps) = paths::resolve(&global.path_flags());
+pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> Result<Report, String> {
+    if args.yes && !nix::unistd::geteuid().is_root() {
+        return Err("--yes needs root: the mounts and bundles are root's".to_string());
+    }
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = GatherOptions {
         shim_threads: false,
         ..global.gather_options(true)
     };
-    let snapshot = gather(&paths, &options, gaps);
+    let snapshot = gather(&paths, &options, config_gaps.clone());
     let mut findings = leftovers::check(&snapshot);
     checks::sort(&mut findings);
-    Report::new(
+
+    let regather = || gather(&paths, &options, config_gaps.clone());
+    let mut cleanups = Vec::new();
+    if args.unmount || args.remove_bundles {
+        pause_for_tests();
+    }
+    if args.unmount {
+        let own = global.proc_root.join("self/mountinfo");
+        let allowed = unmount::allowed(
+            &global.proc_root,
+            &options.mountinfo,
+            paths.process.as_ref().map(|p| p.pid),
+        );
+        let unmount_options = unmount::Options {
+            act: args.yes,
+            lazy: args.lazy,
+        };
+        cleanups = unmount::run(&snapshot, unmount_options, allowed, &own, regather);
+    }
+    if args.remove_bundles {
+        // A dry run unmounts nothing: what it would unmount counts as gone.
+        let unmounting: BTreeSet<PathBuf> = cleanups
+            .iter()
+            .filter(|c| c.outcome == CleanupOutcome::WouldUnmount)
+            .map(|c| c.path.clone())
+            .collect();
+        cleanups.extend(remove_bundle::run(
+            &snapshot,
+            args.yes,
+            &unmounting,
+            regather,
+        ));
+    }
+    let mut report = Report::new(
         "leaked-mounts",
         &global.namespace,
         paths,
         findings,
         snapshot.gaps,
     )
-    .identified(snapshot.containerd_version)
+    .identified(snapshot.containerd_version);
+    report.cleanups = cleanups;
+    Ok(report)
+}
+
+/// Test-only, and only in debug builds (a release build has no such code):
+/// with `NODECTL_TEST_PAUSE_BEFORE_ACT=FILE`, creates FILE after the scan
+/// and waits (at most 2 minutes) until someone removes it before the
+/// re-check and the cleanup, so that a test can bring an object back to life
+/// in between and see the cleanup refuse it.
+fn pause_for_tests() {
+    #[cfg(debug_assertions)]
+    if let Some(file) = std::env::var_os("NODECTL_TEST_PAUSE_BEFORE_ACT") {
+        let file = std::path::Path::new(&file);
+        if std::fs::write(file, b"paused\n").is_ok() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while file.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
 }

@@ -25,7 +25,7 @@ fn run_unbounded(cli: &Cli) -> Result<Report, String> {
         Command::Zombies(args) => Ok(zombies::run(&cli.global, args)),
         Command::Shims => Ok(shims::run(&cli.global)),
         Command::LeakedShims(args) => leaked_shims::run(&cli.global, args),
-        Command::LeakedMounts => Ok(leaked_mounts::run(&cli.global)),
+        Command::LeakedMounts(args) => leaked_mounts::run(&cli.global, args),
         // Runs until stopped, with no report: main hands it to serve::run.
         Command::Serve(_) => Err("serve has no report (see commands::serve::run)".into()),
     }

@@ -163,6 +163,30 @@ pub fn render_with(report: &Report, layout: Layout, out: &mut dyn Write) -> io::
         }
     }
 
+    if !report.cleanups.is_empty() {
+        writeln!(out, "\nCleanup:")?;
+        let mut table = list_table(&["ACTION", "ID", "OUTCOME", "DETAIL"], layout.width);
+        for cleanup in &report.cleanups {
+            table.add_row(vec![
+                cleanup.action.as_str().to_string(),
+                short(&cleanup.id),
+                cleanup.outcome.as_str().to_string(),
+                shown(&cleanup.detail),
+            ]);
+        }
+        write_table(out, &table)?;
+        // Each one's path on a line of its own, whole.
+        for cleanup in &report.cleanups {
+            let line = format!(
+                "{} {}: {}",
+                cleanup.action.as_str(),
+                short(&cleanup.id),
+                shown(&inert_path(&cleanup.path))
+            );
+            text(out, &line, "  ")?;
+        }
+    }
+
     if !report.gaps.is_empty() {
         writeln!(out, "\nCould not check:")?;
         for gap in &report.gaps {

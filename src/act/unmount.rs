@@ -1,0 +1,384 @@
+//! Detaching leaked mounts, safely.
+//!
+//! Between the scan and the unmount a container may come back under the same
+//! id (a task, a record, a shim), or the mount may go away, or another be
+//! stacked on the same point. So, right before acting: re-gather the node and
+//! re-judge each mount point on the fresh snapshot ([`verify`], pure), then
+//! reach the mount point without any symlink (`openat2` with
+//! `RESOLVE_NO_SYMLINKS`), re-read the mount table to see it is a mount point
+//! now, unmount with `UMOUNT_NOFOLLOW` (lazily, `MNT_DETACH`, only when asked),
+//! and re-read the table once more to tell what happened.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+use nix::mount::{umount2, MntFlags};
+
+use crate::act::{still_dead, Cleanup, CleanupAction, CleanupOutcome, Verdict};
+use crate::checks::leftovers;
+use crate::snapshot::Snapshot;
+use crate::sources::mountinfo;
+
+/// How to unmount.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Unmount (`--yes`); otherwise only say what would be unmounted.
+    pub act: bool,
+    /// `MNT_DETACH` (`--lazy`): detach even while something uses it.
+    pub lazy: bool,
+}
+
+/// The mount points of the leaked mounts in `snapshot`, each once (stacked
+/// mounts share a point).
+pub fn targets(snapshot: &Snapshot) -> Vec<PathBuf> {
+    let mut points: Vec<PathBuf> = snapshot
+        .mounts
+        .iter()
+        .filter(|m| leftovers::leaked_mount(snapshot, m).is_some())
+        .map(|m| m.mount_point.clone())
+        .collect();
+    points.dedup();
+    points.sort();
+    points.dedup();
+    points
+}
+
+/// Whether `mount_point` may be unmounted now, judged on `fresh`: it is
+/// exactly a mount point in the fresh mount table, still a leaked mount, and
+/// nothing lives under its owner's id (see [`still_dead`]).
+pub fn verify(fresh: &Snapshot, mount_point: &Path) -> Verdict {
+    let Some((namespace, id, _)) = leftovers::mount_owner(fresh, mount_point) else {
+        return Verdict::Refuse("not a mount containerd makes".to_string());
+    };
+    if let Err(why) = still_dead(fresh, namespace, id) {
+        return Verdict::Refuse(why);
+    }
+    let Some(mount) = fresh.mounts.iter().find(|m| m.mount_point == mount_point) else {
+        return Verdict::Gone("no longer mounted".to_string());
+    };
+    if leftovers::leaked_mount(fresh, mount).is_none() {
+        return Verdict::Refuse(
+            "no longer leaked: containerd has a record of it, or a shim serves it".to_string(),
+        );
+    }
+    Verdict::Go
+}
+
+/// Unmounts (or, without `options.act`, plans) the leaked mounts of
+/// `before`, each re-verified on the snapshot `regather` takes. `allowed`
+/// is why no unmount may happen at all (another mount namespace), if any.
+/// `own_mountinfo` is this process's mount table, re-read around each
+/// unmount.
+pub fn run(
+    before: &Snapshot,
+    options: Options,
+    allowed: Result<(), String>,
+    own_mountinfo: &Path,
+    regather: impl FnOnce() -> Snapshot,
+) -> Vec<Cleanup> {
+    let targets = targets(before);
+    if targets.is_empty() {
+        return Vec::new();
+    }
+    let fresh = regather();
+    targets
+        .into_iter()
+        .map(|point| {
+            let id = leftovers::mount_owner(before, &point)
+                .map(|(_, id, _)| id.to_string())
+                .unwrap_or_default();
+            let (outcome, detail) = match (verify(&fresh, &point), &allowed) {
+                (Verdict::Gone(why), _) => (CleanupOutcome::AlreadyGone, why),
+                (Verdict::Refuse(why), _) => (CleanupOutcome::Refused, why),
+                (Verdict::Go, Err(why)) => (CleanupOutcome::Refused, why.clone()),
+                (Verdict::Go, Ok(())) if !options.act => (
+                    CleanupOutcome::WouldUnmount,
+                    "run with --unmount --yes to unmount it".to_string(),
+                ),
+                (Verdict::Go, Ok(())) => detach(&point, options.lazy, own_mountinfo),
+            };
+            Cleanup {
+                action: CleanupAction::Unmount,
+                id,
+                path: point,
+                outcome,
+                detail,
+            }
+        })
+        .collect()
+}
+
+/// How many mounts sit exactly at `point` in the mount table now.
+fn mounted_at(mountinfo: &Path, point: &Path) -> Result<usize, String> {
+    let mut gaps = Vec::new();
+    let mounts = mountinfo::read(mountinfo, &[point], &mut gaps);
+    if let Some(gap) = gaps.first() {
+        return Err(format!("re-reading the mount table: {}", gap.error));
+    }
+    Ok(mounts.iter().filter(|m| m.mount_point == point).count())
+}
+
+fn detach(point: &Path, lazy: bool, mountinfo: &Path) -> (CleanupOutcome, String) {
+    // Every component a real directory: a symlink put on the way since the
+    // scan would send the unmount elsewhere. The fd is closed at once: an
+    // open fd on the mount would keep it busy.
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    if let Err(err) = openat2(AT_FDCWD, point, how) {
+        return (
+            CleanupOutcome::Refused,
+            format!("not reached without following a symlink, or not a directory: {err}"),
+        );
+    }
+    let stacked = match mounted_at(mountinfo, point) {
+        Ok(0) => return (CleanupOutcome::AlreadyGone, "no longer mounted".to_string()),
+        Ok(n) => n,
+        Err(why) => return (CleanupOutcome::Refused, why),
+    };
+    let mut flags = MntFlags::UMOUNT_NOFOLLOW;
+    if lazy {
+        flags |= MntFlags::MNT_DETACH;
+    }
+    if let Err(err) = umount2(point.as_os_str().as_bytes(), flags) {
+        // EINVAL: not a mount point (any more); another run, or containerd,
+        // may have unmounted it since the table was read.
+        if err == nix::Error::EINVAL && mounted_at(mountinfo, point) == Ok(0) {
+            return (
+                CleanupOutcome::AlreadyGone,
+                "unmounted by someone else meanwhile".to_string(),
+            );
+        }
+        let detail = match err {
+            nix::Error::EBUSY => format!(
+                "busy: something still uses it (`fuser -vm {}`); --lazy detaches it anyway",
+                point.display()
+            ),
+            other => format!("umount2: {other}"),
+        };
+        return (CleanupOutcome::Failed, detail);
+    }
+    match mounted_at(mountinfo, point) {
+        Ok(0) if lazy => (CleanupOutcome::Unmounted, "detached (lazily)".to_string()),
+        Ok(0) => (CleanupOutcome::Unmounted, "unmounted".to_string()),
+        Ok(left) => (
+            CleanupOutcome::Failed,
+            format!(
+                "unmounted one of {stacked} mounts stacked here; {left} still mounted (run again)"
+            ),
+        ),
+        Err(why) => (CleanupOutcome::Failed, format!("unmounted, but {why}")),
+    }
+}
+
+/// Why unmounting from here would not detach the mounts that were read, if
+/// it would not: they were read from a made-up procfs (`--proc-root`, for
+/// tests and benchmarks), the table read is not this process's (`--mountinfo`), or
+/// this process lives in another mount namespace than containerd (a pod
+/// without the host's mount namespace).
+pub fn allowed(
+    proc_root: &Path,
+    mountinfo_read: &Path,
+    containerd_pid: Option<i32>,
+) -> Result<(), String> {
+    if proc_root != Path::new("/proc") {
+        return Err(format!(
+            "--proc-root {} is not this node's procfs: nothing read from it is unmounted",
+            proc_root.display()
+        ));
+    }
+    let own = proc_root.join("self/mountinfo");
+    if mountinfo_read != own {
+        return Err(format!(
+            "the mount table read ({}) is not this process's ({}): an unmount here would not \
+             detach what it lists",
+            mountinfo_read.display(),
+            own.display()
+        ));
+    }
+    let ns = |pid: &str| std::fs::metadata(proc_root.join(pid).join("ns/mnt")).ok();
+    if let Some(pid) = containerd_pid {
+        use std::os::unix::fs::MetadataExt;
+        if let (Some(ours), Some(theirs)) = (ns("self"), ns(&pid.to_string())) {
+            if (ours.dev(), ours.ino()) != (theirs.dev(), theirs.ino()) {
+                return Err(format!(
+                    "nodectl runs in another mount namespace than containerd (pid {pid}): run it \
+                     in the host's (e.g. `nsenter -t {pid} -m -- nodectl ...`)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::fixtures::*;
+    use crate::snapshot::Mount;
+
+    fn mount(point: &str) -> Mount {
+        Mount {
+            mount_point: PathBuf::from(point),
+            fs_type: "overlay".to_string(),
+            ..Mount::default()
+        }
+    }
+
+    fn rootfs(id: &str) -> String {
+        format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/rootfs")
+    }
+
+    /// The rootfs of `a` and the shm of sandbox `s` left mounted; containerd
+    /// answered and knows neither.
+    fn leaked() -> Snapshot {
+        let mut s = snapshot();
+        s.mounts.push(mount(&rootfs(&id('a'))));
+        s.mounts.push(mount(&format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
+            id('s')
+        )));
+        with_records(&mut s, &[]);
+        s
+    }
+
+    #[test]
+    fn a_leaked_mount_unchanged_since_the_scan_may_go() {
+        let s = leaked();
+        assert_eq!(targets(&s).len(), 2);
+        for point in targets(&s) {
+            assert_eq!(verify(&s, &point), Verdict::Go, "{}", point.display());
+        }
+    }
+
+    #[test]
+    fn a_mount_whose_container_came_back_is_refused() {
+        let before = leaked();
+        let point = PathBuf::from(rootfs(&id('a')));
+        // A record again.
+        let mut fresh = before.clone();
+        with_records(&mut fresh, &[id('a')]);
+        assert!(matches!(verify(&fresh, &point), Verdict::Refuse(w) if w.contains("record")));
+        // A shim started for the id (containerd not yet told).
+        let mut fresh = before.clone();
+        fresh.shims.push(shim(70, &id('a'), ADDRESS, &[]));
+        assert!(matches!(verify(&fresh, &point), Verdict::Refuse(w) if w.contains("shim")));
+        // The sandbox's shm, whose sandbox has a running task again.
+        let shm = targets(&before)
+            .into_iter()
+            .find(|p| p.ends_with("shm"))
+            .unwrap();
+        let mut fresh = before.clone();
+        let ns = fresh
+            .containerd
+            .as_mut()
+            .unwrap()
+            .namespaces
+            .get_mut("k8s.io");
+        ns.unwrap().tasks = Some(vec![crate::sources::containerd_api::TaskView {
+            id: id('s'),
+            pid: 71,
+            status: "running".to_string(),
+        }]);
+        assert!(matches!(verify(&fresh, &shm), Verdict::Refuse(w) if w.contains("task")));
+        // containerd does not answer the second time: nothing is confirmed.
+        let mut fresh = before.clone();
+        fresh.containerd = None;
+        assert!(matches!(verify(&fresh, &point), Verdict::Refuse(w) if w.contains("did not")));
+    }
+
+    #[test]
+    fn a_mount_gone_since_the_scan_is_already_gone_unless_the_table_was_unread() {
+        let before = leaked();
+        let point = PathBuf::from(rootfs(&id('a')));
+        let mut fresh = before.clone();
+        fresh.mounts.retain(|m| m.mount_point != point);
+        assert!(matches!(verify(&fresh, &point), Verdict::Gone(_)));
+        fresh.gaps.push(crate::snapshot::Gap::source(
+            "mountinfo",
+            "/proc/self/mountinfo",
+            "EIO",
+        ));
+        assert!(matches!(verify(&fresh, &point), Verdict::Refuse(_)));
+    }
+
+    #[test]
+    fn the_dry_run_plans_what_verify_allows_and_touches_nothing() {
+        let before = leaked();
+        let done = run(
+            &before,
+            Options::default(),
+            Ok(()),
+            Path::new("/nonexistent"),
+            || before.clone(),
+        );
+        let outcomes: Vec<_> = done.iter().map(|c| c.outcome).collect();
+        assert_eq!(outcomes, [CleanupOutcome::WouldUnmount; 2]);
+        assert_eq!(done[0].id, id('s'), "sorted by mount point");
+        // In another mount namespace, even the plan says it would refuse.
+        let done = run(
+            &before,
+            Options::default(),
+            Err("another mount namespace".to_string()),
+            Path::new("/nonexistent"),
+            || before.clone(),
+        );
+        assert!(done.iter().all(|c| c.outcome == CleanupOutcome::Refused));
+    }
+
+    #[test]
+    fn only_this_process_s_mount_table_allows_an_unmount() {
+        let proc_root = Path::new("/proc");
+        assert_eq!(
+            allowed(proc_root, Path::new("/proc/self/mountinfo"), None),
+            Ok(())
+        );
+        let own = std::process::id() as i32;
+        assert_eq!(
+            allowed(proc_root, Path::new("/proc/self/mountinfo"), Some(own)),
+            Ok(())
+        );
+        let err = allowed(proc_root, Path::new("/proc/1/mountinfo"), None).unwrap_err();
+        assert!(err.contains("not this process's"), "{err}");
+        let fake = Path::new("/tmp/proc");
+        let err = allowed(fake, &fake.join("self/mountinfo"), None).unwrap_err();
+        assert!(err.contains("--proc-root"), "{err}");
+    }
+
+    #[test]
+    fn detach_never_goes_through_a_symlink_and_reports_what_the_table_says() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting needs root");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        nix::mount::mount(
+            Some("tmpfs"),
+            &real,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let table = Path::new("/proc/self/mountinfo");
+        let (via_link, _) = detach(&link, false, table);
+        let (below_link, _) = detach(&link.join("."), false, table);
+        let still = mounted_at(table, &real).unwrap();
+        let (done, detail) = detach(&real, false, table);
+        let left = mounted_at(table, &real).unwrap();
+        if left > 0 {
+            let _ = umount2(&real, MntFlags::MNT_DETACH);
+        }
+        assert_eq!(via_link, CleanupOutcome::Refused);
+        assert_eq!(below_link, CleanupOutcome::Refused);
+        assert_eq!(still, 1, "the mount behind the symlink is untouched");
+        assert_eq!((done, left), (CleanupOutcome::Unmounted, 0), "{detail}");
+        let (again, _) = detach(&real, false, table);
+        assert_eq!(again, CleanupOutcome::AlreadyGone);
+    }
+}
