@@ -14,7 +14,7 @@ use super::image::{self, IMAGE};
 use super::line::{Containerd, Line};
 use super::procs;
 use super::strace::{self, Strace};
-use super::{in_ci, run_bounded, which};
+use super::{run_bounded, skip, which};
 
 /// The CRI plugin's containerd namespace.
 pub const NAMESPACE: &str = "k8s.io";
@@ -51,12 +51,12 @@ pub struct TestBed {
 }
 
 /// Says why the test bed cannot run: in CI that fails the test, elsewhere
-/// the test is skipped with the reason on stderr.
+/// the test is skipped, visibly (see [`skip`]).
 fn unavailable(test: &str, why: &str) -> Option<TestBed> {
-    if in_ci() {
-        panic!("{test}: the real-containerd test bed is required in CI (CI is set): {why}");
-    }
-    eprintln!("skipping {test}: {why}");
+    skip(
+        test,
+        &format!("the real-containerd test bed cannot run: {why}"),
+    );
     None
 }
 
