@@ -77,6 +77,18 @@ extern "C" fn say_how_many_skipped() {
     );
 }
 
+/// What a test's teardown could not clean up (processes, mounts, cgroups,
+/// files) breaks the tests after it, so it fails the test; but a second
+/// panic while the test is already failing would abort the run and hide
+/// the test's own failure, so then it is only printed.
+pub fn teardown_failed(report: &str) {
+    if std::thread::panicking() {
+        eprintln!("{report}");
+    } else {
+        panic!("{report}");
+    }
+}
+
 fn which(binary: &str) -> bool {
     std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(binary).is_file()))
