@@ -247,6 +247,9 @@ impl Drop for StuckFuse {
         // waiting (ENOTCONN), so nothing stays stuck in it.
         let _ = nix::mount::umount2(&self.mount_point, nix::mount::MntFlags::MNT_DETACH);
         drop(self.device.take());
+        if mounted(&self.mount_point) {
+            support::teardown_failed(&format!("{} is still mounted", self.mount_point.display()));
+        }
     }
 }
 

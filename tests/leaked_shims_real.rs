@@ -69,10 +69,14 @@ async fn seed_003_leaks_on_1_6_only_and_its_shim_is_found_and_killed() {
                 "1.6: the shim outlived its sandbox (containerd#7496)"
             );
             let leaked = Leaked {
-                id: victim.sandbox_id.clone(),
+                pod: victim.clone(),
                 pid: victim_shim,
                 // The bundle, and its annotations, stay with the shim.
                 names: Some(("default", "victim")),
+                // containerd gave up on the shim but kept its connection:
+                // the shim's death runs containerd's cleanup after a dead
+                // shim (`shim delete`), which removes the bundle.
+                bundle_after_kill: AfterKill::RemovedByContainerd,
             };
             find_and_kill(&bed, &leaked, &healthy).await;
         }
@@ -142,8 +146,11 @@ async fn shim_unresponsive_across_a_containerd_restart_leaks_on_every_line() {
         .state()
         .join("io.containerd.runtime.v2.task/k8s.io")
         .join(&victim.sandbox_id);
-    let names = match bed.line() {
-        // 1.x leaves the bundle (and its annotations) with the shim.
+    let (names, bundle_after_kill) = match bed.line() {
+        // 1.x leaves the bundle (and its annotations) with the shim, and
+        // dropped its connection to the shim when loading it failed: when
+        // the shim dies nothing of containerd notices, and the bundle is
+        // left for nodectl to report.
         Line::V1_6 | Line::V1_7 => {
             assert!(
                 bundle.is_dir(),
@@ -151,7 +158,7 @@ async fn shim_unresponsive_across_a_containerd_restart_leaks_on_every_line() {
                 bed.line(),
                 bundle.display()
             );
-            Some(("default", "victim"))
+            (Some(("default", "victim")), AfterKill::Orphaned)
         }
         // 2.x removes it on restart: nothing names the pod any more.
         Line::V2_0 | Line::V2_3 => {
@@ -161,23 +168,51 @@ async fn shim_unresponsive_across_a_containerd_restart_leaks_on_every_line() {
                 bed.line(),
                 bundle.display()
             );
-            None
+            (None, AfterKill::AlreadyGone)
         }
     };
     let leaked = Leaked {
-        id: victim.sandbox_id.clone(),
+        pod: victim.clone(),
         pid: victim_shim,
         names,
+        bundle_after_kill,
     };
     find_and_kill(&bed, &leaked, &healthy).await;
 }
 
 /// The shim a test expects nodectl to find leaked.
 struct Leaked {
-    id: String,
+    /// The pod it served; the shim's id is the sandbox's.
+    pod: support::Pod,
     pid: i32,
     /// Pod namespace and name, when something still names the pod.
     names: Option<(&'static str, &'static str)>,
+    /// What becomes of the shim's bundle once it is killed, on this line.
+    bundle_after_kill: AfterKill,
+}
+
+/// The fate of a killed leaked shim's bundle directory.
+#[derive(Debug)]
+enum AfterKill {
+    /// containerd still holds a connection to the shim: its death runs
+    /// containerd's cleanup after a dead shim, which removes the bundle.
+    RemovedByContainerd,
+    /// Nothing of containerd watches the shim: the bundle stays, the kill
+    /// lists it as left behind and nodectl reports it orphan-bundle.
+    Orphaned,
+    /// Removed before the kill (2.x, on restart).
+    AlreadyGone,
+}
+
+/// How long containerd's cleanup after a dead shim may take (its own
+/// deadline is 5 s).
+const CONTAINERD_CLEANUP: Duration = Duration::from_secs(15);
+
+/// The lines of a table that hold every one of `cells`.
+fn rows_with<'a>(text: &'a str, cells: &[&str]) -> Vec<&'a str> {
+    text.lines()
+        .filter(|line| cells.iter().all(|cell| line.contains(cell)))
+        .collect()
 }
 
 /// nodectl finds `leaked` (and only it), a dry run touches nothing, the
@@ -185,6 +220,7 @@ struct Leaked {
 /// nothing else, and what it leaves is reported as it is on disk.
 async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
     let shim = leaked.pid;
+    let id = &leaked.pod.sandbox_id;
     let healthy_shim = bed.shim_pid(&healthy.sandbox_id);
     let timed = Instant::now();
     let output = bed.nodectl(&["leaked-shims", "-o", "json"]);
@@ -194,7 +230,7 @@ async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
     );
     let doc = support::report(&output);
     assert_eq!(output.status.code(), Some(1), "{doc}");
-    assert_eq!(ids_of_kind(&doc, "leaked-shim"), vec![leaked.id.clone()]);
+    assert_eq!(ids_of_kind(&doc, "leaked-shim"), vec![id.clone()]);
     let evidence = &doc["findings"][0]["evidence"];
     assert_eq!(evidence["shim_pid"], shim);
     assert_eq!(evidence["basis"], "containerd-api");
@@ -214,7 +250,7 @@ async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
     // The evidence travels: checked from a bundle elsewhere, same findings.
     let (live, offline) = support::live_and_offline_check(bed);
     assert!(
-        support::finding_keys(&live).contains(&("leaked-shim".to_string(), leaked.id.clone())),
+        support::finding_keys(&live).contains(&("leaked-shim".to_string(), id.clone())),
         "{live}"
     );
     assert_eq!(
@@ -223,27 +259,61 @@ async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
         "{offline}"
     );
 
-    // What a person sees: the finding, and the dry run's action.
+    // What a person sees: the finding's row (kind, severity, whose, which
+    // shim), its heading with the full id, the evidence naming the pid, the
+    // way out, and the dry run's row for that shim.
     let table = bed.nodectl(&["leaked-shims"]);
     let text = String::from_utf8_lossy(&table.stdout);
     eprintln!("$ nodectl leaked-shims\n{text}");
     assert_eq!(table.status.code(), Some(1));
-    for expected in ["leaked-shim", "critical", "would-kill", &shim.to_string()] {
-        assert!(text.contains(expected), "table lacks {expected:?}:\n{text}");
-    }
+    let short = &id[..13];
+    let whose = ["pod_namespace", "pod_name", "container_name"]
+        .map(|key| evidence[key].as_str().unwrap_or("?").to_string())
+        .join("/");
+    let finding_rows = rows_with(&text, &["leaked-shim", "critical", &whose, short]);
+    assert_eq!(
+        finding_rows.len(),
+        1,
+        "one row for the leaked shim:\n{text}"
+    );
+    assert!(
+        finding_rows[0].contains("containerd has no container record for it"),
+        "the row says why, from containerd's records:\n{text}"
+    );
+    assert_eq!(
+        rows_with(&text, &[&format!("[1] leaked-shim {id}")]).len(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        rows_with(&text, &[&format!("shim_pid: {shim}")]).len(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        rows_with(&text, &["What to do", "nodectl leaked-shims --kill"]).len(),
+        1,
+        "{text}"
+    );
+    let action_rows = rows_with(&text, &[&shim.to_string(), short, "would-kill"]);
+    assert_eq!(action_rows.len(), 1, "the dry run's row:\n{text}");
+    assert!(
+        action_rows[0].contains("run with --kill to end it"),
+        "{text}"
+    );
 
     let output = bed.nodectl(&["leaked-shims", "--kill", "--yes", "-o", "json"]);
-    let doc = support::report(&output);
+    let killed = support::report(&output);
     eprintln!(
         "$ nodectl leaked-shims --kill --yes -o json  (actions)\n{:#}",
-        doc["actions"]
+        killed["actions"]
     );
-    let outcome = doc["actions"][0]["outcome"]
+    let outcome = killed["actions"][0]["outcome"]
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(outcome == "terminated" || outcome == "killed", "{doc}");
-    assert_eq!(doc["actions"][0]["shim_pid"], shim);
+    assert!(outcome == "terminated" || outcome == "killed", "{killed}");
+    assert_eq!(killed["actions"][0]["shim_pid"], shim);
     assert!(
         !support::is_running(shim),
         "the leaked shim is gone (or only defunct)"
@@ -266,16 +336,81 @@ async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
     );
 
     // What the shim left: a bundle directory nobody owns is orphan-bundle.
-    // containerd may notice the dead shim and remove the bundle (`shim ...
-    // delete`) before nodectl looks: the report must match the disk.
+    // Which case this is depends on the line and the recipe (see
+    // AfterKill), never on timing: containerd's cleanup is waited for.
     let bundle = bed
         .state()
         .join("io.containerd.runtime.v2.task/k8s.io")
-        .join(&leaked.id);
-    let doc = support::report(&bed.nodectl(&["leaked-mounts", "-o", "json"]));
+        .join(id);
+    let bundle_line = format!("bundle dir {}", bundle.display());
+    let remains: Vec<&str> = killed["actions"][0]["remains"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    match leaked.bundle_after_kill {
+        AfterKill::RemovedByContainerd => assert!(
+            support::wait_until(CONTAINERD_CLEANUP, || !bundle.exists()),
+            "{:?}: containerd removes {} once the shim is dead",
+            bed.line(),
+            bundle.display()
+        ),
+        AfterKill::Orphaned => {
+            assert!(
+                remains.contains(&bundle_line.as_str()),
+                "the kill says what it left: {remains:?}"
+            );
+            // Nothing removes it: not within containerd's cleanup deadline.
+            std::thread::sleep(Duration::from_secs(5));
+            assert!(
+                bundle.is_dir(),
+                "{:?}: nothing of containerd removes {}",
+                bed.line(),
+                bundle.display()
+            );
+        }
+        AfterKill::AlreadyGone => {
+            assert!(!remains.contains(&bundle_line.as_str()), "{remains:?}");
+            assert!(!bundle.exists(), "{}", bundle.display());
+        }
+    }
+    let output = bed.nodectl(&["leaked-mounts", "-o", "json"]);
+    let doc = support::report(&output);
     let orphans = ids_of_kind(&doc, "orphan-bundle");
-    eprintln!("bundle left behind after the kill: {}", bundle.exists());
-    assert_eq!(orphans.contains(&leaked.id), bundle.exists(), "{doc}");
+    eprintln!(
+        "{:?}, {:?}: orphan bundles {orphans:?}",
+        bed.line(),
+        leaked.bundle_after_kill
+    );
+    // Only the victim's bundles can be orphans (its container's too, when
+    // that bundle stayed with the shim): never the healthy pod's.
+    for orphan in &orphans {
+        assert!(
+            [&leaked.pod.sandbox_id, &leaked.pod.container_id].contains(&orphan),
+            "{orphan} is not the victim's: {doc}"
+        );
+    }
+    match leaked.bundle_after_kill {
+        AfterKill::Orphaned => {
+            assert!(orphans.contains(id), "{doc}");
+            assert_eq!(output.status.code(), Some(1), "{doc}");
+            let finding = doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["kind"] == "orphan-bundle" && f["id"] == id.as_str())
+                .unwrap();
+            assert_eq!(
+                finding["evidence"]["bundle_dir"],
+                bundle.display().to_string(),
+                "{finding}"
+            );
+        }
+        AfterKill::RemovedByContainerd | AfterKill::AlreadyGone => {
+            assert!(!orphans.contains(id), "{doc}")
+        }
+    }
 }
 
 /// The cleanups of `doc`: (action, id, outcome) in report order.

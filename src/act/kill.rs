@@ -355,6 +355,35 @@ mod tests {
         assert!(err.contains("not proven"), "{err}");
     }
 
+    #[test]
+    fn a_shim_that_changed_or_went_on_the_fresh_look_is_refused() {
+        let before = leaked_snapshot(4242, NOW - 600 * SEC);
+        let refusal = |change: &dyn Fn(&mut Snapshot)| {
+            let mut fresh = before.clone();
+            change(&mut fresh);
+            verify(&before, &fresh, &before.shims[0]).unwrap_err()
+        };
+        let err = refusal(&|s| {
+            s.processes.remove(&4242);
+        });
+        assert_eq!(err, "exited before we acted");
+        let err = refusal(&|s| s.shims.clear());
+        assert_eq!(err, "no longer looks like a shim");
+        let err = refusal(&|s| s.shims[0].id = Some(id('t')));
+        assert_eq!(err, "its command line changed");
+        let err = refusal(&|s| s.shims[0].address = Some("/run/other.sock".into()));
+        assert_eq!(err, "its command line changed");
+        let err = refusal(&|s| {
+            s.processes.get_mut(&4242).unwrap().state = 'Z';
+        });
+        assert!(err.contains("another process"), "a defunct shim: {err}");
+        // Nor is anything known only from the first look.
+        let mut unknown = before.clone();
+        unknown.processes.clear();
+        let err = verify(&unknown, &before, &before.shims[0]).unwrap_err();
+        assert_eq!(err, "no process record");
+    }
+
     /// A child `sleep` standing in for a shim: signalling it is harmless.
     fn stand_in() -> (std::process::Child, Snapshot) {
         let child = std::process::Command::new("sleep")

@@ -219,6 +219,30 @@ mod tests {
     }
 
     #[test]
+    fn the_start_time_window_is_creation_to_start_with_the_slack_included() {
+        let started = NOW - 60 * SEC;
+        // `running` has the container created one second before it started.
+        let earliest = started - SEC - START_TIME_SLACK;
+        let latest = started + START_TIME_SLACK;
+        for (process_started, zombie) in [
+            (earliest - 1, true),
+            (earliest, false),
+            (latest, false),
+            (latest + 1, true),
+        ] {
+            let mut s = snapshot();
+            s.cri_containers.push(running(&id('a'), 100, started));
+            s.processes.insert(100, process(100, 'S', process_started));
+            assert_eq!(
+                !zombie_ids(&s).is_empty(),
+                zombie,
+                "a process started {} ns after the container",
+                process_started - started
+            );
+        }
+    }
+
+    #[test]
     fn exited_created_and_pidless_containers_are_not_zombies() {
         let mut s = snapshot();
         s.cri_containers

@@ -45,13 +45,50 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
+/// Skips so far in this test binary (see [`skip`]).
+static SKIPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// For a test whose prerequisite is missing, before it returns: in CI that
-/// fails it, elsewhere it says on stderr which test is skipped and why.
+/// fails it; elsewhere it says which test is skipped and why, and the test
+/// binary ends with how many it skipped.
+///
+/// Written to the stderr handle, not with `eprintln!`: libtest captures the
+/// print macros of a passing test, so a skip would show only as `ok`.
 pub fn skip(test: &str, why: &str) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
     if in_ci() {
         panic!("{test}: cannot run, and CI is set: {why}");
     }
-    eprintln!("skipping {test}: {why}");
+    if SKIPPED.fetch_add(1, Ordering::SeqCst) == 0 {
+        // SAFETY: registers a plain function with no arguments, run once
+        // at exit; it only reads an atomic and writes to fd 2.
+        unsafe { nix::libc::atexit(say_how_many_skipped) };
+    }
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
+/// The tally of [`skip`], after libtest's own summary.
+extern "C" fn say_how_many_skipped() {
+    use std::io::Write;
+    let n = SKIPPED.load(std::sync::atomic::Ordering::SeqCst);
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {n} test{} of this binary (their `ok` ran nothing; CI=true fails them)",
+        if n == 1 { "" } else { "s" }
+    );
+}
+
+/// What a test's teardown could not clean up (processes, mounts, cgroups,
+/// files) breaks the tests after it, so it fails the test; but a second
+/// panic while the test is already failing would abort the run and hide
+/// the test's own failure, so then it is only printed.
+pub fn teardown_failed(report: &str) {
+    if std::thread::panicking() {
+        eprintln!("{report}");
+    } else {
+        panic!("{report}");
+    }
 }
 
 fn which(binary: &str) -> bool {
