@@ -13,7 +13,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::Snapshot;
+use crate::model::Snapshot;
 
 const SNAPSHOTS: &str = "snapshots.json";
 /// Bundles are small (status files, annotations): a synthetic node of
@@ -381,7 +381,7 @@ impl<R: Read> Read for Bounded<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
 
     #[test]
     fn bundle_round_trips_the_snapshots() {

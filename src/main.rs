@@ -4,14 +4,14 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use nodectl::cli::Cli;
-use nodectl::{commands, render};
+use nodectl::{commands, inert, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let report = match commands::run(&cli) {
         Ok(report) => report,
         Err(reason) => {
-            let _ = writeln!(io::stderr(), "nodectl: {}", render::inert::shown(&reason));
+            let _ = writeln!(io::stderr(), "nodectl: {}", inert::shown(&reason));
             return ExitCode::from(2);
         }
     };

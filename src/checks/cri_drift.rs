@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use crate::checks::{zombie, Finding, Kind, Severity};
-use crate::snapshot::Snapshot;
-use crate::sources::containerd_api::TaskView;
+use crate::checks::zombie;
+
+use crate::model::{Finding, Kind, Severity, Snapshot, TaskView};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let (Some(cri), Some(containerd)) = (&snapshot.cri, &snapshot.containerd) else {
@@ -123,9 +123,8 @@ fn drift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
-    use crate::sources::cri_api::{CriItem, CriView};
+    use crate::model::fixtures::*;
+    use crate::model::{ContainerdView, CriItem, CriView, NamespaceView};
 
     fn item(id: &str, state: &str) -> CriItem {
         CriItem {

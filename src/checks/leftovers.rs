@@ -10,8 +10,9 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::checks::{has_record, Basis, Finding, Kind, Severity};
-use crate::snapshot::{Mount, Snapshot};
+use crate::checks::has_record;
+
+use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let mut findings: Vec<Finding> = snapshot
@@ -183,8 +184,8 @@ fn short(id: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::snapshot::Mount;
+    use crate::model::fixtures::*;
+    use crate::model::Mount;
     use serde_json::Value;
     use std::path::PathBuf;
 
@@ -249,7 +250,7 @@ mod tests {
             id('s')
         );
         s.mounts.push(mount(&shm));
-        s.cri = Some(crate::sources::cri_api::CriView {
+        s.cri = Some(crate::model::CriView {
             sandboxes: Some(vec![cri_sandbox(&id('s'), "batch", "job-1")]),
             ..Default::default()
         });

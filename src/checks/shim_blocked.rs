@@ -7,8 +7,7 @@
 
 use serde_json::json;
 
-use crate::checks::{Finding, Kind, Severity};
-use crate::snapshot::{seconds, Snapshot, ThreadSample};
+use crate::model::{seconds, Finding, Kind, Severity, Snapshot, ThreadSample};
 
 pub fn is_stuck(thread: &ThreadSample) -> bool {
     thread.state == 'D' || thread.syscall.as_deref() == Some("umount2")
@@ -86,7 +85,7 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
     use serde_json::Value;
 
     #[test]
@@ -140,7 +139,7 @@ mod tests {
 
     #[test]
     fn an_impostor_in_d_is_not_a_blocked_shim() {
-        use crate::sources::shim_proof::proven;
+        use crate::model::fixtures::proven;
         let mut first = snapshot();
         // A fake shim whose vfork child never execs sits in D: its own
         // business, not containerd's.

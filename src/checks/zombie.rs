@@ -9,8 +9,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::{shim_of, timestamp, Finding, Kind, PodRef, Severity};
-use crate::snapshot::{CriContainer, CriState, ProcessInfo, Snapshot};
+use crate::checks::shim_of;
+use crate::model::{
+    timestamp, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity, Snapshot,
+};
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
 /// `StartedAt` is taken after runc started the process; this absorbs both.
@@ -132,7 +134,7 @@ fn finding(snapshot: &Snapshot, container: &CriContainer, death: String) -> Find
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
         check(snapshot).into_iter().map(|f| f.id).collect()

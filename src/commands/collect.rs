@@ -1,13 +1,12 @@
 //! `nodectl collect FILE.tar.gz`: the evidence of this node, for someone else.
 
 use crate::cli::{CollectArgs, GlobalArgs};
-use crate::commands::check::gather_pair;
 use crate::evidence::{self, Evidence};
-use crate::render::inert::{inert_path, shown};
+use crate::inert::{inert_path, shown};
 use crate::report::Report;
 
 pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
-    let (first, second) = gather_pair(global, args.cri_address.as_deref());
+    let (first, second) = super::gather_pair(global, args.cri_address.as_deref());
     let hostname = std::fs::read_to_string(global.proc_root.join("sys/kernel/hostname"))
         .ok()
         .map(|h| h.trim().to_string());
@@ -36,7 +35,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
     for gap in &first.gaps {
         eprintln!(
             "nodectl: could not read (recorded in the archive): {} {}: {}",
-            shown(&gap.source),
+            gap.source,
             inert_path(&gap.path),
             shown(&gap.error)
         );

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use crate::checks::{self, Kind, Settings};
+use crate::checks::{self, Settings};
+
 use crate::cli::{GlobalArgs, ZombiesArgs};
 use crate::gather::{add_containerd_records, follow_up, gather};
+use crate::model::{Kind, Snapshot};
 use crate::paths;
 use crate::report::Report;
-use crate::snapshot::Snapshot;
 
 pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     let (paths, config_gaps) = paths::resolve(&global.path_flags());

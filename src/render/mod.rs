@@ -1,6 +1,5 @@
 //! Renderers: the report for people (a table) or for programs (JSON).
 
-pub mod inert;
 pub mod json;
 pub mod npd;
 pub mod prometheus;

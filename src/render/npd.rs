@@ -29,14 +29,14 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     };
     // NPD copies the message into a node condition and event, which
     // kubectl prints to a terminal: made inert like every human output.
-    writeln!(out, "{}", super::inert::shown(&line.replace('\n', " ")))
+    writeln!(out, "{}", crate::inert::shown(&line.replace('\n', " ")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
     use crate::checks::{run_all, Settings};
+    use crate::model::fixtures::*;
 
     #[test]
     fn one_line_leading_with_the_worst_finding() {

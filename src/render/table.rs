@@ -6,12 +6,9 @@ use std::io::{self, IsTerminal, Write};
 use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
 use serde_json::Value;
 
-use super::inert::{inert_path, shown};
-use crate::checks::{Finding, Severity};
-use crate::commands::shims::ShimRow;
-use crate::paths::Located;
+use crate::inert::{inert_path, shown};
+use crate::model::{Finding, Located, NodeContext, Severity, ShimRow};
 use crate::report::{Report, FINDINGS_PER_KIND};
-use crate::sources::node::NodeContext;
 
 pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let paths = &report.paths;
@@ -114,7 +111,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         let mut table = new_table(&["SOURCE", "PATH", "ERROR"]);
         for gap in &report.gaps {
             table.add_row(vec![
-                shown(&gap.source),
+                gap.source.to_string(),
                 shown(&inert_path(&gap.path)),
                 shown(&gap.error),
             ]);
@@ -292,8 +289,8 @@ fn evidence_lines(evidence: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
     use crate::checks::{run_all, Settings};
+    use crate::model::fixtures::*;
 
     #[test]
     fn table_names_the_paths_the_finding_and_the_remedy() {
@@ -322,9 +319,9 @@ mod tests {
     fn the_header_names_the_version_and_its_known_bugs_even_with_no_findings() {
         let s = snapshot();
         let report = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]).identified(
-            crate::snapshot::ContainerdVersion {
+            crate::model::ContainerdVersion {
                 version: Some("v2.0.3".to_string()),
-                source: crate::snapshot::VersionSource::Process,
+                source: crate::model::VersionSource::Process,
             },
         );
         let mut out = Vec::new();
@@ -341,8 +338,7 @@ mod tests {
         );
     }
 
-    use crate::checks::{Kind, Severity};
-    use crate::commands::shims::ShimRow;
+    use crate::model::{Kind, Severity, ShimRow};
     use proptest::prelude::*;
 
     /// The sequences a tenant can put in a shim's `-id`, an annotation or a
@@ -381,7 +377,7 @@ mod tests {
             ours: false,
             identity: "impostor",
             reason: Some(text.to_string()),
-            pod: crate::snapshot::PodRef {
+            pod: crate::model::PodRef {
                 pod_namespace: Some(text.to_string()),
                 pod_name: Some(text.to_string()),
                 container_name: None,
@@ -401,7 +397,11 @@ mod tests {
     /// every node-string place: the findings table, the shims table, npd.
     fn human_outputs(id: &str, text: &str) -> Vec<String> {
         let s = snapshot();
-        let gaps = vec![crate::snapshot::Gap::item("bundles", text, text)];
+        let gaps = vec![crate::model::Gap::item(
+            crate::model::Source::Bundles,
+            text,
+            text,
+        )];
         let mut report = Report::new(
             "check",
             text,
@@ -499,8 +499,8 @@ mod tests {
     #[test]
     fn empty_report_says_so_and_lists_gaps() {
         let s = snapshot();
-        let gaps = vec![crate::snapshot::Gap::item(
-            "cri-store",
+        let gaps = vec![crate::model::Gap::item(
+            crate::model::Source::CriStore,
             "/x/status",
             "corrupt status file",
         )];

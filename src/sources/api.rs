@@ -8,24 +8,14 @@ use std::error::Error;
 use std::future::Future;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-/// One API call: how long it took and how it ended.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ApiCall {
-    pub call: String,
-    pub latency_ms: f64,
-    /// `None` when it answered; `timed_out` tells a missed deadline apart.
-    pub error: Option<String>,
-    #[serde(default)]
-    pub timed_out: bool,
-}
+use crate::model::{Api, ApiCall, Method};
 
 /// Runs `call` until `deadline` and records it.
 pub async fn timed<T>(
-    name: &str,
+    (api, method, target): (Api, Method, Option<&str>),
     deadline: Instant,
     call: impl Future<Output = Result<T, String>>,
 ) -> (Option<T>, ApiCall) {
@@ -35,7 +25,9 @@ pub async fn timed<T>(
         Err(_) => (Err("no answer before the deadline".to_string()), true),
     };
     let record = ApiCall {
-        call: name.to_string(),
+        api,
+        method,
+        target: target.map(str::to_string),
         latency_ms: (start.elapsed().as_secs_f64() * 1e4).round() / 10.0,
         error: result.as_ref().err().cloned(),
         timed_out,

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use procfs::process::MountInfo;
 
-use crate::snapshot::{Gap, Mount};
+use crate::model::{Gap, Mount, Source};
 
-const SOURCE: &str = "mountinfo";
+const SOURCE: Source = Source::Mountinfo;
 
 /// Reads a mountinfo file (normally `/proc/self/mountinfo`), keeping only the
 /// mounts below `under` (containerd's state and root): a node has thousands of

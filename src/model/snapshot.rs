@@ -9,10 +9,11 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::paths::Paths;
-use crate::sources::containerd_api::ContainerdView;
-use crate::sources::cri_api::CriView;
-use crate::sources::node::NodeContext;
+use crate::model::api::{ContainerdView, CriView};
+use crate::model::gap::Gap;
+use crate::model::node::NodeContext;
+use crate::model::paths::Paths;
+use crate::model::shim_identity;
 
 /// Unix time in nanoseconds, the unit containerd's CRI status files use.
 pub type UnixNanos = i64;
@@ -70,7 +71,7 @@ impl Suspects {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CriContainer {
     pub id: String,
-    #[serde(with = "crate::path_json")]
+    #[serde(with = "crate::model::path_json")]
     pub status_path: PathBuf,
     /// Modification time of the status file: when CRI last wrote the status.
     pub status_written_at: UnixNanos,
@@ -289,11 +290,20 @@ pub fn seconds(nanos: i64) -> f64 {
     (nanos as f64 / 1e9 * 10.0).round() / 10.0
 }
 
+/// Formats unix ns as RFC 3339 (UTC); 0 and out-of-range values as `null`.
+pub fn timestamp(nanos: i64) -> serde_json::Value {
+    if nanos <= 0 {
+        return serde_json::Value::Null;
+    }
+    let time = chrono::DateTime::from_timestamp_nanos(nanos);
+    serde_json::Value::String(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
 /// A task bundle: `<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Bundle {
     pub id: String,
-    #[serde(with = "crate::path_json")]
+    #[serde(with = "crate::model::path_json")]
     pub path: PathBuf,
     /// `io.kubernetes.cri.*` annotations from the bundle's OCI `config.json`.
     pub annotations: BTreeMap<String, String>,
@@ -370,11 +380,11 @@ pub struct Shim {
     pub action: Option<String>,
     /// The shim's working directory (what it says, not where its bundle is:
     /// any process can start anywhere).
-    #[serde(default, with = "crate::path_json::option")]
+    #[serde(default, with = "crate::model::path_json::option")]
     pub cwd: Option<PathBuf>,
     pub threads: Vec<ThreadSample>,
     /// What the kernel says this process is, read when it was seen; judged
-    /// by [`crate::sources::shim_proof::identity`]. `None` only in archives
+    /// by [`shim_identity::identity`]. `None` only in archives
     /// from before nodectl proved shims, judged by `-address` alone.
     #[serde(default)]
     pub proof: Option<ShimProof>,
@@ -385,7 +395,7 @@ impl Shim {
     /// a node can run more than one containerd, and only ours is judged.
     pub fn serves(&self, address: &std::path::Path) -> bool {
         if self.proof.is_some() {
-            return crate::sources::shim_proof::identity(self).is_ours();
+            return shim_identity::identity(self).is_ours();
         }
         self.address
             .as_deref()
@@ -409,7 +419,7 @@ impl Shim {
 pub struct ShimProof {
     /// `/proc/<pid>/exe`: the file the kernel executed (argv and comm are
     /// the process's to set).
-    #[serde(default, with = "crate::path_json::option")]
+    #[serde(default, with = "crate::model::path_json::option")]
     pub exe: Option<PathBuf>,
     pub exe_regular: bool,
     pub exe_uid: Option<u32>,
@@ -466,7 +476,7 @@ pub struct ThreadSample {
 /// One mount from mountinfo.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Mount {
-    #[serde(with = "crate::path_json")]
+    #[serde(with = "crate::model::path_json")]
     pub mount_point: PathBuf,
     pub fs_type: String,
     pub source: Option<String>,
@@ -479,15 +489,15 @@ pub struct Mount {
 pub struct ContainerdProcess {
     pub pid: i32,
     /// The binary it runs (the `/proc/<pid>/exe` link).
-    #[serde(with = "crate::path_json")]
+    #[serde(with = "crate::model::path_json")]
     pub exe: PathBuf,
-    #[serde(default, with = "crate::path_json::option")]
+    #[serde(default, with = "crate::model::path_json::option")]
     pub config: Option<PathBuf>,
-    #[serde(default, with = "crate::path_json::option")]
+    #[serde(default, with = "crate::model::path_json::option")]
     pub address: Option<PathBuf>,
-    #[serde(default, with = "crate::path_json::option")]
+    #[serde(default, with = "crate::model::path_json::option")]
     pub root: Option<PathBuf>,
-    #[serde(default, with = "crate::path_json::option")]
+    #[serde(default, with = "crate::model::path_json::option")]
     pub state: Option<PathBuf>,
 }
 
@@ -519,42 +529,10 @@ impl VersionSource {
     }
 }
 
-/// Something a source could not read. Reported beside the findings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Gap {
-    /// The source that hit it: `cri-store`, `bundles`, `procfs`, `config`.
-    pub source: String,
-    /// The file or directory that failed.
-    #[serde(with = "crate::path_json")]
-    pub path: PathBuf,
-    pub error: String,
-    /// True when the whole source is unavailable, not just one item of it.
-    pub source_unavailable: bool,
-}
-
-impl Gap {
-    pub fn item(source: &str, path: impl Into<PathBuf>, error: impl ToString) -> Gap {
-        Gap {
-            source: source.to_string(),
-            path: path.into(),
-            error: error.to_string(),
-            source_unavailable: false,
-        }
-    }
-
-    pub fn source(source: &str, path: impl Into<PathBuf>, error: impl ToString) -> Gap {
-        Gap {
-            source_unavailable: true,
-            ..Gap::item(source, path, error)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::sources::cri_api::CriView;
+    use crate::model::fixtures::*;
 
     #[test]
     fn state_is_finished_over_started_over_created_over_nothing() {

@@ -1,0 +1,31 @@
+//! The model: every value that travels between the layers, as plain data.
+//!
+//! Sources fill a [`Snapshot`]; checks read it and return [`Finding`]s;
+//! commands, renderers and actions hand these on. The model is the leaf of
+//! the crate: it imports nothing of it outside `crate::model` (see
+//! `tests/layers.rs`), so every layer can depend on it and it on none.
+
+pub mod action;
+pub mod api;
+pub mod finding;
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod gap;
+pub mod node;
+pub mod path_json;
+pub mod paths;
+pub mod shim_identity;
+pub mod shims;
+pub mod snapshot;
+
+pub use action::{Action, Outcome};
+pub use api::{
+    Api, ApiCall, ContainerdView, CriItem, CriView, Method, NamespaceView, StatusProbe, TaskView,
+};
+pub use finding::{Basis, Finding, Kind, Severity};
+pub use gap::{Gap, Source};
+pub use node::NodeContext;
+pub use paths::{Located, Origin, Paths};
+pub use shim_identity::Identity;
+pub use shims::ShimRow;
+pub use snapshot::*;
