@@ -43,7 +43,7 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
                 .cri_containers
                 .iter()
                 .find(|c| c.id == probe.id)
-                .and_then(|c| crate::checks::shim_of(snapshot, c));
+                .and_then(|c| crate::checks::shared::shim_of(snapshot, c));
             let blocked: Vec<Value> = shim
                 .map(|s| {
                     s.threads

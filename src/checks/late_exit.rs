@@ -8,7 +8,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::Settings;
+use crate::checks::settings::Settings;
 use crate::model::{seconds, timestamp, CriState, Finding, Kind, PodRef, Severity, Snapshot};
 
 #[derive(Serialize)]

@@ -10,7 +10,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::has_record;
+use crate::checks::shared::has_record;
 use crate::model::{timestamp, Basis, Finding, Kind, PodRef, Severity, Shim, Snapshot};
 
 #[derive(Serialize)]

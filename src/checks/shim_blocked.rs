@@ -7,10 +7,21 @@
 
 use serde_json::json;
 
-use crate::model::{seconds, Finding, Kind, Severity, Snapshot, ThreadSample};
+use crate::model::{seconds, Finding, Kind, Severity, Snapshot, Suspects, ThreadSample};
 
 pub fn is_stuck(thread: &ThreadSample) -> bool {
     thread.state == 'D' || thread.syscall.as_deref() == Some("umount2")
+}
+
+/// What a second look must sample again: the shims of ours with a thread
+/// that may be stuck.
+pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
+    let stuck_shims = first
+        .shims
+        .iter()
+        .filter(|s| s.serves(&first.paths.address.path))
+        .filter(|s| s.threads.iter().any(is_stuck));
+    suspects.pids.extend(stuck_shims.map(|s| s.pid));
 }
 
 /// `first` and `second` are two snapshots of the same node, taken apart.

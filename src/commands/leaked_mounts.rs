@@ -1,7 +1,7 @@
 //! `nodectl leaked-mounts`: rootfs and shm mounts, and bundle directories,
 //! left behind by containers containerd no longer knows.
 
-use crate::checks::{self, leftovers};
+use crate::checks::{self, leaked_mount, orphan_bundle};
 use crate::cli::GlobalArgs;
 use crate::gather::{gather, GatherOptions};
 use crate::paths;
@@ -14,7 +14,8 @@ pub fn run(global: &GlobalArgs) -> Report {
         ..global.gather_options(true)
     };
     let snapshot = gather(&paths, &options, gaps);
-    let mut findings = leftovers::check(&snapshot);
+    let mut findings = leaked_mount::check(&snapshot);
+    findings.extend(orphan_bundle::check(&snapshot));
     checks::sort(&mut findings);
     Report::new(
         "leaked-mounts",

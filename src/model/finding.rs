@@ -28,6 +28,20 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order of the check registry
+    /// (`checks::registry::CHECKS`, which a test holds to it).
+    pub const ALL: [Kind; 9] = [
+        Kind::Zombie,
+        Kind::LateExit,
+        Kind::LeakedShim,
+        Kind::LeakedMount,
+        Kind::OrphanBundle,
+        Kind::CriDrift,
+        Kind::CriSlow,
+        Kind::ShimBlocked,
+        Kind::ApiUnreachable,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Zombie => "zombie",

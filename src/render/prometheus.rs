@@ -5,20 +5,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::model::{Kind, Severity};
+use crate::checks::registry::CHECKS;
+use crate::model::Severity;
 use crate::report::Report;
-
-const KINDS: &[Kind] = &[
-    Kind::Zombie,
-    Kind::LateExit,
-    Kind::LeakedShim,
-    Kind::LeakedMount,
-    Kind::OrphanBundle,
-    Kind::CriDrift,
-    Kind::CriSlow,
-    Kind::ShimBlocked,
-    Kind::ApiUnreachable,
-];
 
 pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let command = escape(&report.command);
@@ -60,7 +49,8 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         "nodectl_findings",
         "Findings of the last run, by kind.",
     )?;
-    for kind in KINDS {
+    // Every registered check's kind, found or not.
+    for kind in CHECKS.iter().map(|c| c.kind) {
         let count = report.count(kind.as_str());
         writeln!(
             out,
