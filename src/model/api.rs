@@ -178,6 +178,122 @@ impl<'de> Deserialize<'de> for ApiCall {
     }
 }
 
+/// A state as CRI's API names it (`runtime.v1.ContainerState` and
+/// `PodSandboxState`), compared as a value, written as CRI's name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CriApiState {
+    ContainerCreated,
+    ContainerRunning,
+    ContainerExited,
+    #[default]
+    ContainerUnknown,
+    SandboxReady,
+    SandboxNotReady,
+    /// A number this nodectl does not know (a newer CRI): `state <n>`.
+    Unrecognised(i32),
+}
+
+impl CriApiState {
+    const NAMED: [CriApiState; 6] = [
+        CriApiState::ContainerCreated,
+        CriApiState::ContainerRunning,
+        CriApiState::ContainerExited,
+        CriApiState::ContainerUnknown,
+        CriApiState::SandboxReady,
+        CriApiState::SandboxNotReady,
+    ];
+
+    fn name(self) -> Option<&'static str> {
+        Some(match self {
+            CriApiState::ContainerCreated => "CONTAINER_CREATED",
+            CriApiState::ContainerRunning => "CONTAINER_RUNNING",
+            CriApiState::ContainerExited => "CONTAINER_EXITED",
+            CriApiState::ContainerUnknown => "CONTAINER_UNKNOWN",
+            CriApiState::SandboxReady => "SANDBOX_READY",
+            CriApiState::SandboxNotReady => "SANDBOX_NOTREADY",
+            CriApiState::Unrecognised(_) => return None,
+        })
+    }
+}
+
+/// containerd's task status (`containerd.v1.types.Status`), compared as a
+/// value, written as containerd's name in lower case.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskStatus {
+    #[default]
+    Unknown,
+    Created,
+    Running,
+    Stopped,
+    Paused,
+    Pausing,
+    /// A number this nodectl does not know (a newer containerd): `status <n>`.
+    Unrecognised(i32),
+}
+
+impl TaskStatus {
+    const NAMED: [TaskStatus; 6] = [
+        TaskStatus::Unknown,
+        TaskStatus::Created,
+        TaskStatus::Running,
+        TaskStatus::Stopped,
+        TaskStatus::Paused,
+        TaskStatus::Pausing,
+    ];
+
+    fn name(self) -> Option<&'static str> {
+        Some(match self {
+            TaskStatus::Unknown => "unknown",
+            TaskStatus::Created => "created",
+            TaskStatus::Running => "running",
+            TaskStatus::Stopped => "stopped",
+            TaskStatus::Paused => "paused",
+            TaskStatus::Pausing => "pausing",
+            TaskStatus::Unrecognised(_) => return None,
+        })
+    }
+}
+
+/// Display, Serialize and Deserialize as the name, or `<prefix> <n>` for a
+/// number without one.
+macro_rules! named_state {
+    ($type:ident, $prefix:literal) => {
+        impl std::fmt::Display for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match (self.name(), self) {
+                    (Some(name), _) => f.write_str(name),
+                    (None, $type::Unrecognised(n)) => write!(f, concat!($prefix, " {}"), n),
+                    (None, _) => unreachable!("only an unrecognised number has no name"),
+                }
+            }
+        }
+
+        impl Serialize for $type {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $type {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$type, D::Error> {
+                let text = String::deserialize(d)?;
+                if let Some(named) = $type::NAMED.into_iter().find(|s| s.name() == Some(&text)) {
+                    return Ok(named);
+                }
+                text.strip_prefix(concat!($prefix, " "))
+                    .and_then(|n| n.parse().ok())
+                    .map($type::Unrecognised)
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format!("{text:?} is no {}", stringify!($type)))
+                    })
+            }
+        }
+    };
+}
+
+named_state!(CriApiState, "state");
+named_state!(TaskStatus, "status");
+
 fn bare_calls<S: Serializer>(calls: &[ApiCall], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(calls.iter().map(WireCall::bare))
 }
@@ -235,8 +351,7 @@ pub struct NamespaceView {
 pub struct TaskView {
     pub id: String,
     pub pid: u32,
-    /// containerd's task status: created, running, stopped, paused, pausing, unknown.
-    pub status: String,
+    pub status: TaskStatus,
 }
 
 impl ContainerdView {
@@ -269,8 +384,7 @@ pub struct CriItem {
     pub id: String,
     /// For containers, the sandbox they belong to.
     pub sandbox_id: Option<String>,
-    /// CRI's state name, e.g. `CONTAINER_RUNNING`, `SANDBOX_READY`.
-    pub state: String,
+    pub state: CriApiState,
     /// `metadata.name`: the pod's name for a sandbox, the container's for a
     /// container.
     #[serde(default)]
@@ -328,7 +442,7 @@ pub struct StatusProbe {
     pub id: String,
     #[serde(serialize_with = "bare_call", deserialize_with = "cri_call")]
     pub call: ApiCall,
-    pub state: Option<String>,
+    pub state: Option<CriApiState>,
 }
 
 #[cfg(test)]
@@ -377,6 +491,45 @@ mod tests {
             serde_json::from_value::<ContainerdView>(json).unwrap(),
             view
         );
+    }
+
+    #[test]
+    fn states_are_written_as_cri_and_containerd_name_them() {
+        let all = CriApiState::NAMED
+            .into_iter()
+            .chain([CriApiState::Unrecognised(7)]);
+        let names: Vec<String> = all.clone().map(|s| s.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "CONTAINER_CREATED",
+                "CONTAINER_RUNNING",
+                "CONTAINER_EXITED",
+                "CONTAINER_UNKNOWN",
+                "SANDBOX_READY",
+                "SANDBOX_NOTREADY",
+                "state 7"
+            ]
+        );
+        for state in all {
+            let json = serde_json::to_value(state).unwrap();
+            assert_eq!(json, serde_json::Value::from(state.to_string()));
+            assert_eq!(serde_json::from_value::<CriApiState>(json).unwrap(), state);
+        }
+        let all = TaskStatus::NAMED
+            .into_iter()
+            .chain([TaskStatus::Unrecognised(9)]);
+        let names: Vec<String> = all.clone().map(|s| s.to_string()).collect();
+        assert_eq!(
+            names,
+            ["unknown", "created", "running", "stopped", "paused", "pausing", "status 9"]
+        );
+        for status in all {
+            let json = serde_json::to_value(status).unwrap();
+            assert_eq!(serde_json::from_value::<TaskStatus>(json).unwrap(), status);
+        }
+        assert!(serde_json::from_str::<CriApiState>("\"RUNNING\"").is_err());
+        assert!(serde_json::from_str::<TaskStatus>("\"status x\"").is_err());
     }
 
     #[test]

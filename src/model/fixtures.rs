@@ -112,7 +112,7 @@ pub fn with_labels(s: &mut Snapshot, id: &str, labels: BTreeMap<String, String>)
 pub fn cri_sandbox(id: &str, namespace: &str, name: &str) -> CriItem {
     CriItem {
         id: id.to_string(),
-        state: "SANDBOX_READY".to_string(),
+        state: CriApiState::SandboxReady,
         name: Some(name.to_string()),
         namespace: Some(namespace.to_string()),
         ..CriItem::default()
@@ -120,11 +120,11 @@ pub fn cri_sandbox(id: &str, namespace: &str, name: &str) -> CriItem {
 }
 
 /// A container as CRI's ListContainers shows it.
-pub fn cri_container(id: &str, sandbox: &str, name: &str, state: &str) -> CriItem {
+pub fn cri_container(id: &str, sandbox: &str, name: &str, state: CriApiState) -> CriItem {
     CriItem {
         id: id.to_string(),
         sandbox_id: Some(sandbox.to_string()),
-        state: state.to_string(),
+        state,
         name: Some(name.to_string()),
         ..CriItem::default()
     }

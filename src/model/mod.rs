@@ -20,7 +20,8 @@ pub mod snapshot;
 
 pub use action::{Action, Outcome};
 pub use api::{
-    Api, ApiCall, ContainerdView, CriItem, CriView, Method, NamespaceView, StatusProbe, TaskView,
+    Api, ApiCall, ContainerdView, CriApiState, CriItem, CriView, Method, NamespaceView,
+    StatusProbe, TaskStatus, TaskView,
 };
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};

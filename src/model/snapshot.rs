@@ -533,6 +533,7 @@ impl VersionSource {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
+    use crate::model::CriApiState;
 
     #[test]
     fn state_is_finished_over_started_over_created_over_nothing() {
@@ -571,7 +572,7 @@ mod tests {
                 &id('a'),
                 &id('s'),
                 "cri-c",
-                "CONTAINER_EXITED",
+                CriApiState::ContainerExited,
             )]),
             ..CriView::default()
         });

@@ -11,7 +11,9 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::Request;
 
-use crate::model::{name_labels, Api, ApiCall, ContainerdView, Gap, Method, Source, TaskView};
+use crate::model::{
+    name_labels, Api, ApiCall, ContainerdView, Gap, Method, Source, TaskStatus, TaskView,
+};
 use crate::sources::api::{connect, status_text, timed};
 use crate::sources::api_gaps;
 
@@ -147,10 +149,15 @@ async fn list_tasks(channel: Channel, namespace: &str) -> Result<Vec<TaskView>, 
         .collect())
 }
 
-fn task_status(code: i32) -> String {
+fn task_status(code: i32) -> TaskStatus {
     use containerd_client::types::v1::Status;
     match Status::try_from(code) {
-        Ok(status) => status.as_str_name().to_ascii_lowercase(),
-        Err(_) => format!("status {code}"),
+        Ok(Status::Unknown) => TaskStatus::Unknown,
+        Ok(Status::Created) => TaskStatus::Created,
+        Ok(Status::Running) => TaskStatus::Running,
+        Ok(Status::Stopped) => TaskStatus::Stopped,
+        Ok(Status::Paused) => TaskStatus::Paused,
+        Ok(Status::Pausing) => TaskStatus::Pausing,
+        Err(_) => TaskStatus::Unrecognised(code),
     }
 }

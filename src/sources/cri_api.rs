@@ -20,7 +20,9 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::model::{name_labels, Api, CriItem, CriView, Gap, Method, Source, StatusProbe};
+use crate::model::{
+    name_labels, Api, CriApiState, CriItem, CriView, Gap, Method, Source, StatusProbe,
+};
 use crate::sources::api::{connect, status_text, timed};
 use crate::sources::api_gaps;
 
@@ -93,9 +95,7 @@ async fn list_sandboxes(mut client: RuntimeServiceClient<Channel>) -> Result<Vec
         .items
         .into_iter()
         .map(|s| CriItem {
-            state: PodSandboxState::try_from(s.state)
-                .map(|st| st.as_str_name().to_string())
-                .unwrap_or_else(|_| format!("state {}", s.state)),
+            state: sandbox_state(s.state),
             id: s.id,
             sandbox_id: None,
             name: s.metadata.as_ref().and_then(|m| non_empty(&m.name)),
@@ -131,10 +131,22 @@ fn non_empty(text: &str) -> Option<String> {
     Some(text.to_string()).filter(|t| !t.is_empty())
 }
 
-fn container_state_name(state: i32) -> String {
-    ContainerState::try_from(state)
-        .map(|st| st.as_str_name().to_string())
-        .unwrap_or_else(|_| format!("state {state}"))
+fn container_state_name(state: i32) -> CriApiState {
+    match ContainerState::try_from(state) {
+        Ok(ContainerState::ContainerCreated) => CriApiState::ContainerCreated,
+        Ok(ContainerState::ContainerRunning) => CriApiState::ContainerRunning,
+        Ok(ContainerState::ContainerExited) => CriApiState::ContainerExited,
+        Ok(ContainerState::ContainerUnknown) => CriApiState::ContainerUnknown,
+        Err(_) => CriApiState::Unrecognised(state),
+    }
+}
+
+fn sandbox_state(state: i32) -> CriApiState {
+    match PodSandboxState::try_from(state) {
+        Ok(PodSandboxState::SandboxReady) => CriApiState::SandboxReady,
+        Ok(PodSandboxState::SandboxNotready) => CriApiState::SandboxNotReady,
+        Err(_) => CriApiState::Unrecognised(state),
+    }
 }
 
 async fn probe_statuses(
