@@ -123,7 +123,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --slow --cri-address --from --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --slow --cri-address --from --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -134,6 +134,10 @@ _nodectl() {
                     return 0
                     ;;
                 --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -201,13 +205,17 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -q -h --force --cri-address --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --force --cri-address --settle --root --state --address --namespace --output --config --proc-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --cri-address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -139,10 +139,22 @@ pub struct LateExitArgs {
     pub since: Duration,
 }
 
+/// The second look of every command that confirms what it reports.
+#[derive(Debug, Args)]
+pub struct SettleArgs {
+    /// Look again this long after the first look before calling a zombie or
+    /// a blocked shim one (only when the first shows one; 0s looks again at
+    /// once) [default: 1s, or --timeout if shorter] (at most 1m)
+    #[arg(long, value_name = "DURATION", value_parser = at_most::<ONE_MINUTE>)]
+    pub settle: Option<Duration>,
+}
+
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     #[command(flatten)]
     pub late: LateExitArgs,
+    #[command(flatten)]
+    pub confirm: SettleArgs,
     /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
     pub slow: Duration,
@@ -165,16 +177,16 @@ pub struct CollectArgs {
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
+    #[command(flatten)]
+    pub confirm: SettleArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct ZombiesArgs {
     #[command(flatten)]
     pub late: LateExitArgs,
-    /// Look again after this long before reporting a zombie, so that a container
-    /// whose exit CRI is recording right now is not reported (at most 1m)
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = at_most::<ONE_MINUTE>)]
-    pub settle: Duration,
+    #[command(flatten)]
+    pub confirm: SettleArgs,
 }
 
 const ONE_MINUTE: u64 = 60;
@@ -286,6 +298,8 @@ mod tests {
             (&["check", "--late-after"], "3652days", "3653days"),
             (&["check", "--since"], "3652days", "3653days"),
             (&["zombies", "--settle"], "1m", "61s"),
+            (&["check", "--settle"], "1m", "61s"),
+            (&["collect", "f.tar.gz", "--settle"], "1m", "61s"),
             (&["leaked-shims", "--kill", "--grace"], "10m", "601s"),
         ] {
             assert!(parse(&[flag, &[max]].concat()).is_ok(), "{flag:?} {max}");
@@ -294,5 +308,28 @@ mod tests {
             assert!(err.to_string().contains("at most"), "{err}");
         }
         assert!(parse(&["check", "--timeout", "9223372036854775807s"]).is_err());
+    }
+
+    #[test]
+    fn every_command_that_confirms_takes_the_one_settle_option() {
+        let settle = |args: &[&str]| {
+            let mut argv = vec!["nodectl"];
+            argv.extend_from_slice(args);
+            match Cli::try_parse_from(argv).unwrap().command {
+                Command::Check(args) => args.confirm.settle,
+                Command::Collect(args) => args.confirm.settle,
+                Command::Zombies(args) => args.confirm.settle,
+                _ => panic!("no second look"),
+            }
+        };
+        for command in [&["check"][..], &["collect", "f.tar.gz"], &["zombies"]] {
+            assert_eq!(settle(command), None, "{command:?}");
+            let given = [command, &["--settle", "250ms"]].concat();
+            assert_eq!(
+                settle(&given),
+                Some(Duration::from_millis(250)),
+                "{command:?}"
+            );
+        }
     }
 }

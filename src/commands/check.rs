@@ -18,7 +18,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
             let evidence = evidence::read(bundle)?;
             (evidence.first, evidence.second)
         }
-        None => super::gather_pair(global, args.cri_address.as_deref()),
+        None => super::gather_pair(global, args.cri_address.as_deref(), &args.confirm),
     };
     let settings = Settings {
         late_after: args.late.late_after,

@@ -6,7 +6,7 @@ use crate::inert::{inert_path, shown};
 use crate::report::Report;
 
 pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
-    let (first, second) = super::gather_pair(global, args.cri_address.as_deref());
+    let (first, second) = super::gather_pair(global, args.cri_address.as_deref(), &args.confirm);
     let hostname = std::fs::read_to_string(global.proc_root.join("sys/kernel/hostname"))
         .ok()
         .map(|h| h.trim().to_string());

@@ -9,17 +9,12 @@ pub mod shims;
 pub mod zombies;
 
 use std::path::Path;
-use std::time::Duration;
 
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, Command, GlobalArgs, SettleArgs};
 use crate::confirm;
 use crate::model::Snapshot;
 use crate::paths;
 use crate::report::Report;
-
-/// Two samples at least this far apart (or `--timeout`, if shorter) tell a
-/// blocked thread from a busy one.
-const SAMPLE_GAP: Duration = Duration::from_secs(1);
 
 /// The report of the command, bounded (see [`Report::bounded`]) before any
 /// output sees it.
@@ -38,13 +33,17 @@ fn run_unbounded(cli: &Cli) -> Result<Report, String> {
     }
 }
 
-/// The two snapshots a check compares (see [`confirm::gather_pair`]): the
-/// first asks both APIs (bounded by `--timeout`), the second comes at least
-/// [`SAMPLE_GAP`] (or `--timeout`, if shorter) later.
-fn gather_pair(global: &GlobalArgs, cri_address: Option<&Path>) -> (Snapshot, Option<Snapshot>) {
+/// The two snapshots `check` and `collect` compare (see
+/// [`confirm::gather_pair`]): the first asks both APIs (bounded by
+/// `--timeout`), the second comes `--settle` later.
+fn gather_pair(
+    global: &GlobalArgs,
+    cri_address: Option<&Path>,
+    settle: &SettleArgs,
+) -> (Snapshot, Option<Snapshot>) {
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let mut options = global.gather_options(true);
     options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
-    let wait = SAMPLE_GAP.min(global.timeout);
-    confirm::gather_pair(&paths, &options, config_gaps, wait)
+    let settle = confirm::settle(settle.settle, global.timeout);
+    confirm::gather_pair(&paths, &options, config_gaps, settle)
 }
