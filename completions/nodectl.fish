@@ -51,7 +51,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l since -d 'Only
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l slow -d 'A CRI call slower than this is reported (kubelet\'s PLEG gives up at 3 min; at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l from -d 'Check an evidence bundle written by `nodectl collect` instead of this node' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l from -d 'Check an evidence archive written by `nodectl collect` instead of this node' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F

@@ -161,14 +161,14 @@ pub struct CheckArgs {
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
-    /// Check an evidence bundle written by `nodectl collect` instead of this node
+    /// Check an evidence archive written by `nodectl collect` instead of this node
     #[arg(long, value_name = "FILE.tar.gz")]
     pub from: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {
-    /// Where to write the bundle (gzipped tar, mode 0600); `-o` is the output format, as everywhere
+    /// Where to write the archive (gzipped tar, mode 0600); `-o` is the output format, as everywhere
     #[arg(value_name = "FILE.tar.gz")]
     pub file: PathBuf,
     /// Replace FILE if it exists (never through a symlink, never one of the files collected)

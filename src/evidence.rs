@@ -1,4 +1,4 @@
-//! Offline evidence bundles: `nodectl collect` writes the two snapshots a
+//! Offline evidence archives: `nodectl collect` writes the two snapshots a
 //! `check` needs (plus raw copies of the files they came from, for people),
 //! and `nodectl check --from` runs every check on them elsewhere.
 
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::Snapshot;
 
 const SNAPSHOTS: &str = "snapshots.json";
-/// Bundles are small (status files, annotations): a synthetic node of
+/// Archives are small (status files, annotations): a synthetic node of
 /// 10,000 containers, 16,000 processes and 10,000 mounts writes 30 MB
 /// (README, "Security"); refuse what no node writes before parsing it.
 const SNAPSHOTS_LIMIT: u64 = 256 << 20;
@@ -236,7 +236,7 @@ fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> 
     tar.append_data(&mut header, name, bytes)
 }
 
-/// Reads the snapshots back from a bundle written by [`write`].
+/// Reads the snapshots back from an archive written by [`write`].
 pub fn read(path: &Path) -> Result<Evidence, String> {
     let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let file = File::open(path).map_err(|e| fail(&e))?;
@@ -299,7 +299,7 @@ pub fn read(path: &Path) -> Result<Evidence, String> {
         not_found()
     } else {
         fail(&format!(
-            "no {SNAPSHOTS} inside: not a nodectl evidence bundle"
+            "no {SNAPSHOTS} inside: not a nodectl evidence archive"
         ))
     })
 }
@@ -384,7 +384,7 @@ mod tests {
     use crate::model::fixtures::*;
 
     #[test]
-    fn bundle_round_trips_the_snapshots() {
+    fn an_archive_round_trips_the_snapshots() {
         let dir = tempfile::tempdir().unwrap();
         let mut first = snapshot();
         first
@@ -409,8 +409,8 @@ mod tests {
     }
 
     #[test]
-    fn bundles_from_before_removing_and_unknown_were_dropped_still_read() {
-        // Those bundles carry `"Removing": false, "Unknown": false` in every
+    fn archives_from_before_removing_and_unknown_were_dropped_still_read() {
+        // Those archives carry `"Removing": false, "Unknown": false` in every
         // CRI status; a strict reader would refuse them.
         let mut first = snapshot();
         first
@@ -431,7 +431,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_is_not_a_bundle_is_an_error_naming_it() {
+    fn a_file_that_is_not_an_archive_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.tar.gz");
         fs::write(&path, b"not gzip").unwrap();

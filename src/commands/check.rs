@@ -14,8 +14,8 @@ use crate::report::Report;
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
     let (first, second) = match &args.from {
-        Some(bundle) => {
-            let evidence = evidence::read(bundle)?;
+        Some(archive) => {
+            let evidence = evidence::read(archive)?;
             (evidence.first, evidence.second)
         }
         None => super::gather_pair(global, args.cri_address.as_deref(), &args.confirm),

@@ -103,7 +103,7 @@ pub struct CriStatus {
     pub message: String,
     // Not here: `Starting`, `Removing` and `Unknown` are `json:"-"` in
     // containerd's Status, in memory only, never in the file. Evidence
-    // bundles written while they were still here carry them; serde ignores
+    // archives written while they were still here carry them; serde ignores
     // them on reading.
 }
 
