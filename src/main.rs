@@ -11,6 +11,8 @@ fn main() -> ExitCode {
     let report = match commands::run(&cli) {
         Ok(report) => report,
         Err(reason) => {
+            // `{:#}`: the error with each context it went through.
+            let reason = format!("{reason:#}");
             let _ = writeln!(io::stderr(), "nodectl: {}", inert::shown(&reason));
             return ExitCode::from(2);
         }

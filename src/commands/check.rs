@@ -12,7 +12,7 @@ use crate::evidence;
 use crate::model::{ApiCall, Snapshot};
 use crate::report::Report;
 
-pub fn run(global: &GlobalArgs, args: &CheckArgs) -> Result<Report, String> {
+pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
     let (first, second) = match &args.from {
         Some(archive) => {
             let evidence = evidence::read(archive)?;

@@ -5,7 +5,7 @@ use crate::evidence::{self, Evidence};
 use crate::inert::{inert_path, shown};
 use crate::report::Report;
 
-pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
+pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
     let (first, second) = super::gather_pair(global, args.cri_address.as_deref(), &args.confirm);
     let hostname = std::fs::read_to_string(global.proc_root.join("sys/kernel/hostname"))
         .ok()
@@ -17,8 +17,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
         second,
     };
     let mountinfo = global.gather_options(false).mountinfo;
-    let left_out = evidence::write(&args.file, &evidence, &mountinfo, args.force)
-        .map_err(|e| e.to_string())?;
+    let left_out = evidence::write(&args.file, &evidence, &mountinfo, args.force)?;
     let file = inert_path(&args.file);
     eprintln!(
         "nodectl: wrote {file} ({} containers, {} shims, {} mounts); check it with: nodectl check --from {file}",

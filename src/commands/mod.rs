@@ -18,11 +18,11 @@ use crate::report::Report;
 
 /// The report of the command, bounded (see [`Report::bounded`]) before any
 /// output sees it.
-pub fn run(cli: &Cli) -> Result<Report, String> {
+pub fn run(cli: &Cli) -> anyhow::Result<Report> {
     run_unbounded(cli).map(Report::bounded)
 }
 
-fn run_unbounded(cli: &Cli) -> Result<Report, String> {
+fn run_unbounded(cli: &Cli) -> anyhow::Result<Report> {
     match &cli.command {
         Command::Check(args) => check::run(&cli.global, args),
         Command::Collect(args) => collect::run(&cli.global, args),

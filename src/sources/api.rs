@@ -4,7 +4,6 @@
 //! A containerd blocked on a stuck shim, or frozen, accepts connections on
 //! its socket but never answers, so nothing here waits without a deadline.
 
-use std::error::Error;
 use std::future::Future;
 use std::path::Path;
 
@@ -38,12 +37,8 @@ pub async fn timed<T>(
 /// A gRPC channel over containerd's unix socket.
 pub async fn connect(address: &Path) -> Result<Channel, String> {
     containerd_client::connect(address).await.map_err(|err| {
-        let mut text = err.to_string();
-        let mut source = err.source();
-        while let Some(cause) = source {
-            text = format!("{text}: {cause}");
-            source = cause.source();
-        }
+        // Each cause after the error, `: `-separated.
+        let mut text = format!("{:#}", anyhow::Error::new(err));
         if !address.exists() {
             text = format!("socket does not exist ({text})");
         }
