@@ -1257,7 +1257,7 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 // No executable a root-owned file named like a shim, no
                 // namespaces, no socket: never ours, whatever the files say.
                 prop_assert!(
-                    !nodectl::model::shim_identity::identity(shim).is_ours(),
+                    !nodectl::model::shim::identity(shim).is_ours(),
                     "{:?}",
                     shim
                 );

@@ -171,6 +171,117 @@ fn every_module_imports_only_from_layers_below_its_own() {
     );
 }
 
+/// Cycles among the files of one directory module (`src/model/*.rs` and
+/// the like): file `a` depends on file `b` when it names `crate::<dir>::b`
+/// or `super::b`. `mod.rs` (which declares and re-exports) and test code
+/// (from `#[cfg(test)]` on, and the test-only fixtures) are left out.
+fn file_cycles(src: &Path) -> Vec<String> {
+    let mut cycles = Vec::new();
+    let mut dirs: Vec<PathBuf> = fs::read_dir(src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let module = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let mut files: BTreeMap<String, String> = BTreeMap::new();
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let Some(name) = path.file_stem().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if path.extension().is_none_or(|e| e != "rs") || matches!(name, "mod" | "fixtures") {
+                continue;
+            }
+            let code = fs::read_to_string(&path).unwrap();
+            let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+            files.insert(name.to_string(), code.to_string());
+        }
+        let edges: BTreeMap<&str, BTreeSet<&str>> = files
+            .iter()
+            .map(|(name, code)| {
+                let used = files
+                    .keys()
+                    .filter(|other| *other != name)
+                    .filter(|other| {
+                        imports_of(code, &format!("crate::{module}::{other}"))
+                            || imports_of(code, &format!("super::{other}"))
+                    })
+                    .map(String::as_str)
+                    .collect();
+                (name.as_str(), used)
+            })
+            .collect();
+        // Depth-first search for a back edge.
+        fn visit<'a>(
+            node: &'a str,
+            edges: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+            path: &mut Vec<&'a str>,
+            done: &mut BTreeSet<&'a str>,
+            found: &mut Vec<String>,
+        ) {
+            if let Some(at) = path.iter().position(|n| *n == node) {
+                found.push([&path[at..], &[node]].concat().join(" -> "));
+                return;
+            }
+            if !done.insert(node) {
+                return;
+            }
+            path.push(node);
+            for next in &edges[node] {
+                visit(next, edges, path, done, found);
+            }
+            path.pop();
+        }
+        let mut done = BTreeSet::new();
+        let mut found = Vec::new();
+        for node in edges.keys() {
+            visit(node, &edges, &mut Vec::new(), &mut done, &mut found);
+        }
+        cycles.extend(found.into_iter().map(|c| format!("src/{module}: {c}")));
+    }
+    cycles
+}
+
+/// Whether `code` names `path` followed by `::`, `;`, `,` or `}` (an item
+/// of it, or the module itself).
+fn imports_of(code: &str, path: &str) -> bool {
+    code.lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .any(|line| {
+            line.match_indices(path).any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                let after = line[at + path.len()..].chars().next();
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    && matches!(after, Some(':' | ';' | ',' | '}' | ')'))
+            })
+        })
+}
+
+#[test]
+fn no_two_files_of_one_module_import_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let cycles = file_cycles(&src);
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+}
+
+#[test]
+fn a_cycle_between_two_files_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("model")).unwrap();
+    fs::write(dir.path().join("model/mod.rs"), "pub mod a;\npub mod b;\n").unwrap();
+    fs::write(dir.path().join("model/a.rs"), "use crate::model::b::B;\n").unwrap();
+    fs::write(
+        dir.path().join("model/b.rs"),
+        "use crate::model::a::{A, C};\n",
+    )
+    .unwrap();
+    assert_eq!(file_cycles(dir.path()), ["src/model: a -> b -> a"]);
+    fs::write(dir.path().join("model/b.rs"), "use crate::model::abc::A;\n").unwrap();
+    assert!(file_cycles(dir.path()).is_empty());
+}
+
 #[test]
 fn the_model_is_a_leaf_and_checks_read_only_the_model() {
     // The same rule, stated for the layers the house rests on: whatever

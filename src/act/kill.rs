@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::checks::leaked_shim;
-use crate::model::shim_identity::{self, Identity};
+use crate::model::shim::{bundle_dir, identity, Identity};
 use crate::model::{Action, Basis, Outcome, ProcessInfo, Shim, Snapshot};
 use nix::libc;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -160,7 +160,7 @@ fn verify(before: &Snapshot, fresh: &Snapshot, shim: &Shim) -> Result<(), String
     }
     // Only a shim proven on this fresh look is touched: an archive's or a
     // hand-made snapshot's unproven shim never is.
-    match shim_identity::identity(fresh_shim) {
+    match identity(fresh_shim) {
         Identity::Ours => {}
         Identity::Unproven => return Err("not proven to be a shim".to_string()),
         other => {
@@ -225,7 +225,7 @@ fn action(shim: &Shim, outcome: Outcome, detail: &str) -> Action {
 /// open of a FIFO waits for a writer forever.
 fn remains(snapshot: &Snapshot, shim: &Shim) -> Vec<String> {
     let mut left = Vec::new();
-    let Some(bundle) = shim_identity::bundle_dir(&snapshot.paths.state.path, shim) else {
+    let Some(bundle) = bundle_dir(&snapshot.paths.state.path, shim) else {
         return left;
     };
     if !fs::symlink_metadata(&bundle).is_ok_and(|m| m.is_dir()) {

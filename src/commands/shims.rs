@@ -2,7 +2,7 @@
 
 use crate::cli::GlobalArgs;
 use crate::gather::gather;
-use crate::model::shim_identity::{self, Identity};
+use crate::model::shim::{bundle_dir, identity, Identity};
 use crate::model::{timestamp, PodRef, ShimRow, Snapshot};
 use crate::paths;
 use crate::report::{Report, OTHER_SHIMS_LISTED};
@@ -53,7 +53,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
             let process = snapshot.processes.get(&shim.pid);
             let started_at = process.map_or(0, |p| p.started_at);
             let (children_live, children_defunct) = snapshot.children(shim.pid);
-            let identity = shim_identity::identity(shim);
+            let identity = identity(shim);
             // Only a proven shim has a bundle here: another's -id may name one.
             let proven = matches!(identity, Identity::Ours | Identity::Unproven);
             let bundle = shim
@@ -95,7 +95,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 children_defunct,
                 // Where containerd keeps it, never the process's cwd.
                 bundle_dir: proven
-                    .then(|| shim_identity::bundle_dir(&snapshot.paths.state.path, shim))
+                    .then(|| bundle_dir(&snapshot.paths.state.path, shim))
                     .flatten()
                     .map(|p| p.display().to_string())
                     .or_else(|| bundle.map(|b| b.path.display().to_string())),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::snapshot::PodRef;
+use crate::model::names::PodRef;
 
 /// Which API a call went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

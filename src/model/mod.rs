@@ -11,10 +11,11 @@ pub mod finding;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod gap;
+pub mod names;
 pub mod node;
 pub mod path_json;
 pub mod paths;
-pub mod shim_identity;
+pub mod shim;
 pub mod shims;
 pub mod snapshot;
 
@@ -25,8 +26,11 @@ pub use api::{
 };
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
+pub use names::{
+    name_labels, PodRef, CONTAINER_NAME_LABEL, KIND_LABEL, POD_NAMESPACE_LABEL, POD_NAME_LABEL,
+};
 pub use node::NodeContext;
-pub use paths::{Located, Origin, Paths};
-pub use shim_identity::Identity;
+pub use paths::{ContainerdProcess, Located, Origin, Paths};
+pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
 pub use shims::ShimRow;
 pub use snapshot::*;

@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::snapshot::ContainerdProcess;
-
 /// Where a path came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -74,4 +72,21 @@ impl Paths {
             .join("io.containerd.runtime.v2.task")
             .join(namespace)
     }
+}
+
+/// A running containerd daemon and the paths its command line sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerdProcess {
+    pub pid: i32,
+    /// The binary it runs (the `/proc/<pid>/exe` link).
+    #[serde(with = "crate::model::path_json")]
+    pub exe: PathBuf,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub config: Option<PathBuf>,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub address: Option<PathBuf>,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub root: Option<PathBuf>,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub state: Option<PathBuf>,
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::model::snapshot::PodRef;
+use crate::model::names::PodRef;
 
 #[derive(Debug, Serialize)]
 pub struct ShimRow {

@@ -25,7 +25,7 @@ use nix::fcntl::{openat, openat2, readlinkat, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, fstatat, Mode};
 
 #[cfg(test)]
-use crate::model::shim_identity::{bundle_dir, identity, is_identifier, Identity};
+use crate::model::shim::{bundle_dir, identity, is_identifier, Identity};
 use crate::model::{FileId, NamespaceIds, Paths, ProcessInfo, ProofReference, Shim, ShimProof};
 use crate::sources::procfs;
 

@@ -1,10 +1,118 @@
-//! Judging the recorded facts of a process that looks like a shim: is it a
-//! shim of the containerd nodectl talks to? Pure, so an archive is judged
-//! as the live run was (the facts are read by `sources::shim_proof`).
+//! A process that looks like a containerd shim, the facts the kernel gives
+//! about it, and the judgement of those facts: is it a shim of the
+//! containerd nodectl talks to? The judgement is pure, so an archive is
+//! judged as the live run was (the facts are read by `sources::shim_proof`).
 
 use std::path::{Path, PathBuf};
 
-use crate::model::snapshot::{Shim, ShimProof};
+use serde::{Deserialize, Serialize};
+
+/// A `containerd-shim*` process and what its threads are doing.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Shim {
+    pub pid: i32,
+    pub binary: String,
+    /// `-namespace`, `-id` and `-address` from the command line.
+    pub namespace: Option<String>,
+    pub id: Option<String>,
+    pub address: Option<String>,
+    /// `start` or `delete` for the short-lived invocations containerd runs to
+    /// launch a shim or to clean up after a dead one; `None` for the daemon.
+    pub action: Option<String>,
+    /// The shim's working directory (what it says, not where its bundle is:
+    /// any process can start anywhere).
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub cwd: Option<PathBuf>,
+    pub threads: Vec<ThreadSample>,
+    /// What the kernel says this process is, read when it was seen; judged
+    /// by [`identity`]. `None` only in archives
+    /// from before nodectl proved shims, judged by `-address` alone.
+    #[serde(default)]
+    pub proof: Option<ShimProof>,
+}
+
+impl Shim {
+    /// Whether this is a proven shim of the containerd listening on `address`;
+    /// a node can run more than one containerd, and only ours is judged.
+    pub fn serves(&self, address: &std::path::Path) -> bool {
+        if self.proof.is_some() {
+            return identity(self).is_ours();
+        }
+        self.address
+            .as_deref()
+            .map(|a| std::path::Path::new(a.trim_start_matches("unix://")) == address)
+            .unwrap_or(false)
+    }
+
+    /// Threads blocked inside `umount2`: the slow overlayfs unmount behind a
+    /// task.Delete that times out.
+    pub fn threads_in_umount2(&self) -> impl Iterator<Item = &ThreadSample> {
+        self.threads
+            .iter()
+            .filter(|t| t.syscall.as_deref() == Some("umount2"))
+    }
+}
+
+/// The facts that make a process a shim of the containerd nodectl talks to,
+/// beside those of that containerd (compared by pure code, so `check --from`
+/// judges an archive as the live run did).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ShimProof {
+    /// `/proc/<pid>/exe`: the file the kernel executed (argv and comm are
+    /// the process's to set).
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub exe: Option<PathBuf>,
+    pub exe_regular: bool,
+    pub exe_uid: Option<u32>,
+    pub exe_mode: Option<u32>,
+    /// Real, effective, saved and filesystem uids (`/proc/<pid>/status`).
+    pub uids: Vec<u32>,
+    pub namespaces: Option<NamespaceIds>,
+    /// The socket its `-address` names, resolved inside its own root.
+    pub address_file: Option<FileId>,
+    /// What could not be read, and why.
+    pub unreadable: Vec<String>,
+    /// What it was compared with.
+    pub reference: ProofReference,
+}
+
+/// The running containerd (or PID 1 when none was identified), and the
+/// socket nodectl talks to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProofReference {
+    /// e.g. `containerd pid 812`, or `PID 1 (no running containerd identified)`.
+    pub described: String,
+    pub uid: u32,
+    pub namespaces: Option<NamespaceIds>,
+    /// `--address` as nodectl resolves it (its own root and cwd).
+    pub address_file: Option<FileId>,
+}
+
+/// `/proc/<pid>/ns/{user,pid,mnt}` inode numbers.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NamespaceIds {
+    pub user: u64,
+    pub pid: u64,
+    pub mnt: u64,
+}
+
+/// A file's identity: what two spellings of one path share.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// One thread of a shim, from `/proc/<pid>/task/<tid>/{stat,syscall,wchan}`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadSample {
+    pub tid: i32,
+    pub state: char,
+    /// Name of the syscall the thread is blocked in (numbers are per
+    /// architecture, resolved when sampled); the number if not known by name.
+    pub syscall: Option<String>,
+    pub wchan: Option<String>,
+}
 
 /// The prefix of every shim binary's name (`-runc-v2`, `-kata-v2`, ...).
 const SHIM_PREFIX: &str = "containerd-shim";
