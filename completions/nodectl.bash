@@ -162,7 +162,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --slow --cri-address --from --textfile --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --slow --cri-address --from --textfile --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -176,6 +176,13 @@ _nodectl() {
                     return 0
                     ;;
                 --since)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --settle)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace
@@ -308,7 +315,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -q -h --force --cri-address --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --force --cri-address --settle --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -316,6 +323,13 @@ _nodectl() {
             case "${prev}" in
                 --cri-address)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --settle)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --root)
@@ -718,7 +732,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__serve)
-            opts="-n -o -q -h --listen --interval --late-after --since --slow --cri-address --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --cri-address --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -740,6 +754,13 @@ _nodectl() {
                     return 0
                     ;;
                 --since)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --settle)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace

@@ -50,9 +50,10 @@ complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "serve" -d 'Serve `c
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l since -d 'Only report late exits that happened within this window (at most 10 years)' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l slow -d 'A CRI call slower than this is reported (kubelet\'s PLEG gives up at 3 min; at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l from -d 'Check an evidence bundle written by `nodectl collect` instead of this node' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l from -d 'Check an evidence archive written by `nodectl collect` instead of this node' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l textfile -d 'Also write the metrics of `-o prometheus` to PATH for node_exporter\'s textfile collector, replaced atomically; after a run that fails, the last good series stay, with nodectl_up 0 and the error as a comment' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -f -a "(__fish_complete_directories)"
@@ -70,6 +71,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'De
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
@@ -88,7 +90,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s q -l quiet -
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l since -d 'Only report late exits that happened within this window (at most 10 years)' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l settle -d 'Look again after this long before reporting a zombie, so that a container whose exit CRI is recording right now is not reported (at most 1m)' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
@@ -160,6 +162,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l listen -d 'Add
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l interval -d 'How often the checks run, whatever the scrape rate; scrapes get the last result (1s to 1h)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l since -d 'Only report late exits that happened within this window (at most 10 years)' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l slow -d 'A CRI call slower than this is reported (kubelet\'s PLEG gives up at 3 min; at most 10m)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -f -a "(__fish_complete_directories)"

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::checks::{Finding, Kind};
+use crate::model::{Finding, Kind};
 
 /// One known bug.
 pub struct Advisory {
@@ -229,7 +229,7 @@ pub fn annotate(findings: &mut [Finding], applied: &[Applied]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::Severity;
+    use crate::model::Severity;
 
     fn ids(version: &str) -> Vec<String> {
         applying(Some(version)).into_iter().map(|a| a.id).collect()

@@ -171,17 +171,29 @@ pub struct LateExitArgs {
     pub since: Duration,
 }
 
+/// The second look of every command that confirms what it reports.
+#[derive(Debug, Clone, Args)]
+pub struct SettleArgs {
+    /// Look again this long after the first look before calling a zombie or
+    /// a blocked shim one (only when the first shows one; 0s looks again at
+    /// once) [default: 1s, or --timeout if shorter] (at most 1m)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, value_parser = at_most::<ONE_MINUTE>)]
+    pub settle: Option<Duration>,
+}
+
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     #[command(flatten)]
     pub late: LateExitArgs,
+    #[command(flatten)]
+    pub confirm: SettleArgs,
     /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
     pub slow: Duration,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
-    /// Check an evidence bundle written by `nodectl collect` instead of this node
+    /// Check an evidence archive written by `nodectl collect` instead of this node
     #[arg(long, value_name = "FILE.tar.gz", value_hint = ValueHint::FilePath)]
     pub from: Option<PathBuf>,
     /// Also write the metrics of `-o prometheus` to PATH for node_exporter's textfile collector, replaced atomically; after a run that fails, the last good series stay, with nodectl_up 0 and the error as a comment
@@ -199,6 +211,8 @@ pub struct ServeArgs {
     pub interval: Duration,
     #[command(flatten)]
     pub late: LateExitArgs,
+    #[command(flatten)]
+    pub confirm: SettleArgs,
     /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
     pub slow: Duration,
@@ -212,6 +226,7 @@ impl ServeArgs {
     pub fn check_args(&self) -> CheckArgs {
         CheckArgs {
             late: self.late.clone(),
+            confirm: self.confirm.clone(),
             slow: self.slow,
             cri_address: self.cri_address.clone(),
             from: None,
@@ -222,7 +237,7 @@ impl ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {
-    /// Where to write the bundle (gzipped tar, mode 0600); `-o` is the output format, as everywhere
+    /// Where to write the archive (gzipped tar, mode 0600); `-o` is the output format, as everywhere
     #[arg(value_name = "FILE.tar.gz", value_hint = ValueHint::FilePath)]
     pub file: PathBuf,
     /// Replace FILE if it exists (never through a symlink, never one of the files collected)
@@ -231,16 +246,16 @@ pub struct CollectArgs {
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
+    #[command(flatten)]
+    pub confirm: SettleArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct ZombiesArgs {
     #[command(flatten)]
     pub late: LateExitArgs,
-    /// Look again after this long before reporting a zombie, so that a container
-    /// whose exit CRI is recording right now is not reported (at most 1m)
-    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "2s", value_parser = at_most::<ONE_MINUTE>)]
-    pub settle: Duration,
+    #[command(flatten)]
+    pub confirm: SettleArgs,
 }
 
 const ONE_MINUTE: u64 = 60;
@@ -403,6 +418,9 @@ mod tests {
             (&["check", "--late-after"], "3652days", "3653days"),
             (&["check", "--since"], "3652days", "3653days"),
             (&["zombies", "--settle"], "1m", "61s"),
+            (&["check", "--settle"], "1m", "61s"),
+            (&["collect", "f.tar.gz", "--settle"], "1m", "61s"),
+            (&["serve", "--listen", ":9101", "--settle"], "1m", "61s"),
             (&["leaked-shims", "--kill", "--grace"], "10m", "601s"),
             (&["serve", "--listen", ":9101", "--interval"], "1h", "3601s"),
             (&["serve", "--listen", ":9101", "--slow"], "10m", "601s"),
@@ -440,5 +458,34 @@ mod tests {
             Cli::try_parse_from(["nodectl", "serve"]).is_err(),
             "--listen is required"
         );
+    }
+
+    #[test]
+    fn every_command_that_confirms_takes_the_one_settle_option() {
+        let settle = |args: &[&str]| {
+            let mut argv = vec!["nodectl"];
+            argv.extend_from_slice(args);
+            match Cli::try_parse_from(argv).unwrap().command {
+                Command::Check(args) => args.confirm.settle,
+                Command::Collect(args) => args.confirm.settle,
+                Command::Zombies(args) => args.confirm.settle,
+                Command::Serve(args) => args.confirm.settle,
+                _ => panic!("no second look"),
+            }
+        };
+        for command in [
+            &["check"][..],
+            &["collect", "f.tar.gz"],
+            &["zombies"],
+            &["serve", "--listen", ":9101"],
+        ] {
+            assert_eq!(settle(command), None, "{command:?}");
+            let given = [command, &["--settle", "250ms"]].concat();
+            assert_eq!(
+                settle(&given),
+                Some(Duration::from_millis(250)),
+                "{command:?}"
+            );
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Offline evidence bundles: `nodectl collect` writes the two snapshots a
+//! Offline evidence archives: `nodectl collect` writes the two snapshots a
 //! `check` needs (plus raw copies of the files they came from, for people),
 //! and `nodectl check --from` runs every check on them elsewhere.
 
@@ -8,15 +8,16 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::rc::Rc;
 
+use anyhow::{anyhow, bail, Context};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::Snapshot;
+use crate::model::Snapshot;
 
 const SNAPSHOTS: &str = "snapshots.json";
-/// Bundles are small (status files, annotations): a synthetic node of
+/// Archives are small (status files, annotations): a synthetic node of
 /// 10,000 containers, 16,000 processes and 10,000 mounts writes 30 MB
 /// (README, "Security"); refuse what no node writes before parsing it.
 const SNAPSHOTS_LIMIT: u64 = 256 << 20;
@@ -51,14 +52,17 @@ pub fn write(
     evidence: &Evidence,
     mountinfo: &Path,
     force: bool,
-) -> io::Result<Vec<String>> {
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let exists = || {
-        named(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "already exists (pass --force to replace it)",
-        ))
-    };
+) -> anyhow::Result<Vec<String>> {
+    place(path, evidence, mountinfo, force).with_context(|| path.display().to_string())
+}
+
+fn place(
+    path: &Path,
+    evidence: &Evidence,
+    mountinfo: &Path,
+    force: bool,
+) -> anyhow::Result<Vec<String>> {
+    let exists = || anyhow!("already exists (pass --force to replace it)");
     let config = evidence.first.paths.config.as_deref();
     let statuses: Vec<&Path> = evidence
         .first
@@ -71,17 +75,15 @@ pub fn write(
             return Err(exists());
         }
         if existing.is_dir() {
-            return Err(named(io::Error::other("is a directory")));
+            bail!("is a directory");
         }
         let inputs = config.into_iter().chain([mountinfo]).chain(statuses);
         if inputs.into_iter().any(|input| same_file(&existing, input)) {
-            return Err(named(io::Error::other(
-                "is one of the files collected; not replaced",
-            )));
+            bail!("is one of the files collected; not replaced");
         }
     }
 
-    let (tmp, file) = create_private(path).map_err(named)?;
+    let (tmp, file) = create_private(path)?;
     let written = fill(file, evidence, config, mountinfo);
     let placed = written.and_then(|left_out| {
         if force {
@@ -97,12 +99,14 @@ pub fn write(
     if placed.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    placed.map_err(|e| match e.kind() {
-        // Another run (a second `collect` to the same path) placed its
-        // archive after our look above: theirs stays.
-        io::ErrorKind::AlreadyExists if !force => exists(),
-        _ => named(e),
-    })
+    placed.map_err(
+        |e| match e.downcast_ref::<io::Error>().map(io::Error::kind) {
+            // Another run (a second `collect` to the same path) placed its
+            // archive after our look above: theirs stays.
+            Some(io::ErrorKind::AlreadyExists) if !force => exists(),
+            _ => e,
+        },
+    )
 }
 
 fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
@@ -146,7 +150,7 @@ fn fill(
     evidence: &Evidence,
     config: Option<&Path>,
     mountinfo: &Path,
-) -> io::Result<Vec<String>> {
+) -> anyhow::Result<Vec<String>> {
     let mut left_out = Vec::new();
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     append(&mut tar, SNAPSHOTS, &serde_json::to_vec_pretty(evidence)?)?;
@@ -173,7 +177,9 @@ fn fill(
             )?;
         }
     }
-    tar.into_inner()?.finish()?;
+    tar.into_inner()
+        .and_then(GzEncoder::finish)
+        .context("finishing the archive")?;
     Ok(left_out)
 }
 
@@ -228,18 +234,22 @@ fn redact_value(value: &mut toml::Value) {
     }
 }
 
-fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> io::Result<()> {
+fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
     let mut header = tar::Header::new_gnu();
     header.set_size(bytes.len() as u64);
     header.set_mode(0o600);
     header.set_mtime(0);
     tar.append_data(&mut header, name, bytes)
+        .with_context(|| format!("writing {name} into the archive"))
 }
 
-/// Reads the snapshots back from a bundle written by [`write`].
-pub fn read(path: &Path) -> Result<Evidence, String> {
-    let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let file = File::open(path).map_err(|e| fail(&e))?;
+/// Reads the snapshots back from an archive written by [`write`].
+pub fn read(path: &Path) -> anyhow::Result<Evidence> {
+    read_snapshots(path).with_context(|| path.display().to_string())
+}
+
+fn read_snapshots(path: &Path) -> anyhow::Result<Evidence> {
+    let file = File::open(path)?;
     // `write` puts snapshots.json first: an archive that inflates past it
     // before reaching it is not one, and inflating a bomb in front of it
     // would hold nodectl for seconds per GiB.
@@ -250,40 +260,40 @@ pub fn read(path: &Path) -> Result<Evidence, String> {
         count: Rc::clone(&inflated),
     });
     let not_found = || {
-        fail(&format!(
+        anyhow!(
             "no {SNAPSHOTS} within its first {} MiB: not a nodectl evidence archive",
             cap >> 20
-        ))
+        )
     };
     // Past the cap the stream ends, which tar reports as a cut archive.
     let fail_read = |e: io::Error| {
         if inflated.get() >= cap {
             not_found()
         } else {
-            fail(&e)
+            e.into()
         }
     };
     for entry in archive.entries().map_err(fail_read)? {
         let entry = entry.map_err(fail_read)?;
-        if entry.path().map_err(|e| fail(&e))?.as_os_str() != SNAPSHOTS {
+        if entry.path()?.as_os_str() != SNAPSHOTS {
             continue;
         }
         let entry_type = entry.header().entry_type();
         if !entry_type.is_file() {
             // A link or a device has no content of its own, and nothing in
             // an archive is ever followed to the disk: refuse it by name.
-            return Err(fail(&format!(
+            bail!(
                 "{SNAPSHOTS} is a {} entry, not a file: not a nodectl evidence archive",
                 format!("{entry_type:?}").to_lowercase()
-            )));
+            );
         }
         let too_large = || {
-            fail(&format!(
+            anyhow!(
                 "{SNAPSHOTS} is larger than {} MiB or holds more than {VALUES_LIMIT} values: not a nodectl evidence archive",
                 SNAPSHOTS_LIMIT >> 20
-            ))
+            )
         };
-        if entry.header().size().map_err(|e| fail(&e))? > SNAPSHOTS_LIMIT {
+        if entry.header().size()? > SNAPSHOTS_LIMIT {
             return Err(too_large());
         }
         // Parsed as it inflates: a small gzip can inflate to gigabytes, and
@@ -293,14 +303,12 @@ pub fn read(path: &Path) -> Result<Evidence, String> {
         if bounded.exceeded {
             return Err(too_large());
         }
-        return parsed.map_err(|e| fail(&format!("{SNAPSHOTS}: {e}")));
+        return parsed.context(SNAPSHOTS);
     }
     Err(if inflated.get() >= cap {
         not_found()
     } else {
-        fail(&format!(
-            "no {SNAPSHOTS} inside: not a nodectl evidence bundle"
-        ))
+        anyhow!("no {SNAPSHOTS} inside: not a nodectl evidence archive")
     })
 }
 
@@ -381,10 +389,10 @@ impl<R: Read> Read for Bounded<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
 
     #[test]
-    fn bundle_round_trips_the_snapshots() {
+    fn an_archive_round_trips_the_snapshots() {
         let dir = tempfile::tempdir().unwrap();
         let mut first = snapshot();
         first
@@ -409,8 +417,8 @@ mod tests {
     }
 
     #[test]
-    fn bundles_from_before_removing_and_unknown_were_dropped_still_read() {
-        // Those bundles carry `"Removing": false, "Unknown": false` in every
+    fn archives_from_before_removing_and_unknown_were_dropped_still_read() {
+        // Those archives carry `"Removing": false, "Unknown": false` in every
         // CRI status; a strict reader would refuse them.
         let mut first = snapshot();
         first
@@ -431,11 +439,58 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_is_not_a_bundle_is_an_error_naming_it() {
+    fn a_file_that_is_not_an_archive_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.tar.gz");
         fs::write(&path, b"not gzip").unwrap();
-        let err = read(&path).unwrap_err();
-        assert!(err.contains("x.tar.gz"), "{err}");
+        let err = format!("{:#}", read(&path).unwrap_err());
+        assert!(err.starts_with(&format!("{}: ", path.display())), "{err}");
+        // What gzip said, after the path.
+        assert!(err.len() > path.display().to_string().len() + 2, "{err}");
+    }
+
+    #[test]
+    fn an_archive_that_cannot_be_written_says_which_and_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = snapshot();
+        first.cri_containers.push(running(&id('a'), 100, NOW));
+        let evidence = Evidence {
+            nodectl_version: "test".to_string(),
+            hostname: None,
+            first,
+            second: None,
+        };
+        let mountinfo = dir.path().join("mountinfo");
+        fs::write(&mountinfo, "").unwrap();
+        // /dev/full: every write fails with ENOSPC, as on a full disk.
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
+        let Ok(full) = full else { return };
+        let err = fill(full, &evidence, None, &mountinfo).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with("writing snapshots.json into the archive: ")
+                || text.starts_with("finishing the archive: "),
+            "{text}"
+        );
+        assert!(text.contains("No space left on device"), "{text}");
+
+        let path = dir.path().join("a-directory");
+        fs::create_dir(&path).unwrap();
+        let err = format!(
+            "{:#}",
+            write(&path, &evidence, &mountinfo, true).unwrap_err()
+        );
+        assert_eq!(err, format!("{}: is a directory", path.display()));
+        let err = format!(
+            "{:#}",
+            write(&path, &evidence, &mountinfo, false).unwrap_err()
+        );
+        assert_eq!(
+            err,
+            format!(
+                "{}: already exists (pass --force to replace it)",
+                path.display()
+            )
+        );
     }
 }

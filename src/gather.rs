@@ -4,10 +4,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::paths::Paths;
-use crate::snapshot::{Gap, Snapshot, Suspects};
-use crate::sources::containerd_api::ContainerdView;
-use crate::sources::cri_api::CriView;
+use crate::model::{ContainerdView, CriView, Gap, Paths, Snapshot, Source, Suspects};
 use crate::sources::Bounded;
 use crate::sources::{
     bundles, containerd_api, containerd_proc, cri_api, cri_store, mountinfo, node, procfs,
@@ -76,7 +73,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         options.mountinfo.clone(),
         [paths.root.path.clone(), paths.state.path.clone()],
     );
-    let mounts = Bounded::spawn("mountinfo", &file.clone(), move |gaps| {
+    let mounts = Bounded::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
         let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
         mountinfo::read(&file, &below, gaps)
     });
@@ -89,7 +86,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
     let proof_paths = paths.clone();
-    let mut proc_scan = Bounded::spawn("procfs", &root.clone(), move |gaps| {
+    let mut proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
         let mut scan = procfs::scan(&root, shim_threads, gaps);
         // Proving a shim stats its socket: inside the deadline too.
         shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes);
@@ -107,7 +104,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             &mut shim.action,
         ];
         for arg in args.into_iter().flatten() {
-            crate::render::inert::cap_in_place(arg, crate::render::inert::STRING_CAP);
+            crate::inert::cap_in_place(arg, crate::inert::STRING_CAP);
         }
     }
     let cri_sandboxes = sandboxes
@@ -120,7 +117,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .wait(deadline, started, &mut gaps)
         .unwrap_or_default();
     let (root, node_mounts) = (options.proc_root.clone(), mounts.clone());
-    let node = Bounded::spawn("node", &root.clone(), move |gaps| {
+    let node = Bounded::spawn(Source::Node, &root.clone(), move |gaps| {
         node::read(&root, &node_mounts, gaps)
     })
     .wait(deadline, started, &mut gaps)
@@ -152,7 +149,11 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
                 "not asked: the files took the whole deadline ({})",
                 humantime::format_duration(options.timeout + DEADLINE_GRACE)
             );
-            gaps.push(Gap::source("containerd-api", &paths.address.path, error));
+            gaps.push(Gap::source(
+                Source::ContainerdApi,
+                &paths.address.path,
+                error,
+            ));
             (None, None)
         }
         Some(timeout) => ask_apis(
@@ -217,7 +218,7 @@ pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) ->
         options.shim_threads,
     );
     let proof_paths = paths.clone();
-    let proc_scan = Bounded::spawn("procfs", &root.clone(), move |gaps| {
+    let proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
         let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
         shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes);
         scan
@@ -275,7 +276,11 @@ fn ask_apis(
         Ok(runtime) => runtime,
         Err(err) => {
             let error = format!("starting an async runtime: {err}");
-            gaps.push(Gap::source("containerd-api", &paths.address.path, error));
+            gaps.push(Gap::source(
+                Source::ContainerdApi,
+                &paths.address.path,
+                error,
+            ));
             return (None, None);
         }
     };

@@ -1,23 +1,39 @@
 //! nodectl: finds what containerd got wrong on a Kubernetes node.
 //!
-//! Gather → snapshot → checks → render/act:
-//! - [`sources`] each read one kind of evidence (CRI store, bundles, procfs),
-//!   [`gather`] assembles them into a serialisable [`snapshot::Snapshot`];
-//! - [`checks`] are pure functions from a snapshot to findings;
-//! - [`render`] prints a [`report::Report`]; [`commands`] wire it per subcommand;
-//!   [`exporter`] serves `serve`'s metrics over HTTP.
+//! Gather → snapshot → checks → render/act, in layers. A module imports only
+//! from layers below its own, never from its own layer or above, so imports
+//! run one way (`tests/layers.rs` reads this list and enforces it):
+//!
+//! 0. [`model`]: the values every layer passes on (the snapshot and its
+//!    views, gaps, API calls, findings, inventory rows, actions); [`inert`]:
+//!    text made safe to print. Neither imports anything of the crate.
+//! 1. [`sources`] each read one kind of evidence from the node into the
+//!    model; [`checks`] are pure functions from a snapshot to findings;
+//!    [`advisories`] know containerd's bugs by version; [`evidence`] writes
+//!    and reads the archive of snapshots (`collect`, `check --from`).
+//! 2. [`paths`] resolves which containerd to look at; [`report`] is what a
+//!    command hands to a renderer.
+//! 3. [`gather`] runs every source once, within one deadline.
+//! 4. [`confirm`] takes the second look before a zombie or a blocked shim is
+//!    called one; [`act`] is the only code that changes the node.
+//! 5. [`render`] prints a report as a table, JSON, Prometheus or NPD text,
+//!    or writes it as a node-exporter textfile; [`exporter`] answers
+//!    `serve`'s scrapes over HTTP with the bytes it is handed.
+//! 6. [`cli`]: the command line.
+//! 7. [`commands`] wire it all per subcommand.
 
 pub mod act;
 pub mod advisories;
 pub mod checks;
 pub mod cli;
 pub mod commands;
+pub mod confirm;
 pub mod evidence;
 pub mod exporter;
 pub mod gather;
-pub mod path_json;
+pub mod inert;
+pub mod model;
 pub mod paths;
 pub mod render;
 pub mod report;
-pub mod snapshot;
 pub mod sources;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use nodectl::cli::{Cli, Command};
-use nodectl::{commands, render};
+use nodectl::{commands, inert, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -15,7 +15,9 @@ fn main() -> ExitCode {
     let report = match commands::run(&cli) {
         Ok(report) => report,
         Err(reason) => {
-            let _ = writeln!(io::stderr(), "nodectl: {}", render::inert::shown(&reason));
+            // `{:#}`: the error with each context it went through.
+            let reason = format!("{reason:#}");
+            let _ = writeln!(io::stderr(), "nodectl: {}", inert::shown(&reason));
             if let Some(path) = textfile {
                 if let Err(err) = render::textfile::keep_last_good(path, "check", &reason) {
                     let _ = writeln!(io::stderr(), "nodectl: --textfile: {err}");

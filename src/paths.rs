@@ -19,84 +19,13 @@ pub mod config;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::snapshot::{ContainerdProcess, Gap};
+use crate::model::{ContainerdProcess, Gap, Located, Origin, Paths, Source};
 use crate::sources::containerd_proc;
 
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
 pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
 pub const DEFAULT_STATE: &str = "/run/containerd";
 pub const DEFAULT_ADDRESS: &str = "/run/containerd/containerd.sock";
-
-/// Where a path came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    Flag,
-    /// The running containerd's command line.
-    Process,
-    /// The config file in `Paths::config`.
-    Config,
-    Default,
-}
-
-impl Origin {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Origin::Flag => "flag",
-            Origin::Process => "process",
-            Origin::Config => "config",
-            Origin::Default => "default",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Located {
-    #[serde(with = "crate::path_json")]
-    pub path: PathBuf,
-    pub origin: Origin,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Paths {
-    /// The containerd config file that was read, if any.
-    #[serde(default, with = "crate::path_json::option")]
-    pub config: Option<PathBuf>,
-    pub root: Located,
-    pub state: Located,
-    pub address: Located,
-    /// The running containerd the paths were read from, if one was.
-    #[serde(default)]
-    pub process: Option<ContainerdProcess>,
-    /// Why no running containerd was used although some run.
-    #[serde(default)]
-    pub note: Option<String>,
-}
-
-impl Paths {
-    /// The CRI plugin's on-disk container store.
-    pub fn cri_containers_dir(&self) -> PathBuf {
-        self.root.path.join("io.containerd.grpc.v1.cri/containers")
-    }
-
-    /// Directories CRI keeps per pod sandbox (under root and under state).
-    pub fn cri_sandbox_dirs(&self) -> Vec<PathBuf> {
-        [&self.root.path, &self.state.path]
-            .iter()
-            .map(|dir| dir.join("io.containerd.grpc.v1.cri/sandboxes"))
-            .collect()
-    }
-
-    /// Task bundles of the runtime v2 plugin for one namespace.
-    pub fn bundles_dir(&self, namespace: &str) -> PathBuf {
-        self.state
-            .path
-            .join("io.containerd.runtime.v2.task")
-            .join(namespace)
-    }
-}
 
 /// The options a user can give on the command line.
 #[derive(Debug, Clone, Default)]
@@ -140,7 +69,7 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
         Ok(file) => Some(file),
         Err(err) if err.kind() == io::ErrorKind::NotFound && !named => None,
         Err(err) => {
-            gaps.push(Gap::item("config", &config_path, err));
+            gaps.push(Gap::item(Source::Config, &config_path, err));
             None
         }
     };

@@ -6,16 +6,12 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::act::kill::Action;
-use crate::act::Cleanup;
 use crate::advisories::{self, Applied};
-use crate::checks::{Finding, Severity};
-use crate::commands::shims::ShimRow;
-use crate::paths::Paths;
-use crate::render::inert::{cap_in_place, cap_value, STRING_CAP};
-use crate::snapshot::{ContainerdVersion, Gap};
-use crate::sources::api::ApiCall;
-use crate::sources::node::NodeContext;
+use crate::inert::{cap_in_place, cap_value, STRING_CAP};
+use crate::model::{
+    Action, ApiCall, Cleanup, ContainerdVersion, Finding, Gap, NodeContext, Paths, Severity,
+    ShimRow, Source,
+};
 
 /// Bumped when a field of the JSON output changes meaning or disappears;
 /// new fields may appear without a bump.
@@ -132,18 +128,17 @@ impl Report {
             let rest = self.gaps.len() - GAPS_CAP;
             self.gaps.truncate(GAPS_CAP);
             self.gaps.push(Gap::item(
-                "nodectl",
+                Source::Nodectl,
                 "",
                 format!("{rest} more gaps left out (at most {GAPS_CAP} are listed)"),
             ));
         }
         for gap in &mut self.gaps {
-            cap(&mut gap.source);
             cap(&mut gap.error);
             cap_path(&mut gap.path);
         }
         for call in &mut self.api_calls {
-            cap(&mut call.call);
+            call.target.as_mut().map(cap);
             call.error.as_mut().map(cap);
         }
         for action in &mut self.actions {

@@ -22,8 +22,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use nodectl::evidence;
+use nodectl::model::Gap;
 use nodectl::paths::config;
-use nodectl::snapshot::Gap;
 use nodectl::sources::{bundles, containerd_proc, cri_store, mountinfo, procfs};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -1033,7 +1033,7 @@ fn archives_are_read_in_memory_and_any_odd_entry_is_a_clear_error() {
             bytes.truncate(bytes.len() * cut_percent / 100);
             let path = dir.path().join("evidence.tar.gz");
             fs::write(&path, &bytes).unwrap();
-            let result = evidence::read(&path);
+            let result = evidence::read(&path).map_err(|e| format!("{e:#}"));
             fs::remove_file(&path).unwrap();
             prop_assert_eq!(files_below(dir.path()), before.clone());
             prop_assert!(!Path::new("/tmp/nodectl-fuzz-escaped").exists());
@@ -1195,7 +1195,7 @@ fn shim_threads_with_any_syscall_and_wchan_are_sampled_or_skipped() {
 
 #[test]
 fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forged() {
-    use nodectl::paths::{Located, Origin, Paths};
+    use nodectl::model::{Located, Origin, Paths};
     use nodectl::sources::shim_proof;
     let files = (
         prop_oneof![
@@ -1256,7 +1256,11 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
             for shim in &scan.shims {
                 // No executable a root-owned file named like a shim, no
                 // namespaces, no socket: never ours, whatever the files say.
-                prop_assert!(!shim_proof::identity(shim).is_ours(), "{:?}", shim);
+                prop_assert!(
+                    !nodectl::model::shim::identity(shim).is_ours(),
+                    "{:?}",
+                    shim
+                );
             }
             Ok(())
         },
@@ -1295,7 +1299,7 @@ fn checks_and_every_output_take_any_values_a_snapshot_can_hold() {
         CASES,
         snapshot,
         |(taken_at, containers)| {
-            use nodectl::snapshot::{Bundle, CriContainer, CriStatus, ProcessInfo, Shim};
+            use nodectl::model::{Bundle, CriContainer, CriStatus, ProcessInfo, Shim};
             let mut first = base.clone();
             first.taken_at = taken_at;
             for (

@@ -13,47 +13,17 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::checks::leaked_shim;
+use crate::model::shim::{bundle_dir, identity, Identity};
+use crate::model::{Action, Basis, Outcome, ProcessInfo, Shim, Snapshot};
 use nix::libc;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
-use serde::Serialize;
-
-use crate::checks::{leaked_shim, Basis};
-use crate::snapshot::{ProcessInfo, Shim, Snapshot};
-use crate::sources::shim_proof::{self, Identity};
 
 /// `/proc/<pid>/stat` start times tick at 100 Hz; two readings of the same
 /// process differ by less than one tick.
 const SAME_START: i64 = 10_000_000;
 const KILL_WAIT: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// Dry run: this shim would be ended with --kill.
-    WouldKill,
-    /// Exited after SIGTERM.
-    Terminated,
-    /// Exited after SIGKILL.
-    Killed,
-    /// Re-verification failed; the shim was not touched.
-    Refused,
-    /// Gone before we acted.
-    AlreadyGone,
-    /// Signalled but still running.
-    Failed,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Action {
-    pub shim_pid: i32,
-    pub shim_id: String,
-    pub outcome: Outcome,
-    pub detail: String,
-    /// What is left behind after the shim is gone: its bundle directory,
-    /// socket and mounts, for the operator to clean.
-    pub remains: Vec<String>,
-}
 
 /// A pidfd: a handle on one process, immune to pid reuse.
 struct PidFd(OwnedFd);
@@ -190,7 +160,7 @@ fn verify(before: &Snapshot, fresh: &Snapshot, shim: &Shim) -> Result<(), String
     }
     // Only a shim proven on this fresh look is touched: an archive's or a
     // hand-made snapshot's unproven shim never is.
-    match shim_proof::identity(fresh_shim) {
+    match identity(fresh_shim) {
         Identity::Ours => {}
         Identity::Unproven => return Err("not proven to be a shim".to_string()),
         other => {
@@ -255,7 +225,7 @@ fn action(shim: &Shim, outcome: Outcome, detail: &str) -> Action {
 /// open of a FIFO waits for a writer forever.
 fn remains(snapshot: &Snapshot, shim: &Shim) -> Vec<String> {
     let mut left = Vec::new();
-    let Some(bundle) = shim_proof::bundle_dir(&snapshot.paths.state.path, shim) else {
+    let Some(bundle) = bundle_dir(&snapshot.paths.state.path, shim) else {
         return left;
     };
     if !fs::symlink_metadata(&bundle).is_ok_and(|m| m.is_dir()) {
@@ -300,8 +270,8 @@ fn read_regular(path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::sources::shim_proof::proven;
+    use crate::model::fixtures::proven;
+    use crate::model::fixtures::*;
 
     fn leaked_snapshot(shim_pid: i32, started_at: i64) -> Snapshot {
         let mut s = snapshot();

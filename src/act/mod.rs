@@ -8,71 +8,7 @@ pub mod kill;
 pub mod remove_bundle;
 pub mod unmount;
 
-use std::path::PathBuf;
-
-use serde::Serialize;
-
-use crate::snapshot::Snapshot;
-
-/// One cleanup of `leaked-mounts --unmount` or `--remove-bundles`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Cleanup {
-    pub action: CleanupAction,
-    /// The container or sandbox id the object belongs to.
-    pub id: String,
-    /// The mount point, or the bundle directory.
-    #[serde(with = "crate::path_json")]
-    pub path: PathBuf,
-    pub outcome: CleanupOutcome,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum CleanupAction {
-    Unmount,
-    RemoveBundle,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum CleanupOutcome {
-    /// Dry run (no --yes): this would be unmounted now.
-    WouldUnmount,
-    Unmounted,
-    /// Dry run (no --yes): this would be removed now.
-    WouldRemove,
-    Removed,
-    /// Re-verification failed; nothing was touched.
-    Refused,
-    /// Gone before we acted.
-    AlreadyGone,
-    /// Tried, and the kernel said no (busy, a mount appeared below...).
-    Failed,
-}
-
-impl CleanupOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CleanupOutcome::WouldUnmount => "would-unmount",
-            CleanupOutcome::Unmounted => "unmounted",
-            CleanupOutcome::WouldRemove => "would-remove",
-            CleanupOutcome::Removed => "removed",
-            CleanupOutcome::Refused => "refused",
-            CleanupOutcome::AlreadyGone => "already-gone",
-            CleanupOutcome::Failed => "failed",
-        }
-    }
-}
-
-impl CleanupAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CleanupAction::Unmount => "unmount",
-            CleanupAction::RemoveBundle => "remove-bundle",
-        }
-    }
-}
+use crate::model::{CriItem, Snapshot, Source};
 
 /// What the re-verification on a fresh snapshot says about one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,8 +27,14 @@ pub enum Verdict {
 /// or a task for the id, CRI listing it, or any shim process started for it,
 /// of any containerd, proven or not. Pure.
 pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str) -> Result<(), String> {
-    if let Some(gap) = fresh.gaps.iter().find(|g| g.source == "mountinfo") {
-        return Err(format!("the mount table could not be read: {}", gap.error));
+    // Any line of it unread may be a mount on the very path: refused too.
+    if let Some(gap) = fresh.gaps.iter().find(|g| g.source == Source::Mountinfo) {
+        let what = if gap.source_unavailable {
+            "the mount table"
+        } else {
+            "a line of the mount table"
+        };
+        return Err(format!("{what} could not be read: {}", gap.error));
     }
     let view = fresh
         .containerd
@@ -117,9 +59,8 @@ pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str) -> Result<(), Str
         ));
     }
     if let Some(cri) = &fresh.cri {
-        let listed = |items: &Option<Vec<crate::sources::cri_api::CriItem>>| {
-            items.iter().flatten().any(|item| item.id == id)
-        };
+        let listed =
+            |items: &Option<Vec<CriItem>>| items.iter().flatten().any(|item| item.id == id);
         if listed(&cri.sandboxes) || listed(&cri.containers) {
             return Err("CRI lists it".to_string());
         }
@@ -135,9 +76,8 @@ pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str) -> Result<(), Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::snapshot::Gap;
-    use crate::sources::containerd_api::TaskView;
+    use crate::model::fixtures::*;
+    use crate::model::{CriView, Gap, TaskStatus, TaskView};
 
     #[test]
     fn anything_alive_for_the_id_is_a_reason_to_refuse() {
@@ -159,7 +99,7 @@ mod tests {
         ns.unwrap().tasks = Some(vec![TaskView {
             id: a.clone(),
             pid: 77,
-            status: "running".to_string(),
+            status: TaskStatus::Running,
         }]);
         let err = still_dead(&t, "k8s.io", &a).unwrap_err();
         assert!(err.contains("task") && err.contains("running"), "{err}");
@@ -179,17 +119,30 @@ mod tests {
         assert_eq!(still_dead(&t, "k8s.io", &a), Ok(()));
 
         let mut t = s.clone();
-        t.cri = Some(crate::sources::cri_api::CriView {
+        t.cri = Some(CriView {
             sandboxes: Some(vec![cri_sandbox(&a, "shop", "web-0")]),
             ..Default::default()
         });
         assert!(still_dead(&t, "k8s.io", &a).unwrap_err().contains("CRI"));
 
         let mut t = s.clone();
-        t.gaps
-            .push(Gap::source("mountinfo", "/proc/self/mountinfo", "EACCES"));
+        t.gaps.push(Gap::source(
+            Source::Mountinfo,
+            "/proc/self/mountinfo",
+            "EACCES",
+        ));
         assert!(still_dead(&t, "k8s.io", &a)
             .unwrap_err()
-            .contains("mount table"));
+            .contains("the mount table could not be read"));
+        // One line of it unread may be a mount on the path: refused too.
+        let mut t = s.clone();
+        t.gaps.push(Gap::item(
+            Source::Mountinfo,
+            "/proc/self/mountinfo",
+            "no separator: 310 22 0:52 / /run/containerd/a/rootfs rw",
+        ));
+        assert!(still_dead(&t, "k8s.io", &a)
+            .unwrap_err()
+            .contains("a line of the mount table"));
     }
 }

@@ -23,9 +23,9 @@ use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use crate::act::{still_dead, Cleanup, CleanupAction, CleanupOutcome, Verdict};
-use crate::checks::leftovers;
-use crate::snapshot::Snapshot;
+use crate::act::{still_dead, Verdict};
+use crate::checks::orphan_bundle;
+use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 
 /// Directories nested deeper than this below a bundle are left alone: a
 /// bundle holds a handful of files and an (empty, once unmounted) rootfs.
@@ -36,7 +36,7 @@ pub fn targets(snapshot: &Snapshot) -> Vec<(String, PathBuf)> {
     snapshot
         .bundles
         .values()
-        .filter(|b| leftovers::orphan_bundle(snapshot, b).is_some())
+        .filter(|b| orphan_bundle::orphan_bundle(snapshot, b).is_some())
         .map(|b| (b.id.clone(), b.path.clone()))
         .collect()
 }
@@ -52,7 +52,7 @@ pub fn verify(fresh: &Snapshot, id: &str, dir: &Path, unmounting: &BTreeSet<Path
     let Some(bundle) = fresh.bundles.get(id).filter(|b| b.path == dir) else {
         return Verdict::Gone("the directory is gone".to_string());
     };
-    if leftovers::orphan_bundle(fresh, bundle).is_none() {
+    if orphan_bundle::orphan_bundle(fresh, bundle).is_none() {
         return Verdict::Refuse(
             "no longer orphaned: containerd has a record of it, or a shim serves it or its pod"
                 .to_string(),
@@ -208,8 +208,8 @@ fn show(below: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::snapshot::Mount;
+    use crate::model::fixtures::*;
+    use crate::model::{Mount, TaskStatus, TaskView};
     use std::fs;
 
     /// Bundle `a` (of sandbox `a`), orphaned: containerd answered, no record.
@@ -239,10 +239,10 @@ mod tests {
             .unwrap()
             .namespaces
             .get_mut("k8s.io");
-        ns.unwrap().tasks = Some(vec![crate::sources::containerd_api::TaskView {
+        ns.unwrap().tasks = Some(vec![TaskView {
             id: id('a'),
             pid: 71,
-            status: "created".to_string(),
+            status: TaskStatus::Created,
         }]);
         let verdict = verify(&fresh, &id('a'), &dir, &BTreeSet::new());
         assert!(

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::mount::{umount2, MntFlags};
 
-use crate::act::{still_dead, Cleanup, CleanupAction, CleanupOutcome, Verdict};
-use crate::checks::leftovers;
-use crate::snapshot::Snapshot;
+use crate::act::{still_dead, Verdict};
+use crate::checks::leaked_mount;
+use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 use crate::sources::mountinfo;
 
 /// How to unmount.
@@ -35,7 +35,7 @@ pub fn targets(snapshot: &Snapshot) -> Vec<PathBuf> {
     let mut points: Vec<PathBuf> = snapshot
         .mounts
         .iter()
-        .filter(|m| leftovers::leaked_mount(snapshot, m).is_some())
+        .filter(|m| leaked_mount::leaked_mount(snapshot, m).is_some())
         .map(|m| m.mount_point.clone())
         .collect();
     points.dedup();
@@ -48,7 +48,7 @@ pub fn targets(snapshot: &Snapshot) -> Vec<PathBuf> {
 /// exactly a mount point in the fresh mount table, still a leaked mount, and
 /// nothing lives under its owner's id (see [`still_dead`]).
 pub fn verify(fresh: &Snapshot, mount_point: &Path) -> Verdict {
-    let Some((namespace, id, _)) = leftovers::mount_owner(fresh, mount_point) else {
+    let Some((namespace, id, _)) = leaked_mount::mount_owner(fresh, mount_point) else {
         return Verdict::Refuse("not a mount containerd makes".to_string());
     };
     if let Err(why) = still_dead(fresh, namespace, id) {
@@ -57,7 +57,7 @@ pub fn verify(fresh: &Snapshot, mount_point: &Path) -> Verdict {
     let Some(mount) = fresh.mounts.iter().find(|m| m.mount_point == mount_point) else {
         return Verdict::Gone("no longer mounted".to_string());
     };
-    if leftovers::leaked_mount(fresh, mount).is_none() {
+    if leaked_mount::leaked_mount(fresh, mount).is_none() {
         return Verdict::Refuse(
             "no longer leaked: containerd has a record of it, or a shim serves it".to_string(),
         );
@@ -85,7 +85,7 @@ pub fn run(
     targets
         .into_iter()
         .map(|point| {
-            let id = leftovers::mount_owner(before, &point)
+            let id = leaked_mount::mount_owner(before, &point)
                 .map(|(_, id, _)| id.to_string())
                 .unwrap_or_default();
             let (outcome, detail) = match (verify(&fresh, &point), &allowed) {
@@ -215,8 +215,8 @@ pub fn allowed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::snapshot::Mount;
+    use crate::model::fixtures::*;
+    use crate::model::{Gap, Mount, Source, TaskStatus, TaskView};
 
     fn mount(point: &str) -> Mount {
         Mount {
@@ -276,10 +276,10 @@ mod tests {
             .unwrap()
             .namespaces
             .get_mut("k8s.io");
-        ns.unwrap().tasks = Some(vec![crate::sources::containerd_api::TaskView {
+        ns.unwrap().tasks = Some(vec![TaskView {
             id: id('s'),
             pid: 71,
-            status: "running".to_string(),
+            status: TaskStatus::Running,
         }]);
         assert!(matches!(verify(&fresh, &shm), Verdict::Refuse(w) if w.contains("task")));
         // containerd does not answer the second time: nothing is confirmed.
@@ -295,8 +295,8 @@ mod tests {
         let mut fresh = before.clone();
         fresh.mounts.retain(|m| m.mount_point != point);
         assert!(matches!(verify(&fresh, &point), Verdict::Gone(_)));
-        fresh.gaps.push(crate::snapshot::Gap::source(
-            "mountinfo",
+        fresh.gaps.push(Gap::source(
+            Source::Mountinfo,
             "/proc/self/mountinfo",
             "EIO",
         ));

@@ -5,9 +5,7 @@
 
 use serde_json::json;
 
-use crate::checks::{Finding, Kind, Severity};
-use crate::snapshot::Snapshot;
-use crate::sources::api::ApiCall;
+use crate::model::{ApiCall, Finding, Kind, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let mut findings = Vec::new();
@@ -31,7 +29,7 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
 fn unreachable(api: &str, address: &str, calls: &[ApiCall]) -> Option<Finding> {
     let failed = calls
         .iter()
-        .find(|c| (c.call == "connect" || c.call == "Version") && c.error.is_some())?;
+        .find(|c| c.method.reaches_the_api() && c.error.is_some())?;
     let what = if failed.timed_out {
         format!("no answer within {:.0} ms", failed.latency_ms)
     } else {
@@ -43,12 +41,12 @@ fn unreachable(api: &str, address: &str, calls: &[ApiCall]) -> Option<Finding> {
         id: api.to_string(),
         summary: format!(
             "the {api} API at {address} did not answer ({}: {what})",
-            failed.call
+            failed.text()
         ),
         evidence: json!({
             "api": api,
             "address": address,
-            "call": failed.call,
+            "call": failed.text(),
             "error": failed.error,
             "timed_out": failed.timed_out,
             "latency_ms": failed.latency_ms,
@@ -70,8 +68,8 @@ fn unreachable(api: &str, address: &str, calls: &[ApiCall]) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::sources::containerd_api::ContainerdView;
+    use crate::model::fixtures::*;
+    use crate::model::{Api, ContainerdView, Method};
 
     #[test]
     fn a_deadline_missed_on_version_is_unreachable_with_its_latency() {
@@ -80,13 +78,17 @@ mod tests {
             address: ADDRESS.into(),
             calls: vec![
                 ApiCall {
-                    call: "connect".into(),
+                    api: Api::Containerd,
+                    method: Method::Connect,
+                    target: None,
                     latency_ms: 1.0,
                     error: None,
                     timed_out: false,
                 },
                 ApiCall {
-                    call: "Version".into(),
+                    api: Api::Containerd,
+                    method: Method::Version,
+                    target: None,
                     latency_ms: 3000.0,
                     error: Some("no answer before the deadline".into()),
                     timed_out: true,
@@ -106,7 +108,9 @@ mod tests {
         let mut s = snapshot();
         s.containerd = Some(ContainerdView {
             calls: vec![ApiCall {
-                call: "Version".into(),
+                api: Api::Containerd,
+                method: Method::Version,
+                target: None,
                 latency_ms: 1.0,
                 error: None,
                 timed_out: false,

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use crate::checks::{zombie, Finding, Kind, Severity};
-use crate::snapshot::Snapshot;
-use crate::sources::containerd_api::TaskView;
+use crate::checks::zombie;
+
+use crate::model::{CriApiState, Finding, Kind, Severity, Snapshot, TaskStatus, TaskView};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let (Some(cri), Some(containerd)) = (&snapshot.cri, &snapshot.containerd) else {
@@ -29,15 +29,18 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
 
     for container in cri_containers {
         let task = tasks.get(container.id.as_str());
-        let task_state = task.map_or("absent", |t| t.status.as_str());
-        let disagreement = match container.state.as_str() {
-            "CONTAINER_RUNNING" if task_state != "running" && task_state != "paused" => {
+        let status = task.map(|t| t.status);
+        let task_state = status.map_or("absent".to_string(), |s| s.to_string());
+        let disagreement = match container.state {
+            CriApiState::ContainerRunning
+                if !matches!(status, Some(TaskStatus::Running | TaskStatus::Paused)) =>
+            {
                 if zombies.contains(&container.id) {
                     continue;
                 }
                 format!("CRI says RUNNING, containerd's task is {task_state}")
             }
-            "CONTAINER_EXITED" if task_state == "running" => {
+            CriApiState::ContainerExited if status == Some(TaskStatus::Running) => {
                 let pid = task.map_or(0, |t| t.pid);
                 let alive = snapshot
                     .processes
@@ -123,24 +126,23 @@ fn drift(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::sources::containerd_api::{ContainerdView, NamespaceView};
-    use crate::sources::cri_api::{CriItem, CriView};
+    use crate::model::fixtures::*;
+    use crate::model::{ContainerdView, CriItem, CriView, NamespaceView};
 
-    fn item(id: &str, state: &str) -> CriItem {
+    fn item(id: &str, state: CriApiState) -> CriItem {
         CriItem {
             id: id.to_string(),
             sandbox_id: None,
-            state: state.to_string(),
+            state,
             ..CriItem::default()
         }
     }
 
-    fn task(id: &str, status: &str, pid: u32) -> TaskView {
+    fn task(id: &str, status: TaskStatus, pid: u32) -> TaskView {
         TaskView {
             id: id.to_string(),
             pid,
-            status: status.to_string(),
+            status,
         }
     }
 
@@ -173,12 +175,15 @@ mod tests {
     fn running_in_cri_with_a_stopped_task_drifts() {
         let s = with_views(
             vec![
-                item(&id('a'), "CONTAINER_RUNNING"),
-                item(&id('b'), "CONTAINER_RUNNING"),
+                item(&id('a'), CriApiState::ContainerRunning),
+                item(&id('b'), CriApiState::ContainerRunning),
             ],
             vec![],
             &[id('a'), id('b')],
-            vec![task(&id('a'), "stopped", 10), task(&id('b'), "running", 11)],
+            vec![
+                task(&id('a'), TaskStatus::Stopped, 10),
+                task(&id('b'), TaskStatus::Running, 11),
+            ],
         );
         let findings = check(&s);
         assert_eq!(findings.len(), 1);
@@ -187,12 +192,42 @@ mod tests {
     }
 
     #[test]
+    fn running_in_cri_is_running_or_paused_in_containerd_and_states_are_named_as_they_say() {
+        // A paused container is RUNNING to CRI; a task state containerd adds
+        // later is shown by its number, and is no agreement.
+        let s = with_views(
+            vec![
+                item(&id('a'), CriApiState::ContainerRunning),
+                item(&id('b'), CriApiState::ContainerRunning),
+            ],
+            vec![],
+            &[id('a'), id('b')],
+            vec![
+                task(&id('a'), TaskStatus::Paused, 10),
+                task(&id('b'), TaskStatus::Unrecognised(9), 11),
+            ],
+        );
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].id, id('b'));
+        assert_eq!(findings[0].evidence["cri_state"], "CONTAINER_RUNNING");
+        assert_eq!(findings[0].evidence["task_state"], "status 9");
+        assert!(
+            findings[0]
+                .summary
+                .contains("containerd's task is status 9"),
+            "{}",
+            findings[0].summary
+        );
+    }
+
+    #[test]
     fn exited_in_cri_with_a_live_task_drifts() {
         let mut s = with_views(
-            vec![item(&id('a'), "CONTAINER_EXITED")],
+            vec![item(&id('a'), CriApiState::ContainerExited)],
             vec![],
             &[id('a')],
-            vec![task(&id('a'), "running", 10)],
+            vec![task(&id('a'), TaskStatus::Running, 10)],
         );
         s.processes.insert(10, process(10, 'S', NOW - SEC));
         assert_eq!(check(&s).len(), 1);
@@ -203,8 +238,8 @@ mod tests {
     #[test]
     fn records_on_one_side_only_drift_both_ways() {
         let s = with_views(
-            vec![item(&id('a'), "CONTAINER_EXITED")],
-            vec![item(&id('s'), "SANDBOX_READY")],
+            vec![item(&id('a'), CriApiState::ContainerExited)],
+            vec![item(&id('s'), CriApiState::SandboxReady)],
             &[id('a'), id('s'), id('x')],
             vec![],
         );
@@ -215,7 +250,7 @@ mod tests {
             .containers
             .as_mut()
             .unwrap()
-            .push(item(&id('y'), "CONTAINER_CREATED"));
+            .push(item(&id('y'), CriApiState::ContainerCreated));
         let ids: Vec<String> = check(&s).into_iter().map(|f| f.id).collect();
         assert_eq!(ids, vec![id('x'), id('y')]);
     }
@@ -230,7 +265,7 @@ mod tests {
                 &id('a'),
                 &id('s'),
                 "app",
-                "CONTAINER_RUNNING",
+                CriApiState::ContainerRunning,
             )],
             vec![cri_sandbox(&id('s'), "shop", "web-0")],
             &[id('a'), id('s'), id('x')],
@@ -253,10 +288,10 @@ mod tests {
     #[test]
     fn zombie_is_not_reported_twice() {
         let mut s = with_views(
-            vec![item(&id('a'), "CONTAINER_RUNNING")],
+            vec![item(&id('a'), CriApiState::ContainerRunning)],
             vec![],
             &[id('a')],
-            vec![task(&id('a'), "stopped", 10)],
+            vec![task(&id('a'), TaskStatus::Stopped, 10)],
         );
         s.cri_containers.push(running(&id('a'), 10, NOW - 60 * SEC));
         assert!(check(&s).is_empty());

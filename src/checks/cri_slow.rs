@@ -10,26 +10,27 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::checks::{Finding, Kind, Severity};
-use crate::snapshot::Snapshot;
-use crate::sources::api::ApiCall;
+use crate::model::{ApiCall, Finding, Kind, Method, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
     let Some(cri) = &snapshot.cri else {
         return Vec::new();
     };
     // An API that does not answer at all is api-unreachable, not slow.
-    let answered = |name: &str| {
+    let answered = |method: Method| {
         cri.calls
             .iter()
-            .any(|c| c.call == name && c.error.is_none())
+            .any(|c| c.method == method && c.error.is_none())
     };
-    if !answered("Version") {
+    if !answered(Method::Version) {
         return Vec::new();
     }
     let slow_ms = slow.as_secs_f64() * 1e3;
     let is_slow = |call: &ApiCall| call.timed_out || call.latency_ms > slow_ms;
-    let list = cri.calls.iter().find(|c| c.call == "ListContainers");
+    let list = cri
+        .calls
+        .iter()
+        .find(|c| c.method == Method::ListContainers);
     let list_evidence = list.map(|c| json!({"latency_ms": c.latency_ms, "timed_out": c.timed_out}));
 
     let mut findings: Vec<Finding> = cri
@@ -42,7 +43,7 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
                 .cri_containers
                 .iter()
                 .find(|c| c.id == probe.id)
-                .and_then(|c| crate::checks::shim_of(snapshot, c));
+                .and_then(|c| crate::checks::shared::shim_of(snapshot, c));
             let blocked: Vec<Value> = shim
                 .map(|s| {
                     s.threads
@@ -118,12 +119,14 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::sources::cri_api::{CriView, StatusProbe};
+    use crate::model::fixtures::*;
+    use crate::model::{Api, CriView, StatusProbe};
 
-    fn call(name: &str, latency_ms: f64, timed_out: bool) -> ApiCall {
+    fn call(method: Method, latency_ms: f64, timed_out: bool) -> ApiCall {
         ApiCall {
-            call: name.to_string(),
+            api: Api::Cri,
+            method,
+            target: None,
             latency_ms,
             error: timed_out.then(|| "no answer before the deadline".to_string()),
             timed_out,
@@ -132,7 +135,7 @@ mod tests {
 
     fn cri(list: ApiCall, probes: Vec<(String, ApiCall)>) -> CriView {
         CriView {
-            calls: vec![call("Version", 2.0, false), list],
+            calls: vec![call(Method::Version, 2.0, false), list],
             statuses: probes
                 .into_iter()
                 .map(|(id, call)| StatusProbe {
@@ -154,10 +157,10 @@ mod tests {
         s.shims
             .push(shim(77, &id('s'), ADDRESS, &["futex", "umount2"]));
         s.cri = Some(cri(
-            call("ListContainers", 3000.0, true),
+            call(Method::ListContainers, 3000.0, true),
             vec![
-                (id('a'), call("ContainerStatus", 3000.0, true)),
-                (id('b'), call("ContainerStatus", 4.0, false)),
+                (id('a'), call(Method::ContainerStatus, 3000.0, true)),
+                (id('b'), call(Method::ContainerStatus, 4.0, false)),
             ],
         ));
         let findings = check(&s, Duration::from_secs(1));
@@ -175,13 +178,13 @@ mod tests {
     fn fast_cri_is_fine_and_unreachable_cri_is_not_called_slow() {
         let mut s = snapshot();
         s.cri = Some(cri(
-            call("ListContainers", 5.0, false),
-            vec![(id('a'), call("ContainerStatus", 3.0, false))],
+            call(Method::ListContainers, 5.0, false),
+            vec![(id('a'), call(Method::ContainerStatus, 3.0, false))],
         ));
         assert!(check(&s, Duration::from_secs(1)).is_empty());
 
-        let mut unreachable = cri(call("ListContainers", 3000.0, true), vec![]);
-        unreachable.calls[0] = call("Version", 3000.0, true);
+        let mut unreachable = cri(call(Method::ListContainers, 3000.0, true), vec![]);
+        unreachable.calls[0] = call(Method::Version, 3000.0, true);
         s.cri = Some(unreachable);
         assert!(check(&s, Duration::from_secs(1)).is_empty());
     }
@@ -189,7 +192,7 @@ mod tests {
     #[test]
     fn slow_list_without_a_culprit_is_a_warning() {
         let mut s = snapshot();
-        s.cri = Some(cri(call("ListContainers", 1500.0, false), vec![]));
+        s.cri = Some(cri(call(Method::ListContainers, 1500.0, false), vec![]));
         let findings = check(&s, Duration::from_secs(1));
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].id, "ListContainers");

@@ -8,8 +8,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::{timestamp, Finding, Kind, PodRef, Settings, Severity};
-use crate::snapshot::{seconds, CriState, Snapshot};
+use crate::checks::settings::Settings;
+use crate::model::{seconds, timestamp, CriState, Finding, Kind, PodRef, Severity, Snapshot};
 
 #[derive(Serialize)]
 struct Evidence {
@@ -79,7 +79,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
     use std::time::Duration;
 
     #[test]

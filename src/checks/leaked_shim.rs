@@ -10,8 +10,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::{has_record, timestamp, Basis, Finding, Kind, PodRef, Severity};
-use crate::snapshot::{Shim, Snapshot};
+use crate::checks::shared::has_record;
+use crate::model::{timestamp, Basis, Finding, Kind, PodRef, Severity, Shim, Snapshot};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -112,7 +112,7 @@ fn finding(evidence: Evidence) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
 
     #[test]
     fn shim_without_record_and_children_is_leaked() {
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn only_a_proven_shim_is_judged() {
-        use crate::sources::shim_proof::proven;
+        use crate::model::fixtures::proven;
         let mut s = snapshot();
         s.shims
             .push(proven(shim(500, &id('s'), ADDRESS, &["futex"])));

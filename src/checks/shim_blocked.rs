@@ -7,11 +7,21 @@
 
 use serde_json::json;
 
-use crate::checks::{Finding, Kind, Severity};
-use crate::snapshot::{seconds, Snapshot, ThreadSample};
+use crate::model::{seconds, Finding, Kind, Severity, Snapshot, Suspects, ThreadSample};
 
 pub fn is_stuck(thread: &ThreadSample) -> bool {
     thread.state == 'D' || thread.syscall.as_deref() == Some("umount2")
+}
+
+/// What a second look must sample again: the shims of ours with a thread
+/// that may be stuck.
+pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
+    let stuck_shims = first
+        .shims
+        .iter()
+        .filter(|s| s.serves(&first.paths.address.path))
+        .filter(|s| s.threads.iter().any(is_stuck));
+    suspects.pids.extend(stuck_shims.map(|s| s.pid));
 }
 
 /// `first` and `second` are two snapshots of the same node, taken apart.
@@ -86,7 +96,7 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
     use serde_json::Value;
 
     #[test]
@@ -140,7 +150,7 @@ mod tests {
 
     #[test]
     fn an_impostor_in_d_is_not_a_blocked_shim() {
-        use crate::sources::shim_proof::proven;
+        use crate::model::fixtures::proven;
         let mut first = snapshot();
         // A fake shim whose vfork child never execs sits in D: its own
         // business, not containerd's.

@@ -6,11 +6,16 @@
 //! 10 s deadline passes, the handler returns early, and the status file keeps
 //! `FinishedAt = 0` until a retry succeeds, minutes later or never.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::{shim_of, timestamp, Finding, Kind, PodRef, Severity};
-use crate::snapshot::{CriContainer, CriState, ProcessInfo, Snapshot};
+use crate::checks::shared::shim_of;
+use crate::model::{
+    timestamp, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity, Snapshot,
+    Suspects,
+};
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
 /// `StartedAt` is taken after runc started the process; this absorbs both.
@@ -48,6 +53,31 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             Some(finding(snapshot, c, death))
         })
         .collect()
+}
+
+/// The zombies of `first` that `second`, a later look, still shows: a
+/// container exiting normally is dead for a few milliseconds before CRI
+/// records it; a zombie stays.
+pub fn confirmed(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
+    let still: BTreeSet<String> = check(second).into_iter().map(|f| f.id).collect();
+    check(first)
+        .into_iter()
+        .filter(|f| still.contains(&f.id))
+        .collect()
+}
+
+/// What a second look must read again to confirm the zombies of `first`:
+/// their status files and recorded pids.
+pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
+    for finding in check(first) {
+        let container = first.cri_containers.iter().find(|c| c.id == finding.id);
+        if let Some(container) = container {
+            suspects
+                .pids
+                .extend(i32::try_from(container.status.pid).ok());
+        }
+        suspects.containers.insert(finding.id);
+    }
 }
 
 /// Returns why the container's recorded pid is not its live process, or
@@ -132,7 +162,7 @@ fn finding(snapshot: &Snapshot, container: &CriContainer, death: String) -> Find
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
+    use crate::model::fixtures::*;
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
         check(snapshot).into_iter().map(|f| f.id).collect()

@@ -1,13 +1,12 @@
 //! `nodectl collect FILE.tar.gz`: the evidence of this node, for someone else.
 
 use crate::cli::{CollectArgs, GlobalArgs};
-use crate::commands::check::gather_pair;
 use crate::evidence::{self, Evidence};
-use crate::render::inert::{inert_path, shown};
+use crate::inert::{inert_path, shown};
 use crate::report::Report;
 
-pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
-    let (first, second) = gather_pair(global, args.cri_address.as_deref());
+pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
+    let (first, second) = super::gather_pair(global, args.cri_address.as_deref(), &args.confirm);
     let hostname = std::fs::read_to_string(global.proc_root.join("sys/kernel/hostname"))
         .ok()
         .map(|h| h.trim().to_string());
@@ -18,8 +17,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
         second,
     };
     let mountinfo = global.gather_options(false).mountinfo;
-    let left_out = evidence::write(&args.file, &evidence, &mountinfo, args.force)
-        .map_err(|e| e.to_string())?;
+    let left_out = evidence::write(&args.file, &evidence, &mountinfo, args.force)?;
     let file = inert_path(&args.file);
     eprintln!(
         "nodectl: wrote {file} ({} containers, {} shims, {} mounts); check it with: nodectl check --from {file}",
@@ -36,7 +34,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> Result<Report, String> {
     for gap in &first.gaps {
         eprintln!(
             "nodectl: could not read (recorded in the archive): {} {}: {}",
-            shown(&gap.source),
+            gap.source,
             inert_path(&gap.path),
             shown(&gap.error)
         );

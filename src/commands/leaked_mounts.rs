@@ -5,16 +5,19 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crate::act::{remove_bundle, unmount, CleanupOutcome};
-use crate::checks::{self, leftovers};
+use anyhow::bail;
+
+use crate::act::{remove_bundle, unmount};
+use crate::checks::{self, leaked_mount, orphan_bundle};
 use crate::cli::{GlobalArgs, LeakedMountsArgs};
 use crate::gather::{gather, GatherOptions};
+use crate::model::CleanupOutcome;
 use crate::paths;
 use crate::report::Report;
 
-pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> Result<Report, String> {
+pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Report> {
     if args.yes && !nix::unistd::geteuid().is_root() {
-        return Err("--yes needs root: the mounts and bundles are root's".to_string());
+        bail!("--yes needs root: the mounts and bundles are root's");
     }
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = GatherOptions {
@@ -22,7 +25,8 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> Result<Report, Strin
         ..global.gather_options(true)
     };
     let snapshot = gather(&paths, &options, config_gaps.clone());
-    let mut findings = leftovers::check(&snapshot);
+    let mut findings = leaked_mount::check(&snapshot);
+    findings.extend(orphan_bundle::check(&snapshot));
     checks::sort(&mut findings);
 
     let regather = || gather(&paths, &options, config_gaps.clone());

@@ -2,6 +2,8 @@
 
 use std::io::{self, BufRead, IsTerminal, Write};
 
+use anyhow::{bail, Context};
+
 use crate::act::kill;
 use crate::checks::{self, leaked_shim};
 use crate::cli::{GlobalArgs, LeakedShimsArgs};
@@ -9,9 +11,9 @@ use crate::gather::{gather, GatherOptions};
 use crate::paths;
 use crate::report::Report;
 
-pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> Result<Report, String> {
+pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> anyhow::Result<Report> {
     if args.kill && !nix::unistd::geteuid().is_root() {
-        return Err("--kill needs root: shims run as root".to_string());
+        bail!("--kill needs root: shims run as root");
     }
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = GatherOptions {
@@ -46,10 +48,10 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> Result<Report, String
 }
 
 /// Asks on the terminal; without one, a kill needs `--yes`.
-fn confirm(count: usize) -> Result<(), String> {
+fn confirm(count: usize) -> anyhow::Result<()> {
     let stdin = io::stdin();
     if !stdin.is_terminal() {
-        return Err("refusing to kill without --yes: stdin is not a terminal".to_string());
+        bail!("refusing to kill without --yes: stdin is not a terminal");
     }
     eprint!("End {count} leaked shim(s)? Each is re-checked first. [y/N] ");
     let _ = io::stderr().flush();
@@ -57,10 +59,10 @@ fn confirm(count: usize) -> Result<(), String> {
     stdin
         .lock()
         .read_line(&mut answer)
-        .map_err(|e| format!("reading the answer: {e}"))?;
+        .context("reading the answer")?;
     if matches!(answer.trim(), "y" | "Y" | "yes") {
         Ok(())
     } else {
-        Err("not confirmed; nothing was touched".to_string())
+        bail!("not confirmed; nothing was touched")
     }
 }

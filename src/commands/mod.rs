@@ -9,16 +9,21 @@ pub mod serve;
 pub mod shims;
 pub mod zombies;
 
-use crate::cli::{Cli, Command};
+use std::path::Path;
+
+use crate::cli::{Cli, Command, GlobalArgs, SettleArgs};
+use crate::confirm;
+use crate::model::Snapshot;
+use crate::paths;
 use crate::report::Report;
 
 /// The report of the command, bounded (see [`Report::bounded`]) before any
 /// output sees it.
-pub fn run(cli: &Cli) -> Result<Report, String> {
+pub fn run(cli: &Cli) -> anyhow::Result<Report> {
     run_unbounded(cli).map(Report::bounded)
 }
 
-fn run_unbounded(cli: &Cli) -> Result<Report, String> {
+fn run_unbounded(cli: &Cli) -> anyhow::Result<Report> {
     match &cli.command {
         Command::Check(args) => check::run(&cli.global, args),
         Command::Collect(args) => collect::run(&cli.global, args),
@@ -27,6 +32,21 @@ fn run_unbounded(cli: &Cli) -> Result<Report, String> {
         Command::LeakedShims(args) => leaked_shims::run(&cli.global, args),
         Command::LeakedMounts(args) => leaked_mounts::run(&cli.global, args),
         // Runs until stopped, with no report: main hands it to serve::run.
-        Command::Serve(_) => Err("serve has no report (see commands::serve::run)".into()),
+        Command::Serve(_) => anyhow::bail!("serve has no report (see commands::serve::run)"),
     }
+}
+
+/// The two snapshots `check` and `collect` compare (see
+/// [`confirm::gather_pair`]): the first asks both APIs (bounded by
+/// `--timeout`), the second comes `--settle` later.
+fn gather_pair(
+    global: &GlobalArgs,
+    cri_address: Option<&Path>,
+    settle: &SettleArgs,
+) -> (Snapshot, Option<Snapshot>) {
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let mut options = global.gather_options(true);
+    options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
+    let settle = confirm::settle(settle.settle, global.timeout);
+    confirm::gather_pair(&paths, &options, config_gaps, settle)
 }

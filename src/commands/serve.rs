@@ -24,7 +24,8 @@ use bytes::Bytes;
 use crate::cli::{CheckArgs, GlobalArgs, ServeArgs};
 use crate::commands::check;
 use crate::exporter::{self, Health, Shared};
-use crate::render::{inert, prometheus, textfile};
+use crate::inert;
+use crate::render::{prometheus, textfile};
 use crate::report::Report;
 
 /// The `command` label of the metrics: the runs are `check`'s, so alert
@@ -132,7 +133,10 @@ fn check_loop(global: &GlobalArgs, args: &CheckArgs, interval: Duration, latest:
     loop {
         let started = Instant::now();
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-            check::run(global, args).map(Report::bounded)
+            // `{:#}`: the error with each context it went through.
+            check::run(global, args)
+                .map(Report::bounded)
+                .map_err(|err| format!("{err:#}"))
         }))
         .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));
         let took = started.elapsed();

@@ -1,45 +1,11 @@
 //! `nodectl shims`: the shim inventory.
 
-use serde::Serialize;
-use serde_json::Value;
-
-use crate::checks::{timestamp, PodRef};
 use crate::cli::GlobalArgs;
 use crate::gather::gather;
+use crate::model::shim::{bundle_dir, identity, Identity};
+use crate::model::{timestamp, PodRef, ShimRow, Snapshot};
 use crate::paths;
 use crate::report::{Report, OTHER_SHIMS_LISTED};
-use crate::snapshot::Snapshot;
-use crate::sources::shim_proof::{self, Identity};
-
-#[derive(Debug, Serialize)]
-pub struct ShimRow {
-    pub pid: i32,
-    pub binary: String,
-    pub namespace: Option<String>,
-    pub id: Option<String>,
-    pub address: Option<String>,
-    /// `start`/`delete` for containerd's short-lived invocations of the binary.
-    pub action: Option<String>,
-    /// Started by the containerd nodectl looked at (`--address`), proven.
-    pub ours: bool,
-    /// `ours`, `other` (not proven to serve nodectl's containerd),
-    /// `impostor` (its executable, uids or namespaces are not containerd's:
-    /// only its name looks like a shim) or `unproven` (an old archive).
-    pub identity: &'static str,
-    /// Why it is `other` or `impostor`.
-    pub reason: Option<String>,
-    #[serde(flatten)]
-    pub pod: PodRef,
-    pub started_at: Value,
-    pub age_seconds: f64,
-    pub rss_bytes: u64,
-    pub children_live: Vec<i32>,
-    pub children_defunct: Vec<i32>,
-    pub bundle_dir: Option<String>,
-    pub socket: Option<String>,
-    /// Syscalls its threads are blocked in, e.g. `umount2`.
-    pub blocked_in: Vec<String>,
-}
 
 pub fn run(global: &GlobalArgs) -> Report {
     let (paths, gaps) = paths::resolve(&global.path_flags());
@@ -87,7 +53,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
             let process = snapshot.processes.get(&shim.pid);
             let started_at = process.map_or(0, |p| p.started_at);
             let (children_live, children_defunct) = snapshot.children(shim.pid);
-            let identity = shim_proof::identity(shim);
+            let identity = identity(shim);
             // Only a proven shim has a bundle here: another's -id may name one.
             let proven = matches!(identity, Identity::Ours | Identity::Unproven);
             let bundle = shim
@@ -129,7 +95,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 children_defunct,
                 // Where containerd keeps it, never the process's cwd.
                 bundle_dir: proven
-                    .then(|| shim_proof::bundle_dir(&snapshot.paths.state.path, shim))
+                    .then(|| bundle_dir(&snapshot.paths.state.path, shim))
                     .flatten()
                     .map(|p| p.display().to_string())
                     .or_else(|| bundle.map(|b| b.path.display().to_string())),
@@ -156,7 +122,7 @@ mod tests {
             identity,
             reason: None,
             pod: PodRef::default(),
-            started_at: Value::Null,
+            started_at: serde_json::Value::Null,
             age_seconds: 0.0,
             rss_bytes: 0,
             children_live: vec![],

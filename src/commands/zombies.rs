@@ -3,12 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use crate::checks::{self, Kind, Settings};
+use crate::checks::{self, Settings};
 use crate::cli::{GlobalArgs, ZombiesArgs};
-use crate::gather::{add_containerd_records, follow_up, gather};
+use crate::confirm;
+use crate::gather::{add_containerd_records, gather};
+use crate::model::{Kind, Snapshot};
 use crate::paths;
 use crate::report::Report;
-use crate::snapshot::Snapshot;
 
 pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
@@ -36,12 +37,14 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
 
     // A container that exits normally is dead for a few milliseconds before
     // CRI records it; a zombie stays. Report only zombies seen twice (the
-    // second look reads only their status files and processes).
-    if findings.iter().any(|f| f.kind == Kind::Zombie) && !args.settle.is_zero() {
-        std::thread::sleep(args.settle);
-        let again =
-            checks::zombie::check(&follow_up(&paths, &options, &checks::suspects(&snapshot)));
-        let still: BTreeSet<&str> = again.iter().map(|f| f.id.as_str()).collect();
+    // second look reads only the suspects' status files and processes).
+    if findings.iter().any(|f| f.kind == Kind::Zombie) {
+        let settle = confirm::settle(args.confirm.settle, global.timeout);
+        let second = confirm::second_look(&paths, &options, &snapshot, settle);
+        let confirmed = second.map_or_else(Vec::new, |second| {
+            checks::zombie::confirmed(&snapshot, &second)
+        });
+        let still: BTreeSet<&str> = confirmed.iter().map(|f| f.id.as_str()).collect();
         findings.retain(|f| f.kind != Kind::Zombie || still.contains(f.id.as_str()));
     }
     checks::sort(&mut findings);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use crate::model::Source;
 use crate::sources::{read_regular, Bounded, Links};
 
 /// The server plugin that owns the socket from config version 4 on.
@@ -55,7 +56,7 @@ struct GrpcSection {
 pub fn read(path: &Path) -> io::Result<ConfigPaths> {
     let owned = path.to_path_buf();
     let started = Instant::now();
-    match Bounded::spawn("config", path, move |_| read_now(&owned))
+    match Bounded::spawn(Source::Config, path, move |_| read_now(&owned))
         .answer(started + CONFIG_DEADLINE, started)
     {
         Ok((result, _)) => result,

@@ -12,20 +12,20 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::{id, snapshot, NOW, SEC};
     use crate::checks::{run_all, Settings};
+    use crate::model::fixtures::{id, snapshot, NOW, SEC};
 
     #[test]
     fn document_has_the_documented_shape() {
         let mut s = snapshot();
-        s.cri_containers.push(crate::checks::fixtures::running(
+        s.cri_containers.push(crate::model::fixtures::running(
             &id('a'),
             100,
             NOW - 60 * SEC,
         ));
         let findings = run_all(&s, &s, &Settings::default());
-        let gaps = vec![crate::snapshot::Gap::item(
-            "cri-store",
+        let gaps = vec![crate::model::Gap::item(
+            crate::model::Source::CriStore,
             "/x/status",
             "corrupt status file",
         )];
@@ -55,16 +55,16 @@ mod tests {
     #[test]
     fn the_version_its_advisories_and_the_explained_findings_are_in_the_document() {
         let mut s = snapshot();
-        s.cri_containers.push(crate::checks::fixtures::running(
+        s.cri_containers.push(crate::model::fixtures::running(
             &id('a'),
             100,
             NOW - 60 * SEC,
         ));
         let findings = run_all(&s, &s, &Settings::default());
         let report = Report::new("zombies", "k8s.io", s.paths.clone(), findings, vec![])
-            .identified(crate::snapshot::ContainerdVersion {
+            .identified(crate::model::ContainerdVersion {
                 version: Some("1.7.20".to_string()),
-                source: crate::snapshot::VersionSource::Api,
+                source: crate::model::VersionSource::Api,
             });
         let mut out = Vec::new();
         render(&report, &mut out).unwrap();

@@ -1,7 +1,6 @@
 //! Renderers: the report for people (a list, `wide` with the details) or
 //! for programs (JSON, Prometheus, node-problem-detector).
 
-pub mod inert;
 pub mod json;
 pub mod npd;
 pub mod prometheus;

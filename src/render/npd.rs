@@ -20,7 +20,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use crate::checks::{Finding, Severity};
+use crate::model::{Finding, Severity};
 use crate::report::Report;
 
 /// deploy/node-problem-detector's `max_output_length`.
@@ -93,7 +93,7 @@ fn message(report: &Report, rule: Rule) -> String {
     // NPD copies the message into a node condition and event, which
     // kubectl prints to a terminal: made inert like every human output.
     fit(
-        &super::inert::shown(&line.replace('\n', " ")),
+        &crate::inert::shown(&line.replace('\n', " ")),
         MESSAGE_LIMIT,
     )
 }
@@ -141,9 +141,9 @@ fn fit(line: &str, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
     use crate::checks::{run_all, Settings};
-    use crate::snapshot::Gap;
+    use crate::model::fixtures::*;
+    use crate::model::{Gap, Source};
 
     fn rendered(report: &Report, rule: Rule) -> (String, ExitCode) {
         let mut out = Vec::new();
@@ -195,8 +195,8 @@ mod tests {
             "and more detail ".repeat(8)
         );
         let gaps = vec![
-            Gap::source("containerd-api", socket, &error),
-            Gap::source("cri-api", socket, &error),
+            Gap::source(Source::ContainerdApi, socket, &error),
+            Gap::source(Source::CriApi, socket, &error),
         ];
         let report = Report::new("check", "k8s.io", s.paths.clone(), vec![], gaps);
         let (text, code) = rendered(&report, Rule::Condition);
@@ -216,7 +216,7 @@ mod tests {
     fn every_message_fits_npds_limit_at_a_character_boundary() {
         let s = snapshot();
         let finding = |severity| Finding {
-            kind: crate::checks::Kind::Zombie,
+            kind: crate::model::Kind::Zombie,
             severity,
             id: id('a'),
             summary: format!("pod {} wedged", "é".repeat(300)),

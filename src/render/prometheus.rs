@@ -5,20 +5,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::checks::{Kind, Severity};
+use crate::checks::registry::CHECKS;
+use crate::model::Severity;
 use crate::report::Report;
-
-const KINDS: &[Kind] = &[
-    Kind::Zombie,
-    Kind::LateExit,
-    Kind::LeakedShim,
-    Kind::LeakedMount,
-    Kind::OrphanBundle,
-    Kind::CriDrift,
-    Kind::CriSlow,
-    Kind::ShimBlocked,
-    Kind::ApiUnreachable,
-];
 
 pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let command = escape(&report.command);
@@ -60,7 +49,8 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         "nodectl_findings",
         "Findings of the last run, by kind.",
     )?;
-    for kind in KINDS {
+    // Every registered check's kind, found or not.
+    for kind in CHECKS.iter().map(|c| c.kind) {
         let count = report.count(kind.as_str());
         writeln!(
             out,
@@ -115,7 +105,8 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         // tenants, and one series each would let them grow every scrape.
         let mut calls: BTreeMap<(&str, &str), (usize, usize, f64)> = BTreeMap::new();
         for call in &report.api_calls {
-            let entry = calls.entry(api_method(&call.call)).or_default();
+            let key = (call.api.as_str(), call.method.as_str());
+            let entry = calls.entry(key).or_default();
             entry.0 += 1;
             entry.1 += usize::from(call.error.is_some());
             entry.2 = entry.2.max(call.latency_ms / 1e3);
@@ -200,27 +191,6 @@ fn gauge(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
     writeln!(out, "# TYPE {name} gauge")
 }
 
-/// `cri ContainerStatus <id>` → `("cri", "ContainerStatus")`: the target
-/// is dropped, and anything but a method name of nodectl's own becomes
-/// `other`, so no label value comes from the node.
-fn api_method(call: &str) -> (&str, &str) {
-    let mut parts = call.splitn(3, ' ');
-    let api = match parts.next().unwrap_or_default() {
-        api @ ("cri" | "containerd") => api,
-        _ => "other",
-    };
-    let method = parts.next().unwrap_or_default();
-    let method = if !method.is_empty()
-        && method.len() <= 64
-        && method.bytes().all(|b| b.is_ascii_alphanumeric())
-    {
-        method
-    } else {
-        "other"
-    };
-    (api, method)
-}
-
 /// A version is whatever the binary printed: keep its label short so a
 /// strange build cannot bloat every scrape.
 const VERSION_LABEL_LIMIT: usize = 64;
@@ -240,9 +210,9 @@ fn escape(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
     use crate::checks::{run_all, Settings};
-    use crate::snapshot::Gap;
+    use crate::model::fixtures::*;
+    use crate::model::{Api, ApiCall, Gap, Method, Source};
 
     #[test]
     fn every_kind_is_exported_and_values_are_counted() {
@@ -250,7 +220,7 @@ mod tests {
         s.cri_containers
             .push(running(&id('a'), 100, NOW - 60 * SEC));
         let findings = run_all(&s, &s, &Settings::default());
-        let gaps = vec![Gap::source("containerd-api", "/x\"y", "down")];
+        let gaps = vec![Gap::source(Source::ContainerdApi, "/x\"y", "down")];
         let report = Report::new("check", "k8s.io", s.paths.clone(), findings, gaps);
         let mut out = Vec::new();
         render(&report, &mut out).unwrap();
@@ -269,12 +239,43 @@ mod tests {
             "{text}"
         );
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-        assert_eq!(api_method("cri ListContainers"), ("cri", "ListContainers"));
-        assert_eq!(
-            api_method("cri ContainerStatus abc\"def"),
-            ("cri", "ContainerStatus")
-        );
-        assert_eq!(api_method("x\n y\"z"), ("other", "other"));
+    }
+
+    #[test]
+    fn api_calls_are_labelled_by_api_and_method_never_by_target() {
+        let s = snapshot();
+        let call = |api, method, target: Option<&str>, latency_ms| ApiCall {
+            api,
+            method,
+            target: target.map(str::to_string),
+            latency_ms,
+            error: None,
+            timed_out: false,
+        };
+        let mut report = Report::new("check", "k8s.io", s.paths.clone(), vec![], vec![]);
+        report.api_calls = vec![
+            call(Api::Cri, Method::ListContainers, None, 5.0),
+            call(
+                Api::Cri,
+                Method::ContainerStatus,
+                Some("abc\"def\n"),
+                1500.0,
+            ),
+            call(Api::Cri, Method::ContainerStatus, Some(&id('a')), 2500.0),
+            call(Api::Containerd, Method::TasksList, Some("k8s.io"), 3.0),
+        ];
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for line in [
+            "nodectl_api_calls{api=\"cri\",call=\"ListContainers\"} 1",
+            "nodectl_api_calls{api=\"cri\",call=\"ContainerStatus\"} 2",
+            "nodectl_api_call_duration_seconds{api=\"cri\",call=\"ContainerStatus\"} 2.5",
+            "nodectl_api_calls{api=\"containerd\",call=\"Tasks.List\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line} in {text}");
+        }
+        assert!(!text.contains("abc") && !text.contains(&id('a')), "{text}");
     }
 
     /// A CRI that accepts and never answers: a timed-out ContainerStatus
@@ -282,19 +283,22 @@ mod tests {
     /// number of containers, and no id reaches a label.
     #[test]
     fn per_call_latency_is_aggregated_never_per_container() {
-        use crate::sources::api::ApiCall;
         let s = snapshot();
         let series = |containers: usize| {
             let mut report = Report::new("check", "k8s.io", s.paths.clone(), vec![], vec![]);
             report.api_calls.push(ApiCall {
-                call: "cri ListContainers".into(),
+                api: Api::Cri,
+                method: Method::ListContainers,
+                target: None,
                 latency_ms: 12.0,
                 error: None,
                 timed_out: false,
             });
             for n in 0..containers {
                 report.api_calls.push(ApiCall {
-                    call: format!("cri ContainerStatus {}", format!("{n:x}").repeat(64)),
+                    api: Api::Cri,
+                    method: Method::ContainerStatus,
+                    target: Some(format!("{n:x}").repeat(64)),
                     latency_ms: 1000.0 + n as f64,
                     error: Some("deadline exceeded".into()),
                     timed_out: true,
@@ -330,9 +334,9 @@ mod tests {
         let s = snapshot();
         let strange = format!("1.7.20\"{}", "x".repeat(100));
         let report = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]).identified(
-            crate::snapshot::ContainerdVersion {
+            crate::model::ContainerdVersion {
                 version: Some(strange),
-                source: crate::snapshot::VersionSource::Process,
+                source: crate::model::VersionSource::Process,
             },
         );
         let mut out = Vec::new();

@@ -14,12 +14,9 @@ use comfy_table::{
 };
 use serde_json::Value;
 
-use super::inert::{inert_path, shown};
-use crate::checks::{Finding, Severity};
-use crate::commands::shims::ShimRow;
-use crate::paths::Located;
+use crate::inert::{inert_path, shown};
+use crate::model::{Finding, Located, NodeContext, Severity, ShimRow};
 use crate::report::{Report, FINDINGS_PER_KIND};
-use crate::sources::node::NodeContext;
 
 /// How the report is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,9 +189,9 @@ pub fn render_with(report: &Report, layout: Layout, out: &mut dyn Write) -> io::
         for gap in &report.gaps {
             let path = inert_path(&gap.path);
             let line = if path.is_empty() {
-                format!("{}: {}", shown(&gap.source), shown(&gap.error))
+                format!("{}: {}", gap.source, shown(&gap.error))
             } else {
-                format!("{} {path}: {}", shown(&gap.source), shown(&gap.error))
+                format!("{} {path}: {}", gap.source, shown(&gap.error))
             };
             text(out, &line, "  ")?;
         }
@@ -607,8 +604,8 @@ fn shims_table(shims: &[ShimRow], layout: Layout) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
     use crate::checks::{run_all, Settings};
+    use crate::model::fixtures::*;
 
     const NARROW: Layout = Layout {
         width: 80,
@@ -651,9 +648,9 @@ mod tests {
     fn the_header_names_the_version_and_its_known_bugs_even_with_no_findings() {
         let s = snapshot();
         let report = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]).identified(
-            crate::snapshot::ContainerdVersion {
+            crate::model::ContainerdVersion {
                 version: Some("v2.0.3".to_string()),
-                source: crate::snapshot::VersionSource::Process,
+                source: crate::model::VersionSource::Process,
             },
         );
         let text = rendered(&report, NARROW);
@@ -669,8 +666,7 @@ mod tests {
         );
     }
 
-    use crate::checks::{Kind, Severity};
-    use crate::commands::shims::ShimRow;
+    use crate::model::{Kind, Severity, ShimRow};
     use proptest::prelude::*;
 
     /// The sequences a tenant can put in a shim's `-id`, an annotation or a
@@ -709,7 +705,7 @@ mod tests {
             ours: false,
             identity: "impostor",
             reason: Some(text.to_string()),
-            pod: crate::snapshot::PodRef {
+            pod: crate::model::PodRef {
                 pod_namespace: Some(text.to_string()),
                 pod_name: Some(text.to_string()),
                 container_name: None,
@@ -729,7 +725,11 @@ mod tests {
     /// every node-string place: the findings table, the shims table, npd.
     fn human_outputs(id: &str, text: &str) -> Vec<String> {
         let s = snapshot();
-        let gaps = vec![crate::snapshot::Gap::item("bundles", text, text)];
+        let gaps = vec![crate::model::Gap::item(
+            crate::model::Source::Bundles,
+            text,
+            text,
+        )];
         let mut report = Report::new(
             "check",
             text,
@@ -825,8 +825,8 @@ mod tests {
     #[test]
     fn empty_report_says_so_and_lists_gaps() {
         let s = snapshot();
-        let gaps = vec![crate::snapshot::Gap::item(
-            "cri-store",
+        let gaps = vec![crate::model::Gap::item(
+            crate::model::Source::CriStore,
             "/x/status",
             "corrupt status file",
         )];
@@ -866,18 +866,18 @@ mod tests {
             summary: "word ".repeat(40),
             ..finding("x".repeat(70).as_str(), "p")
         });
-        let gaps = vec![crate::snapshot::Gap::item(
-            "cri-store",
+        let gaps = vec![crate::model::Gap::item(
+            crate::model::Source::CriStore,
             format!("/{}", "d".repeat(150)),
             "an error with a reason that takes more than one line to tell, as they do",
         )];
         let mut report = Report::new("check", "k8s.io", s.paths.clone(), findings, gaps).bounded();
         let left = format!("bundle dir /run/containerd/{}", "b".repeat(100));
         assert_eq!(&left[11..16], "/run/");
-        report.actions = vec![crate::act::kill::Action {
+        report.actions = vec![crate::model::Action {
             shim_pid: 2780,
             shim_id: id('s'),
-            outcome: crate::act::kill::Outcome::Terminated,
+            outcome: crate::model::Outcome::Terminated,
             detail: "exited after SIGTERM".into(),
             remains: vec![left.clone()],
         }];

@@ -50,7 +50,7 @@ const FAILURE_MARK: &str = "# nodectl: ";
 /// with every `nodectl_up` sample set to 0 and one comment naming `error`.
 fn failed(previous: Option<&str>, command: &str, when: &str, error: &str) -> String {
     // One line, inert and capped: the error may quote node strings.
-    let error = super::inert::shown(&error.replace('\n', " "));
+    let error = crate::inert::shown(&error.replace('\n', " "));
     let mut out = format!(
         "{FAILURE_MARK}the run at {when} failed; the series below are the last good run's, \
          with nodectl_up 0: {error}\n"

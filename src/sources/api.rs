@@ -4,28 +4,17 @@
 //! A containerd blocked on a stuck shim, or frozen, accepts connections on
 //! its socket but never answers, so nothing here waits without a deadline.
 
-use std::error::Error;
 use std::future::Future;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-/// One API call: how long it took and how it ended.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ApiCall {
-    pub call: String,
-    pub latency_ms: f64,
-    /// `None` when it answered; `timed_out` tells a missed deadline apart.
-    pub error: Option<String>,
-    #[serde(default)]
-    pub timed_out: bool,
-}
+use crate::model::{Api, ApiCall, Method};
 
 /// Runs `call` until `deadline` and records it.
 pub async fn timed<T>(
-    name: &str,
+    (api, method, target): (Api, Method, Option<&str>),
     deadline: Instant,
     call: impl Future<Output = Result<T, String>>,
 ) -> (Option<T>, ApiCall) {
@@ -35,7 +24,9 @@ pub async fn timed<T>(
         Err(_) => (Err("no answer before the deadline".to_string()), true),
     };
     let record = ApiCall {
-        call: name.to_string(),
+        api,
+        method,
+        target: target.map(str::to_string),
         latency_ms: (start.elapsed().as_secs_f64() * 1e4).round() / 10.0,
         error: result.as_ref().err().cloned(),
         timed_out,
@@ -53,22 +44,19 @@ pub async fn connect(address: &Path) -> Result<Channel, String> {
         if !address.exists() {
             return NO_SOCKET.to_string();
         }
-        // Each cause once: the transport repeats its source's text.
-        let mut text = err.to_string();
-        let mut source = err.source();
-        while let Some(cause) = source {
+        // Each cause once, `: `-separated: the transport repeats its
+        // source's text.
+        let mut text = String::new();
+        for cause in anyhow::Error::new(err).chain() {
             let cause = cause.to_string();
-            if !text.contains(&cause) {
+            if text.is_empty() {
+                text = cause;
+            } else if !text.contains(&cause) {
                 text = format!("{text}: {cause}");
             }
-            source = err_source(source);
         }
         text
     })
-}
-
-fn err_source<'a>(error: Option<&'a (dyn Error + 'static)>) -> Option<&'a (dyn Error + 'static)> {
-    error.and_then(Error::source)
 }
 
 pub fn status_text(status: tonic::Status) -> String {

@@ -12,10 +12,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::snapshot::{Bundle, Gap};
+use crate::model::{Bundle, Gap, Source};
 use crate::sources::{read_regular, reading, Links};
 
-pub(crate) const SOURCE: &str = "bundles";
+pub(crate) const SOURCE: Source = Source::Bundles;
 const CRI_ANNOTATION_PREFIX: &str = "io.kubernetes.cri.";
 /// OCI specs are tens of KiB; a few MiB leaves room for huge env lists.
 const SPEC_SIZE_LIMIT: u64 = 16 << 20;

@@ -1,65 +1,23 @@
 //! The containerd API: which containers and tasks containerd believes exist.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use containerd_client::services::v1::containers_client::ContainersClient;
 use containerd_client::services::v1::tasks_client::TasksClient;
 use containerd_client::services::v1::version_client::VersionClient;
 use containerd_client::services::v1::{ListContainersRequest, ListTasksRequest};
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 use tonic::Request;
 
-use crate::snapshot::{name_labels, Gap};
-use crate::sources::api::{connect, status_text, timed, ApiCall};
+use crate::model::{
+    name_labels, Api, ApiCall, ContainerdView, Gap, Method, Source, TaskStatus, TaskView,
+};
+use crate::sources::api::{connect, status_text, timed};
 use crate::sources::api_gaps;
 
-const SOURCE: &str = "containerd-api";
-
-/// What containerd answered, per namespace; `None` where it did not answer.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ContainerdView {
-    #[serde(with = "crate::path_json")]
-    pub address: PathBuf,
-    pub version: Option<String>,
-    pub namespaces: BTreeMap<String, NamespaceView>,
-    /// Every call made, with how long it took and how it ended.
-    pub calls: Vec<ApiCall>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct NamespaceView {
-    /// Ids of the container records (metadata) in this namespace.
-    pub containers: Option<BTreeSet<String>>,
-    /// The naming labels of those records (see [`name_labels`]), by id; a
-    /// record without any is left out.
-    #[serde(default)]
-    pub labels: BTreeMap<String, BTreeMap<String, String>>,
-    /// Tasks (running or stopped processes) in this namespace.
-    pub tasks: Option<Vec<TaskView>>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct TaskView {
-    pub id: String,
-    pub pid: u32,
-    /// containerd's task status: created, running, stopped, paused, pausing, unknown.
-    pub status: String,
-}
-
-impl ContainerdView {
-    /// The container records of a namespace, if containerd listed them.
-    pub fn containers(&self, namespace: &str) -> Option<&BTreeSet<String>> {
-        self.namespaces.get(namespace)?.containers.as_ref()
-    }
-
-    /// The naming labels of a container record, if containerd listed it.
-    pub fn labels(&self, namespace: &str, id: &str) -> Option<&BTreeMap<String, String>> {
-        self.namespaces.get(namespace)?.labels.get(id)
-    }
-}
+const SOURCE: Source = Source::ContainerdApi;
 
 /// Asks containerd for its version and, per namespace, its containers and
 /// tasks. Calls run concurrently and all end by `deadline`.
@@ -72,35 +30,44 @@ pub async fn query(
         address: address.to_path_buf(),
         ..ContainerdView::default()
     };
-    let (channel, call) = timed("connect", deadline, connect(address)).await;
+    let (channel, call) = timed(
+        (Api::Containerd, Method::Connect, None),
+        deadline,
+        connect(address),
+    )
+    .await;
     view.calls.push(call);
     let Some(channel) = channel else { return view };
 
     let mut calls = tokio::task::JoinSet::new();
     let version_channel = channel.clone();
     calls.spawn(async move {
-        let (version, call) = timed("Version", deadline, async move {
-            let response = VersionClient::new(version_channel).version(()).await;
-            response
-                .map(|r| r.into_inner().version)
-                .map_err(status_text)
-        })
+        let (version, call) = timed(
+            (Api::Containerd, Method::Version, None),
+            deadline,
+            async move {
+                let response = VersionClient::new(version_channel).version(()).await;
+                response
+                    .map(|r| r.into_inner().version)
+                    .map_err(status_text)
+            },
+        )
         .await;
         (Answer::Version(version), call)
     });
     for ns in namespaces {
         let (ns, channel) = (ns.clone(), channel.clone());
         calls.spawn(async move {
-            let call = format!("Containers.List {ns}");
-            let (records, call) = timed(&call, deadline, list_containers(channel, &ns)).await;
+            let call = (Api::Containerd, Method::ContainersList, Some(ns.as_str()));
+            let (records, call) = timed(call, deadline, list_containers(channel, &ns)).await;
             (Answer::Containers(ns, records), call)
         });
     }
     for ns in namespaces {
         let (ns, channel) = (ns.clone(), channel.clone());
         calls.spawn(async move {
-            let call = format!("Tasks.List {ns}");
-            let (tasks, call) = timed(&call, deadline, list_tasks(channel, &ns)).await;
+            let call = (Api::Containerd, Method::TasksList, Some(ns.as_str()));
+            let (tasks, call) = timed(call, deadline, list_tasks(channel, &ns)).await;
             (Answer::Tasks(ns, tasks), call)
         });
     }
@@ -120,7 +87,7 @@ pub async fn query(
             Answer::Tasks(ns, tasks) => view.namespaces.entry(ns).or_default().tasks = tasks,
         }
     }
-    view.calls.sort_by(|a, b| a.call.cmp(&b.call));
+    view.calls.sort_by_key(ApiCall::text);
     view
 }
 
@@ -182,10 +149,15 @@ async fn list_tasks(channel: Channel, namespace: &str) -> Result<Vec<TaskView>, 
         .collect())
 }
 
-fn task_status(code: i32) -> String {
+fn task_status(code: i32) -> TaskStatus {
     use containerd_client::types::v1::Status;
     match Status::try_from(code) {
-        Ok(status) => status.as_str_name().to_ascii_lowercase(),
-        Err(_) => format!("status {code}"),
+        Ok(Status::Unknown) => TaskStatus::Unknown,
+        Ok(Status::Created) => TaskStatus::Created,
+        Ok(Status::Running) => TaskStatus::Running,
+        Ok(Status::Stopped) => TaskStatus::Stopped,
+        Ok(Status::Paused) => TaskStatus::Paused,
+        Ok(Status::Pausing) => TaskStatus::Pausing,
+        Err(_) => TaskStatus::Unrecognised(code),
     }
 }

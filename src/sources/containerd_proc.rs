@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::snapshot::{ContainerdProcess, ContainerdVersion, VersionSource};
+use crate::model::{ContainerdProcess, ContainerdVersion, VersionSource};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.

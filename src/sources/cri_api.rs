@@ -8,8 +8,7 @@
 //! node NotReady). Timing ContainerStatus per container names the one whose
 //! lock is held.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
@@ -17,97 +16,20 @@ use k8s_cri::v1::{
     ContainerState, ContainerStatusRequest, ListContainersRequest, ListPodSandboxRequest,
     PodSandboxState, VersionRequest,
 };
-use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::snapshot::{name_labels, Gap, PodRef};
-use crate::sources::api::{connect, status_text, timed, ApiCall};
+use crate::model::{
+    name_labels, Api, CriApiState, CriItem, CriView, Gap, Method, Source, StatusProbe,
+};
+use crate::sources::api::{connect, status_text, timed};
 use crate::sources::api_gaps;
 
-const SOURCE: &str = "cri-api";
+const SOURCE: Source = Source::CriApi;
 /// ContainerStatus calls in flight at once: enough to finish a node's worth
 /// within the deadline without piling onto a struggling containerd.
 const STATUS_CONCURRENCY: usize = 16;
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct CriView {
-    #[serde(with = "crate::path_json")]
-    pub address: PathBuf,
-    pub runtime_version: Option<String>,
-    pub sandboxes: Option<Vec<CriItem>>,
-    pub containers: Option<Vec<CriItem>>,
-    /// One ContainerStatus per container known on disk.
-    pub statuses: Vec<StatusProbe>,
-    pub calls: Vec<ApiCall>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct CriItem {
-    pub id: String,
-    /// For containers, the sandbox they belong to.
-    pub sandbox_id: Option<String>,
-    /// CRI's state name, e.g. `CONTAINER_RUNNING`, `SANDBOX_READY`.
-    pub state: String,
-    /// `metadata.name`: the pod's name for a sandbox, the container's for a
-    /// container.
-    #[serde(default)]
-    pub name: Option<String>,
-    /// `metadata.namespace`: the pod's namespace (sandboxes only).
-    #[serde(default)]
-    pub namespace: Option<String>,
-    /// The naming labels (see [`name_labels`]).
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-}
-
-impl CriView {
-    fn sandbox(&self, id: &str) -> Option<&CriItem> {
-        self.sandboxes.iter().flatten().find(|s| s.id == id)
-    }
-
-    pub fn is_sandbox(&self, id: &str) -> bool {
-        self.sandbox(id).is_some()
-    }
-
-    /// The names CRI gives a sandbox or container it lists: its metadata,
-    /// else its labels; a container's pod names are its sandbox's.
-    pub fn names_of(&self, id: &str) -> Option<PodRef> {
-        // A sandbox's labels are its pod's, any key its author chose: only
-        // the pod names count.
-        let pod = |sandbox: &CriItem| {
-            let labels = PodRef::from_labels(&sandbox.labels);
-            PodRef {
-                pod_namespace: sandbox.namespace.clone().or(labels.pod_namespace),
-                pod_name: sandbox.name.clone().or(labels.pod_name),
-                container_name: None,
-            }
-        };
-        if let Some(sandbox) = self.sandbox(id) {
-            return Some(pod(sandbox));
-        }
-        let container = self.containers.iter().flatten().find(|c| c.id == id)?;
-        let pod = container
-            .sandbox_id
-            .as_deref()
-            .and_then(|sandbox| self.sandbox(sandbox))
-            .map(pod)
-            .unwrap_or_default();
-        let names = PodRef {
-            container_name: container.name.clone(),
-            ..pod
-        };
-        Some(names.or(PodRef::from_labels(&container.labels)))
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct StatusProbe {
-    pub id: String,
-    pub call: ApiCall,
-    pub state: Option<String>,
-}
 
 /// Asks CRI at `address` for its view; every call ends by `deadline`.
 /// `container_ids` are probed with ContainerStatus (the ids on disk, so the
@@ -117,12 +39,17 @@ pub async fn query(address: &Path, container_ids: &[String], deadline: Instant) 
         address: address.to_path_buf(),
         ..CriView::default()
     };
-    let (channel, call) = timed("connect", deadline, connect(address)).await;
+    let (channel, call) = timed(
+        (Api::Cri, Method::Connect, None),
+        deadline,
+        connect(address),
+    )
+    .await;
     view.calls.push(call);
     let Some(channel) = channel else { return view };
     let client = RuntimeServiceClient::new(channel);
 
-    let version = timed("Version", deadline, {
+    let version = timed((Api::Cri, Method::Version, None), deadline, {
         let mut client = client.clone();
         async move {
             let reply = client
@@ -133,8 +60,16 @@ pub async fn query(address: &Path, container_ids: &[String], deadline: Instant) 
             Ok(format!("{} {}", reply.runtime_name, reply.runtime_version))
         }
     });
-    let sandboxes = timed("ListPodSandbox", deadline, list_sandboxes(client.clone()));
-    let containers = timed("ListContainers", deadline, list_containers(client.clone()));
+    let sandboxes = timed(
+        (Api::Cri, Method::ListPodSandbox, None),
+        deadline,
+        list_sandboxes(client.clone()),
+    );
+    let containers = timed(
+        (Api::Cri, Method::ListContainers, None),
+        deadline,
+        list_containers(client.clone()),
+    );
     let statuses = probe_statuses(client, container_ids, deadline);
     let ((version, v_call), (sandboxes, s_call), (containers, c_call), statuses) =
         tokio::join!(version, sandboxes, containers, statuses);
@@ -160,9 +95,7 @@ async fn list_sandboxes(mut client: RuntimeServiceClient<Channel>) -> Result<Vec
         .items
         .into_iter()
         .map(|s| CriItem {
-            state: PodSandboxState::try_from(s.state)
-                .map(|st| st.as_str_name().to_string())
-                .unwrap_or_else(|_| format!("state {}", s.state)),
+            state: sandbox_state(s.state),
             id: s.id,
             sandbox_id: None,
             name: s.metadata.as_ref().and_then(|m| non_empty(&m.name)),
@@ -198,10 +131,22 @@ fn non_empty(text: &str) -> Option<String> {
     Some(text.to_string()).filter(|t| !t.is_empty())
 }
 
-fn container_state_name(state: i32) -> String {
-    ContainerState::try_from(state)
-        .map(|st| st.as_str_name().to_string())
-        .unwrap_or_else(|_| format!("state {state}"))
+fn container_state_name(state: i32) -> CriApiState {
+    match ContainerState::try_from(state) {
+        Ok(ContainerState::ContainerCreated) => CriApiState::ContainerCreated,
+        Ok(ContainerState::ContainerRunning) => CriApiState::ContainerRunning,
+        Ok(ContainerState::ContainerExited) => CriApiState::ContainerExited,
+        Ok(ContainerState::ContainerUnknown) => CriApiState::ContainerUnknown,
+        Err(_) => CriApiState::Unrecognised(state),
+    }
+}
+
+fn sandbox_state(state: i32) -> CriApiState {
+    match PodSandboxState::try_from(state) {
+        Ok(PodSandboxState::SandboxReady) => CriApiState::SandboxReady,
+        Ok(PodSandboxState::SandboxNotready) => CriApiState::SandboxNotReady,
+        Err(_) => CriApiState::Unrecognised(state),
+    }
 }
 
 async fn probe_statuses(
@@ -215,8 +160,8 @@ async fn probe_statuses(
         let (mut client, id, permits) = (client.clone(), id.clone(), permits.clone());
         probes.spawn(async move {
             // Waiting for a permit counts against the same deadline.
-            let name = format!("ContainerStatus {id}");
-            let (state, call) = timed(&name, deadline, async {
+            let name = (Api::Cri, Method::ContainerStatus, Some(id.as_str()));
+            let (state, call) = timed(name, deadline, async {
                 let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
                 let request = ContainerStatusRequest {
                     container_id: id.clone(),

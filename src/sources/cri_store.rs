@@ -9,10 +9,10 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::snapshot::{CriContainer, CriStatus, Gap};
+use crate::model::{CriContainer, CriStatus, Gap, Source};
 use crate::sources::{read_regular, reading, Links};
 
-pub(crate) const SOURCE: &str = "cri-store";
+pub(crate) const SOURCE: Source = Source::CriStore;
 /// Real status files are a few hundred bytes.
 const STATUS_SIZE_LIMIT: u64 = 1 << 20;
 
@@ -159,7 +159,7 @@ fn describe_dir_error(err: &io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::CriState;
+    use crate::model::CriState;
 
     fn testdata(name: &str) -> Vec<u8> {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

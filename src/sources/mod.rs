@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::snapshot::Gap;
+use crate::model::{ApiCall, Gap, Source};
 
 /// Whether the last component of a path may be a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,14 +171,14 @@ pub(crate) fn reading(path: &Path) {
 
 /// Gaps for the calls an API did not answer: a failed connect or version call
 /// makes the whole API unavailable; other failures are single gaps.
-pub(crate) fn api_gaps(source: &str, address: &Path, calls: &[api::ApiCall], gaps: &mut Vec<Gap>) {
+pub(crate) fn api_gaps(source: Source, address: &Path, calls: &[ApiCall], gaps: &mut Vec<Gap>) {
     let unreachable = calls
         .iter()
-        .find(|c| (c.call == "connect" || c.call == "Version") && c.error.is_some());
+        .find(|c| c.method.reaches_the_api() && c.error.is_some());
     if let Some(call) = unreachable {
         let error = format!(
             "{}: {}",
-            call.call,
+            call.text(),
             call.error.as_deref().unwrap_or_default()
         );
         gaps.push(Gap::source(source, address, error));
@@ -187,7 +187,7 @@ pub(crate) fn api_gaps(source: &str, address: &Path, calls: &[api::ApiCall], gap
     for call in calls.iter().filter(|c| c.error.is_some()) {
         let error = format!(
             "{}: {}",
-            call.call,
+            call.text(),
             call.error.as_deref().unwrap_or_default()
         );
         gaps.push(Gap::item(source, address, error));
@@ -197,7 +197,7 @@ pub(crate) fn api_gaps(source: &str, address: &Path, calls: &[api::ApiCall], gap
 /// A source running on a thread of its own, to be waited for until a
 /// deadline and abandoned after it.
 pub(crate) struct Bounded<T> {
-    source: &'static str,
+    source: Source,
     /// What the source reads as a whole; named when it blocks before it
     /// says which file it is in.
     path: PathBuf,
@@ -207,7 +207,7 @@ pub(crate) struct Bounded<T> {
 
 impl<T: Send + 'static> Bounded<T> {
     pub(crate) fn spawn(
-        source: &'static str,
+        source: Source,
         path: &Path,
         read: impl FnOnce(&mut Vec<Gap>) -> T + Send + 'static,
     ) -> Bounded<T> {
@@ -428,7 +428,7 @@ mod bounded_tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let path = fifo.clone();
         // Opening a FIFO for reading blocks until a writer comes: none will.
-        let source = Bounded::spawn("cri-store", dir.path(), move |_| {
+        let source = Bounded::spawn(Source::CriStore, dir.path(), move |_| {
             reading(&path);
             std::fs::read(&path)
         });
@@ -466,8 +466,8 @@ mod bounded_tests {
     #[test]
     fn a_source_that_answers_in_time_gives_its_value_and_gaps() {
         let dir = tempfile::tempdir().unwrap();
-        let source = Bounded::spawn("bundles", dir.path(), |gaps| {
-            gaps.push(Gap::item("bundles", "/x/config.json", "corrupt"));
+        let source = Bounded::spawn(Source::Bundles, dir.path(), |gaps| {
+            gaps.push(Gap::item(Source::Bundles, "/x/config.json", "corrupt"));
             42
         });
         let started = Instant::now();
@@ -476,13 +476,13 @@ mod bounded_tests {
         assert_eq!(answer, Some(42));
         assert_eq!(
             gaps,
-            vec![Gap::item("bundles", "/x/config.json", "corrupt")]
+            vec![Gap::item(Source::Bundles, "/x/config.json", "corrupt")]
         );
     }
 
     #[test]
     fn a_source_that_panics_is_a_gap_not_a_crash() {
-        let source: Bounded<()> = Bounded::spawn("procfs", Path::new("/proc"), |_| {
+        let source: Bounded<()> = Bounded::spawn(Source::Procfs, Path::new("/proc"), |_| {
             panic!("a bug in a source")
         });
         let started = Instant::now();

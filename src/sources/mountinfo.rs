@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use procfs::process::MountInfo;
 
-use crate::snapshot::{Gap, Mount};
+use crate::model::{Gap, Mount, Source};
 
-const SOURCE: &str = "mountinfo";
+const SOURCE: Source = Source::Mountinfo;
 
 /// Reads a mountinfo file (normally `/proc/self/mountinfo`), keeping only the
 /// mounts below `under` (containerd's state and root): a node has thousands of
@@ -42,7 +42,9 @@ pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount
                 mount_point: unescape(info.mount_point.as_os_str().as_bytes()),
                 ..info
             }),
-            Err(err) => gaps.push(Gap::source(SOURCE, mountinfo, format!("{err}: {line}"))),
+            // One line the parser refuses is one mount not seen, not the
+            // whole table unreadable.
+            Err(err) => gaps.push(Gap::item(SOURCE, mountinfo, format!("{err}: {line}"))),
         }
     }
     infos
@@ -188,6 +190,28 @@ mod tests {
         assert_eq!(
             mounts[0].mount_point.as_os_str().as_bytes(),
             b"/run/containerd/\x80 x"
+        );
+    }
+
+    #[test]
+    fn a_line_that_does_not_parse_is_an_item_gap_and_the_rest_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mountinfo");
+        std::fs::write(
+            &path,
+            "310 22 0:52 / /run/containerd/a/rootfs rw\n\
+             311 22 0:53 / /run/containerd/b/rootfs rw - overlay overlay rw\n",
+        )
+        .unwrap();
+        let mut gaps = Vec::new();
+        let mounts = read(&path, &[Path::new("/run/containerd")], &mut gaps);
+        assert_eq!(mounts.len(), 1, "{mounts:?}");
+        assert_eq!(mounts[0].mount_point, Path::new("/run/containerd/b/rootfs"));
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(!gaps[0].source_unavailable, "{gaps:?}");
+        assert!(
+            gaps[0].error.contains("/run/containerd/a/rootfs"),
+            "{gaps:?}"
         );
     }
 

@@ -5,26 +5,8 @@
 
 use std::path::Path;
 
+use crate::model::{Gap, Mount, NodeContext, Source};
 use procfs::{FromRead, IoPressure};
-use serde::{Deserialize, Serialize};
-
-use crate::snapshot::{Gap, Mount};
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct NodeContext {
-    /// `/proc/pressure/io` "some" and "full" averages over 10 s and 60 s (%).
-    pub io_pressure_some_avg10: Option<f32>,
-    pub io_pressure_some_avg60: Option<f32>,
-    pub io_pressure_full_avg10: Option<f32>,
-    pub io_pressure_full_avg60: Option<f32>,
-    /// `/proc/meminfo` Dirty and Writeback, in bytes.
-    pub dirty_bytes: Option<u64>,
-    pub writeback_bytes: Option<u64>,
-    /// Overlay task rootfs mounts, and how many of them use `volatile`.
-    pub overlay_rootfs_mounts: usize,
-    pub overlay_rootfs_volatile: usize,
-    pub containerd_version: Option<String>,
-}
 
 pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeContext {
     let mut context = NodeContext::default();
@@ -38,7 +20,7 @@ pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeCont
         }
         // Kernels without PSI (or with psi=0) have no such file: no gap.
         Err(_) if !pressure_path.exists() => {}
-        Err(err) => gaps.push(Gap::item("node", &pressure_path, err)),
+        Err(err) => gaps.push(Gap::item(Source::Node, &pressure_path, err)),
     }
     let meminfo_path = proc_root.join("meminfo");
     match std::fs::read_to_string(&meminfo_path)
@@ -49,7 +31,7 @@ pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeCont
             context.dirty_bytes = Some(dirty);
             context.writeback_bytes = Some(writeback);
         }
-        Err(err) => gaps.push(Gap::item("node", &meminfo_path, err)),
+        Err(err) => gaps.push(Gap::item(Source::Node, &meminfo_path, err)),
     }
     let rootfs: Vec<&Mount> = mounts
         .iter()

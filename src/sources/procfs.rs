@@ -12,9 +12,9 @@ use std::path::Path;
 use procfs::process::Stat;
 use procfs::FromRead;
 
-use crate::snapshot::{Gap, ProcessInfo, Shim, ThreadSample, UnixNanos};
+use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
 
-const SOURCE: &str = "procfs";
+const SOURCE: Source = Source::Procfs;
 /// `comm` is cut at 15 bytes, which is exactly the common prefix of every
 /// shim binary (`containerd-shim`, `-runc-v1`, `-runc-v2`, `-kata-v2`, ...).
 const SHIM_COMM: &str = "containerd-shim";

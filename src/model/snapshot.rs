@@ -9,10 +9,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::paths::Paths;
-use crate::sources::containerd_api::ContainerdView;
-use crate::sources::cri_api::CriView;
-use crate::sources::node::NodeContext;
+use crate::model::api::{ContainerdView, CriView};
+use crate::model::gap::Gap;
+use crate::model::names::{PodRef, KIND_LABEL};
+use crate::model::node::NodeContext;
+use crate::model::paths::Paths;
+use crate::model::shim::Shim;
 
 /// Unix time in nanoseconds, the unit containerd's CRI status files use.
 pub type UnixNanos = i64;
@@ -70,7 +72,7 @@ impl Suspects {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CriContainer {
     pub id: String,
-    #[serde(with = "crate::path_json")]
+    #[serde(with = "crate::model::path_json")]
     pub status_path: PathBuf,
     /// Modification time of the status file: when CRI last wrote the status.
     pub status_written_at: UnixNanos,
@@ -102,7 +104,7 @@ pub struct CriStatus {
     pub message: String,
     // Not here: `Starting`, `Removing` and `Unknown` are `json:"-"` in
     // containerd's Status, in memory only, never in the file. Evidence
-    // bundles written while they were still here carry them; serde ignores
+    // archives written while they were still here carry them; serde ignores
     // them on reading.
 }
 
@@ -176,77 +178,6 @@ impl Snapshot {
     }
 }
 
-/// Labels kubelet sets on every sandbox and container config. CRI copies a
-/// config's labels onto containerd's container record and returns them in its
-/// List calls, so they name an id for as long as its record lives, well after
-/// containerd 1.7 and 2.x removed the task bundle (with its annotations).
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
-/// CRI's own label on a containerd record: `sandbox` or `container`.
-pub const KIND_LABEL: &str = "io.cri-containerd.kind";
-
-/// The labels that name an id, and none of the others: a sandbox carries all
-/// of its pod's labels, whose number and size the pod's author decides.
-pub fn name_labels<K, V>(labels: impl IntoIterator<Item = (K, V)>) -> BTreeMap<String, String>
-where
-    K: AsRef<str> + Into<String>,
-    V: Into<String>,
-{
-    const KEPT: [&str; 4] = [
-        POD_NAMESPACE_LABEL,
-        POD_NAME_LABEL,
-        CONTAINER_NAME_LABEL,
-        KIND_LABEL,
-    ];
-    labels
-        .into_iter()
-        .filter(|(k, _)| KEPT.contains(&k.as_ref()))
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect()
-}
-
-/// Names of a container (or, without a container name, of a sandbox) as
-/// Kubernetes knows it. See [`Snapshot::names_in`] for where they come from.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct PodRef {
-    pub pod_namespace: Option<String>,
-    pub pod_name: Option<String>,
-    pub container_name: Option<String>,
-}
-
-impl PodRef {
-    /// The names in kubelet's labels (see [`name_labels`]).
-    pub fn from_labels(labels: &BTreeMap<String, String>) -> PodRef {
-        let get = |key| labels.get(key).filter(|v| !v.is_empty()).cloned();
-        PodRef {
-            pod_namespace: get(POD_NAMESPACE_LABEL),
-            pod_name: get(POD_NAME_LABEL),
-            container_name: get(CONTAINER_NAME_LABEL),
-        }
-    }
-
-    /// Each name from `self`, else from `other`.
-    pub fn or(self, other: PodRef) -> PodRef {
-        PodRef {
-            pod_namespace: self.pod_namespace.or(other.pod_namespace),
-            pod_name: self.pod_name.or(other.pod_name),
-            container_name: self.container_name.or(other.container_name),
-        }
-    }
-
-    /// `namespace/pod/container`, with `?` for what is not known.
-    pub fn display(&self) -> String {
-        let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "?".to_string());
-        format!(
-            "{}/{}/{}",
-            part(&self.pod_namespace),
-            part(&self.pod_name),
-            part(&self.container_name)
-        )
-    }
-}
-
 impl Snapshot {
     /// The names of container or sandbox `id` of [`Snapshot::namespace`].
     pub fn names_of(&self, id: &str) -> PodRef {
@@ -289,11 +220,20 @@ pub fn seconds(nanos: i64) -> f64 {
     (nanos as f64 / 1e9 * 10.0).round() / 10.0
 }
 
+/// Formats unix ns as RFC 3339 (UTC); 0 and out-of-range values as `null`.
+pub fn timestamp(nanos: i64) -> serde_json::Value {
+    if nanos <= 0 {
+        return serde_json::Value::Null;
+    }
+    let time = chrono::DateTime::from_timestamp_nanos(nanos);
+    serde_json::Value::String(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
 /// A task bundle: `<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Bundle {
     pub id: String,
-    #[serde(with = "crate::path_json")]
+    #[serde(with = "crate::model::path_json")]
     pub path: PathBuf,
     /// `io.kubernetes.cri.*` annotations from the bundle's OCI `config.json`.
     pub annotations: BTreeMap<String, String>,
@@ -356,139 +296,15 @@ impl ProcessInfo {
     }
 }
 
-/// A `containerd-shim*` process and what its threads are doing.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Shim {
-    pub pid: i32,
-    pub binary: String,
-    /// `-namespace`, `-id` and `-address` from the command line.
-    pub namespace: Option<String>,
-    pub id: Option<String>,
-    pub address: Option<String>,
-    /// `start` or `delete` for the short-lived invocations containerd runs to
-    /// launch a shim or to clean up after a dead one; `None` for the daemon.
-    pub action: Option<String>,
-    /// The shim's working directory (what it says, not where its bundle is:
-    /// any process can start anywhere).
-    #[serde(default, with = "crate::path_json::option")]
-    pub cwd: Option<PathBuf>,
-    pub threads: Vec<ThreadSample>,
-    /// What the kernel says this process is, read when it was seen; judged
-    /// by [`crate::sources::shim_proof::identity`]. `None` only in archives
-    /// from before nodectl proved shims, judged by `-address` alone.
-    #[serde(default)]
-    pub proof: Option<ShimProof>,
-}
-
-impl Shim {
-    /// Whether this is a proven shim of the containerd listening on `address`;
-    /// a node can run more than one containerd, and only ours is judged.
-    pub fn serves(&self, address: &std::path::Path) -> bool {
-        if self.proof.is_some() {
-            return crate::sources::shim_proof::identity(self).is_ours();
-        }
-        self.address
-            .as_deref()
-            .map(|a| std::path::Path::new(a.trim_start_matches("unix://")) == address)
-            .unwrap_or(false)
-    }
-
-    /// Threads blocked inside `umount2`: the slow overlayfs unmount behind a
-    /// task.Delete that times out.
-    pub fn threads_in_umount2(&self) -> impl Iterator<Item = &ThreadSample> {
-        self.threads
-            .iter()
-            .filter(|t| t.syscall.as_deref() == Some("umount2"))
-    }
-}
-
-/// The facts that make a process a shim of the containerd nodectl talks to,
-/// beside those of that containerd (compared by pure code, so `check --from`
-/// judges an archive as the live run did).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ShimProof {
-    /// `/proc/<pid>/exe`: the file the kernel executed (argv and comm are
-    /// the process's to set).
-    #[serde(default, with = "crate::path_json::option")]
-    pub exe: Option<PathBuf>,
-    pub exe_regular: bool,
-    pub exe_uid: Option<u32>,
-    pub exe_mode: Option<u32>,
-    /// Real, effective, saved and filesystem uids (`/proc/<pid>/status`).
-    pub uids: Vec<u32>,
-    pub namespaces: Option<NamespaceIds>,
-    /// The socket its `-address` names, resolved inside its own root.
-    pub address_file: Option<FileId>,
-    /// What could not be read, and why.
-    pub unreadable: Vec<String>,
-    /// What it was compared with.
-    pub reference: ProofReference,
-}
-
-/// The running containerd (or PID 1 when none was identified), and the
-/// socket nodectl talks to.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ProofReference {
-    /// e.g. `containerd pid 812`, or `PID 1 (no running containerd identified)`.
-    pub described: String,
-    pub uid: u32,
-    pub namespaces: Option<NamespaceIds>,
-    /// `--address` as nodectl resolves it (its own root and cwd).
-    pub address_file: Option<FileId>,
-}
-
-/// `/proc/<pid>/ns/{user,pid,mnt}` inode numbers.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct NamespaceIds {
-    pub user: u64,
-    pub pid: u64,
-    pub mnt: u64,
-}
-
-/// A file's identity: what two spellings of one path share.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct FileId {
-    pub dev: u64,
-    pub ino: u64,
-}
-
-/// One thread of a shim, from `/proc/<pid>/task/<tid>/{stat,syscall,wchan}`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct ThreadSample {
-    pub tid: i32,
-    pub state: char,
-    /// Name of the syscall the thread is blocked in (numbers are per
-    /// architecture, resolved when sampled); the number if not known by name.
-    pub syscall: Option<String>,
-    pub wchan: Option<String>,
-}
-
 /// One mount from mountinfo.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Mount {
-    #[serde(with = "crate::path_json")]
+    #[serde(with = "crate::model::path_json")]
     pub mount_point: PathBuf,
     pub fs_type: String,
     pub source: Option<String>,
     /// Mount and superblock options, sorted (`volatile` shows up here).
     pub options: Vec<String>,
-}
-
-/// A running containerd daemon and the paths its command line sets.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContainerdProcess {
-    pub pid: i32,
-    /// The binary it runs (the `/proc/<pid>/exe` link).
-    #[serde(with = "crate::path_json")]
-    pub exe: PathBuf,
-    #[serde(default, with = "crate::path_json::option")]
-    pub config: Option<PathBuf>,
-    #[serde(default, with = "crate::path_json::option")]
-    pub address: Option<PathBuf>,
-    #[serde(default, with = "crate::path_json::option")]
-    pub root: Option<PathBuf>,
-    #[serde(default, with = "crate::path_json::option")]
-    pub state: Option<PathBuf>,
 }
 
 /// The containerd version in every report: from the API's Version answer,
@@ -519,42 +335,12 @@ impl VersionSource {
     }
 }
 
-/// Something a source could not read. Reported beside the findings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Gap {
-    /// The source that hit it: `cri-store`, `bundles`, `procfs`, `config`.
-    pub source: String,
-    /// The file or directory that failed.
-    #[serde(with = "crate::path_json")]
-    pub path: PathBuf,
-    pub error: String,
-    /// True when the whole source is unavailable, not just one item of it.
-    pub source_unavailable: bool,
-}
-
-impl Gap {
-    pub fn item(source: &str, path: impl Into<PathBuf>, error: impl ToString) -> Gap {
-        Gap {
-            source: source.to_string(),
-            path: path.into(),
-            error: error.to_string(),
-            source_unavailable: false,
-        }
-    }
-
-    pub fn source(source: &str, path: impl Into<PathBuf>, error: impl ToString) -> Gap {
-        Gap {
-            source_unavailable: true,
-            ..Gap::item(source, path, error)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::sources::cri_api::CriView;
+    use crate::model::fixtures::*;
+    use crate::model::names::CONTAINER_NAME_LABEL;
+    use crate::model::CriApiState;
 
     #[test]
     fn state_is_finished_over_started_over_created_over_nothing() {
@@ -593,7 +379,7 @@ mod tests {
                 &id('a'),
                 &id('s'),
                 "cri-c",
-                "CONTAINER_EXITED",
+                CriApiState::ContainerExited,
             )]),
             ..CriView::default()
         });
@@ -671,20 +457,6 @@ mod tests {
         s.cri = None;
         s.bundles.insert(id('s'), bundle(&id('s'), &id('s'), "POD"));
         assert_eq!(s.names_of(&id('s')), names("shop", "web-0", None));
-    }
-
-    #[test]
-    fn only_the_naming_labels_are_kept() {
-        let kept = name_labels([
-            (POD_NAME_LABEL, "web-0"),
-            (KIND_LABEL, "sandbox"),
-            ("app.kubernetes.io/name", "web"),
-            ("io.kubernetes.pod.uid", "0d4c"),
-        ]);
-        assert_eq!(
-            kept.keys().collect::<Vec<_>>(),
-            [KIND_LABEL, POD_NAME_LABEL]
-        );
     }
 
     #[test]

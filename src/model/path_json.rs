@@ -7,7 +7,8 @@
 //! other is written as `{"lossy": "/tmp/\uFFFD", "bytes_hex": "2f746d702fff"}`:
 //! readable, and exact (`schema/report-v1.schema.json`, `$defs/path`). Both
 //! forms read back to the same bytes (`check --from`). Use it on a field
-//! with `#[serde(with = "crate::path_json")]`, or `crate::path_json::option`
+//! with `#[serde(with = "crate::model::path_json")]`, or
+//! `crate::model::path_json::option`
 //! for an `Option<PathBuf>`.
 
 use std::ffi::OsString;
@@ -93,9 +94,9 @@ mod tests {
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Holder {
-        #[serde(with = "crate::path_json")]
+        #[serde(with = "crate::model::path_json")]
         path: PathBuf,
-        #[serde(with = "crate::path_json::option", default)]
+        #[serde(with = "crate::model::path_json::option", default)]
         maybe: Option<PathBuf>,
     }
 

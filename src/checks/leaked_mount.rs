@@ -1,6 +1,5 @@
-//! Leftovers of containers containerd no longer knows: `leaked-mount` (a task
-//! rootfs, a sandbox shm or an image volume still mounted) and `orphan-bundle` (a task bundle
-//! directory with no record and no shim behind it).
+//! `leaked-mount`: a task rootfs, a sandbox shm or an image volume still
+//! mounted for an id containerd no longer knows.
 //!
 //! The shim unmounts a task's rootfs in its delete, and CRI unmounts a pod's
 //! shm when it stops the sandbox; a delete that timed out or a shim that died
@@ -10,17 +9,15 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::checks::{has_record, Basis, Finding, Kind, Severity};
-use crate::snapshot::{Bundle, Mount, Snapshot};
+use crate::checks::shared::{has_record, shim_serves, short};
+use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
-    let mut findings: Vec<Finding> = snapshot
+    snapshot
         .mounts
         .iter()
         .filter_map(|mount| leaked_mount(snapshot, mount))
-        .collect();
-    findings.extend(orphan_bundles(snapshot));
-    findings
+        .collect()
 }
 
 /// What a mount below containerd's directories belongs to.
@@ -126,84 +123,11 @@ pub fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
     })
 }
 
-fn orphan_bundles(snapshot: &Snapshot) -> Vec<Finding> {
-    snapshot
-        .bundles
-        .values()
-        .filter_map(|bundle| orphan_bundle(snapshot, bundle))
-        .collect()
-}
-
-/// The orphan-bundle finding for `bundle`, if it is one.
-pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
-    let (owned, basis) = has_record(snapshot, &snapshot.namespace, &bundle.id);
-    // Without the API the bundle itself counts as a record, so only
-    // an API answer can orphan a bundle.
-    if owned || basis == Basis::Disk {
-        return None;
-    }
-    let group = bundle.sandbox_id().unwrap_or(&bundle.id);
-    if shim_serves(snapshot, &bundle.id) || shim_serves(snapshot, group) {
-        return None;
-    }
-    let pod = snapshot.names_of(&bundle.id);
-    let mounted = snapshot
-        .mounts
-        .iter()
-        .any(|m| m.mount_point.starts_with(&bundle.path));
-    Some(Finding {
-        kind: Kind::OrphanBundle,
-        severity: Severity::Warning,
-        id: bundle.id.clone(),
-        summary: format!(
-            "bundle {} has no container record and no shim",
-            short(&bundle.id)
-        ),
-        evidence: json!({
-            "bundle_dir": bundle.path.display().to_string(),
-            "namespace": snapshot.namespace,
-            "pod_namespace": pod.pod_namespace,
-            "pod_name": pod.pod_name,
-            "container_name": pod.container_name,
-            "shim_pid_file": bundle.shim_pid,
-            "has_mounts": mounted,
-            "basis": basis,
-            "inferred": false,
-        }),
-        cause: "containerd lost track of the task (delete timed out, or the shim \
-                died) before it removed the bundle directory."
-            .to_string(),
-        remedy: if mounted {
-            "Unmount what is mounted below it first (see leaked-mount), then remove \
-             the directory: `nodectl leaked-mounts --unmount --remove-bundles --yes` \
-             does both, re-checking each."
-                .to_string()
-        } else {
-            format!(
-                "`nodectl leaked-mounts --remove-bundles --yes` re-checks and removes it \
-                 (by hand: rm -rf {}).",
-                bundle.path.display()
-            )
-        },
-    })
-}
-
-fn shim_serves(snapshot: &Snapshot, id: &str) -> bool {
-    snapshot
-        .shims
-        .iter()
-        .any(|s| s.serves(&snapshot.paths.address.path) && s.id.as_deref() == Some(id))
-}
-
-fn short(id: &str) -> &str {
-    id.get(..13).unwrap_or(id)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::fixtures::*;
-    use crate::snapshot::Mount;
+    use crate::model::fixtures::*;
+    use crate::model::Mount;
     use serde_json::Value;
     use std::path::PathBuf;
 
@@ -268,7 +192,7 @@ mod tests {
             id('s')
         );
         s.mounts.push(mount(&shm));
-        s.cri = Some(crate::sources::cri_api::CriView {
+        s.cri = Some(crate::model::CriView {
             sandboxes: Some(vec![cri_sandbox(&id('s'), "batch", "job-1")]),
             ..Default::default()
         });
@@ -297,22 +221,5 @@ mod tests {
         let findings = check(&s);
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].evidence["inferred"], true);
-    }
-
-    #[test]
-    fn bundle_without_record_or_shim_is_orphaned() {
-        let mut s = snapshot();
-        s.bundles.insert(id('a'), bundle(&id('a'), &id('a'), "app"));
-        s.bundles.insert(id('b'), bundle(&id('b'), &id('s'), "app"));
-        s.shims.push(shim(9, &id('s'), ADDRESS, &[]));
-        // Without the API nothing is orphaned.
-        assert!(check(&s).is_empty());
-        with_records(&mut s, &[]);
-        let findings = check(&s);
-        assert_eq!(findings.len(), 1);
-        assert_eq!(findings[0].kind, Kind::OrphanBundle);
-        assert_eq!(findings[0].id, id('a'));
-        assert_eq!(findings[0].evidence["pod_namespace"], "shop");
-        assert_eq!(findings[0].evidence["pod_name"], "web-0");
     }
 }

@@ -1,0 +1,96 @@
+//! `orphan-bundle`: a task bundle directory with no container record and no
+//! shim behind it.
+//!
+//! containerd removes a task's bundle when its delete succeeds; a delete that
+//! timed out, or a shim that died, can leave the directory (and what is
+//! mounted below it) with nothing that will ever clean it.
+
+use serde_json::json;
+
+use crate::checks::shared::{has_record, shim_serves, short};
+use crate::model::{Basis, Bundle, Finding, Kind, Severity, Snapshot};
+
+pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    snapshot
+        .bundles
+        .values()
+        .filter_map(|bundle| orphan_bundle(snapshot, bundle))
+        .collect()
+}
+
+/// The orphan-bundle finding for `bundle`, if it is one.
+pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
+    let (owned, basis) = has_record(snapshot, &snapshot.namespace, &bundle.id);
+    // Without the API the bundle itself counts as a record, so only
+    // an API answer can orphan a bundle.
+    if owned || basis == Basis::Disk {
+        return None;
+    }
+    let group = bundle.sandbox_id().unwrap_or(&bundle.id);
+    if shim_serves(snapshot, &bundle.id) || shim_serves(snapshot, group) {
+        return None;
+    }
+    let pod = snapshot.names_of(&bundle.id);
+    let mounted = snapshot
+        .mounts
+        .iter()
+        .any(|m| m.mount_point.starts_with(&bundle.path));
+    Some(Finding {
+        kind: Kind::OrphanBundle,
+        severity: Severity::Warning,
+        id: bundle.id.clone(),
+        summary: format!(
+            "bundle {} has no container record and no shim",
+            short(&bundle.id)
+        ),
+        evidence: json!({
+            "bundle_dir": bundle.path.display().to_string(),
+            "namespace": snapshot.namespace,
+            "pod_namespace": pod.pod_namespace,
+            "pod_name": pod.pod_name,
+            "container_name": pod.container_name,
+            "shim_pid_file": bundle.shim_pid,
+            "has_mounts": mounted,
+            "basis": basis,
+            "inferred": false,
+        }),
+        cause: "containerd lost track of the task (delete timed out, or the shim \
+                died) before it removed the bundle directory."
+            .to_string(),
+        remedy: if mounted {
+            "Unmount what is mounted below it first (see leaked-mount), then remove \
+             the directory: `nodectl leaked-mounts --unmount --remove-bundles --yes` \
+             does both, re-checking each."
+                .to_string()
+        } else {
+            format!(
+                "`nodectl leaked-mounts --remove-bundles --yes` re-checks and removes it \
+                 (by hand: rm -rf {}).",
+                bundle.path.display()
+            )
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+
+    #[test]
+    fn bundle_without_record_or_shim_is_orphaned() {
+        let mut s = snapshot();
+        s.bundles.insert(id('a'), bundle(&id('a'), &id('a'), "app"));
+        s.bundles.insert(id('b'), bundle(&id('b'), &id('s'), "app"));
+        s.shims.push(shim(9, &id('s'), ADDRESS, &[]));
+        // Without the API nothing is orphaned.
+        assert!(check(&s).is_empty());
+        with_records(&mut s, &[]);
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].kind, Kind::OrphanBundle);
+        assert_eq!(findings[0].id, id('a'));
+        assert_eq!(findings[0].evidence["pod_namespace"], "shop");
+        assert_eq!(findings[0].evidence["pod_name"], "web-0");
+    }
+}

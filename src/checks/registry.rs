@@ -1,0 +1,284 @@
+//! The check registry: every check once, with its kind, the function that
+//! runs it and, when it calls nothing on one look alone, what a second look
+//! must read again. The kind list ([`Kind::ALL`]), the Prometheus kinds, the
+//! schema's kind enums and README's list of findings are held to this table
+//! by the tests below.
+
+use crate::checks::settings::Settings;
+use crate::checks::{
+    api_unreachable, cri_drift, cri_slow, late_exit, leaked_mount, leaked_shim, orphan_bundle,
+    shim_blocked, zombie,
+};
+use crate::model::{Finding, Kind, Snapshot, Suspects};
+
+/// What a check is given: the snapshot, a later look at the same node (the
+/// first again when there was no reason for one), and the thresholds.
+pub struct Looks<'a> {
+    pub first: &'a Snapshot,
+    pub second: &'a Snapshot,
+    pub settings: &'a Settings,
+}
+
+/// One check.
+pub struct Check {
+    pub kind: Kind,
+    pub run: fn(&Looks) -> Vec<Finding>,
+    /// `Some` for a check that must see its finding twice: what in a first
+    /// snapshot the second look must read again.
+    pub second_look: Option<fn(&Snapshot, &mut Suspects)>,
+}
+
+/// Every check, in the order of [`Kind::ALL`].
+pub const CHECKS: &[Check] = &[
+    Check {
+        kind: Kind::Zombie,
+        run: |l| zombie::confirmed(l.first, l.second),
+        second_look: Some(zombie::suspects),
+    },
+    Check {
+        kind: Kind::LateExit,
+        run: |l| late_exit::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::LeakedShim,
+        run: |l| leaked_shim::check(l.first),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::LeakedMount,
+        run: |l| leaked_mount::check(l.first),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::OrphanBundle,
+        run: |l| orphan_bundle::check(l.first),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::CriDrift,
+        run: |l| cri_drift::check(l.first),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::CriSlow,
+        run: |l| cri_slow::check(l.first, l.settings.slow),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::ShimBlocked,
+        run: |l| shim_blocked::check(l.first, l.second),
+        second_look: Some(shim_blocked::suspects),
+    },
+    Check {
+        kind: Kind::ApiUnreachable,
+        run: |l| api_unreachable::check(l.first),
+        second_look: None,
+    },
+];
+
+/// Every check. `second` is a later snapshot of the same node: zombies must
+/// show in both, and shim threads must be blocked in both.
+pub fn run_all(first: &Snapshot, second: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let looks = Looks {
+        first,
+        second,
+        settings,
+    };
+    let mut findings: Vec<Finding> = CHECKS.iter().flat_map(|c| (c.run)(&looks)).collect();
+    sort(&mut findings);
+    findings
+}
+
+/// What in a first snapshot a second look must confirm: a container that
+/// looks dead while CRI says running (it may be exiting normally right now),
+/// or a shim of ours with a thread that may be stuck. When there is nothing,
+/// there is no reason to wait for a second look.
+pub fn suspects(first: &Snapshot) -> Suspects {
+    let mut suspects = Suspects::default();
+    for choose in CHECKS.iter().filter_map(|c| c.second_look) {
+        choose(first, &mut suspects);
+    }
+    suspects
+}
+
+/// Most severe first, then by kind and id, so output is stable.
+pub fn sort(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| (a.severity, a.kind, &a.id).cmp(&(b.severity, b.kind, &b.id)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+    use crate::model::{Kind, Severity};
+    use serde_json::Value;
+
+    fn needs_second_look(s: &Snapshot) -> bool {
+        !suspects(s).is_empty()
+    }
+
+    #[test]
+    fn healthy_node_needs_no_second_look() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.processes
+            .insert(100, process(100, 'S', NOW - 60 * SEC + SEC / 100));
+        s.shims
+            .push(shim(40, &id('a'), ADDRESS, &["futex", "epoll_pwait"]));
+        // Another containerd's stuck shim is not ours to confirm.
+        s.shims
+            .push(shim(50, &id('b'), "/run/other.sock", &["umount2"]));
+        assert!(!needs_second_look(&s));
+    }
+
+    #[test]
+    fn dead_running_container_or_stuck_shim_needs_a_second_look() {
+        let mut zombie = snapshot();
+        zombie
+            .cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        assert!(needs_second_look(&zombie));
+
+        assert_eq!(suspects(&zombie).containers, [id('a')].into());
+        assert_eq!(suspects(&zombie).pids, [100].into());
+
+        let mut stuck = snapshot();
+        stuck.shims.push(shim(40, &id('a'), ADDRESS, &["umount2"]));
+        assert_eq!(suspects(&stuck).pids, [40].into());
+    }
+
+    #[test]
+    fn findings_are_sorted_most_severe_first_then_by_kind_and_id() {
+        let finding = |kind, severity, c| Finding {
+            kind,
+            severity,
+            id: id(c),
+            summary: String::new(),
+            evidence: Value::Null,
+            cause: String::new(),
+            remedy: String::new(),
+        };
+        let mut findings = vec![
+            finding(Kind::LateExit, Severity::Warning, 'a'),
+            finding(Kind::Zombie, Severity::Critical, 'b'),
+            finding(Kind::Zombie, Severity::Critical, 'a'),
+        ];
+        sort(&mut findings);
+        let order: Vec<(Kind, String)> = findings.into_iter().map(|f| (f.kind, f.id)).collect();
+        assert_eq!(
+            order,
+            [
+                (Kind::Zombie, id('a')),
+                (Kind::Zombie, id('b')),
+                (Kind::LateExit, id('a'))
+            ]
+        );
+    }
+
+    #[test]
+    fn times_and_pids_at_the_edges_of_what_a_status_file_holds_neither_panic_nor_wrap() {
+        // Found by tests/hostile_input.rs: each of these overflowed a
+        // subtraction in late_exit, zombie, shim_blocked or seconds_since.
+        let mut s = snapshot();
+        s.taken_at = i64::MIN;
+        s.cri_containers.push(exited(&id('a'), i64::MIN, i64::MAX));
+        s.cri_containers.push(exited(&id('b'), i64::MAX, i64::MIN));
+        s.cri_containers.push(running(&id('c'), 100, i64::MIN));
+        s.cri_containers.push(running(&id('d'), 100, i64::MAX));
+        s.processes.insert(100, process(100, 'S', i64::MAX));
+        // 2^32 + 100: no process, not pid 100 truncated.
+        s.cri_containers
+            .push(running(&id('e'), (1 << 32) + 100, NOW - 60 * SEC));
+        let mut second = s.clone();
+        second.taken_at = i64::MAX;
+        let findings = run_all(&s, &second, &Settings::default());
+        let late: Vec<&str> = findings
+            .iter()
+            .filter(|f| f.kind == Kind::LateExit)
+            .map(|f| f.id.as_str())
+            .collect();
+        // Recorded i64::MAX after an exit at i64::MIN: late, not wrapped to early.
+        assert_eq!(late, [id('a')]);
+        let e = findings
+            .iter()
+            .find(|f| f.kind == Kind::Zombie && f.id == id('e'))
+            .expect("a pid no process can have is a zombie");
+        assert!(!e.summary.contains("another process"), "{}", e.summary);
+        let _ = suspects(&s);
+    }
+
+    #[test]
+    fn every_kind_is_registered_once_in_the_order_of_the_kind_list() {
+        let registered: Vec<Kind> = CHECKS.iter().map(|c| c.kind).collect();
+        assert_eq!(registered, Kind::ALL);
+    }
+
+    #[test]
+    fn the_schema_names_exactly_the_registered_kinds() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../schema/report-v1.schema.json")).unwrap();
+        let names = |enumeration: &serde_json::Value| -> Vec<String> {
+            enumeration
+                .as_array()
+                .expect("an enum")
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        let ours: Vec<String> = CHECKS.iter().map(|c| c.kind.as_str().to_string()).collect();
+        let defs = &schema["$defs"];
+        assert_eq!(names(&defs["finding"]["properties"]["kind"]["enum"]), ours);
+        assert_eq!(
+            names(&defs["advisory"]["properties"]["kinds"]["items"]["enum"]),
+            ours
+        );
+        // Each kind's evidence is described by one `if kind == ...` branch.
+        let described: Vec<String> = defs["finding"]["allOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|b| b["if"]["properties"]["kind"]["const"].as_str())
+            .map(str::to_string)
+            .collect();
+        for kind in &ours {
+            assert!(
+                described.contains(kind),
+                "the schema has no evidence for {kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn readme_describes_every_registered_kind_in_order() {
+        let readme = include_str!("../../README.md");
+        let headings: Vec<&str> = readme
+            .lines()
+            .filter_map(|l| l.strip_prefix("### `"))
+            .filter_map(|l| l.split_once('`'))
+            .map(|(kind, _)| kind)
+            .collect();
+        let ours: Vec<&str> = CHECKS.iter().map(|c| c.kind.as_str()).collect();
+        assert_eq!(headings, ours);
+        let listed = readme
+            .split_once("- `kind`: ")
+            .and_then(|(_, rest)| rest.split_once(".\n"))
+            .expect("README lists the kinds of the JSON output")
+            .0
+            .replace("\n  ", " ");
+        for kind in ours {
+            assert!(listed.contains(&format!("`{kind}`")), "{listed}");
+        }
+    }
+
+    #[test]
+    fn only_the_checks_that_confirm_ask_for_a_second_look() {
+        let confirming: Vec<Kind> = CHECKS
+            .iter()
+            .filter(|c| c.second_look.is_some())
+            .map(|c| c.kind)
+            .collect();
+        assert_eq!(confirming, [Kind::Zombie, Kind::ShimBlocked]);
+    }
+}

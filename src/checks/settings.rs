@@ -1,0 +1,24 @@
+//! The thresholds of the checks that a user can set.
+
+use std::time::Duration;
+
+/// Thresholds the user can set.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// An exit recorded this long after it happened counts as late.
+    pub late_after: Duration,
+    /// Late exits older than this are no longer reported.
+    pub since: Duration,
+    /// A CRI call slower than this is reported as cri-slow.
+    pub slow: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            late_after: Duration::from_secs(30),
+            since: Duration::from_secs(24 * 3600),
+            slow: Duration::from_secs(1),
+        }
+    }
+}

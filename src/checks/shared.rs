@@ -1,0 +1,89 @@
+//! What several checks ask of a snapshot: which shim serves a container,
+//! whether containerd still holds a record of an id.
+
+use crate::model::{Basis, CriContainer, Shim, Snapshot};
+
+/// The shim serving a container: the one whose pid the bundle recorded, else
+/// (runc v2 groups a pod's containers in one shim) the shim started with
+/// `-id <sandbox id>` for this containerd and namespace.
+pub fn shim_of<'a>(snapshot: &'a Snapshot, container: &CriContainer) -> Option<&'a Shim> {
+    let ours = |shim: &&Shim| {
+        shim.serves(&snapshot.paths.address.path)
+            && shim.namespace.as_deref() == Some(snapshot.namespace.as_str())
+    };
+    let bundle = snapshot.bundles.get(&container.id);
+    if let Some(pid) = bundle.and_then(|b| b.shim_pid) {
+        if let Some(shim) = snapshot.shims.iter().filter(ours).find(|s| s.pid == pid) {
+            return Some(shim);
+        }
+    }
+    let group = bundle.and_then(|b| b.sandbox_id()).unwrap_or(&container.id);
+    snapshot
+        .shims
+        .iter()
+        .filter(ours)
+        .find(|s| s.id.as_deref() == Some(group))
+}
+
+/// Whether containerd holds a container record for `id` in `namespace`.
+/// Without an API answer, any trace on disk (bundle, CRI status or sandbox
+/// directory) counts as a record: when unsure, nothing is called leaked.
+pub fn has_record(snapshot: &Snapshot, namespace: &str, id: &str) -> (bool, Basis) {
+    if let Some(ids) = snapshot
+        .containerd
+        .as_ref()
+        .and_then(|v| v.containers(namespace))
+    {
+        return (ids.contains(id), Basis::ContainerdApi);
+    }
+    let on_disk = (namespace == snapshot.namespace && snapshot.bundles.contains_key(id))
+        || snapshot.cri_sandboxes.contains(id)
+        || snapshot.cri_containers.iter().any(|c| c.id == id);
+    (on_disk, Basis::Disk)
+}
+
+/// Whether a shim of ours was started for `id` (`-id`).
+pub fn shim_serves(snapshot: &Snapshot, id: &str) -> bool {
+    snapshot
+        .shims
+        .iter()
+        .any(|s| s.serves(&snapshot.paths.address.path) && s.id.as_deref() == Some(id))
+}
+
+/// The first 13 characters of an id, as containerd's tools print it.
+pub fn short(id: &str) -> &str {
+    id.get(..13).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+
+    #[test]
+    fn the_shim_a_bundle_names_by_pid_is_the_containers() {
+        let mut s = snapshot();
+        let c = running(&id('a'), 100, NOW - 60 * SEC);
+        let mut b = bundle(&id('a'), &id('s'), "app");
+        b.shim_pid = Some(41);
+        s.bundles.insert(id('a'), b);
+        // Another pod's shim first, then the one the bundle names, started
+        // with an id that is not the sandbox's (not found by id).
+        s.shims.push(shim(40, &id('t'), ADDRESS, &[]));
+        s.shims.push(shim(41, &id('x'), ADDRESS, &[]));
+        assert_eq!(shim_of(&s, &c).map(|s| s.pid), Some(41));
+    }
+
+    #[test]
+    fn without_the_api_a_record_is_any_trace_of_that_id_on_disk() {
+        let mut s = snapshot();
+        s.bundles.insert(id('b'), bundle(&id('b'), &id('s'), "app"));
+        s.cri_containers
+            .push(running(&id('c'), 100, NOW - 60 * SEC));
+        assert_eq!(has_record(&s, "k8s.io", &id('b')), (true, Basis::Disk));
+        assert_eq!(has_record(&s, "k8s.io", &id('c')), (true, Basis::Disk));
+        assert_eq!(has_record(&s, "k8s.io", &id('d')), (false, Basis::Disk));
+        // Bundles are read for the snapshot's namespace only.
+        assert_eq!(has_record(&s, "moby", &id('b')), (false, Basis::Disk));
+    }
+}

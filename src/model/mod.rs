@@ -1,0 +1,38 @@
+//! The model: every value that travels between the layers, as plain data.
+//!
+//! Sources fill a [`Snapshot`]; checks read it and return [`Finding`]s;
+//! commands, renderers and actions hand these on. The model is the leaf of
+//! the crate: it imports nothing of it outside `crate::model` (see
+//! `tests/layers.rs`), so every layer can depend on it and it on none.
+
+pub mod action;
+pub mod api;
+pub mod cleanup;
+pub mod finding;
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod gap;
+pub mod names;
+pub mod node;
+pub mod path_json;
+pub mod paths;
+pub mod shim;
+pub mod shims;
+pub mod snapshot;
+
+pub use action::{Action, Outcome};
+pub use api::{
+    Api, ApiCall, ContainerdView, CriApiState, CriItem, CriView, Method, NamespaceView,
+    StatusProbe, TaskStatus, TaskView,
+};
+pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
+pub use finding::{Basis, Finding, Kind, Severity};
+pub use gap::{Gap, Source};
+pub use names::{
+    name_labels, PodRef, CONTAINER_NAME_LABEL, KIND_LABEL, POD_NAMESPACE_LABEL, POD_NAME_LABEL,
+};
+pub use node::NodeContext;
+pub use paths::{ContainerdProcess, Located, Origin, Paths};
+pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
+pub use shims::ShimRow;
+pub use snapshot::*;

@@ -1,0 +1,92 @@
+//! Which containerd was looked at: root, state and socket, each with where
+//! the value came from (resolved by `crate::paths`).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a path came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    Flag,
+    /// The running containerd's command line.
+    Process,
+    /// The config file in `Paths::config`.
+    Config,
+    Default,
+}
+
+impl Origin {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Origin::Flag => "flag",
+            Origin::Process => "process",
+            Origin::Config => "config",
+            Origin::Default => "default",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Located {
+    #[serde(with = "crate::model::path_json")]
+    pub path: PathBuf,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Paths {
+    /// The containerd config file that was read, if any.
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub config: Option<PathBuf>,
+    pub root: Located,
+    pub state: Located,
+    pub address: Located,
+    /// The running containerd the paths were read from, if one was.
+    #[serde(default)]
+    pub process: Option<ContainerdProcess>,
+    /// Why no running containerd was used although some run.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+impl Paths {
+    /// The CRI plugin's on-disk container store.
+    pub fn cri_containers_dir(&self) -> PathBuf {
+        self.root.path.join("io.containerd.grpc.v1.cri/containers")
+    }
+
+    /// Directories CRI keeps per pod sandbox (under root and under state).
+    pub fn cri_sandbox_dirs(&self) -> Vec<PathBuf> {
+        [&self.root.path, &self.state.path]
+            .iter()
+            .map(|dir| dir.join("io.containerd.grpc.v1.cri/sandboxes"))
+            .collect()
+    }
+
+    /// Task bundles of the runtime v2 plugin for one namespace.
+    pub fn bundles_dir(&self, namespace: &str) -> PathBuf {
+        self.state
+            .path
+            .join("io.containerd.runtime.v2.task")
+            .join(namespace)
+    }
+}
+
+/// A running containerd daemon and the paths its command line sets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerdProcess {
+    pub pid: i32,
+    /// The binary it runs (the `/proc/<pid>/exe` link).
+    #[serde(with = "crate::model::path_json")]
+    pub exe: PathBuf,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub config: Option<PathBuf>,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub address: Option<PathBuf>,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub root: Option<PathBuf>,
+    #[serde(default, with = "crate::model::path_json::option")]
+    pub state: Option<PathBuf>,
+}
