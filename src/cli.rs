@@ -469,7 +469,8 @@ mod tests {
                 Command::Check(args) => args.confirm.settle,
                 Command::Collect(args) => args.confirm.settle,
                 Command::Zombies(args) => args.confirm.settle,
-                Command::Serve(args) => args.confirm.settle,
+                // What each of serve's runs of check is given.
+                Command::Serve(args) => args.check_args().confirm.settle,
                 _ => panic!("no second look"),
             }
         };
