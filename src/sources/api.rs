@@ -62,3 +62,45 @@ pub async fn connect(address: &Path) -> Result<Channel, String> {
 pub fn status_text(status: tonic::Status) -> String {
     format!("{:?}: {}", status.code(), status.message())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connect_error(address: &Path) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(connect(address))
+            .expect_err("nothing listens there")
+    }
+
+    #[test]
+    fn nothing_at_the_path_is_said_in_three_words() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(connect_error(&dir.path().join("missing.sock")), NO_SOCKET);
+    }
+
+    /// A socket file nobody listens on (containerd gone, its socket left):
+    /// the transport's error with each cause once.
+    #[test]
+    fn a_refused_connection_names_each_cause_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        let error = connect_error(&socket);
+        let causes: Vec<&str> = error.split(": ").collect();
+        assert!(
+            causes.len() > 1,
+            "the transport's error and its cause: {error}"
+        );
+        for (n, cause) in causes.iter().enumerate() {
+            assert!(
+                !causes[n + 1..].iter().any(|later| later.contains(cause)),
+                "{cause:?} said twice: {error}"
+            );
+        }
+    }
+}
