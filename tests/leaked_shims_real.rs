@@ -259,46 +259,57 @@ async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
         "{offline}"
     );
 
-    // What a person sees: the finding's row (kind, severity, whose, which
-    // shim), its heading with the full id, the evidence naming the pid, the
-    // way out, and the dry run's row for that shim.
+    // What a person sees: the finding's row in the narrow list (kind,
+    // severity, whose, which shim) and the dry run's row for that shim;
+    // with -o wide, the finding's heading with the full id, why (from
+    // containerd's records), the evidence naming the pid, and the way out.
     let table = bed.nodectl(&["leaked-shims"]);
     let text = String::from_utf8_lossy(&table.stdout);
     eprintln!("$ nodectl leaked-shims\n{text}");
     assert_eq!(table.status.code(), Some(1));
     let short = &id[..13];
-    let whose = ["pod_namespace", "pod_name", "container_name"]
-        .map(|key| evidence[key].as_str().unwrap_or("?").to_string())
-        .join("/");
+    // The list's CONTAINER column: pod/container, the pod alone, or `-`.
+    let name = |key: &str| evidence[key].as_str().map(str::to_string);
+    let whose = match (name("pod_name"), name("container_name")) {
+        (Some(pod), Some(container)) => format!("{pod}/{container}"),
+        (Some(pod), None) => pod,
+        (None, _) => "-".to_string(),
+    };
     let finding_rows = rows_with(&text, &["leaked-shim", "critical", &whose, short]);
     assert_eq!(
         finding_rows.len(),
         1,
         "one row for the leaked shim:\n{text}"
     );
-    assert!(
-        finding_rows[0].contains("containerd has no container record for it"),
-        "the row says why, from containerd's records:\n{text}"
-    );
-    assert_eq!(
-        rows_with(&text, &[&format!("[1] leaked-shim {id}")]).len(),
-        1,
-        "{text}"
-    );
-    assert_eq!(
-        rows_with(&text, &[&format!("shim_pid: {shim}")]).len(),
-        1,
-        "{text}"
-    );
-    assert_eq!(
-        rows_with(&text, &["What to do", "nodectl leaked-shims --kill"]).len(),
-        1,
-        "{text}"
-    );
     let action_rows = rows_with(&text, &[&shim.to_string(), short, "would-kill"]);
     assert_eq!(action_rows.len(), 1, "the dry run's row:\n{text}");
     assert!(
         action_rows[0].contains("run with --kill to end it"),
+        "{text}"
+    );
+
+    let wide = bed.nodectl(&["leaked-shims", "-o", "wide"]);
+    let text = String::from_utf8_lossy(&wide.stdout);
+    eprintln!("$ nodectl leaked-shims -o wide\n{text}");
+    assert_eq!(wide.status.code(), Some(1));
+    assert_eq!(
+        rows_with(&text, &[&format!("leaked-shim {id} (critical)")]).len(),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        rows_with(&text, &[&format!("shim pid: {shim}")]).len(),
+        1,
+        "{text}"
+    );
+    // Prose wraps at 80 columns: read it with the lines joined.
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        joined.contains("containerd has no container record for it"),
+        "why, from containerd's records:\n{text}"
+    );
+    assert!(
+        joined.contains("What to do Safe to end: run `nodectl leaked-shims --kill`"),
         "{text}"
     );
 
