@@ -104,6 +104,43 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_connect_is_unreachable_a_failed_later_call_is_not() {
+        let failed = |method: Method| ApiCall {
+            api: Api::Containerd,
+            method,
+            target: None,
+            latency_ms: 2.0,
+            error: Some("connection refused".into()),
+            timed_out: false,
+        };
+        let mut s = snapshot();
+        s.containerd = Some(ContainerdView {
+            calls: vec![failed(Method::Connect)],
+            ..ContainerdView::default()
+        });
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].evidence["call"], "connect");
+        assert_eq!(findings[0].evidence["error"], "connection refused");
+        // It answered Version: what failed after that is another finding's.
+        s.containerd = Some(ContainerdView {
+            calls: vec![
+                ApiCall {
+                    api: Api::Containerd,
+                    method: Method::Version,
+                    target: None,
+                    latency_ms: 1.0,
+                    error: None,
+                    timed_out: false,
+                },
+                failed(Method::ContainersList),
+            ],
+            ..ContainerdView::default()
+        });
+        assert!(check(&s).is_empty());
+    }
+
+    #[test]
     fn answering_api_is_fine() {
         let mut s = snapshot();
         s.containerd = Some(ContainerdView {

@@ -233,6 +233,15 @@ mod tests {
         assert_eq!(check(&s).len(), 1);
         s.processes.insert(10, process(10, 'Z', NOW - SEC));
         assert!(check(&s).is_empty(), "a defunct process is not alive");
+        // A stopped task agrees with EXITED, whoever holds its old pid now.
+        let mut s = with_views(
+            vec![item(&id('a'), CriApiState::ContainerExited)],
+            vec![],
+            &[id('a')],
+            vec![task(&id('a'), TaskStatus::Stopped, 10)],
+        );
+        s.processes.insert(10, process(10, 'S', NOW - SEC));
+        assert!(check(&s).is_empty(), "{:?}", check(&s));
     }
 
     #[test]

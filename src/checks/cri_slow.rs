@@ -190,6 +190,22 @@ mod tests {
     }
 
     #[test]
+    fn slow_means_over_the_threshold_in_milliseconds() {
+        let mut s = snapshot();
+        for (latency_ms, slow) in [(999.0, false), (1000.0, false), (1000.5, true)] {
+            s.cri = Some(cri(
+                call(Method::ListContainers, 5.0, false),
+                vec![(id('a'), call(Method::ContainerStatus, latency_ms, false))],
+            ));
+            assert_eq!(
+                !check(&s, Duration::from_secs(1)).is_empty(),
+                slow,
+                "{latency_ms} ms against a 1 s threshold"
+            );
+        }
+    }
+
+    #[test]
     fn slow_list_without_a_culprit_is_a_warning() {
         let mut s = snapshot();
         s.cri = Some(cri(call(Method::ListContainers, 1500.0, false), vec![]));

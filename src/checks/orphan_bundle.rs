@@ -92,5 +92,19 @@ mod tests {
         assert_eq!(findings[0].id, id('a'));
         assert_eq!(findings[0].evidence["pod_namespace"], "shop");
         assert_eq!(findings[0].evidence["pod_name"], "web-0");
+        assert_eq!(
+            findings[0].summary,
+            format!(
+                "bundle {} has no container record and no shim",
+                &id('a')[..13]
+            )
+        );
+        // containerd has a record of it: not orphaned, shim or no shim.
+        with_records(&mut s, &[id('a')]);
+        let orphans: Vec<_> = check(&s)
+            .into_iter()
+            .filter(|f| f.kind == Kind::OrphanBundle)
+            .collect();
+        assert!(orphans.is_empty(), "{orphans:?}");
     }
 }
