@@ -6,9 +6,9 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::serve::{families, series, value, Served};
@@ -40,33 +40,6 @@ impl Node {
         args.extend_from_slice(extra);
         Served::start(self.command(&args))
     }
-}
-
-/// `promtool check metrics` on `text`, when promtool is there.
-fn promtool_accepts(text: &str) {
-    if !support::have("promtool") {
-        return support::skip("promtool_accepts", "no promtool (package prometheus)");
-    }
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let verdict = promtool.wait_with_output().unwrap();
-    assert!(
-        verdict.status.success(),
-        "promtool check metrics: {}{}\n{text}",
-        String::from_utf8_lossy(&verdict.stdout),
-        String::from_utf8_lossy(&verdict.stderr)
-    );
 }
 
 const LOOP_FAMILIES: &[&str] = &["nodectl_check_duration_seconds", "nodectl_checks_total"];
@@ -120,7 +93,7 @@ fn metrics_are_checks_plus_the_loops_and_scrapes_add_no_runs() {
         (0.3..30.0).contains(&took),
         "a run waits out the 300ms deadline: {took}"
     );
-    promtool_accepts(&metrics);
+    support::promtool_accepts(&metrics);
 
     // A default interval is a minute: 20 scrapes over 2 s (a run here
     // takes 300 ms, so a loop that did not wait would make six more) are

@@ -5,10 +5,9 @@
 mod support;
 
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 /// A hand-made node whose socket accepts and never answers: a run there
 /// always has a report (the API calls time out).
@@ -39,33 +38,6 @@ fn check(node: &Path, extra: &[&str]) -> Output {
         std::time::Duration::from_secs(60),
     )
     .unwrap()
-}
-
-/// `promtool check metrics` on `text`, when promtool is there.
-fn promtool_accepts(text: &str) {
-    if !support::have("promtool") {
-        return support::skip("promtool_accepts", "no promtool (package prometheus)");
-    }
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let verdict = promtool.wait_with_output().unwrap();
-    assert!(
-        verdict.status.success(),
-        "promtool check metrics: {}{}\n{text}",
-        String::from_utf8_lossy(&verdict.stdout),
-        String::from_utf8_lossy(&verdict.stderr)
-    );
 }
 
 fn series(text: &str) -> Vec<&str> {
@@ -100,7 +72,7 @@ fn a_failed_run_keeps_the_last_good_series_with_up_0() {
         0o644,
         "node_exporter runs as another user"
     );
-    promtool_accepts(&first);
+    support::promtool_accepts(&first);
 
     // A run that produces no report at all.
     let missing = out.path().join("no-such-bundle.tar.gz");
@@ -132,7 +104,7 @@ fn a_failed_run_keeps_the_last_good_series_with_up_0() {
         up_0,
         "every series kept, nodectl_up 0:\n{first}\n---\n{kept}"
     );
-    promtool_accepts(&kept);
+    support::promtool_accepts(&kept);
     assert_eq!(
         support::temp_files_left_in(out.path()),
         Vec::<String>::new()
@@ -156,7 +128,7 @@ fn a_failed_first_run_writes_up_0_and_no_timestamp() {
     assert_eq!(failed.status.code(), Some(2));
     let text = fs::read_to_string(&file).unwrap();
     assert_eq!(series(&text), ["nodectl_up{command=\"check\"} 0"], "{text}");
-    promtool_accepts(&text);
+    support::promtool_accepts(&text);
 }
 
 #[test]

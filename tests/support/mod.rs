@@ -427,3 +427,31 @@ pub fn spawn_fresh_executable(command: &mut Command) -> std::process::Child {
         }
     }
 }
+
+/// `promtool check metrics` on `text`, when promtool is there.
+pub fn promtool_accepts(text: &str) {
+    if !have("promtool") {
+        return skip("promtool_accepts", "no promtool (package prometheus)");
+    }
+    use std::io::Write;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let verdict = promtool.wait_with_output().unwrap();
+    assert!(
+        verdict.status.success(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&verdict.stdout),
+        String::from_utf8_lossy(&verdict.stderr)
+    );
+}
