@@ -83,7 +83,7 @@ fn place(
         }
     }
 
-    let (tmp, file) = create_private(path)?;
+    let (tmp, file) = create_beside(path, 0o600)?;
     let written = fill(file, evidence, config, mountinfo);
     let placed = written.and_then(|left_out| {
         if force {
@@ -117,8 +117,11 @@ fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
         .any(|m| m.dev() == existing.dev() && m.ino() == existing.ino())
 }
 
-/// A new file beside `path`, mode 0600, that did not exist before.
-fn create_private(path: &Path) -> io::Result<(std::path::PathBuf, File)> {
+/// A new file beside `path` with `mode`, that did not exist before and is no
+/// link (O_EXCL, O_NOFOLLOW), to be renamed over `path` once whole. Its name
+/// starts with a dot and ends in `.tmp`, so no reader of `path`'s kind (an
+/// archive, node_exporter's `*.prom`) takes it for one.
+pub fn create_beside(path: &Path, mode: u32) -> io::Result<(std::path::PathBuf, File)> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -133,7 +136,7 @@ fn create_private(path: &Path) -> io::Result<(std::path::PathBuf, File)> {
         match fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(mode)
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(&tmp)
         {

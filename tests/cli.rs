@@ -229,22 +229,26 @@ impl Drop for FakeShim {
     }
 }
 
+/// `command` as it is, or run as nobody when the tests run as root.
+fn not_root(command: Command) -> Command {
+    if !nix::unistd::geteuid().is_root() {
+        return command;
+    }
+    let mut as_nobody = Command::new("setpriv");
+    as_nobody
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(command.get_program())
+        .args(command.get_args());
+    as_nobody
+}
+
 #[test]
 fn kill_needs_root() {
     let node = Node::new();
     node.write_config();
-    let mut command = node.command(&["leaked-shims", "--kill", "--yes"]);
-    if nix::unistd::geteuid().is_root() {
-        // Run it as nobody.
-        let nodectl = command.get_program().to_owned();
-        let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
-        command = Command::new("setpriv");
-        command
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(nodectl)
-            .args(args);
-    }
-    let output = command.output().unwrap();
+    let output = not_root(node.command(&["leaked-shims", "--kill", "--yes"]))
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--kill needs root"), "{stderr}");
@@ -298,17 +302,9 @@ fn kill_asks_first_and_refuses_what_containerd_cannot_confirm() {
 fn cleanup_needs_root_to_act() {
     let node = Node::new();
     node.write_config();
-    let mut command = node.command(&["leaked-mounts", "--unmount", "--yes"]);
-    if nix::unistd::geteuid().is_root() {
-        let nodectl = command.get_program().to_owned();
-        let args: Vec<_> = command.get_args().map(|a| a.to_owned()).collect();
-        command = Command::new("setpriv");
-        command
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(nodectl)
-            .args(args);
-    }
-    let output = command.output().unwrap();
+    let output = not_root(node.command(&["leaked-mounts", "--unmount", "--yes"]))
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--yes needs root"), "{stderr}");

@@ -15,7 +15,7 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::report::Report;
 
@@ -111,7 +111,9 @@ fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
         return Err(named(io::Error::other("is a directory")));
     }
-    let (tmp, mut file) = create_beside(path).map_err(named)?;
+    // A leading dot and a suffix other than .prom: node_exporter reads only
+    // *.prom, so it never sees a file being written.
+    let (tmp, mut file) = crate::evidence::create_beside(path, 0o644).map_err(named)?;
     let placed = file
         .write_all(bytes)
         .and_then(|()| file.sync_all())
@@ -120,36 +122,6 @@ fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     placed.map_err(named)
-}
-
-/// A new file beside `path` that did not exist before.
-fn create_beside(path: &Path) -> io::Result<(PathBuf, fs::File)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?
-        .to_string_lossy();
-    let mut attempt = 0;
-    loop {
-        // A leading dot and a suffix other than .prom: node_exporter reads
-        // only *.prom, so it never sees a file being written.
-        let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&tmp)
-        {
-            Ok(file) => return Ok((tmp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 #[cfg(test)]
