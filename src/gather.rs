@@ -89,7 +89,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let mut proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
         let mut scan = procfs::scan(&root, shim_threads, gaps);
         // Proving a shim stats its socket: inside the deadline too.
-        shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes);
+        shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
         scan
     })
     .wait(deadline, started, &mut gaps)
@@ -220,7 +220,7 @@ pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) ->
     let proof_paths = paths.clone();
     let proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
         let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
-        shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes);
+        shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
         scan
     })
     .wait(deadline, started, &mut gaps)

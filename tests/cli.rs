@@ -851,3 +851,117 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
     assert!(text.contains("running containerd pid 4242"), "{text}");
     assert!(text.contains("known bug containerd#10589: "), "{text}");
 }
+
+/// A fake procfs in `dir/proc` holding one running shim (pid 4300) with two
+/// threads, whose `syscall` files are made by `syscall`.
+fn proc_with_a_shim(dir: &Path, syscall: impl Fn(&Path)) -> PathBuf {
+    use std::os::unix::fs::symlink;
+    let proc_root = dir.join("proc");
+    let pid = proc_root.join("4300");
+    fs::create_dir_all(&pid).unwrap();
+    fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
+    fs::write(proc_root.join("meminfo"), "Dirty: 0 kB\nWriteback: 0 kB\n").unwrap();
+    fs::create_dir(proc_root.join("self")).unwrap();
+    fs::write(proc_root.join("self/mountinfo"), "").unwrap();
+    let stat = |id: u32| {
+        format!(
+            "{id} (containerd-shim) S 1 4300 4300 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 100 0 0 \
+             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+        )
+    };
+    fs::write(pid.join("stat"), stat(4300)).unwrap();
+    fs::write(
+        pid.join("cmdline"),
+        format!(
+            "/usr/bin/containerd-shim-runc-v2\0-namespace\0k8s.io\0-id\0{RUNNING_ID}\0-address\0/run/containerd/containerd.sock\0"
+        ),
+    )
+    .unwrap();
+    symlink(dir, pid.join("cwd")).unwrap();
+    for tid in [4300, 4301] {
+        let task = pid.join("task").join(tid.to_string());
+        fs::create_dir_all(&task).unwrap();
+        fs::write(task.join("stat"), stat(tid)).unwrap();
+        syscall(&task.join("syscall"));
+    }
+    proc_root
+}
+
+/// A shim's thread files that cannot be read while it runs (an AppArmor
+/// profile denying ptrace reads, here a directory in place of a file or a
+/// file nobody may read) are one procfs gap for the process, naming the
+/// first file and why: exit 2 (could not check) when nothing was found,
+/// `nodectl_up` still 1 (one item, not the source).
+#[test]
+fn a_shims_unreadable_thread_files_are_one_gap_for_the_process() {
+    use std::os::unix::fs::PermissionsExt;
+    let procfs_gaps = |doc: &Value| -> Vec<Value> {
+        doc["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["source"] == "procfs")
+            .cloned()
+            .collect()
+    };
+    let run = |node: &Node, proc_root: &Path, as_nobody: bool| {
+        let mut command = node.command(&["shims", "-o", "json"]);
+        command.arg("--proc-root").arg(proc_root);
+        let mut command = if as_nobody {
+            not_root(command)
+        } else {
+            command
+        };
+        let output = command.output().unwrap();
+        (output.status.code(), json(&output))
+    };
+
+    // Readable: no gap, and the thread's syscall is known.
+    let node = Node::new();
+    node.write_config();
+    let readable = proc_with_a_shim(node.dir.path(), |path| {
+        fs::write(path, "202 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x4").unwrap()
+    });
+    let (code, doc) = run(&node, &readable, false);
+    assert_eq!(procfs_gaps(&doc), Vec::<Value>::new(), "{doc}");
+    assert_eq!(code, Some(0), "{doc}");
+
+    // A directory where the kernel has a file: EISDIR on each thread.
+    let node = Node::new();
+    node.write_config();
+    let proc_root = proc_with_a_shim(node.dir.path(), |path| fs::create_dir(path).unwrap());
+    let (code, doc) = run(&node, &proc_root, false);
+    let gaps = procfs_gaps(&doc);
+    assert_eq!(gaps.len(), 1, "one gap for the process: {doc}");
+    let path = gaps[0]["path"].as_str().unwrap();
+    assert!(
+        ["4300", "4301"]
+            .map(|tid| proc_root.join(format!("4300/task/{tid}/syscall")))
+            .contains(&PathBuf::from(path)),
+        "the first thread's file: {path}"
+    );
+    assert_eq!(
+        gaps[0]["error"],
+        "is a directory (EISDIR) (and 1 more read of this process)"
+    );
+    assert_eq!(gaps[0]["source_unavailable"], false);
+    assert_eq!(code, Some(2), "could not check: {doc}");
+    assert_eq!(doc["shims"][0]["pid"], 4300, "the shim is still listed");
+
+    // Really denied: a file nobody may read, read by nobody (a shim's
+    // files as containerd's AppArmor profile leaves them).
+    let node = Node::new();
+    node.write_config();
+    let proc_root = proc_with_a_shim(node.dir.path(), |path| {
+        fs::write(path, "202 0x0").unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(0o000)).unwrap();
+    });
+    fs::set_permissions(node.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, doc) = run(&node, &proc_root, true);
+    let gaps = procfs_gaps(&doc);
+    assert_eq!(gaps.len(), 1, "{doc}");
+    let error = gaps[0]["error"].as_str().unwrap();
+    assert!(error.starts_with("permission denied (EACCES): "), "{error}");
+    assert!(error.contains("AppArmor"), "{error}");
+    assert_eq!(code, Some(2), "{doc}");
+}

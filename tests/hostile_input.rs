@@ -1252,7 +1252,13 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 process: None,
                 note: None,
             };
-            shim_proof::prove_all(root.path(), &paths, &mut scan.shims, &scan.processes);
+            shim_proof::prove_all(
+                root.path(),
+                &paths,
+                &mut scan.shims,
+                &scan.processes,
+                &mut gaps,
+            );
             for shim in &scan.shims {
                 // No executable a root-owned file named like a shim, no
                 // namespaces, no socket: never ours, whatever the files say.

@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::Read;
-use std::path::Path;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
 
 use procfs::process::Stat;
 use procfs::FromRead;
@@ -45,7 +45,7 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
     for pid in pids {
-        reader.read(pid, &mut scan);
+        reader.read(pid, &mut scan, gaps);
     }
     scan
 }
@@ -61,7 +61,7 @@ pub fn rescan(
     let mut scan = ProcScan::default();
     if let Some(mut reader) = Reader::new(proc_root, shim_threads, gaps) {
         for &pid in pids {
-            reader.read(pid, &mut scan);
+            reader.read(pid, &mut scan, gaps);
         }
     }
     scan
@@ -97,8 +97,9 @@ impl<'a> Reader<'a> {
     }
 
     /// Adds `pid` (and its shim details, if it is a shim) to `scan`; a
-    /// process that is gone is skipped.
-    fn read(&mut self, pid: i32, scan: &mut ProcScan) {
+    /// process that is gone is skipped. A shim file it cannot read while the
+    /// shim runs is a gap (one for the process).
+    fn read(&mut self, pid: i32, scan: &mut ProcScan, gaps: &mut Vec<Gap>) {
         let dir = self.proc_root.join(pid.to_string());
         let Some(stat) = read_stat(&dir.join("stat"), &mut self.buffer) else {
             return;
@@ -114,9 +115,11 @@ impl<'a> Reader<'a> {
             rss_bytes: stat.rss.saturating_mul(self.page_size),
         };
         if info.comm == SHIM_COMM && info.is_running() {
-            if let Some(shim) = read_shim(&dir, info.pid, self.shim_threads) {
+            let mut unread = Unread::default();
+            if let Some(shim) = read_shim(&dir, info.pid, self.shim_threads, &mut unread) {
                 scan.shims.push(shim);
             }
+            gaps.extend(unread.into_gap());
         }
         scan.processes.insert(info.pid, info);
     }
@@ -204,13 +207,72 @@ pub(crate) fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
 /// nodectl's memory (3,000 such processes took 436 MiB before this cap).
 const CMDLINE_CAP: u64 = 16 * 1024;
 
-fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
+/// Why a read of a process's file failed, for a gap; `None` when the
+/// process is gone (ENOENT, ESRCH): churn, like a process that exits during
+/// the scan, not a gap.
+pub(crate) fn read_failure(err: &io::Error) -> Option<String> {
+    use nix::errno::Errno;
+    let Some(code) = err.raw_os_error() else {
+        return Some(err.to_string());
+    };
+    let errno = Errno::from_raw(code);
+    match errno {
+        Errno::ENOENT | Errno::ESRCH => None,
+        Errno::EACCES | Errno::EPERM => Some(format!(
+            "permission denied ({errno:?}): an AppArmor or SELinux profile may deny ptrace \
+             reads of other processes; see appArmorProfile in deploy/base/daemonset.yaml"
+        )),
+        _ => Some(format!("{} ({errno:?})", errno.desc().to_lowercase())),
+    }
+}
+
+/// The reads of one running process that failed, collapsed into one gap: a
+/// shim has dozens of threads, and one profile denies them all alike.
+#[derive(Debug, Default)]
+pub(crate) struct Unread {
+    /// The first failed read and why.
+    first: Option<(PathBuf, String)>,
+    /// How many failed after it.
+    more: usize,
+}
+
+impl Unread {
+    /// Notes a failed read of `path`; nothing when the process is gone.
+    pub(crate) fn note(&mut self, path: &Path, err: &io::Error) {
+        let Some(reason) = read_failure(err) else {
+            return;
+        };
+        match self.first {
+            None => self.first = Some((path.to_path_buf(), reason)),
+            Some(_) => self.more += 1,
+        }
+    }
+
+    /// The one gap of the process, if any read of it failed.
+    pub(crate) fn into_gap(self) -> Option<Gap> {
+        let (path, reason) = self.first?;
+        let error = match self.more {
+            0 => reason,
+            1 => format!("{reason} (and 1 more read of this process)"),
+            n => format!("{reason} (and {n} more reads of this process)"),
+        };
+        Some(Gap::item(SOURCE, path, error))
+    }
+}
+
+/// `result`'s value, or `None` with its error noted in `unread`.
+fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut Unread) -> Option<T> {
+    result.map_err(|err| unread.note(path, &err)).ok()
+}
+
+fn read_shim(dir: &Path, pid: i32, threads: bool, unread: &mut Unread) -> Option<Shim> {
     let mut raw = Vec::new();
-    fs::File::open(dir.join("cmdline"))
-        .ok()?
-        .take(CMDLINE_CAP)
-        .read_to_end(&mut raw)
-        .ok()?;
+    let cmdline = dir.join("cmdline");
+    noted(
+        fs::File::open(&cmdline).and_then(|f| f.take(CMDLINE_CAP).read_to_end(&mut raw)),
+        &cmdline,
+        unread,
+    )?;
     let cmdline: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|arg| !arg.is_empty())
@@ -237,9 +299,12 @@ fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
             .last()
             .filter(|arg| matches!(arg.as_str(), "start" | "delete"))
             .cloned(),
-        cwd: fs::read_link(dir.join("cwd")).ok(),
+        cwd: {
+            let cwd = dir.join("cwd");
+            noted(fs::read_link(&cwd), &cwd, unread)
+        },
         threads: if threads {
-            sample_threads(dir)
+            sample_threads(dir, unread)
         } else {
             Vec::new()
         },
@@ -248,8 +313,9 @@ fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
     })
 }
 
-fn sample_threads(dir: &Path) -> Vec<ThreadSample> {
-    let Ok(tasks) = fs::read_dir(dir.join("task")) else {
+fn sample_threads(dir: &Path, unread: &mut Unread) -> Vec<ThreadSample> {
+    let task = dir.join("task");
+    let Some(tasks) = noted(fs::read_dir(&task), &task, unread) else {
         return Vec::new();
     };
     let mut threads = Vec::new();
@@ -266,13 +332,14 @@ fn sample_threads(dir: &Path) -> Vec<ThreadSample> {
         let Some(stat) = read_stat(&task_dir.join("stat"), &mut buffer) else {
             continue;
         };
-        let syscall = fs::read_to_string(task_dir.join("syscall"))
-            .ok()
+        let syscall_path = task_dir.join("syscall");
+        let syscall = noted(fs::read_to_string(&syscall_path), &syscall_path, unread)
             .and_then(|text| syscall_name(&text));
         // Where a thread sleeps only tells something for uninterruptible
         // sleep; skipping it for the rest saves a read per thread.
+        let wchan_path = task_dir.join("wchan");
         let wchan = (stat.state == 'D')
-            .then(|| fs::read_to_string(task_dir.join("wchan")).ok())
+            .then(|| noted(fs::read_to_string(&wchan_path), &wchan_path, unread))
             .flatten()
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
@@ -464,6 +531,61 @@ mod tests {
         let scan = rescan(Path::new("/proc"), &[me, gone].into(), true, &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(scan.processes.keys().copied().collect::<Vec<_>>(), [me]);
+    }
+
+    #[test]
+    fn a_read_denied_or_failing_is_a_reason_and_a_process_gone_is_none() {
+        let os = |errno: nix::errno::Errno| io::Error::from_raw_os_error(errno as i32);
+        use nix::errno::Errno;
+        assert_eq!(read_failure(&os(Errno::ENOENT)), None);
+        assert_eq!(read_failure(&os(Errno::ESRCH)), None);
+        for (errno, name) in [(Errno::EACCES, "EACCES"), (Errno::EPERM, "EPERM")] {
+            let reason = read_failure(&os(errno)).unwrap();
+            assert!(
+                reason.starts_with(&format!("permission denied ({name}): ")),
+                "{reason}"
+            );
+            assert!(reason.contains("AppArmor or SELinux"), "{reason}");
+            assert!(reason.contains("appArmorProfile"), "{reason}");
+        }
+        assert_eq!(
+            read_failure(&os(Errno::EISDIR)).as_deref(),
+            Some("is a directory (EISDIR)")
+        );
+        assert_eq!(
+            read_failure(&io::Error::new(io::ErrorKind::InvalidData, "not UTF-8")).as_deref(),
+            Some("not UTF-8")
+        );
+    }
+
+    #[test]
+    fn the_failed_reads_of_a_process_are_one_gap_naming_the_first() {
+        let denied = io::Error::from_raw_os_error(nix::libc::EACCES);
+        let gone = io::Error::from_raw_os_error(nix::libc::ENOENT);
+        let mut unread = Unread::default();
+        unread.note(Path::new("/proc/7/task/8/syscall"), &gone);
+        assert!(Unread::default().into_gap().is_none());
+        unread.note(Path::new("/proc/7/cwd"), &denied);
+        unread.note(Path::new("/proc/7/task/8/syscall"), &denied);
+        unread.note(Path::new("/proc/7/task/9/syscall"), &denied);
+        let gap = unread.into_gap().unwrap();
+        assert_eq!(gap.source, Source::Procfs);
+        assert!(!gap.source_unavailable);
+        assert_eq!(gap.path, Path::new("/proc/7/cwd"));
+        assert!(
+            gap.error.starts_with("permission denied (EACCES)"),
+            "{}",
+            gap.error
+        );
+        assert!(
+            gap.error.ends_with("(and 2 more reads of this process)"),
+            "{}",
+            gap.error
+        );
+        // Only gone: no gap at all.
+        let mut unread = Unread::default();
+        unread.note(Path::new("/proc/7/cwd"), &gone);
+        assert!(unread.into_gap().is_none());
     }
 
     #[test]

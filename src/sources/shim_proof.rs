@@ -26,7 +26,9 @@ use nix::sys::stat::{fstat, fstatat, Mode};
 
 #[cfg(test)]
 use crate::model::shim::{bundle_dir, identity, is_identifier, Identity};
-use crate::model::{FileId, NamespaceIds, Paths, ProcessInfo, ProofReference, Shim, ShimProof};
+use crate::model::{
+    FileId, Gap, NamespaceIds, Paths, ProcessInfo, ProofReference, Shim, ShimProof,
+};
 use crate::sources::procfs;
 
 /// Start times tick at 100 Hz; two readings of one process agree within this.
@@ -35,12 +37,15 @@ const SAME_START: i64 = 10_000_000;
 const STATUS_LIMIT: u64 = 64 * 1024;
 
 /// Reads the proof of every shim of a scan; a shim that exited or whose pid
-/// was reused since the scan is dropped (churn, as in the scan itself).
+/// was reused since the scan is dropped (churn, as in the scan itself). A
+/// file of a running shim that could not be read is a gap, unless the scan
+/// already has one for that process (one gap per process).
 pub fn prove_all(
     proc_root: &Path,
     paths: &Paths,
     shims: &mut Vec<Shim>,
     processes: &std::collections::BTreeMap<i32, ProcessInfo>,
+    gaps: &mut Vec<Gap>,
 ) {
     if shims.is_empty() {
         return;
@@ -49,7 +54,14 @@ pub fn prove_all(
     let boot = procfs::boot_time_nanos(proc_root).ok();
     shims.retain_mut(|shim| {
         let started_at = processes.get(&shim.pid).map(|p| p.started_at);
-        match prove(proc_root, shim, started_at, boot, &reference) {
+        let dir = proc_root.join(shim.pid.to_string());
+        let mut unread = Unreadable::new(&dir);
+        let proof = prove(proc_root, shim, started_at, boot, &reference, &mut unread);
+        let known = gaps.iter().any(|g| g.path.starts_with(&dir));
+        if proof.is_some() && !known {
+            gaps.extend(unread.unread.into_gap());
+        }
+        match proof {
             Some(proof) => {
                 shim.proof = Some(proof);
                 true
@@ -67,7 +79,7 @@ pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
         dev: m.dev(),
         ino: m.ino(),
     });
-    let mut unreadable = Vec::new();
+    let mut unreadable = Unreadable::new(proc_root);
     let open = |pid: &str| File::open(proc_root.join(pid)).ok();
     let (described, dir, uid) = match &paths.process {
         Some(process) => {
@@ -84,18 +96,21 @@ pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
         // No containerd to compare with: shims must at least share the
         // host's namespaces (PID 1's, under hostPID too) and run as root.
         // PID 1 may be unreadable (a sandbox hiding it): then nodectl's own.
-        None => match open("1").filter(|d| namespaces(d, &mut Vec::new()).is_some()) {
-            Some(dir) => (
-                "PID 1 (no running containerd identified)".to_string(),
-                Some(dir),
-                0,
-            ),
-            None => (
-                "nodectl itself (no running containerd identified, PID 1 unreadable)".to_string(),
-                open("self"),
-                0,
-            ),
-        },
+        None => {
+            match open("1").filter(|d| namespaces(d, &mut Unreadable::new(proc_root)).is_some()) {
+                Some(dir) => (
+                    "PID 1 (no running containerd identified)".to_string(),
+                    Some(dir),
+                    0,
+                ),
+                None => (
+                    "nodectl itself (no running containerd identified, PID 1 unreadable)"
+                        .to_string(),
+                    open("self"),
+                    0,
+                ),
+            }
+        }
     };
     let namespaces = dir.as_ref().and_then(|d| namespaces(d, &mut unreadable));
     ProofReference {
@@ -115,6 +130,7 @@ fn prove(
     started_at: Option<i64>,
     boot: Option<i64>,
     reference: &ProofReference,
+    unreadable: &mut Unreadable,
 ) -> Option<ShimProof> {
     let dir = File::open(proc_root.join(shim.pid.to_string())).ok()?;
     if let (Some(started_at), Some(boot)) = (started_at, boot) {
@@ -136,24 +152,23 @@ fn prove(
             return None;
         }
     }
-    let mut unreadable = Vec::new();
     let exe = match readlinkat(&dir, "exe") {
         Ok(exe) => Some(PathBuf::from(exe)),
         Err(err) => {
-            unreadable.push(format!("exe: {err}"));
+            unreadable.os("exe", err);
             None
         }
     };
     // The exe link followed: the file the kernel mapped, wherever it is now.
     let exe_stat = fstatat(&dir, "exe", AtFlags::empty())
-        .map_err(|err| unreadable.push(format!("exe: {err}")))
+        .map_err(|err| unreadable.os("exe", err))
         .ok();
-    let uids = uids(&dir, &mut unreadable);
-    let namespaces = namespaces(&dir, &mut unreadable);
+    let uids = uids(&dir, unreadable);
+    let namespaces = namespaces(&dir, unreadable);
     let address_file = shim
         .address
         .as_deref()
-        .and_then(|address| resolve_in_root(&dir, address, &mut unreadable));
+        .and_then(|address| resolve_in_root(&dir, address, unreadable));
     Some(ShimProof {
         exe,
         exe_regular: exe_stat.is_some_and(|s| s.st_mode & libc_s_ifmt() == libc_s_ifreg()),
@@ -162,9 +177,46 @@ fn prove(
         uids,
         namespaces,
         address_file,
-        unreadable,
+        unreadable: unreadable.said.clone(),
         reference: reference.clone(),
     })
+}
+
+/// What could not be read of one process: said in its proof, and noted for
+/// its gap when it failed for another reason than the process's exit.
+struct Unreadable {
+    /// `/proc/<pid>`, whose files the names are relative to.
+    dir: PathBuf,
+    said: Vec<String>,
+    unread: procfs::Unread,
+}
+
+impl Unreadable {
+    fn new(dir: &Path) -> Unreadable {
+        Unreadable {
+            dir: dir.to_path_buf(),
+            said: Vec::new(),
+            unread: procfs::Unread::default(),
+        }
+    }
+
+    /// A call on the process's file `name` failed with `err`.
+    fn os(&mut self, name: &str, err: nix::errno::Errno) {
+        self.said.push(format!("{name}: {err}"));
+        self.unread
+            .note(&self.dir.join(name), &std::io::Error::from(err));
+    }
+
+    /// A read of the process's file `name` failed with `err`.
+    fn io(&mut self, name: &str, err: &std::io::Error) {
+        self.said.push(format!("{name}: {err}"));
+        self.unread.note(&self.dir.join(name), err);
+    }
+
+    /// What the process's file `name` holds is not what the kernel writes.
+    fn data(&mut self, name: &str, what: String) {
+        self.said.push(format!("{name}: {what}"));
+    }
 }
 
 fn libc_s_ifmt() -> u32 {
@@ -178,39 +230,47 @@ fn libc_s_ifreg() -> u32 {
 /// Real, effective, saved and filesystem uids, as seen from nodectl's user
 /// namespace (a uid 0 inside a user namespace of its own shows as the uid
 /// it maps to).
-fn uids(dir: &File, unreadable: &mut Vec<String>) -> Vec<u32> {
-    let read = || -> Result<Vec<u32>, String> {
-        let file = openat(
-            dir,
-            "status",
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| e.to_string())?;
-        let mut text = String::new();
-        File::from(file)
-            .take(STATUS_LIMIT)
-            .read_to_string(&mut text)
-            .map_err(|e| e.to_string())?;
-        let line = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .ok_or("no Uid line")?;
-        line.split_whitespace()
-            .map(|u| u.parse::<u32>().map_err(|e| e.to_string()))
-            .collect()
+fn uids(dir: &File, unreadable: &mut Unreadable) -> Vec<u32> {
+    let file = match openat(
+        dir,
+        "status",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(file) => file,
+        Err(err) => {
+            unreadable.os("status", err);
+            return Vec::new();
+        }
     };
-    read().unwrap_or_else(|err| {
-        unreadable.push(format!("status: {err}"));
+    let mut text = String::new();
+    if let Err(err) = File::from(file)
+        .take(STATUS_LIMIT)
+        .read_to_string(&mut text)
+    {
+        unreadable.io("status", &err);
+        return Vec::new();
+    }
+    let parsed = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .ok_or_else(|| "no Uid line".to_string())
+        .and_then(|line| {
+            line.split_whitespace()
+                .map(|u| u.parse::<u32>().map_err(|e| e.to_string()))
+                .collect()
+        });
+    parsed.unwrap_or_else(|what| {
+        unreadable.data("status", what);
         Vec::new()
     })
 }
 
-fn namespaces(dir: &File, unreadable: &mut Vec<String>) -> Option<NamespaceIds> {
+fn namespaces(dir: &File, unreadable: &mut Unreadable) -> Option<NamespaceIds> {
     let mut inode = |name: &str| match fstatat(dir, name, AtFlags::empty()) {
         Ok(stat) => Some(stat.st_ino),
         Err(err) => {
-            unreadable.push(format!("{name}: {err}"));
+            unreadable.os(name, err);
             None
         }
     };
@@ -226,13 +286,13 @@ fn namespaces(dir: &File, unreadable: &mut Vec<String>) -> Option<NamespaceIds> 
 /// must not escape to nodectl's root), a relative one from its working
 /// directory. Opened O_PATH, which never opens the file itself: a FIFO or
 /// device there cannot block or act.
-fn resolve_in_root(dir: &File, address: &str, unreadable: &mut Vec<String>) -> Option<FileId> {
+fn resolve_in_root(dir: &File, address: &str, unreadable: &mut Unreadable) -> Option<FileId> {
     let path = Path::new(address.strip_prefix("unix://").unwrap_or(address));
     let path: PathBuf = if path.is_relative() {
         match readlinkat(dir, "cwd") {
             Ok(cwd) => PathBuf::from(cwd).join(path),
             Err(err) => {
-                unreadable.push(format!("cwd: {err}"));
+                unreadable.os("cwd", err);
                 return None;
             }
         }
@@ -257,7 +317,15 @@ fn resolve_in_root(dir: &File, address: &str, unreadable: &mut Vec<String>) -> O
             ino: stat.st_ino,
         }),
         Err(err) => {
-            unreadable.push(format!("-address {}: {err}", path.display()));
+            unreadable
+                .said
+                .push(format!("-address {}: {err}", path.display()));
+            // A socket that is not there is said in the proof; a gap only
+            // when reading through the process's root was refused.
+            if matches!(err, nix::errno::Errno::EACCES | nix::errno::Errno::EPERM) {
+                let root = unreadable.dir.join("root");
+                unreadable.unread.note(&root, &std::io::Error::from(err));
+            }
             None
         }
     }
@@ -429,7 +497,13 @@ mod tests {
         let mut paths = snapshot().paths;
         paths.address.path = target.clone();
         let mut shims = vec![s.clone()];
-        prove_all(Path::new("/proc"), &paths, &mut shims, &Default::default());
+        prove_all(
+            Path::new("/proc"),
+            &paths,
+            &mut shims,
+            &Default::default(),
+            &mut Vec::new(),
+        );
         s = shims.pop().expect("a live process is kept");
         let proof = s.proof.as_ref().unwrap();
         assert_eq!(
@@ -443,7 +517,13 @@ mod tests {
         // A magic link (/proc/self/...) is not followed into another root.
         let mut magic = shim(me, &id('s'), "/proc/self/exe", &[]);
         let mut shims = vec![magic.clone()];
-        prove_all(Path::new("/proc"), &paths, &mut shims, &Default::default());
+        prove_all(
+            Path::new("/proc"),
+            &paths,
+            &mut shims,
+            &Default::default(),
+            &mut Vec::new(),
+        );
         magic = shims.pop().unwrap();
         assert_eq!(magic.proof.unwrap().address_file, None);
         impostor_because(identity(&s), "not a containerd-shim binary");
