@@ -926,10 +926,27 @@ fn a_shims_unreadable_thread_files_are_one_gap_for_the_process() {
     assert_eq!(procfs_gaps(&doc), Vec::<Value>::new(), "{doc}");
     assert_eq!(code, Some(0), "{doc}");
 
+    // What proves the shim is read too: an `exe` that cannot be followed.
+    std::os::unix::fs::symlink("exe", readable.join("4300/exe")).unwrap();
+    let (code, doc) = run(&node, &readable, false);
+    let gaps = procfs_gaps(&doc);
+    assert_eq!(gaps.len(), 1, "{doc}");
+    assert_eq!(
+        gaps[0]["path"],
+        readable.join("4300/exe").display().to_string()
+    );
+    assert_eq!(
+        gaps[0]["error"],
+        "too many symbolic links encountered (ELOOP)"
+    );
+    assert_eq!(code, Some(2), "{doc}");
+
     // A directory where the kernel has a file: EISDIR on each thread.
     let node = Node::new();
     node.write_config();
     let proc_root = proc_with_a_shim(node.dir.path(), |path| fs::create_dir(path).unwrap());
+    // Its proof's failed read is not a second gap.
+    std::os::unix::fs::symlink("exe", proc_root.join("4300/exe")).unwrap();
     let (code, doc) = run(&node, &proc_root, false);
     let gaps = procfs_gaps(&doc);
     assert_eq!(gaps.len(), 1, "one gap for the process: {doc}");
