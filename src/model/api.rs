@@ -354,7 +354,18 @@ pub struct TaskView {
     pub status: TaskStatus,
 }
 
+/// What a failed connect says when there is nothing at the socket's path:
+/// the transport's own words add nothing to it.
+pub const NO_SOCKET: &str = "socket does not exist";
+
 impl ContainerdView {
+    /// Whether connecting found nothing at the socket's path.
+    pub fn found_no_socket(&self) -> bool {
+        self.calls
+            .iter()
+            .any(|c| c.method == Method::Connect && c.error.as_deref() == Some(NO_SOCKET))
+    }
+
     /// The container records of a namespace, if containerd listed them.
     pub fn containers(&self, namespace: &str) -> Option<&BTreeSet<String>> {
         self.namespaces.get(namespace)?.containers.as_ref()

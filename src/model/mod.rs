@@ -23,7 +23,7 @@ pub mod snapshot;
 pub use action::{Action, Outcome};
 pub use api::{
     Api, ApiCall, ContainerdView, CriApiState, CriItem, CriView, Method, NamespaceView,
-    StatusProbe, TaskStatus, TaskView,
+    StatusProbe, TaskStatus, TaskView, NO_SOCKET,
 };
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
 pub use finding::{Basis, Finding, Kind, Severity};

@@ -34,9 +34,8 @@ pub async fn timed<T>(
     (result.ok(), record)
 }
 
-/// What [`connect`] says when there is nothing at the socket's path: the
-/// transport's own words add nothing to it.
-pub const NO_SOCKET: &str = "socket does not exist";
+/// What [`connect`] says when there is nothing at the socket's path.
+pub use crate::model::NO_SOCKET;
 
 /// A gRPC channel over containerd's unix socket.
 pub async fn connect(address: &Path) -> Result<Channel, String> {
