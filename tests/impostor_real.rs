@@ -107,8 +107,8 @@ fn forge(bed: &TestBed, id: &str) -> Forger {
     )
     .unwrap();
     let exe = dir.path().join("containerd-shim-runc-v2");
-    fs::copy("/bin/bash", &exe).unwrap();
-    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    // bash below execs it, not this spawn: copied so that no ETXTBSY can be.
+    support::copy_executable(Path::new("/bin/bash"), &exe);
     let child = Command::new("setpriv")
         .arg(format!("--reuid={NOBODY}"))
         .arg(format!("--regid={NOBODY}"))

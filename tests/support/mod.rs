@@ -412,6 +412,28 @@ fn rebuilt(command: &Command, mut into: Command) -> Command {
     into
 }
 
+/// Copies the program `from` to `to` (mode 0755) for a test to exec, in a
+/// `cp` of its own: this process never holds the copy open for writing, so
+/// no fork of another thread of it can keep it open until its exec, and an
+/// exec of the copy from a grandchild (where [`spawn_fresh_executable`]'s
+/// retry cannot reach) never fails with ETXTBSY.
+pub fn copy_executable(from: &Path, to: &Path) {
+    let copied = Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap_or_else(|e| panic!("cp {}: {e}", from.display()));
+    assert!(
+        copied.success(),
+        "cp {} {}: {copied}",
+        from.display(),
+        to.display()
+    );
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(to, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// Spawns a program the test has just written: another test's fork may
 /// still hold the file open for writing for an instant (ETXTBSY), until
 /// that child's exec closes it.
