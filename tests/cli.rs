@@ -941,7 +941,7 @@ fn a_shims_unreadable_thread_files_are_one_gap_for_the_process() {
     );
     assert_eq!(code, Some(2), "{doc}");
 
-    // A directory where the kernel has a file: EISDIR on each thread.
+    // A directory where the kernel has a file, on each thread: not read.
     let node = Node::new();
     node.write_config();
     let proc_root = proc_with_a_shim(node.dir.path(), |path| fs::create_dir(path).unwrap());
@@ -959,7 +959,7 @@ fn a_shims_unreadable_thread_files_are_one_gap_for_the_process() {
     );
     assert_eq!(
         gaps[0]["error"],
-        "is a directory (EISDIR) (and 1 more read of this process)"
+        "a directory, where a regular file belongs: not read (and 1 more read of this process)"
     );
     assert_eq!(gaps[0]["source_unavailable"], false);
     assert_eq!(code, Some(2), "could not check: {doc}");

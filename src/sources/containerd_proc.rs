@@ -14,12 +14,17 @@ use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::model::{ContainerdProcess, ContainerdVersion, VersionSource};
+use crate::sources::{read_proc, read_proc_string};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
 const NAME: &str = "containerd";
 /// `<exe> --version` is a Go binary printing one line; past this it is stuck.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
+/// `comm` is 16 bytes, `stat` under 1 KiB: more is a fake `--proc-root`'s.
+const SMALL_LIMIT: u64 = 64 * 1024;
+/// containerd's command line is a few flags; a longer one is not read.
+const CMDLINE_LIMIT: u64 = 1024 * 1024;
 /// Its answer is one line; anything longer is not it.
 const VERSION_OUTPUT_LIMIT: u64 = 4096;
 
@@ -57,7 +62,7 @@ pub fn find(proc_root: &Path) -> Vec<ContainerdProcess> {
 fn read(proc_root: &Path, pid: i32) -> Option<ContainerdProcess> {
     let dir = proc_root.join(pid.to_string());
     // Cheapest test first: this runs for every process on the node.
-    let comm = fs::read_to_string(dir.join("comm")).ok()?;
+    let comm = read_proc_string(&dir.join("comm"), SMALL_LIMIT).ok()?;
     if comm.trim_end_matches('\n') != NAME {
         return None;
     }
@@ -66,12 +71,12 @@ fn read(proc_root: &Path, pid: i32) -> Option<ContainerdProcess> {
         return None;
     }
     // A defunct daemon has no exe link; a stopping one may still be in Z.
-    let stat = fs::read_to_string(dir.join("stat")).ok()?;
+    let stat = read_proc_string(&dir.join("stat"), SMALL_LIMIT).ok()?;
     let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
     if matches!(state, "Z" | "X" | "x") {
         return None;
     }
-    let raw = fs::read(dir.join("cmdline")).ok()?;
+    let raw = read_proc(&dir.join("cmdline"), CMDLINE_LIMIT).ok()?;
     let argv: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|arg| !arg.is_empty())

@@ -65,7 +65,7 @@ pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<
         .map_err(|err| match err.raw_os_error() {
             Some(code) if code == nix::libc::ELOOP && links == Links::Refuse => io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "a symlink, where containerd writes a regular file: not followed",
+                "a symlink, where a regular file belongs: not followed",
             ),
             // open(2) of a socket fails so, before `fstat` could say.
             Some(code) if code == nix::libc::ENXIO => io::Error::new(
@@ -81,7 +81,7 @@ pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "{}, where containerd writes a regular file: not read",
+                "{}, where a regular file belongs: not read",
                 type_name(&file_type)
             ),
         ));
@@ -94,6 +94,20 @@ pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<
         bytes,
         modified_nanos: mtime_nanos(&metadata)?,
     })
+}
+
+/// Reads a file of procfs (or of a fake `--proc-root`, which may hold
+/// anything) whole, as [`read_regular`] does: a FIFO, a device or a file
+/// over `limit` bytes is an error at once, never a hang or nodectl's memory.
+/// procfs files are regular ones of size 0, read to their end.
+pub(crate) fn read_proc(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    Ok(read_regular(path, limit, Links::Follow)?.bytes)
+}
+
+/// [`read_proc`] as text; not UTF-8 is an error.
+pub(crate) fn read_proc_string(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read_proc(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8: not read"))
 }
 
 /// Reads to the end, but never more than `limit` bytes (the file may have
@@ -350,7 +364,7 @@ mod tests {
             (
                 fifo.as_path(),
                 Links::Refuse,
-                "a FIFO, where containerd writes a regular file",
+                "a FIFO, where a regular file belongs",
             ),
             (&socket, Links::Refuse, "a socket"),
             (Path::new("/dev/null"), Links::Refuse, "a character device"),
@@ -359,7 +373,7 @@ mod tests {
             (
                 &link,
                 Links::Refuse,
-                "a symlink, where containerd writes a regular file",
+                "a symlink, where a regular file belongs",
             ),
             (&looped, Links::Refuse, "a symlink"),
             // Followed where asked, a loop is still an error, not a hang.

@@ -9,12 +9,14 @@ use procfs::process::MountInfo;
 use crate::model::{Gap, Mount, Source};
 
 const SOURCE: Source = Source::Mountinfo;
+/// Ten thousand mounts are a few MiB of mountinfo.
+const MOUNTINFO_LIMIT: u64 = 256 * 1024 * 1024;
 
 /// Reads a mountinfo file (normally `/proc/self/mountinfo`), keeping only the
 /// mounts below `under` (containerd's state and root): a node has thousands of
 /// other mounts that no check looks at.
 pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount> {
-    let text = match std::fs::read(mountinfo) {
+    let text = match crate::sources::read_proc(mountinfo, MOUNTINFO_LIMIT) {
         Ok(bytes) => escape_invalid_utf8(&bytes),
         Err(err) => {
             gaps.push(Gap::source(SOURCE, mountinfo, err));
@@ -225,5 +227,17 @@ mod tests {
         );
         assert!(mounts.is_empty());
         assert!(gaps[0].source_unavailable);
+    }
+
+    #[test]
+    fn a_mountinfo_that_is_a_fifo_is_a_gap_at_once_not_a_hang() {
+        // `--mountinfo` names any path; a FIFO with no writer blocked the
+        // open (and so the whole source) until the deadline.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("mountinfo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let mut gaps = Vec::new();
+        assert!(read(&fifo, &[Path::new("/")], &mut gaps).is_empty());
+        assert!(gaps[0].error.contains("a FIFO"), "{:?}", gaps[0]);
     }
 }

@@ -23,7 +23,7 @@ pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeCont
         Err(err) => gaps.push(Gap::item(Source::Node, &pressure_path, err)),
     }
     let meminfo_path = proc_root.join("meminfo");
-    match std::fs::read_to_string(&meminfo_path)
+    match crate::sources::read_proc_string(&meminfo_path, 1024 * 1024)
         .map_err(|e| e.to_string())
         .and_then(|text| Ok((kib_line(&text, "Dirty")?, kib_line(&text, "Writeback")?)))
     {

@@ -13,6 +13,7 @@ use procfs::process::Stat;
 use procfs::FromRead;
 
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
+use crate::sources::read_proc_string;
 
 const SOURCE: Source = Source::Procfs;
 /// `comm` is cut at 15 bytes, which is exactly the common prefix of every
@@ -127,6 +128,13 @@ impl<'a> Reader<'a> {
 
 /// A `<pid>/stat` line is a few hundred bytes; one read this size gets it all.
 const STAT_READ: usize = 1024;
+/// The kernel's line is under 1 KiB (`comm` is 16 bytes at most); past
+/// this, a fake `--proc-root`'s file is not read on.
+const STAT_CAP: usize = 64 * 1024;
+/// `/proc/stat`: a line per CPU and a few more.
+const PROC_STAT_LIMIT: u64 = 1024 * 1024;
+/// A thread's `syscall` (nine numbers) and `wchan` (a symbol name).
+const THREAD_FILE_LIMIT: u64 = 4096;
 
 /// Reads and parses a `stat` file (procfs's parser) with one `read` into a
 /// reused buffer: on a node with thousands of processes, the size probing of
@@ -144,6 +152,9 @@ fn read_stat(path: &Path, buffer: &mut Vec<u8>) -> Option<Stat> {
         filled += n;
         if n == 0 || filled < buffer.len() {
             break;
+        }
+        if buffer.len() >= STAT_CAP {
+            return None;
         }
         buffer.resize(buffer.len() * 2, 0);
     }
@@ -192,7 +203,8 @@ pub(crate) fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
         };
         return Ok(nanos(ClockId::CLOCK_REALTIME)? - nanos(ClockId::CLOCK_BOOTTIME)?);
     }
-    let stat = fs::read_to_string(proc_root.join("stat")).map_err(|e| e.to_string())?;
+    let stat =
+        read_proc_string(&proc_root.join("stat"), PROC_STAT_LIMIT).map_err(|e| e.to_string())?;
     stat.lines()
         .find_map(|line| line.strip_prefix("btime "))
         .and_then(|secs| secs.trim().parse::<i64>().ok())
@@ -333,13 +345,20 @@ fn sample_threads(dir: &Path, unread: &mut Unread) -> Vec<ThreadSample> {
             continue;
         };
         let syscall_path = task_dir.join("syscall");
-        let syscall = noted(fs::read_to_string(&syscall_path), &syscall_path, unread)
-            .and_then(|text| syscall_name(&text));
+        let syscall = noted(
+            read_proc_string(&syscall_path, THREAD_FILE_LIMIT),
+            &syscall_path,
+            unread,
+        )
+        .and_then(|text| syscall_name(&text));
         // Where a thread sleeps only tells something for uninterruptible
         // sleep; skipping it for the rest saves a read per thread.
         let wchan_path = task_dir.join("wchan");
         let wchan = (stat.state == 'D')
-            .then(|| noted(fs::read_to_string(&wchan_path), &wchan_path, unread))
+            .then(|| {
+                let wchan = read_proc_string(&wchan_path, THREAD_FILE_LIMIT);
+                noted(wchan, &wchan_path, unread)
+            })
             .flatten()
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
@@ -586,6 +605,34 @@ mod tests {
         let mut unread = Unread::default();
         unread.note(Path::new("/proc/7/cwd"), &gone);
         assert!(unread.into_gap().is_none());
+    }
+
+    #[test]
+    fn a_fake_proc_roots_files_are_read_within_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        // A stat record far past any the kernel writes is not read on.
+        let huge = dir.path().join("stat");
+        let comm = "x".repeat(4 * STAT_CAP);
+        fs::write(
+            &huge,
+            format!(
+                "42 ({comm}) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 \
+                 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+            ),
+        )
+        .unwrap();
+        assert!(read_stat(&huge, &mut Vec::new()).is_none());
+        // A FIFO for /proc/stat is an error at once, not a read that waits
+        // for a writer.
+        fs::remove_file(&huge).unwrap();
+        nix::unistd::mkfifo(&huge, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = boot_time_nanos(dir.path()).unwrap_err();
+        assert!(err.contains("a FIFO"), "{err}");
+        // A thread's syscall file larger than the kernel's is not read.
+        let syscall = dir.path().join("syscall");
+        fs::write(&syscall, "1 ".repeat(THREAD_FILE_LIMIT as usize)).unwrap();
+        let err = read_proc_string(&syscall, THREAD_FILE_LIMIT).unwrap_err();
+        assert!(err.to_string().contains("larger than"), "{err}");
     }
 
     #[test]

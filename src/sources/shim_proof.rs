@@ -33,6 +33,8 @@ use crate::sources::procfs;
 
 /// Start times tick at 100 Hz; two readings of one process agree within this.
 const SAME_START: i64 = 10_000_000;
+/// `/proc/<pid>/stat` is under 1 KiB; a fake `--proc-root`'s is cut here.
+const STAT_LIMIT: u64 = 64 * 1024;
 /// `/proc/<pid>/status` is a couple of kB.
 const STATUS_LIMIT: u64 = 64 * 1024;
 
@@ -142,7 +144,10 @@ fn prove(
             Mode::empty(),
         )
         .ok()?;
-        File::from(file).read_to_end(&mut text).ok()?;
+        File::from(file)
+            .take(STAT_LIMIT)
+            .read_to_end(&mut text)
+            .ok()?;
         let stat = procfs::parse_stat(&text)?;
         let now = boot.saturating_add(procfs::ticks_to_nanos(
             stat.starttime,
