@@ -8,10 +8,15 @@ use std::path::Path;
 use crate::model::{Gap, Mount, NodeContext, Source};
 use procfs::{FromRead, IoPressure};
 
+/// `pressure/io` is two lines of numbers.
+const PRESSURE_LIMIT: u64 = 4096;
+
 pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeContext {
     let mut context = NodeContext::default();
     let pressure_path = proc_root.join("pressure/io");
-    match IoPressure::from_file(&pressure_path) {
+    let pressure = crate::sources::read_proc(&pressure_path, PRESSURE_LIMIT)
+        .and_then(|bytes| IoPressure::from_read(bytes.as_slice()).map_err(std::io::Error::other));
+    match pressure {
         Ok(pressure) => {
             context.io_pressure_some_avg10 = Some(pressure.some.avg10);
             context.io_pressure_some_avg60 = Some(pressure.some.avg60);
