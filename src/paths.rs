@@ -52,7 +52,7 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
     let running = flags
         .proc_root
         .as_deref()
-        .map(containerd_proc::find)
+        .map(|proc_root| containerd_proc::find(proc_root, &mut gaps))
         .unwrap_or_default();
     let (process, note) = choose(running, flags, default_config);
     let (config_path, named) = match (

@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::model::{ContainerdProcess, ContainerdVersion, VersionSource};
+use crate::model::{ContainerdProcess, ContainerdVersion, Gap, VersionSource};
+use crate::sources::procfs::Unread;
 use crate::sources::{read_proc, read_proc_string};
 
 /// `comm` and the executable's name of the daemon; shims are
@@ -42,15 +43,23 @@ const VALUE_FLAGS: &[&str] = &[
     "l",
 ];
 
-/// Every containerd daemon below `proc_root`, by pid.
-pub fn find(proc_root: &Path) -> Vec<ContainerdProcess> {
+/// Every containerd daemon below `proc_root`, by pid. A process called
+/// containerd whose executable or working directory cannot be read while it
+/// runs (a profile denying ptrace reads) is a procfs gap: it may be the
+/// daemon, and its paths unknown.
+pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
     let Ok(entries) = fs::read_dir(proc_root) else {
         return Vec::new();
     };
     let mut found: Vec<ContainerdProcess> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| read(proc_root, pid))
+        .filter_map(|pid| {
+            let mut unread = Unread::default();
+            let process = read(proc_root, pid, &mut unread);
+            gaps.extend(unread.into_gap());
+            process
+        })
         .collect();
     found.sort_by_key(|p| p.pid);
     found
@@ -59,14 +68,17 @@ pub fn find(proc_root: &Path) -> Vec<ContainerdProcess> {
 /// `<proc_root>/<pid>` as a containerd daemon, if it is one. argv alone can
 /// lie (any process can call itself containerd), so both the kernel's
 /// `comm` and the executable's name must say containerd.
-fn read(proc_root: &Path, pid: i32) -> Option<ContainerdProcess> {
+fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdProcess> {
     let dir = proc_root.join(pid.to_string());
     // Cheapest test first: this runs for every process on the node.
     let comm = read_proc_string(&dir.join("comm"), SMALL_LIMIT).ok()?;
     if comm.trim_end_matches('\n') != NAME {
         return None;
     }
-    let exe = fs::read_link(dir.join("exe")).ok()?;
+    let exe_link = dir.join("exe");
+    let exe = fs::read_link(&exe_link)
+        .map_err(|err| unread.note(&exe_link, &err))
+        .ok()?;
     if exe_name(&exe) != Some(NAME) {
         return None;
     }
@@ -87,7 +99,9 @@ fn read(proc_root: &Path, pid: i32) -> Option<ContainerdProcess> {
     process.exe = exe;
     // containerd opens a relative --config and makes --root/--state absolute
     // against its working directory; so do we.
-    if let Ok(cwd) = fs::read_link(dir.join("cwd")) {
+    let cwd_link = dir.join("cwd");
+    let cwd = fs::read_link(&cwd_link).map_err(|err| unread.note(&cwd_link, &err));
+    if let Ok(cwd) = cwd {
         for path in [
             &mut process.config,
             &mut process.address,
@@ -404,11 +418,52 @@ mod tests {
             "/usr/bin/containerd",
             "containerd --address /run/containerd/containerd.sock publish --topic /tasks/exit",
         );
-        let found = find(root);
+        let found = find(root, &mut Vec::new());
         let pids: Vec<i32> = found.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![10, 11]);
         assert_eq!(found[0].root, Some(PathBuf::from("/r")));
         assert_eq!(found[0].exe, PathBuf::from("/usr/bin/containerd"));
+    }
+
+    #[test]
+    fn a_containerd_whose_exe_or_cwd_cannot_be_read_is_a_procfs_gap() {
+        let proc_root = tempfile::tempdir().unwrap();
+        let root = proc_root.path();
+        // Its exe not a link (readlink: EINVAL), as a denied read is one
+        // (EACCES): not identified, and a gap says why.
+        fake_process(root, 20, "containerd", "/usr/bin/containerd", "containerd");
+        fs::remove_file(root.join("20/exe")).unwrap();
+        fs::write(root.join("20/exe"), "").unwrap();
+        // Identified, but its cwd unreadable: relative paths stay unknown.
+        fake_process(
+            root,
+            21,
+            "containerd",
+            "/usr/bin/containerd",
+            "containerd -c c.toml",
+        );
+        fs::write(root.join("21/cwd"), "").unwrap();
+        // Gone (no exe, no cwd at all): churn, no gap.
+        fake_process(root, 22, "containerd", "/usr/bin/containerd", "containerd");
+        fs::remove_file(root.join("22/exe")).unwrap();
+        let mut gaps = Vec::new();
+        let found = find(root, &mut gaps);
+        assert_eq!(found.iter().map(|p| p.pid).collect::<Vec<_>>(), [21]);
+        let mut named: Vec<(&Path, &str)> = gaps
+            .iter()
+            .map(|g| (g.path.as_path(), g.error.as_str()))
+            .collect();
+        named.sort();
+        assert_eq!(
+            named,
+            [
+                (root.join("20/exe").as_path(), "invalid argument (EINVAL)"),
+                (root.join("21/cwd").as_path(), "invalid argument (EINVAL)"),
+            ]
+        );
+        assert!(gaps
+            .iter()
+            .all(|g| g.source == crate::model::Source::Procfs));
     }
 
     #[test]
@@ -423,7 +478,7 @@ mod tests {
             "containerd -c etc/c.toml --state /s",
         );
         symlink("/srv/k", root.join("7/cwd")).unwrap();
-        let found = find(root);
+        let found = find(root, &mut Vec::new());
         assert_eq!(found[0].config, Some(PathBuf::from("/srv/k/etc/c.toml")));
         assert_eq!(found[0].state, Some(PathBuf::from("/s")));
     }
