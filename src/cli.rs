@@ -98,6 +98,7 @@ impl GlobalArgs {
             cri_address: None,
             progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             shim_threads: true,
+            snapshots: false,
             timeout: self.timeout,
         }
     }
@@ -127,6 +128,8 @@ pub enum Command {
     LeakedShims(LeakedShimsArgs),
     /// Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them
     LeakedMounts(LeakedMountsArgs),
+    /// Active snapshots that no container, lease or GC root holds; --remove removes them
+    LeakedSnapshots(LeakedSnapshotsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
 }
@@ -146,6 +149,19 @@ pub struct LeakedMountsArgs {
     /// Act: without it, --unmount and --remove-bundles change nothing
     #[arg(long, requires = "cleanup")]
     pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LeakedSnapshotsArgs {
+    /// Remove the leaked snapshots (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub remove: bool,
+    /// Act: without it, --remove changes nothing
+    #[arg(long, requires = "remove")]
+    pub yes: bool,
+    /// How long since its last change before an unheld active snapshot is called leaked (an unpack or a container being created holds its snapshot within moments)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub grace: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -422,6 +438,7 @@ mod tests {
             (&["collect", "f.tar.gz", "--settle"], "1m", "61s"),
             (&["serve", "--listen", ":9101", "--settle"], "1m", "61s"),
             (&["leaked-shims", "--kill", "--grace"], "10m", "601s"),
+            (&["leaked-snapshots", "--grace"], "3652days", "3653days"),
             (&["serve", "--listen", ":9101", "--interval"], "1h", "3601s"),
             (&["serve", "--listen", ":9101", "--slow"], "10m", "601s"),
         ] {

@@ -26,6 +26,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
         late_after: args.late.late_after,
         since: args.late.since,
         slow: args.slow,
+        ..Settings::default()
     };
     let mut findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
     let mut gaps = first.gaps.clone();
