@@ -294,10 +294,16 @@ async fn an_unheld_active_snapshot_is_found_removed_and_refused_once_leased() {
         }))
         .await
         .expect("Leases.Delete");
+    let released = std::time::Instant::now();
     assert!(
         support::wait_until(Duration::from_secs(20), || !listed(&bed, held)),
         "{}: GC removed the released snapshot",
         bed.containerd_version()
+    );
+    eprintln!(
+        "{}: GC swept the released snapshot within {:?}",
+        bed.containerd_version(),
+        released.elapsed()
     );
     assert!(listed(&bed, &pod.container_id), "the pod's snapshot stays");
 }
