@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::model::api::ApiCall;
-use crate::model::snapshot::UnixNanos;
 
 /// The snapshot view of one namespace. Each list is `None` when its call
 /// did not answer (the call's error is in `calls`, and a gap).
@@ -55,9 +54,10 @@ pub struct SnapshotInfo {
     /// The committed snapshot it was prepared on; empty for a base layer.
     pub parent: String,
     pub kind: SnapshotKind,
-    /// Unix ns; 0 when containerd did not say.
-    pub created_at: UnixNanos,
-    pub updated_at: UnixNanos,
+    /// Unix ns (as `snapshot::UnixNanos`, not imported: that module holds
+    /// this one); 0 when containerd did not say.
+    pub created_at: i64,
+    pub updated_at: i64,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
