@@ -279,6 +279,35 @@ pub async fn remove(
             .map(|_| ())
             .map_err(status_text)
     };
-    let (done, call) = timed((Api::Containerd, Method::Connect, None), deadline, call).await;
-    done.ok_or_else(|| call.error.unwrap_or_default())
+    tokio::time::timeout_at(deadline, call)
+        .await
+        .unwrap_or_else(|_| Err("no answer before the deadline".to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_and_kinds_are_read_without_overflow() {
+        assert_eq!(nanos(None), 0);
+        assert_eq!(nanos(Some((2, 5))), 2_000_000_005);
+        assert_eq!(nanos(Some((i64::MAX, 999))), i64::MAX);
+        assert_eq!(kind(2), SnapshotKind::Active);
+        assert_eq!(kind(3), SnapshotKind::Committed);
+        assert_eq!(kind(1), SnapshotKind::View);
+        assert_eq!(kind(42), SnapshotKind::Unknown);
+    }
+
+    #[test]
+    fn only_the_labels_gc_reads_are_kept() {
+        let labels = HashMap::from([
+            ("containerd.io/gc.root".to_string(), "x".to_string()),
+            ("tenant/huge".to_string(), "y".repeat(1000)),
+        ]);
+        assert_eq!(
+            gc_labels(labels).into_keys().collect::<Vec<_>>(),
+            ["containerd.io/gc.root"]
+        );
+    }
 }
