@@ -401,6 +401,25 @@ mod tests {
     }
 
     #[test]
+    fn snapshots_are_removed_only_when_asked_with_a_grace_of_ten_minutes() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["nodectl", "leaked-snapshots"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::LeakedSnapshots(args) => args,
+                _ => panic!("not leaked-snapshots"),
+            })
+        };
+        let plain = parse(&[]).unwrap();
+        assert!(!plain.remove && !plain.yes);
+        assert_eq!(plain.grace, Duration::from_secs(600));
+        let both = parse(&["--remove", "--yes", "--grace", "0s"]).unwrap();
+        assert!(both.remove && both.yes && both.grace.is_zero());
+        let err = parse(&["--yes"]).map(|_| ()).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
     fn namespaces_follow_containerds_identifier_rule() {
         for good in ["k8s.io", "moby", "a", "a-b_c.d9", &"a".repeat(76)] {
             assert_eq!(namespace(good).as_deref(), Ok(good), "{good}");
