@@ -46,6 +46,7 @@ complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "zombies" -d 'Contai
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them'
+complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "leaked-snapshots" -d 'Active snapshots that no container, lease or GC root holds; --remove removes them'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "serve" -d 'Serve `check`\'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills'
 complete -c nodectl -n "__fish_nodectl_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r -f
@@ -158,6 +159,24 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l remove
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l yes -d 'Act: without it, --unmount and --remove-bundles change nothing'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l grace -d 'How long since its last change before an unheld active snapshot is called leaked (an unpack or a container being created holds its snapshot within moments)' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l address -d 'containerd socket [default: the running containerd\'s, else from its config, else /run/containerd/containerd.sock]; with several containerds running, chooses one' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -s n -l namespace -d 'containerd namespace of the Kubernetes containers' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -s o -l output -d 'Output format' -r -f -a "table\t'For people: a list that fits the terminal (80 columns into a pipe)'
+wide\t'For people: the list, then each finding\'s evidence, cause and remedy'
+json\t'One JSON document (schema/report-v1.schema.json)'
+prometheus\t'node_exporter textfile-collector metrics'
+npd\t'node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check'
+npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l remove -d 'Remove the leaked snapshots (each re-checked first); without --yes only says what it would do'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l yes -d 'Act: without it, --remove changes nothing'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l listen -d 'Address to serve on: IP:PORT, or :PORT for every address (127.0.0.1:0 picks a free port; the address is printed on stderr)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l interval -d 'How often the checks run, whatever the scrape rate; scrapes get the last result (1s to 1h)' -r
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r -f
@@ -180,11 +199,12 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l mountinfo -d '
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "check" -d 'Every check in one report: the files, the processes and both APIs cross-checked'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "collect" -d 'Write the evidence `check` works from to a file, for `check --from` elsewhere'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "serve" -d 'Serve `check`\'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills'
-complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts serve help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "check" -d 'Every check in one report: the files, the processes and both APIs cross-checked'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "collect" -d 'Write the evidence `check` works from to a file, for `check --from` elsewhere'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "zombies" -d 'Containers CRI shows as RUNNING whose process is dead, and exits CRI recorded late'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "shims" -d 'Every containerd shim process: its pod, age, memory and children'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "leaked-shims" -d 'Shims that no container record owns and that serve no live process; --kill ends them'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "leaked-mounts" -d 'Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "leaked-snapshots" -d 'Active snapshots that no container, lease or GC root holds; --remove removes them'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "serve" -d 'Serve `check`\'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills'
+complete -c nodectl -n "__fish_nodectl_using_subcommand help; and not __fish_seen_subcommand_from check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

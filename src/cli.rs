@@ -98,6 +98,7 @@ impl GlobalArgs {
             cri_address: None,
             progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             shim_threads: true,
+            snapshots: false,
             timeout: self.timeout,
         }
     }
@@ -127,6 +128,8 @@ pub enum Command {
     LeakedShims(LeakedShimsArgs),
     /// Rootfs and shm mounts, and bundle directories, that nothing owns any more; --unmount and --remove-bundles clean them
     LeakedMounts(LeakedMountsArgs),
+    /// Active snapshots that no container, lease or GC root holds; --remove removes them
+    LeakedSnapshots(LeakedSnapshotsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
 }
@@ -146,6 +149,19 @@ pub struct LeakedMountsArgs {
     /// Act: without it, --unmount and --remove-bundles change nothing
     #[arg(long, requires = "cleanup")]
     pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LeakedSnapshotsArgs {
+    /// Remove the leaked snapshots (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub remove: bool,
+    /// Act: without it, --remove changes nothing
+    #[arg(long, requires = "remove")]
+    pub yes: bool,
+    /// How long since its last change before an unheld active snapshot is called leaked (an unpack or a container being created holds its snapshot within moments)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub grace: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -385,6 +401,25 @@ mod tests {
     }
 
     #[test]
+    fn snapshots_are_removed_only_when_asked_with_a_grace_of_ten_minutes() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["nodectl", "leaked-snapshots"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Command::LeakedSnapshots(args) => args,
+                _ => panic!("not leaked-snapshots"),
+            })
+        };
+        let plain = parse(&[]).unwrap();
+        assert!(!plain.remove && !plain.yes);
+        assert_eq!(plain.grace, Duration::from_secs(600));
+        let both = parse(&["--remove", "--yes", "--grace", "0s"]).unwrap();
+        assert!(both.remove && both.yes && both.grace.is_zero());
+        let err = parse(&["--yes"]).map(|_| ()).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
     fn namespaces_follow_containerds_identifier_rule() {
         for good in ["k8s.io", "moby", "a", "a-b_c.d9", &"a".repeat(76)] {
             assert_eq!(namespace(good).as_deref(), Ok(good), "{good}");
@@ -422,6 +457,7 @@ mod tests {
             (&["collect", "f.tar.gz", "--settle"], "1m", "61s"),
             (&["serve", "--listen", ":9101", "--settle"], "1m", "61s"),
             (&["leaked-shims", "--kill", "--grace"], "10m", "601s"),
+            (&["leaked-snapshots", "--grace"], "3652days", "3653days"),
             (&["serve", "--listen", ":9101", "--interval"], "1h", "3601s"),
             (&["serve", "--listen", ":9101", "--slow"], "10m", "601s"),
         ] {

@@ -4,11 +4,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::model::{ContainerdView, CriView, Gap, Paths, Snapshot, Source, Suspects};
+use crate::model::{
+    ContainerdView, CriView, Gap, Paths, Snapshot, SnapshotterView, Source, Suspects,
+};
 use crate::sources::Bounded;
 use crate::sources::{
-    bundles, containerd_api, containerd_proc, cri_api, cri_store, mountinfo, node, procfs,
-    shim_proof,
+    bundles, containerd_api, containerd_proc, containerd_snapshots, cri_api, cri_store, mountinfo,
+    node, procfs, shim_proof,
 };
 
 /// How long a command that asks no API waits for the containerd binary's
@@ -37,6 +39,9 @@ pub struct GatherOptions {
     /// Sample what every shim thread is blocked in (zombie evidence, blocked
     /// shims, slow CRI); the leak checks do without.
     pub shim_threads: bool,
+    /// Also list containerd's snapshots, leases and the containers'
+    /// snapshots in the namespace (`leaked-snapshots`), with the APIs.
+    pub snapshots: bool,
     /// `--timeout`: a look at the node ends this (plus [`DEADLINE_GRACE`])
     /// after it starts, with a gap for whatever source has not answered.
     pub timeout: Duration,
@@ -142,8 +147,8 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .process
         .as_ref()
         .map(|p| containerd_proc::version_in_background(&options.proc_root, p.pid));
-    let (containerd, cri) = match api_timeout {
-        None => (None, None),
+    let (containerd, cri, snapshotter) = match api_timeout {
+        None => (None, None, None),
         Some(timeout) if timeout.is_zero() => {
             let error = format!(
                 "not asked: the files took the whole deadline ({})",
@@ -154,7 +159,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
                 &paths.address.path,
                 error,
             ));
-            (None, None)
+            (None, None, None)
         }
         Some(timeout) => ask_apis(
             paths,
@@ -192,6 +197,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         cri,
         node,
         containerd_version,
+        snapshotter,
         gaps,
     }
 }
@@ -247,9 +253,10 @@ pub fn add_containerd_records(
     let namespaces = BTreeSet::from([options.namespace.clone()]);
     let options = GatherOptions {
         cri_address: None,
+        snapshots: false,
         ..options.clone()
     };
-    let (containerd, _) = ask_apis(
+    let (containerd, _, _) = ask_apis(
         paths,
         &options,
         timeout,
@@ -260,6 +267,13 @@ pub fn add_containerd_records(
     snapshot.containerd = containerd;
 }
 
+/// What the APIs answered: containerd's view, CRI's and the snapshots'.
+type Answers = (
+    Option<ContainerdView>,
+    Option<CriView>,
+    Option<SnapshotterView>,
+);
+
 /// Queries containerd and CRI concurrently; everything ends by one deadline.
 fn ask_apis(
     paths: &Paths,
@@ -268,7 +282,7 @@ fn ask_apis(
     namespaces: &BTreeSet<String>,
     container_ids: &[String],
     gaps: &mut Vec<Gap>,
-) -> (Option<ContainerdView>, Option<CriView>) {
+) -> Answers {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -281,10 +295,10 @@ fn ask_apis(
                 &paths.address.path,
                 error,
             ));
-            return (None, None);
+            return (None, None, None);
         }
     };
-    let (containerd, cri) = runtime.block_on(async {
+    let (containerd, cri, snapshotter) = runtime.block_on(async {
         let deadline = tokio::time::Instant::now() + timeout;
         let containerd = containerd_api::query(&paths.address.path, namespaces, deadline);
         let cri = async {
@@ -293,7 +307,15 @@ fn ask_apis(
                 None => None,
             }
         };
-        let answers = async { tokio::join!(containerd, cri) };
+        let snapshotter = async {
+            if !options.snapshots {
+                return None;
+            }
+            let (address, namespace) = (&paths.address.path, &options.namespace);
+            let configured = paths.snapshotter.as_deref();
+            Some(containerd_snapshots::query(address, namespace, configured, deadline).await)
+        };
+        let answers = async { tokio::join!(containerd, cri, snapshotter) };
         // Never finishes: it only speaks up if the answers take a while.
         let progress = async {
             tokio::time::sleep(PROGRESS_AFTER).await;
@@ -315,7 +337,10 @@ fn ask_apis(
     if let Some(cri) = &cri {
         cri_api::gaps(cri, gaps);
     }
-    (Some(containerd), cri)
+    if let Some(snapshotter) = &snapshotter {
+        containerd_snapshots::gaps(snapshotter, gaps);
+    }
+    (Some(containerd), cri, snapshotter)
 }
 
 pub fn now_nanos() -> i64 {

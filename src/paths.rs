@@ -97,6 +97,7 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
         ),
         process,
         note,
+        snapshotter: file.as_ref().and_then(|c| c.snapshotter.clone()),
     };
     (paths, gaps)
 }

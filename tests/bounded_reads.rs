@@ -279,6 +279,7 @@ fn a_file_system_that_never_answers_blocks_no_command() {
         (&["zombies", "--settle", "0s"][..], 2),
         (&["leaked-shims"][..], 2),
         (&["leaked-mounts"][..], 2),
+        (&["leaked-snapshots"][..], 2),
         (&["shims"][..], 2),
         (&["check"][..], 2),
     ] {

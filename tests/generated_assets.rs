@@ -197,6 +197,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "A bundle directory with no container record and no shim.",
     ),
     (
+        "leaked-snapshot",
+        "warning",
+        "An active snapshot no container uses, no lease holds and no GC label keeps, unchanged for --grace (only leaked-snapshots lists snapshots).",
+    ),
+    (
         "cri-drift",
         "warning",
         "CRI's view disagrees with containerd's (RUNNING against a stopped task, or a record only one side has).",
@@ -225,6 +230,7 @@ fn kinds_of(command: &str) -> Vec<&'static str> {
         "zombies" => vec!["zombie", "late-exit"],
         "leaked-shims" => vec!["leaked-shim"],
         "leaked-mounts" => vec!["leaked-mount", "orphan-bundle"],
+        "leaked-snapshots" => vec!["leaked-snapshot"],
         _ => vec![],
     }
 }
@@ -298,6 +304,20 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
             (
                 "nodectl leaked-mounts --unmount --remove-bundles --yes",
                 "Do it, each mount and directory re-checked right before.",
+            ),
+        ],
+        "leaked-snapshots" => vec![
+            (
+                "nodectl leaked-snapshots -o wide",
+                "Leaked snapshots, with their snapshotter, parent and age.",
+            ),
+            (
+                "nodectl leaked-snapshots --remove",
+                "What the removal would do; nothing is touched.",
+            ),
+            (
+                "nodectl leaked-snapshots --remove --yes",
+                "Remove them, each re-checked right before.",
             ),
         ],
         _ => vec![],

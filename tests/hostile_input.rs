@@ -1251,6 +1251,7 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 address: located("/nonexistent/containerd.sock"),
                 process: None,
                 note: None,
+                snapshotter: None,
             };
             shim_proof::prove_all(
                 root.path(),

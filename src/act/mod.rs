@@ -6,6 +6,7 @@
 
 pub mod kill;
 pub mod remove_bundle;
+pub mod remove_snapshot;
 pub mod unmount;
 
 use crate::model::{CriItem, Snapshot, Source};

@@ -6,8 +6,8 @@
 
 use crate::checks::settings::Settings;
 use crate::checks::{
-    api_unreachable, cri_drift, cri_slow, late_exit, leaked_mount, leaked_shim, orphan_bundle,
-    shim_blocked, zombie,
+    api_unreachable, cri_drift, cri_slow, late_exit, leaked_mount, leaked_shim, leaked_snapshot,
+    orphan_bundle, shim_blocked, zombie,
 };
 use crate::model::{Finding, Kind, Snapshot, Suspects};
 
@@ -53,6 +53,11 @@ pub const CHECKS: &[Check] = &[
     Check {
         kind: Kind::OrphanBundle,
         run: |l| orphan_bundle::check(l.first),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::LeakedSnapshot,
+        run: |l| leaked_snapshot::check(l.first, l.settings),
         second_look: None,
     },
     Check {

@@ -11,6 +11,8 @@ pub struct Settings {
     pub since: Duration,
     /// A CRI call slower than this is reported as cri-slow.
     pub slow: Duration,
+    /// An unheld active snapshot younger than this is not called leaked.
+    pub snapshot_grace: Duration,
 }
 
 impl Default for Settings {
@@ -19,6 +21,7 @@ impl Default for Settings {
             late_after: Duration::from_secs(30),
             since: Duration::from_secs(24 * 3600),
             slow: Duration::from_secs(1),
+            snapshot_grace: Duration::from_secs(600),
         }
     }
 }

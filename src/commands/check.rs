@@ -24,6 +24,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
         late_after: args.late.late_after,
         since: args.late.since,
         slow: args.slow,
+        ..Settings::default()
     };
     let findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
     // No containerd on the node is one gap, not the APIs' (the check itself

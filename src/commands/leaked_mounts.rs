@@ -32,7 +32,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
     let regather = || gather(&paths, &options, config_gaps.clone());
     let mut cleanups = Vec::new();
     if args.unmount || args.remove_bundles {
-        pause_for_tests();
+        super::pause_for_tests();
     }
     if args.unmount {
         let own = global.proc_root.join("self/mountinfo");
@@ -71,22 +71,4 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
     .identified(snapshot.containerd_version);
     report.cleanups = cleanups;
     Ok(report)
-}
-
-/// Test-only, and only in debug builds (a release build has no such code):
-/// with `NODECTL_TEST_PAUSE_BEFORE_ACT=FILE`, creates FILE after the scan
-/// and waits (at most 2 minutes) until someone removes it before the
-/// re-check and the cleanup, so that a test can bring an object back to life
-/// in between and see the cleanup refuse it.
-fn pause_for_tests() {
-    #[cfg(debug_assertions)]
-    if let Some(file) = std::env::var_os("NODECTL_TEST_PAUSE_BEFORE_ACT") {
-        let file = std::path::Path::new(&file);
-        if std::fs::write(file, b"paused\n").is_ok() {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-            while file.exists() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
-    }
 }

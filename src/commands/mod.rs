@@ -5,6 +5,7 @@ pub mod check;
 pub mod collect;
 pub mod leaked_mounts;
 pub mod leaked_shims;
+pub mod leaked_snapshots;
 pub mod serve;
 pub mod shims;
 pub mod zombies;
@@ -31,6 +32,7 @@ fn run_unbounded(cli: &Cli) -> anyhow::Result<Report> {
         Command::Shims => Ok(shims::run(&cli.global)),
         Command::LeakedShims(args) => leaked_shims::run(&cli.global, args),
         Command::LeakedMounts(args) => leaked_mounts::run(&cli.global, args),
+        Command::LeakedSnapshots(args) => leaked_snapshots::run(&cli.global, args),
         // Runs until stopped, with no report: main hands it to serve::run.
         Command::Serve(_) => anyhow::bail!("serve has no report (see commands::serve::run)"),
     }
@@ -49,4 +51,22 @@ fn gather_pair(
     options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
     let settle = confirm::settle(settle.settle, global.timeout);
     confirm::gather_pair(&paths, &options, config_gaps, settle)
+}
+
+/// Test-only, and only in debug builds (a release build has no such code):
+/// with `NODECTL_TEST_PAUSE_BEFORE_ACT=FILE`, creates FILE after the scan
+/// and waits (at most 2 minutes) until someone removes it before the
+/// re-check and the cleanup, so that a test can bring an object back to life
+/// in between and see the cleanup refuse it.
+pub(crate) fn pause_for_tests() {
+    #[cfg(debug_assertions)]
+    if let Some(file) = std::env::var_os("NODECTL_TEST_PAUSE_BEFORE_ACT") {
+        let file = std::path::Path::new(&file);
+        if std::fs::write(file, b"paused\n").is_ok() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while file.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
 }

@@ -37,6 +37,12 @@ pub enum Method {
     ContainersList,
     /// containerd's Tasks.List, per namespace.
     TasksList,
+    /// containerd's Snapshots.List, per snapshotter.
+    SnapshotsList,
+    /// containerd's Leases.List, per namespace.
+    LeasesList,
+    /// containerd's Leases.ListResources, per lease.
+    LeasesListResources,
     /// CRI's ListPodSandbox.
     ListPodSandbox,
     /// CRI's ListContainers.
@@ -46,11 +52,14 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 7] = [
+    pub const ALL: [Method; 10] = [
         Method::Connect,
         Method::Version,
         Method::ContainersList,
         Method::TasksList,
+        Method::SnapshotsList,
+        Method::LeasesList,
+        Method::LeasesListResources,
         Method::ListPodSandbox,
         Method::ListContainers,
         Method::ContainerStatus,
@@ -62,6 +71,9 @@ impl Method {
             Method::Version => "Version",
             Method::ContainersList => "Containers.List",
             Method::TasksList => "Tasks.List",
+            Method::SnapshotsList => "Snapshots.List",
+            Method::LeasesList => "Leases.List",
+            Method::LeasesListResources => "Leases.ListResources",
             Method::ListPodSandbox => "ListPodSandbox",
             Method::ListContainers => "ListContainers",
             Method::ContainerStatus => "ContainerStatus",

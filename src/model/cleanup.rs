@@ -11,7 +11,7 @@ pub struct Cleanup {
     pub action: CleanupAction,
     /// The container or sandbox id the object belongs to.
     pub id: String,
-    /// The mount point, or the bundle directory.
+    /// The mount point, the bundle directory, or `<snapshotter>/<key>`.
     #[serde(with = "crate::model::path_json")]
     pub path: PathBuf,
     pub outcome: CleanupOutcome,
@@ -23,6 +23,7 @@ pub struct Cleanup {
 pub enum CleanupAction {
     Unmount,
     RemoveBundle,
+    RemoveSnapshot,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -61,6 +62,7 @@ impl CleanupAction {
         match self {
             CleanupAction::Unmount => "unmount",
             CleanupAction::RemoveBundle => "remove-bundle",
+            CleanupAction::RemoveSnapshot => "remove-snapshot",
         }
     }
 }

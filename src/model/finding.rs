@@ -21,6 +21,7 @@ pub enum Kind {
     LeakedShim,
     LeakedMount,
     OrphanBundle,
+    LeakedSnapshot,
     CriDrift,
     CriSlow,
     ShimBlocked,
@@ -30,12 +31,13 @@ pub enum Kind {
 impl Kind {
     /// Every kind, in the order of the check registry
     /// (`checks::registry::CHECKS`, which a test holds to it).
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Zombie,
         Kind::LateExit,
         Kind::LeakedShim,
         Kind::LeakedMount,
         Kind::OrphanBundle,
+        Kind::LeakedSnapshot,
         Kind::CriDrift,
         Kind::CriSlow,
         Kind::ShimBlocked,
@@ -49,6 +51,7 @@ impl Kind {
             Kind::LeakedShim => "leaked-shim",
             Kind::LeakedMount => "leaked-mount",
             Kind::OrphanBundle => "orphan-bundle",
+            Kind::LeakedSnapshot => "leaked-snapshot",
             Kind::CriDrift => "cri-drift",
             Kind::CriSlow => "cri-slow",
             Kind::ShimBlocked => "shim-blocked",

@@ -25,6 +25,7 @@ pub fn snapshot() -> Snapshot {
         address: at(ADDRESS),
         process: None,
         note: None,
+        snapshotter: None,
     };
     Snapshot::empty(NOW, paths, "k8s.io".to_string())
 }

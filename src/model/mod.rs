@@ -19,6 +19,7 @@ pub mod paths;
 pub mod shim;
 pub mod shims;
 pub mod snapshot;
+pub mod snapshotter;
 
 pub use action::{Action, Outcome};
 pub use api::{
@@ -36,3 +37,6 @@ pub use paths::{ContainerdProcess, Located, Origin, Paths};
 pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
 pub use shims::ShimRow;
 pub use snapshot::*;
+pub use snapshotter::{
+    ContainerSnapshot, Lease, LeaseResource, SnapshotInfo, SnapshotKind, SnapshotterView,
+};

@@ -49,6 +49,9 @@ pub struct Paths {
     /// Why no running containerd was used although some run.
     #[serde(default)]
     pub note: Option<String>,
+    /// The snapshotter CRI uses for images, when the config names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshotter: Option<String>,
 }
 
 impl Paths {

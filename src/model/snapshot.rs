@@ -15,6 +15,7 @@ use crate::model::names::{PodRef, KIND_LABEL};
 use crate::model::node::NodeContext;
 use crate::model::paths::Paths;
 use crate::model::shim::Shim;
+use crate::model::snapshotter::SnapshotterView;
 
 /// Unix time in nanoseconds, the unit containerd's CRI status files use.
 pub type UnixNanos = i64;
@@ -48,6 +49,10 @@ pub struct Snapshot {
     /// Which containerd version runs, and how nodectl knows.
     #[serde(default)]
     pub containerd_version: ContainerdVersion,
+    /// containerd's snapshots, leases and the snapshots its containers use;
+    /// `None` when not asked (only `leaked-snapshots` asks).
+    #[serde(default)]
+    pub snapshotter: Option<SnapshotterView>,
     /// What some source could not read, and why.
     pub gaps: Vec<Gap>,
 }
@@ -151,6 +156,7 @@ impl Snapshot {
             cri: None,
             node: NodeContext::default(),
             containerd_version: ContainerdVersion::default(),
+            snapshotter: None,
             gaps: Vec::new(),
         }
     }

@@ -29,6 +29,8 @@ pub struct ConfigPaths {
     pub root: Option<PathBuf>,
     pub state: Option<PathBuf>,
     pub address: Option<PathBuf>,
+    /// The snapshotter CRI unpacks images into (and so its containers use).
+    pub snapshotter: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -112,7 +114,28 @@ fn parse(text: &str) -> io::Result<ConfigPaths> {
         root: nonempty(file.root),
         state: nonempty(file.state),
         address: nonempty(address),
+        snapshotter: cri_snapshotter(&file.plugins, version),
     })
+}
+
+/// CRI's snapshotter: `[plugins."io.containerd.grpc.v1.cri".containerd]
+/// snapshotter` up to version 2 (containerd 1.x; 2.x migrates it from such
+/// a file), `[plugins."io.containerd.cri.v1.images"] snapshotter` from
+/// version 3 (2.x reads only that one there). `None`: the default.
+fn cri_snapshotter(plugins: &toml::Table, version: i64) -> Option<String> {
+    let at = |path: &[&str]| {
+        let mut value = plugins.get(path[0])?;
+        for key in &path[1..] {
+            value = value.get(key)?;
+        }
+        value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
+    };
+    let legacy = at(&["io.containerd.grpc.v1.cri", "containerd", "snapshotter"]);
+    if version >= 3 {
+        at(&["io.containerd.cri.v1.images", "snapshotter"])
+    } else {
+        legacy
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +150,7 @@ mod tests {
             root: Some(PathBuf::from(root)),
             state: Some(PathBuf::from(state)),
             address: address.map(PathBuf::from),
+            snapshotter: None,
         }
     }
 
@@ -196,5 +220,23 @@ mod tests {
                 ..ConfigPaths::default()
             }
         );
+    }
+
+    #[test]
+    fn cri_s_snapshotter_is_read_from_the_key_of_the_config_s_version() {
+        let old = "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"native\"\n";
+        let new = "[plugins.\"io.containerd.cri.v1.images\"]\nsnapshotter = \"zfs\"\n";
+        let read = |text: &str| parse(text).unwrap().snapshotter;
+        assert_eq!(
+            read(&format!("version = 2\n{old}")).as_deref(),
+            Some("native")
+        );
+        assert_eq!(read(old).as_deref(), Some("native"));
+        assert_eq!(read(&format!("version = 3\n{new}")).as_deref(), Some("zfs"));
+        assert_eq!(read(&format!("version = 4\n{new}")).as_deref(), Some("zfs"));
+        // Each version reads only its own key.
+        assert_eq!(read(&format!("version = 3\n{old}")), None);
+        assert_eq!(read(&format!("version = 2\n{new}")), None);
+        assert_eq!(read("version = 2\n"), None);
     }
 }

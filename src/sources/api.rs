@@ -58,6 +58,16 @@ pub async fn connect(address: &Path) -> Result<Channel, String> {
     })
 }
 
+/// A request to containerd about one of its namespaces.
+pub fn namespaced<T>(message: T, namespace: &str) -> Result<tonic::Request<T>, String> {
+    let mut request = tonic::Request::new(message);
+    let value = namespace
+        .parse()
+        .map_err(|_| format!("namespace {namespace:?} is not a valid header value"))?;
+    request.metadata_mut().insert("containerd-namespace", value);
+    Ok(request)
+}
+
 pub fn status_text(status: tonic::Status) -> String {
     format!("{:?}: {}", status.code(), status.message())
 }

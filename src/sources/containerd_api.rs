@@ -9,12 +9,11 @@ use containerd_client::services::v1::version_client::VersionClient;
 use containerd_client::services::v1::{ListContainersRequest, ListTasksRequest};
 use tokio::time::Instant;
 use tonic::transport::Channel;
-use tonic::Request;
 
 use crate::model::{
     name_labels, Api, ApiCall, ContainerdView, Gap, Method, Source, TaskStatus, TaskView,
 };
-use crate::sources::api::{connect, status_text, timed};
+use crate::sources::api::{connect, namespaced, status_text, timed};
 use crate::sources::api_gaps;
 
 const SOURCE: Source = Source::ContainerdApi;
@@ -100,15 +99,6 @@ enum Answer {
     Version(Option<String>),
     Containers(String, Option<Records>),
     Tasks(String, Option<Vec<TaskView>>),
-}
-
-fn namespaced<T>(message: T, namespace: &str) -> Result<Request<T>, String> {
-    let mut request = Request::new(message);
-    let value = namespace
-        .parse()
-        .map_err(|_| format!("namespace {namespace:?} is not a valid header value"))?;
-    request.metadata_mut().insert("containerd-namespace", value);
-    Ok(request)
 }
 
 /// The ids of a namespace's container records, and their naming labels.

@@ -5,6 +5,7 @@ pub mod api;
 pub mod bundles;
 pub mod containerd_api;
 pub mod containerd_proc;
+pub mod containerd_snapshots;
 pub mod cri_api;
 pub mod cri_store;
 pub mod mountinfo;

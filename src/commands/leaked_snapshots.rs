@@ -1,0 +1,60 @@
+//! `nodectl leaked-snapshots [--remove [--yes]] [--grace DURATION]`: active
+//! snapshots that no container, lease or GC root holds; optionally remove
+//! them, each re-checked right before.
+
+use anyhow::bail;
+
+use crate::act::remove_snapshot;
+use crate::checks::{self, leaked_snapshot, Settings};
+use crate::cli::{GlobalArgs, LeakedSnapshotsArgs};
+use crate::gather::{gather, GatherOptions};
+use crate::paths;
+use crate::report::Report;
+use crate::sources::containerd_snapshots;
+
+pub fn run(global: &GlobalArgs, args: &LeakedSnapshotsArgs) -> anyhow::Result<Report> {
+    if args.yes && !nix::unistd::geteuid().is_root() {
+        bail!("--yes needs root: containerd's socket is root's");
+    }
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let options = GatherOptions {
+        shim_threads: false,
+        snapshots: true,
+        ..global.gather_options(true)
+    };
+    let settings = Settings {
+        snapshot_grace: args.grace,
+        ..Settings::default()
+    };
+    let snapshot = gather(&paths, &options, config_gaps.clone());
+    let mut findings = leaked_snapshot::check(&snapshot, &settings);
+    checks::sort(&mut findings);
+
+    let mut cleanups = Vec::new();
+    if args.remove {
+        super::pause_for_tests();
+        let regather = || gather(&paths, &options, config_gaps.clone());
+        let (address, namespace) = (&paths.address.path, &global.namespace);
+        let remove = |snapshotter: &str, key: &str| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|err| format!("starting an async runtime: {err}"))?;
+            runtime.block_on(async {
+                let deadline = tokio::time::Instant::now() + global.timeout;
+                containerd_snapshots::remove(address, namespace, snapshotter, key, deadline).await
+            })
+        };
+        cleanups = remove_snapshot::run(&snapshot, &settings, args.yes, regather, remove);
+    }
+    let mut report = Report::new(
+        "leaked-snapshots",
+        &global.namespace,
+        paths,
+        findings,
+        snapshot.gaps,
+    )
+    .identified(snapshot.containerd_version);
+    report.cleanups = cleanups;
+    Ok(report)
+}
