@@ -137,6 +137,22 @@ async fn an_unheld_active_snapshot_is_found_removed_and_refused_once_leased() {
     let output = bed.nodectl(&["leaked-snapshots", "-o", "json"]);
     let doc = support::report(&output);
     assert_eq!(output.status.code(), Some(0), "within the grace: {doc}");
+    // `check` lists snapshots too (its grace is the default one, so this one
+    // is not leaked yet).
+    let output = bed.nodectl(&["check", "-o", "json"]);
+    let doc = support::report(&output);
+    let calls: Vec<&str> = doc["api_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["call"].as_str())
+        .collect();
+    assert!(
+        calls.iter().any(|c| c.contains("Snapshots.List"))
+            && calls.iter().any(|c| c.contains("Leases.List")),
+        "check asks for snapshots and leases: {calls:?}"
+    );
+    assert!(leaked_keys(&doc).is_empty(), "within the grace: {doc}");
 
     // Grace 0: it is, and nothing else is (the pod's container and sandbox
     // snapshots are held by their records).

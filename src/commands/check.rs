@@ -46,6 +46,9 @@ fn api_calls(snapshot: &Snapshot, slow: Duration) -> Vec<ApiCall> {
     if let Some(view) = &snapshot.containerd {
         calls.extend(view.calls.iter().cloned());
     }
+    if let Some(view) = &snapshot.snapshotter {
+        calls.extend(view.calls.iter().cloned());
+    }
     if let Some(view) = &snapshot.cri {
         calls.extend(view.calls.iter().cloned());
         let slow_ms = slow.as_secs_f64() * 1e3;

@@ -49,6 +49,9 @@ fn gather_pair(
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let mut options = global.gather_options(true);
     options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
+    // `check` is every check: it lists snapshots and leases too, within the
+    // same API deadline (a silent containerd flags nothing, it is a gap).
+    options.snapshots = true;
     let settle = confirm::settle(settle.settle, global.timeout);
     confirm::gather_pair(&paths, &options, config_gaps, settle)
 }
