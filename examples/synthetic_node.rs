@@ -1510,14 +1510,13 @@ fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<
         }
         write(&dir.join("cmdline"), cmdline)?;
         write(&dir.join("comm"), format!("{}\n", p.comm))?;
-        // The executable, as the kernel links it (nodectl tells containerd
-        // itself by its comm and exe); kernel threads have none.
-        if let Some(exe) = p
-            .cmdline
-            .first()
-            .filter(|a| a.starts_with('/') && !p.kernel)
-        {
-            symlink(exe, dir.join("exe")).map_err(|e| io_err(&dir.join("exe"), e))?;
+        // nodectl tells the containerd daemon by its comm and exe. Its
+        // binary was upgraded while it runs (the kernel then links the old
+        // one as deleted): the link dangles, so nodectl does not run the
+        // benchmarking machine's own containerd for its `--version`.
+        if p.comm == "containerd" {
+            let exe = dir.join("exe");
+            symlink("/usr/bin/containerd (deleted)", &exe).map_err(|e| io_err(&exe, e))?;
         }
         if let Some(cwd) = &p.cwd {
             symlink(cwd, dir.join("cwd")).map_err(|e| io_err(&dir.join("cwd"), e))?;
