@@ -2,7 +2,8 @@
 //!
 //! ```sh
 //! cargo run --release --example synthetic_node -- \
-//!     --out DIR --containers N --mounts M --processes P [--seed S]
+//!     --out DIR --containers N --mounts M --processes P [--seed S] \
+//!     [--status-pid-offset K]
 //! ```
 //!
 //! Everything is plain files: nothing is mounted and no process is started.
@@ -27,6 +28,13 @@
 //! /run/containerd/containerd.sock --proc-root DIR/proc --mountinfo
 //! DIR/mountinfo`. The same seed gives the same node, except for times, which
 //! are relative to now.
+//!
+//! `--status-pid-offset K` (default 0) adds K to the pid in every status
+//! file, and nothing else: with K at or above the largest pid Linux allows
+//! (4,194,304), no status file names a live process of the machine, so the
+//! store can be measured against the real `/proc` (bench/run's real-/proc
+//! row). The node's own `proc/` and `expected.json` then no longer match the
+//! status files.
 
 use std::fmt::Write as _;
 use std::fs::{self, File, FileTimes};
@@ -37,7 +45,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const USAGE: &str = "usage: synthetic_node --out DIR --containers N --mounts M --processes P \
-                     [--seed S] [--address SOCKET]";
+                     [--seed S] [--address SOCKET] [--status-pid-offset K]";
 
 /// The socket of the containerd under test (`--address`); its shims name it
 /// with `-address`.
@@ -104,6 +112,8 @@ struct Args {
     processes: usize,
     seed: u64,
     address: String,
+    /// Added to the pid in every status file (see the head of this file).
+    status_pid_offset: i64,
 }
 
 impl Args {
@@ -111,6 +121,7 @@ impl Args {
         let (mut out, mut containers, mut mounts, mut processes) = (None, None, None, None);
         let mut seed = 1;
         let mut address = DEFAULT_ADDRESS.to_string();
+        let mut status_pid_offset = 0;
         while let Some(flag) = argv.next() {
             let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
             let number = |text: String| {
@@ -125,6 +136,7 @@ impl Args {
                 "--processes" => processes = Some(number(value()?)?),
                 "--seed" => seed = number(value()?)? as u64,
                 "--address" => address = value()?,
+                "--status-pid-offset" => status_pid_offset = number(value()?)? as i64,
                 "-h" | "--help" => return Err("help".to_string()),
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -137,6 +149,7 @@ impl Args {
             processes: processes.ok_or_else(|| missing("--processes"))?,
             seed,
             address,
+            status_pid_offset,
         })
     }
 }
@@ -533,7 +546,7 @@ fn run(args: &Args) -> Result<Node, String> {
     )?;
     let root = dir.join("root");
     let state = dir.join("state");
-    write_cri_store(&root, &state, &pods, &containers)?;
+    write_cri_store(&root, &state, &pods, &containers, args.status_pid_offset)?;
     write_bundles(&state, &pods, &containers, &mut rng, &mut counts)?;
     write_procfs(&dir.join("proc"), boot, now, &procs)?;
     let mountinfo = mountinfo(
@@ -1080,11 +1093,17 @@ fn plan_processes(
 }
 
 /// CRI's status file: the JSON containerd writes, Go field names, unix ns.
-fn status_json(c: &Container) -> String {
+fn status_json(c: &Container, pid_offset: i64) -> String {
+    // An exited container's pid stays 0 whatever the offset.
+    let pid = if c.pid == 0 {
+        0
+    } else {
+        i64::from(c.pid) + pid_offset
+    };
     format!(
         "{{\"Version\":\"v1\",\"Pid\":{},\"CreatedAt\":{},\"StartedAt\":{},\"FinishedAt\":{},\
          \"ExitCode\":{},\"Reason\":\"{}\",\"Message\":\"\",\"Resources\":{{\"linux\":{{}}}}}}",
-        c.pid, c.created, c.started, c.finished, c.exit_code, c.reason
+        pid, c.created, c.started, c.finished, c.exit_code, c.reason
     )
 }
 
@@ -1093,6 +1112,7 @@ fn write_cri_store(
     state: &Path,
     pods: &[Pod],
     containers: &[Container],
+    pid_offset: i64,
 ) -> Result<(), String> {
     let cri_root = root.join("io.containerd.grpc.v1.cri");
     let store = cri_root.join("containers");
@@ -1102,7 +1122,7 @@ fn write_cri_store(
         let dir = store.join(&container.id);
         mkdir(&dir)?;
         let path = dir.join("status");
-        let mut json = status_json(container);
+        let mut json = status_json(container, pid_offset);
         if container.kind == Kind::Corrupt {
             // Torn writes: half a file, or nothing.
             let keep = if torn % 2 == 0 { json.len() / 2 } else { 0 };
@@ -1490,6 +1510,14 @@ fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<
         }
         write(&dir.join("cmdline"), cmdline)?;
         write(&dir.join("comm"), format!("{}\n", p.comm))?;
+        // nodectl tells the containerd daemon by its comm and exe. Its
+        // binary was upgraded while it runs (the kernel then links the old
+        // one as deleted): the link dangles, so nodectl does not run the
+        // benchmarking machine's own containerd for its `--version`.
+        if p.comm == "containerd" {
+            let exe = dir.join("exe");
+            symlink("/usr/bin/containerd (deleted)", &exe).map_err(|e| io_err(&exe, e))?;
+        }
         if let Some(cwd) = &p.cwd {
             symlink(cwd, dir.join("cwd")).map_err(|e| io_err(&dir.join("cwd"), e))?;
         }
