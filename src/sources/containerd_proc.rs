@@ -57,8 +57,7 @@ pub fn find(proc_root: &Path) -> Vec<ContainerdProcess> {
 fn read(proc_root: &Path, pid: i32) -> Option<ContainerdProcess> {
     let dir = proc_root.join(pid.to_string());
     // Cheapest test first: this runs for every process on the node.
-    let comm = fs::read_to_string(dir.join("comm")).ok()?;
-    if comm.trim_end_matches('\n') != NAME {
+    if !comm_is(&dir.join("comm"), NAME) {
         return None;
     }
     let exe = fs::read_link(dir.join("exe")).ok()?;
@@ -98,6 +97,23 @@ fn read(proc_root: &Path, pid: i32) -> Option<ContainerdProcess> {
         }
     }
     Some(process)
+}
+
+/// Whether the `comm` file at `path` holds `name`: one `open`, one `read`
+/// into a buffer on the stack and the `close` (a general file read adds a
+/// `statx` and a second `read`, here for every process on the node). The
+/// kernel writes `comm` whole in one read, at most 16 bytes and a newline;
+/// a longer file is no `comm` of `name`.
+fn comm_is(path: &Path, name: &str) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut buffer = [0u8; 64];
+    let Ok(n) = file.read(&mut buffer) else {
+        return false;
+    };
+    let comm = &buffer[..n];
+    n < buffer.len() && comm.strip_suffix(b"\n").unwrap_or(comm) == name.as_bytes()
 }
 
 /// The file name of an `exe` link; an upgraded binary still running shows

@@ -97,14 +97,37 @@ pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<
 }
 
 /// Reads to the end, but never more than `limit` bytes (the file may have
-/// grown since `fstat`). A loop, not one `read`: FUSE and NFS may return
-/// short reads before the end.
-fn read_at_most(file: &mut File, limit: u64, size_hint: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(size_hint.min(limit) as usize + 1);
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(limit, bytes.len() as u64));
+/// grown since `fstat`), into a buffer sized from `fstat` (and the cap), so
+/// that one `read` normally gets it all. The end is where a `read` returns
+/// 0, or where one leaves room in the buffer having reached the size `fstat`
+/// gave: a regular file hands out what it holds, up to the room asked for.
+/// A loop, not one `read`: FUSE and NFS may return short reads before the
+/// end (short of the size, they are read on).
+fn read_at_most(file: &mut File, limit: u64, size: u64) -> io::Result<Vec<u8>> {
+    let cap = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
+    // Room for one byte more than `fstat` said: a file that grew shows so.
+    let mut bytes = vec![0; (size.min(limit) as usize).saturating_add(1).min(cap)];
+    let mut filled = 0;
+    loop {
+        let n = match file.read(&mut bytes[filled..]) {
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        filled += n;
+        if n == 0 || (filled < bytes.len() && filled as u64 >= size) {
+            break;
+        }
+        if filled == bytes.len() {
+            if bytes.len() >= cap {
+                return Err(too_large(limit, filled as u64));
+            }
+            // Grown since `fstat`, or a file system that says size 0.
+            let grown = bytes.len().saturating_mul(2).clamp(64, cap);
+            bytes.resize(grown, 0);
+        }
     }
+    bytes.truncate(filled);
     Ok(bytes)
 }
 
@@ -394,6 +417,25 @@ mod tests {
         File::create(&path).unwrap().set_len(50 << 20).unwrap();
         let error = read_regular(&path, 1 << 20, Links::Refuse).unwrap_err();
         assert!(error.to_string().starts_with("52428800 bytes"), "{error}");
+    }
+
+    #[test]
+    fn a_file_whose_size_fstat_does_not_give_is_read_whole_and_still_capped() {
+        // procfs says size 0: the buffer sized from `fstat` grows to the end.
+        let path = Path::new("/proc/self/status");
+        let file = read_regular(path, 1 << 20, Links::Follow).unwrap();
+        let text = String::from_utf8(file.bytes).unwrap();
+        assert!(text.starts_with("Name:"), "{text}");
+        assert!(text.contains("\nPid:") && text.ends_with('\n'), "{text}");
+        // And past the cap it is refused, as a file `fstat` sized would be.
+        let error = read_regular(path, 100, Links::Follow).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            error
+                .to_string()
+                .starts_with("101 bytes, larger than the 100"),
+            "{error}"
+        );
     }
 
     #[test]
