@@ -114,7 +114,8 @@ impl<'a> Reader<'a> {
             rss_bytes: stat.rss.saturating_mul(self.page_size),
         };
         if info.comm == SHIM_COMM && info.is_running() {
-            if let Some(shim) = read_shim(&dir, info.pid, self.shim_threads) {
+            let threads = self.shim_threads.then_some(info.state);
+            if let Some(shim) = read_shim(&dir, info.pid, threads) {
                 scan.shims.push(shim);
             }
         }
@@ -204,8 +205,10 @@ pub(crate) fn boot_time_nanos(proc_root: &Path) -> Result<UnixNanos, String> {
 /// nodectl's memory (3,000 such processes took 436 MiB before this cap).
 const CMDLINE_CAP: u64 = 16 * 1024;
 
-fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
-    let mut raw = Vec::new();
+/// A shim's details; with `threads` (the state its `stat` gave), what each
+/// of its threads is blocked in.
+fn read_shim(dir: &Path, pid: i32, threads: Option<char>) -> Option<Shim> {
+    let mut raw = Vec::with_capacity(1024);
     fs::File::open(dir.join("cmdline"))
         .ok()?
         .take(CMDLINE_CAP)
@@ -238,17 +241,23 @@ fn read_shim(dir: &Path, pid: i32, threads: bool) -> Option<Shim> {
             .filter(|arg| matches!(arg.as_str(), "start" | "delete"))
             .cloned(),
         cwd: fs::read_link(dir.join("cwd")).ok(),
-        threads: if threads {
-            sample_threads(dir)
-        } else {
-            Vec::new()
+        threads: match threads {
+            Some(state) => sample_threads(dir, pid, state),
+            None => Vec::new(),
         },
         // Filled in by `shim_proof::prove_all`, which knows what to compare with.
         proof: None,
     })
 }
 
-fn sample_threads(dir: &Path) -> Vec<ThreadSample> {
+/// What each thread of the shim at `dir` is blocked in. The leader's state
+/// is the process's own (`<pid>/stat` says the leader's), already read as
+/// `leader_state`. A thread's `syscall` is read only when it sleeps (S or
+/// D): the kernel names a syscall only for a task that is not running (a
+/// running one reads `running`), and only a sleeping thread can be blocked
+/// in one (`umount2` in D, or in S while it waits interruptibly), which is
+/// what the checks look for and `shims` lists.
+fn sample_threads(dir: &Path, leader: i32, leader_state: char) -> Vec<ThreadSample> {
     let Ok(tasks) = fs::read_dir(dir.join("task")) else {
         return Vec::new();
     };
@@ -263,27 +272,43 @@ fn sample_threads(dir: &Path) -> Vec<ThreadSample> {
             continue;
         };
         let task_dir = task.path();
-        let Some(stat) = read_stat(&task_dir.join("stat"), &mut buffer) else {
-            continue;
+        let state = if tid == leader {
+            leader_state
+        } else {
+            match read_stat(&task_dir.join("stat"), &mut buffer) {
+                Some(stat) => stat.state,
+                None => continue,
+            }
         };
-        let syscall = fs::read_to_string(task_dir.join("syscall"))
-            .ok()
+        let syscall = matches!(state, 'S' | 'D')
+            .then(|| read_small(&task_dir.join("syscall"), &mut buffer))
+            .flatten()
             .and_then(|text| syscall_name(&text));
         // Where a thread sleeps only tells something for uninterruptible
         // sleep; skipping it for the rest saves a read per thread.
-        let wchan = (stat.state == 'D')
+        let wchan = (state == 'D')
             .then(|| fs::read_to_string(task_dir.join("wchan")).ok())
             .flatten()
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
             tid,
-            state: stat.state,
+            state,
             syscall,
             wchan,
         });
     }
     threads.sort_by_key(|t| t.tid);
     threads
+}
+
+/// A small procfs file (`syscall`: under 100 bytes) as text, read with one
+/// `read` into the reused `buffer`, as [`read_stat`] does.
+fn read_small(path: &Path, buffer: &mut Vec<u8>) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    buffer.clear();
+    buffer.resize(STAT_READ, 0);
+    let n = file.read(buffer).ok()?;
+    Some(String::from_utf8_lossy(&buffer[..n]).into_owned())
 }
 
 /// The syscall a thread is blocked in, from `/proc/<pid>/task/<tid>/syscall`:
@@ -357,6 +382,77 @@ mod tests {
         assert_eq!(syscall_name("running"), None);
         assert_eq!(syscall_name("-1 0x7ffd 0x4"), None);
         assert_eq!(syscall_name("999 0x0").as_deref(), Some("syscall 999"));
+    }
+
+    fn stat_line(pid: i32, comm: &str, state: char) -> String {
+        format!(
+            "{pid} ({comm}) {state} 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 \
+             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+        )
+    }
+
+    #[test]
+    fn a_shim_thread_in_umount2_is_found_in_d_and_in_s_and_only_sleepers_are_asked() {
+        #[cfg(target_arch = "x86_64")]
+        let (umount2, futex) = ("166", "202");
+        #[cfg(not(target_arch = "x86_64"))]
+        let (umount2, futex) = ("39", "98");
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("stat"), "btime 1700000000\n").unwrap();
+        let pid = 40;
+        let shim = root.join(pid.to_string());
+        fs::create_dir(&shim).unwrap();
+        fs::write(shim.join("stat"), stat_line(pid, SHIM_COMM, 'S')).unwrap();
+        fs::write(
+            shim.join("cmdline"),
+            "/usr/bin/containerd-shim-runc-v2\0-namespace\0k8s.io\0-id\0abc\0\
+             -address\0/run/containerd/containerd.sock\0",
+        )
+        .unwrap();
+        // tid, state in its own stat, its syscall file.
+        let threads = [
+            // The leader: its state is the process's (no task stat here).
+            (pid, None, format!("{futex} 0x1 0x0")),
+            (41, Some('D'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+            (42, Some('S'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+            // A running thread's syscall file is never read: the kernel
+            // names no syscall for it (were it read, this would show).
+            (43, Some('R'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+        ];
+        for (tid, state, syscall) in &threads {
+            let task = shim.join("task").join(tid.to_string());
+            fs::create_dir_all(&task).unwrap();
+            if let Some(state) = state {
+                fs::write(task.join("stat"), stat_line(*tid, SHIM_COMM, *state)).unwrap();
+            }
+            fs::write(task.join("syscall"), syscall).unwrap();
+        }
+        fs::write(shim.join("task/41/wchan"), "wb_wait_for_completion").unwrap();
+
+        let mut gaps = Vec::new();
+        let scan = scan(root, true, &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(scan.shims.len(), 1);
+        let sampled: Vec<_> = scan.shims[0]
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.state, t.syscall.as_deref(), t.wchan.as_deref()))
+            .collect();
+        assert_eq!(
+            sampled,
+            [
+                (40, 'S', Some("futex"), None),
+                (41, 'D', Some("umount2"), Some("wb_wait_for_completion")),
+                (42, 'S', Some("umount2"), None),
+                (43, 'R', None, None),
+            ]
+        );
+        let in_umount2: Vec<i32> = scan.shims[0].threads_in_umount2().map(|t| t.tid).collect();
+        assert_eq!(in_umount2, [41, 42]);
+        // Without thread sampling, none is read.
+        let scan = super::scan(root, false, &mut gaps);
+        assert!(scan.shims[0].threads.is_empty());
     }
 
     #[test]
