@@ -192,6 +192,44 @@ pub(crate) fn reading(path: &Path) {
     });
 }
 
+/// Runs `work` on each half of `items` on a thread of its own (scoped: both
+/// end before this returns) and gives the two answers in order; fewer than
+/// `at_least` items are worked through here, where a thread would cost more
+/// than it saves. Each thread reports what it reads where this one does
+/// (see [`reading`]), so a read that blocks is still named.
+pub(crate) fn in_halves<T: Sync, R: Send>(
+    items: &[T],
+    at_least: usize,
+    work: impl Fn(&[T]) -> R + Sync,
+) -> Vec<R> {
+    if items.len() < at_least.max(2) {
+        return vec![work(items)];
+    }
+    let (first, second) = items.split_at(items.len() / 2);
+    let slot = READING.with(|r| r.borrow().clone());
+    let work = &work;
+    std::thread::scope(|scope| {
+        let halves = [first, second].map(|half| {
+            let slot = slot.clone();
+            scope.spawn(move || {
+                if let Some(slot) = slot {
+                    watch_reading(slot);
+                }
+                work(half)
+            })
+        });
+        halves
+            .into_iter()
+            .map(|half| match half.join() {
+                Ok(answer) => answer,
+                // A panic in either half is the source's panic, as if it had
+                // worked through both on its own thread.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
+}
+
 /// Gaps for the calls an API did not answer: a failed connect or version call
 /// makes the whole API unavailable; other failures are single gaps.
 pub(crate) fn api_gaps(source: Source, address: &Path, calls: &[ApiCall], gaps: &mut Vec<Gap>) {
@@ -502,6 +540,31 @@ mod bounded_tests {
             waited_ms.is_some_and(|ms| (300..2000).contains(&ms)),
             "{}",
             gaps[0].error
+        );
+    }
+
+    #[test]
+    fn halves_are_worked_in_order_and_say_what_they_read_where_the_caller_does() {
+        let items: Vec<u32> = (0..10).collect();
+        // Few items: one call, on this thread.
+        assert_eq!(in_halves(&items, 11, |h| h.to_vec()), vec![items.clone()]);
+        let slot = Reading::default();
+        let source = slot.clone();
+        let halves = std::thread::spawn(move || {
+            watch_reading(source);
+            in_halves(&items, 4, |half| {
+                reading(Path::new("/proc/1/stat"));
+                (std::thread::current().id(), half.to_vec())
+            })
+        })
+        .join()
+        .unwrap();
+        assert_eq!(halves[0].1, [0, 1, 2, 3, 4]);
+        assert_eq!(halves[1].1, [5, 6, 7, 8, 9]);
+        assert_ne!(halves[0].0, halves[1].0, "two threads");
+        assert_eq!(
+            slot.lock().unwrap().as_deref(),
+            Some(Path::new("/proc/1/stat"))
         );
     }
 
