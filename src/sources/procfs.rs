@@ -267,11 +267,11 @@ fn read_shim(dir: &Path, pid: i32, threads: Option<char>) -> Option<Shim> {
 
 /// What each thread of the shim at `dir` is blocked in. The leader's state
 /// is the process's own (`<pid>/stat` says the leader's), already read as
-/// `leader_state`. A thread's `syscall` is read only when it sleeps (S or
-/// D): the kernel names a syscall only for a task that is not running (a
-/// running one reads `running`), and only a sleeping thread can be blocked
-/// in one (`umount2` in D, or in S while it waits interruptibly), which is
-/// what the checks look for and `shims` lists.
+/// `leader_state`. A thread's `syscall` is not read when it runs (R): the
+/// kernel names no syscall for a running task (the file says `running`).
+/// Every other state can be inside one: `umount2` in D, in S while it waits
+/// interruptibly, in t when a tracer holds it at the call (as strace's
+/// fault injection does).
 fn sample_threads(dir: &Path, leader: i32, leader_state: char) -> Vec<ThreadSample> {
     let Ok(tasks) = fs::read_dir(dir.join("task")) else {
         return Vec::new();
@@ -295,7 +295,7 @@ fn sample_threads(dir: &Path, leader: i32, leader_state: char) -> Vec<ThreadSamp
                 None => continue,
             }
         };
-        let syscall = matches!(state, 'S' | 'D')
+        let syscall = (state != 'R')
             .then(|| read_small(&task_dir.join("syscall"), &mut buffer))
             .flatten()
             .and_then(|text| syscall_name(&text));
@@ -407,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shim_thread_in_umount2_is_found_in_d_and_in_s_and_only_sleepers_are_asked() {
+    fn a_shim_thread_in_umount2_is_found_in_d_s_and_t_and_a_running_one_is_not_asked() {
         #[cfg(target_arch = "x86_64")]
         let (umount2, futex) = ("166", "202");
         #[cfg(not(target_arch = "x86_64"))]
@@ -431,6 +431,8 @@ mod tests {
             (pid, None, format!("{futex} 0x1 0x0")),
             (41, Some('D'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
             (42, Some('S'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+            // Held at the call by a tracer (strace's delay_enter).
+            (44, Some('t'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
             // A running thread's syscall file is never read: the kernel
             // names no syscall for it (were it read, this would show).
             (43, Some('R'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
@@ -461,10 +463,11 @@ mod tests {
                 (41, 'D', Some("umount2"), Some("wb_wait_for_completion")),
                 (42, 'S', Some("umount2"), None),
                 (43, 'R', None, None),
+                (44, 't', Some("umount2"), None),
             ]
         );
         let in_umount2: Vec<i32> = scan.shims[0].threads_in_umount2().map(|t| t.tid).collect();
-        assert_eq!(in_umount2, [41, 42]);
+        assert_eq!(in_umount2, [41, 42, 44]);
         // Without thread sampling, none is read.
         let scan = super::scan(root, false, &mut gaps);
         assert!(scan.shims[0].threads.is_empty());
