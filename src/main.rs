@@ -37,7 +37,9 @@ fn main() -> ExitCode {
         return exit;
     }
     // Buffered: a report is many small writes, and the node is already busy.
-    let mut stdout = io::BufWriter::new(io::stdout().lock());
+    // 64 KiB: a JSON report of 10,000 containers went out in 155 writes of
+    // the default 8 KiB.
+    let mut stdout = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
     match render::render(&report, cli.global.output, &mut stdout) {
         Ok(()) => exit,
         // Piped into `head` and the like: the reader has what it wanted.

@@ -114,7 +114,10 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
     eprintln!("nodectl check, 80 columns:\n{text}");
     let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
     assert!(widest <= 80, "{widest} columns:\n{text}");
-    assert!(text.contains("zombie") && text.contains("stuck/init"), "{text}");
+    assert!(
+        text.contains("zombie") && text.contains("stuck/init"),
+        "{text}"
+    );
 
     // Hold the unmount as long as the seeds' slow disk did (the first delayed
     // umount2 ends by itself at ~44 s), then let go: containerd's retry of

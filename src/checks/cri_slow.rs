@@ -6,11 +6,13 @@
 //! container hang, and every ListContainers with it; kubelet's relist then
 //! passes 3 min and the node goes NotReady (seed 001).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::model::{ApiCall, Finding, Kind, Method, Severity, Snapshot};
+use crate::checks::shared::ShimIndex;
+use crate::model::{ApiCall, CriContainer, Finding, Kind, Method, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
     let Some(cri) = &snapshot.cri else {
@@ -33,17 +35,21 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
         .find(|c| c.method == Method::ListContainers);
     let list_evidence = list.map(|c| json!({"latency_ms": c.latency_ms, "timed_out": c.timed_out}));
 
+    let shims = ShimIndex::new(snapshot);
+    // The first container of each id, as a scan would find it.
+    let mut containers: HashMap<&str, &CriContainer> = HashMap::new();
+    for c in &snapshot.cri_containers {
+        containers.entry(&c.id).or_insert(c);
+    }
     let mut findings: Vec<Finding> = cri
         .statuses
         .iter()
         .filter(|probe| is_slow(&probe.call))
         .map(|probe| {
             let pod = snapshot.names_of(&probe.id);
-            let shim = snapshot
-                .cri_containers
-                .iter()
-                .find(|c| c.id == probe.id)
-                .and_then(|c| crate::checks::shared::shim_of(snapshot, c));
+            let shim = containers
+                .get(probe.id.as_str())
+                .and_then(|c| shims.shim_of(snapshot, c));
             let blocked: Vec<Value> = shim
                 .map(|s| {
                     s.threads

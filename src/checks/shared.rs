@@ -1,28 +1,58 @@
 //! What several checks ask of a snapshot: which shim serves a container,
 //! whether containerd still holds a record of an id.
 
+use std::collections::HashMap;
+
 use crate::model::{Basis, CriContainer, Shim, Snapshot};
 
 /// The shim serving a container: the one whose pid the bundle recorded, else
 /// (runc v2 groups a pod's containers in one shim) the shim started with
-/// `-id <sandbox id>` for this containerd and namespace.
+/// `-id <sandbox id>` for this containerd and namespace. For one container;
+/// a check asking for many builds a [`ShimIndex`] once.
 pub fn shim_of<'a>(snapshot: &'a Snapshot, container: &CriContainer) -> Option<&'a Shim> {
-    let ours = |shim: &&Shim| {
-        shim.serves(&snapshot.paths.address.path)
-            && shim.namespace.as_deref() == Some(snapshot.namespace.as_str())
-    };
-    let bundle = snapshot.bundles.get(&container.id);
-    if let Some(pid) = bundle.and_then(|b| b.shim_pid) {
-        if let Some(shim) = snapshot.shims.iter().filter(ours).find(|s| s.pid == pid) {
+    ShimIndex::new(snapshot).shim_of(snapshot, container)
+}
+
+/// The shims of our containerd and namespace by pid and by `-id`, each
+/// proven once ([`Shim::serves`] judges the proof, with its words, on every
+/// call): asking per container would judge every shim for every container.
+pub struct ShimIndex<'a> {
+    by_pid: HashMap<i32, &'a Shim>,
+    /// The first such shim for each id, as a scan in snapshot order finds.
+    by_id: HashMap<&'a str, &'a Shim>,
+}
+
+impl<'a> ShimIndex<'a> {
+    pub fn new(snapshot: &'a Snapshot) -> ShimIndex<'a> {
+        let mut index = ShimIndex {
+            by_pid: HashMap::new(),
+            by_id: HashMap::new(),
+        };
+        let ours = snapshot.shims.iter().filter(|shim| {
+            shim.namespace.as_deref() == Some(snapshot.namespace.as_str())
+                && shim.serves(&snapshot.paths.address.path)
+        });
+        for shim in ours {
+            index.by_pid.entry(shim.pid).or_insert(shim);
+            if let Some(id) = shim.id.as_deref() {
+                index.by_id.entry(id).or_insert(shim);
+            }
+        }
+        index
+    }
+
+    /// [`shim_of`], looked up.
+    pub fn shim_of(&self, snapshot: &Snapshot, container: &CriContainer) -> Option<&'a Shim> {
+        let bundle = snapshot.bundles.get(&container.id);
+        if let Some(shim) = bundle
+            .and_then(|b| b.shim_pid)
+            .and_then(|pid| self.by_pid.get(&pid))
+        {
             return Some(shim);
         }
+        let group = bundle.and_then(|b| b.sandbox_id()).unwrap_or(&container.id);
+        self.by_id.get(group).copied()
     }
-    let group = bundle.and_then(|b| b.sandbox_id()).unwrap_or(&container.id);
-    snapshot
-        .shims
-        .iter()
-        .filter(ours)
-        .find(|s| s.id.as_deref() == Some(group))
 }
 
 /// Whether containerd holds a container record for `id` in `namespace`.

@@ -6,12 +6,12 @@
 //! 10 s deadline passes, the handler returns early, and the status file keeps
 //! `FinishedAt = 0` until a retry succeeds, minutes later or never.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::shared::shim_of;
+use crate::checks::shared::ShimIndex;
 use crate::model::{
     timestamp, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity, Snapshot,
     Suspects,
@@ -39,6 +39,7 @@ struct Evidence {
 }
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    let shims = ShimIndex::new(snapshot);
     snapshot
         .cri_containers
         .iter()
@@ -50,7 +51,7 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
                 .ok()
                 .and_then(|pid| snapshot.processes.get(&pid));
             let death = why_dead(c, process)?;
-            Some(finding(snapshot, c, death))
+            Some(finding(snapshot, &shims, c, death))
         })
         .collect()
 }
@@ -69,12 +70,14 @@ pub fn confirmed(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
 /// What a second look must read again to confirm the zombies of `first`:
 /// their status files and recorded pids.
 pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
+    // The first container of each id, as a scan would find it.
+    let mut pids: HashMap<&str, i64> = HashMap::new();
+    for c in &first.cri_containers {
+        pids.entry(&c.id).or_insert(c.status.pid);
+    }
     for finding in check(first) {
-        let container = first.cri_containers.iter().find(|c| c.id == finding.id);
-        if let Some(container) = container {
-            suspects
-                .pids
-                .extend(i32::try_from(container.status.pid).ok());
+        if let Some(pid) = pids.get(finding.id.as_str()) {
+            suspects.pids.extend(i32::try_from(*pid).ok());
         }
         suspects.containers.insert(finding.id);
     }
@@ -111,9 +114,14 @@ fn why_dead(container: &CriContainer, process: Option<&ProcessInfo>) -> Option<S
     None
 }
 
-fn finding(snapshot: &Snapshot, container: &CriContainer, death: String) -> Finding {
+fn finding(
+    snapshot: &Snapshot,
+    shims: &ShimIndex,
+    container: &CriContainer,
+    death: String,
+) -> Finding {
     let pod = snapshot.names_of(&container.id);
-    let shim = shim_of(snapshot, container);
+    let shim = shims.shim_of(snapshot, container);
     let in_umount2: Vec<i32> = shim
         .map(|s| s.threads_in_umount2().map(|t| t.tid).collect())
         .unwrap_or_default();

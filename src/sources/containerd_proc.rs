@@ -51,16 +51,25 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
     let Ok(entries) = fs::read_dir(proc_root) else {
         return Vec::new();
     };
-    let mut found: Vec<ContainerdProcess> = entries
+    let pids: Vec<i32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let mut unread = Unread::default();
-            let process = read(proc_root, pid, &mut unread);
-            gaps.extend(unread.into_gap());
-            process
-        })
         .collect();
+    // Every process's comm: on two threads when there are many.
+    let mut found = Vec::new();
+    for (processes, unread) in super::in_halves(&pids, 1000, |pids| {
+        let mut processes = Vec::new();
+        let mut unread = Vec::new();
+        for &pid in pids {
+            let mut noted = Unread::default();
+            processes.extend(read(proc_root, pid, &mut noted));
+            unread.extend(noted.into_gap());
+        }
+        (processes, unread)
+    }) {
+        found.extend(processes);
+        gaps.extend(unread);
+    }
     found.sort_by_key(|p| p.pid);
     found
 }
@@ -71,8 +80,7 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
 fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdProcess> {
     let dir = proc_root.join(pid.to_string());
     // Cheapest test first: this runs for every process on the node.
-    let comm = read_proc_string(&dir.join("comm"), SMALL_LIMIT).ok()?;
-    if comm.trim_end_matches('\n') != NAME {
+    if !comm_is(&dir.join("comm"), NAME) {
         return None;
     }
     let exe_link = dir.join("exe");
@@ -117,6 +125,23 @@ fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdPro
         }
     }
     Some(process)
+}
+
+/// Whether the `comm` file at `path` holds `name`: one `open`, one `read`
+/// into a buffer on the stack and the `close` (a general file read adds a
+/// `statx` and a second `read`, here for every process on the node). The
+/// kernel writes `comm` whole in one read, at most 16 bytes and a newline;
+/// a longer file is no `comm` of `name`.
+fn comm_is(path: &Path, name: &str) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut buffer = [0u8; 64];
+    let Ok(n) = file.read(&mut buffer) else {
+        return false;
+    };
+    let comm = &buffer[..n];
+    n < buffer.len() && comm.strip_suffix(b"\n").unwrap_or(comm) == name.as_bytes()
 }
 
 /// The file name of an `exe` link; an upgraded binary still running shows

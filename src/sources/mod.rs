@@ -112,14 +112,37 @@ pub(crate) fn read_proc_string(path: &Path, limit: u64) -> io::Result<String> {
 }
 
 /// Reads to the end, but never more than `limit` bytes (the file may have
-/// grown since `fstat`). A loop, not one `read`: FUSE and NFS may return
-/// short reads before the end.
-fn read_at_most(file: &mut File, limit: u64, size_hint: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(size_hint.min(limit) as usize + 1);
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(limit, bytes.len() as u64));
+/// grown since `fstat`), into a buffer sized from `fstat` (and the cap), so
+/// that one `read` normally gets it all. The end is where a `read` returns
+/// 0, or where one leaves room in the buffer having reached the size `fstat`
+/// gave: a regular file hands out what it holds, up to the room asked for.
+/// A loop, not one `read`: FUSE and NFS may return short reads before the
+/// end (short of the size, they are read on).
+fn read_at_most(file: &mut File, limit: u64, size: u64) -> io::Result<Vec<u8>> {
+    let cap = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
+    // Room for one byte more than `fstat` said: a file that grew shows so.
+    let mut bytes = vec![0; (size.min(limit) as usize).saturating_add(1).min(cap)];
+    let mut filled = 0;
+    loop {
+        let n = match file.read(&mut bytes[filled..]) {
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        filled += n;
+        if n == 0 || (filled < bytes.len() && filled as u64 >= size) {
+            break;
+        }
+        if filled == bytes.len() {
+            if bytes.len() >= cap {
+                return Err(too_large(limit, filled as u64));
+            }
+            // Grown since `fstat`, or a file system that says size 0.
+            let grown = bytes.len().saturating_mul(2).clamp(64, cap);
+            bytes.resize(grown, 0);
+        }
     }
+    bytes.truncate(filled);
     Ok(bytes)
 }
 
@@ -182,6 +205,44 @@ pub(crate) fn reading(path: &Path) {
             }
         }
     });
+}
+
+/// Runs `work` on each half of `items` on a thread of its own (scoped: both
+/// end before this returns) and gives the two answers in order; fewer than
+/// `at_least` items are worked through here, where a thread would cost more
+/// than it saves. Each thread reports what it reads where this one does
+/// (see [`reading`]), so a read that blocks is still named.
+pub(crate) fn in_halves<T: Sync, R: Send>(
+    items: &[T],
+    at_least: usize,
+    work: impl Fn(&[T]) -> R + Sync,
+) -> Vec<R> {
+    if items.len() < at_least.max(2) {
+        return vec![work(items)];
+    }
+    let (first, second) = items.split_at(items.len() / 2);
+    let slot = READING.with(|r| r.borrow().clone());
+    let work = &work;
+    std::thread::scope(|scope| {
+        let halves = [first, second].map(|half| {
+            let slot = slot.clone();
+            scope.spawn(move || {
+                if let Some(slot) = slot {
+                    watch_reading(slot);
+                }
+                work(half)
+            })
+        });
+        halves
+            .into_iter()
+            .map(|half| match half.join() {
+                Ok(answer) => answer,
+                // A panic in either half is the source's panic, as if it had
+                // worked through both on its own thread.
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
 }
 
 /// Gaps for the calls an API did not answer: a failed connect or version call
@@ -412,6 +473,25 @@ mod tests {
     }
 
     #[test]
+    fn a_file_whose_size_fstat_does_not_give_is_read_whole_and_still_capped() {
+        // procfs says size 0: the buffer sized from `fstat` grows to the end.
+        let path = Path::new("/proc/self/status");
+        let file = read_regular(path, 1 << 20, Links::Follow).unwrap();
+        let text = String::from_utf8(file.bytes).unwrap();
+        assert!(text.starts_with("Name:"), "{text}");
+        assert!(text.contains("\nPid:") && text.ends_with('\n'), "{text}");
+        // And past the cap it is refused, as a file `fstat` sized would be.
+        let error = read_regular(path, 100, Links::Follow).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert!(
+            error
+                .to_string()
+                .starts_with("101 bytes, larger than the 100"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn the_mtime_is_the_read_files_own_and_a_missing_file_stays_not_found() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("status");
@@ -475,6 +555,31 @@ mod bounded_tests {
             waited_ms.is_some_and(|ms| (300..2000).contains(&ms)),
             "{}",
             gaps[0].error
+        );
+    }
+
+    #[test]
+    fn halves_are_worked_in_order_and_say_what_they_read_where_the_caller_does() {
+        let items: Vec<u32> = (0..10).collect();
+        // Few items: one call, on this thread.
+        assert_eq!(in_halves(&items, 11, |h| h.to_vec()), vec![items.clone()]);
+        let slot = Reading::default();
+        let source = slot.clone();
+        let halves = std::thread::spawn(move || {
+            watch_reading(source);
+            in_halves(&items, 4, |half| {
+                reading(Path::new("/proc/1/stat"));
+                (std::thread::current().id(), half.to_vec())
+            })
+        })
+        .join()
+        .unwrap();
+        assert_eq!(halves[0].1, [0, 1, 2, 3, 4]);
+        assert_eq!(halves[1].1, [5, 6, 7, 8, 9]);
+        assert_ne!(halves[0].0, halves[1].0, "two threads");
+        assert_eq!(
+            slot.lock().unwrap().as_deref(),
+            Some(Path::new("/proc/1/stat"))
         );
     }
 

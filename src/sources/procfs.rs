@@ -32,7 +32,7 @@ pub struct ProcScan {
 /// blocked in); only the checks that judge stuck shims need that.
 pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcScan {
     let mut scan = ProcScan::default();
-    let Some(mut reader) = Reader::new(proc_root, shim_threads, gaps) else {
+    let Some(reader) = Reader::new(proc_root, shim_threads, gaps) else {
         return scan;
     };
     let entries = match fs::read_dir(proc_root) {
@@ -42,14 +42,30 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
             return scan;
         }
     };
-    let pids = entries
+    let pids: Vec<i32> = entries
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok());
-    for pid in pids {
-        reader.read(pid, &mut scan, gaps);
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .collect();
+    // Two cores read procfs faster than one; the shims and gaps stay in the
+    // order of the directory.
+    for (half, half_gaps) in super::in_halves(&pids, PARALLEL_FROM, |pids| {
+        let mut reader = reader.clone();
+        let mut scan = ProcScan::default();
+        let mut gaps = Vec::new();
+        for &pid in pids {
+            reader.read(pid, &mut scan, &mut gaps);
+        }
+        (scan, gaps)
+    }) {
+        scan.processes.extend(half.processes);
+        scan.shims.extend(half.shims);
+        gaps.extend(half_gaps);
     }
     scan
 }
+
+/// Below this many processes, one thread reads them all.
+const PARALLEL_FROM: usize = 1000;
 
 /// Reads only `pids` again (a follow-up look at a few suspects); those gone
 /// since are simply absent.
@@ -69,6 +85,7 @@ pub fn rescan(
 }
 
 /// What turning one `<pid>/stat` into a [`ProcessInfo`] needs, set up once.
+#[derive(Clone)]
 struct Reader<'a> {
     proc_root: &'a Path,
     shim_threads: bool,
@@ -117,7 +134,8 @@ impl<'a> Reader<'a> {
         };
         if info.comm == SHIM_COMM && info.is_running() {
             let mut unread = Unread::default();
-            if let Some(shim) = read_shim(&dir, info.pid, self.shim_threads, &mut unread) {
+            let threads = self.shim_threads.then_some(info.state);
+            if let Some(shim) = read_shim(&dir, info.pid, threads, &mut unread) {
                 scan.shims.push(shim);
             }
             gaps.extend(unread.into_gap());
@@ -277,8 +295,10 @@ fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut Unread) -> Option<T
     result.map_err(|err| unread.note(path, &err)).ok()
 }
 
-fn read_shim(dir: &Path, pid: i32, threads: bool, unread: &mut Unread) -> Option<Shim> {
-    let mut raw = Vec::new();
+/// A shim's details; with `threads` (the state its `stat` gave), what each
+/// of its threads is blocked in.
+fn read_shim(dir: &Path, pid: i32, threads: Option<char>, unread: &mut Unread) -> Option<Shim> {
+    let mut raw = Vec::with_capacity(1024);
     let cmdline = dir.join("cmdline");
     noted(
         fs::File::open(&cmdline).and_then(|f| f.take(CMDLINE_CAP).read_to_end(&mut raw)),
@@ -315,17 +335,28 @@ fn read_shim(dir: &Path, pid: i32, threads: bool, unread: &mut Unread) -> Option
             let cwd = dir.join("cwd");
             noted(fs::read_link(&cwd), &cwd, unread)
         },
-        threads: if threads {
-            sample_threads(dir, unread)
-        } else {
-            Vec::new()
+        threads: match threads {
+            Some(state) => sample_threads(dir, pid, state, unread),
+            None => Vec::new(),
         },
         // Filled in by `shim_proof::prove_all`, which knows what to compare with.
         proof: None,
     })
 }
 
-fn sample_threads(dir: &Path, unread: &mut Unread) -> Vec<ThreadSample> {
+/// What each thread of the shim at `dir` is blocked in. The leader's state
+/// is the process's own (`<pid>/stat` says the leader's), already read as
+/// `leader_state`. A thread's `syscall` is not read when it runs (R): the
+/// kernel names no syscall for a running task (the file says `running`).
+/// Every other state can be inside one: `umount2` in D, in S while it waits
+/// interruptibly, in t when a tracer holds it at the call (as strace's
+/// fault injection does).
+fn sample_threads(
+    dir: &Path,
+    leader: i32,
+    leader_state: char,
+    unread: &mut Unread,
+) -> Vec<ThreadSample> {
     let task = dir.join("task");
     let Some(tasks) = noted(fs::read_dir(&task), &task, unread) else {
         return Vec::new();
@@ -341,20 +372,26 @@ fn sample_threads(dir: &Path, unread: &mut Unread) -> Vec<ThreadSample> {
             continue;
         };
         let task_dir = task.path();
-        let Some(stat) = read_stat(&task_dir.join("stat"), &mut buffer) else {
-            continue;
+        let state = if tid == leader {
+            leader_state
+        } else {
+            match read_stat(&task_dir.join("stat"), &mut buffer) {
+                Some(stat) => stat.state,
+                None => continue,
+            }
         };
         let syscall_path = task_dir.join("syscall");
-        let syscall = noted(
-            read_proc_string(&syscall_path, THREAD_FILE_LIMIT),
-            &syscall_path,
-            unread,
-        )
-        .and_then(|text| syscall_name(&text));
+        let syscall = (state != 'R')
+            .then(|| {
+                let text = read_proc_string(&syscall_path, THREAD_FILE_LIMIT);
+                noted(text, &syscall_path, unread)
+            })
+            .flatten()
+            .and_then(|text| syscall_name(&text));
         // Where a thread sleeps only tells something for uninterruptible
         // sleep; skipping it for the rest saves a read per thread.
         let wchan_path = task_dir.join("wchan");
-        let wchan = (stat.state == 'D')
+        let wchan = (state == 'D')
             .then(|| {
                 let wchan = read_proc_string(&wchan_path, THREAD_FILE_LIMIT);
                 noted(wchan, &wchan_path, unread)
@@ -363,7 +400,7 @@ fn sample_threads(dir: &Path, unread: &mut Unread) -> Vec<ThreadSample> {
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
             tid,
-            state: stat.state,
+            state,
             syscall,
             wchan,
         });
@@ -443,6 +480,110 @@ mod tests {
         assert_eq!(syscall_name("running"), None);
         assert_eq!(syscall_name("-1 0x7ffd 0x4"), None);
         assert_eq!(syscall_name("999 0x0").as_deref(), Some("syscall 999"));
+    }
+
+    fn stat_line(pid: i32, comm: &str, state: char) -> String {
+        format!(
+            "{pid} ({comm}) {state} 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 \
+             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+        )
+    }
+
+    #[test]
+    fn a_shim_thread_in_umount2_is_found_in_d_s_and_t_and_a_running_one_is_not_asked() {
+        #[cfg(target_arch = "x86_64")]
+        let (umount2, futex) = ("166", "202");
+        #[cfg(not(target_arch = "x86_64"))]
+        let (umount2, futex) = ("39", "98");
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("stat"), "btime 1700000000\n").unwrap();
+        let pid = 40;
+        let shim = root.join(pid.to_string());
+        fs::create_dir(&shim).unwrap();
+        fs::write(shim.join("stat"), stat_line(pid, SHIM_COMM, 'S')).unwrap();
+        fs::write(
+            shim.join("cmdline"),
+            "/usr/bin/containerd-shim-runc-v2\0-namespace\0k8s.io\0-id\0abc\0\
+             -address\0/run/containerd/containerd.sock\0",
+        )
+        .unwrap();
+        // tid, state in its own stat, its syscall file.
+        let threads = [
+            // The leader: its state is the process's (no task stat here).
+            (pid, None, format!("{futex} 0x1 0x0")),
+            (41, Some('D'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+            (42, Some('S'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+            // Held at the call by a tracer (strace's delay_enter).
+            (44, Some('t'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+            // A running thread's syscall file is never read: the kernel
+            // names no syscall for it (were it read, this would show).
+            (43, Some('R'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+        ];
+        for (tid, state, syscall) in &threads {
+            let task = shim.join("task").join(tid.to_string());
+            fs::create_dir_all(&task).unwrap();
+            if let Some(state) = state {
+                fs::write(task.join("stat"), stat_line(*tid, SHIM_COMM, *state)).unwrap();
+            }
+            fs::write(task.join("syscall"), syscall).unwrap();
+        }
+        fs::write(shim.join("task/41/wchan"), "wb_wait_for_completion").unwrap();
+
+        let mut gaps = Vec::new();
+        let scan = scan(root, true, &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(scan.shims.len(), 1);
+        let sampled: Vec<_> = scan.shims[0]
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.state, t.syscall.as_deref(), t.wchan.as_deref()))
+            .collect();
+        assert_eq!(
+            sampled,
+            [
+                (40, 'S', Some("futex"), None),
+                (41, 'D', Some("umount2"), Some("wb_wait_for_completion")),
+                (42, 'S', Some("umount2"), None),
+                (43, 'R', None, None),
+                (44, 't', Some("umount2"), None),
+            ]
+        );
+        let in_umount2: Vec<i32> = scan.shims[0].threads_in_umount2().map(|t| t.tid).collect();
+        assert_eq!(in_umount2, [41, 42, 44]);
+        // Without thread sampling, none is read.
+        let scan = super::scan(root, false, &mut gaps);
+        assert!(scan.shims[0].threads.is_empty());
+    }
+
+    #[test]
+    fn many_processes_are_read_on_two_threads_and_the_shims_keep_the_directory_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("stat"), "btime 1700000000\n").unwrap();
+        let count = 2 * PARALLEL_FROM as i32;
+        for pid in 1..=count {
+            let proc_dir = root.join(pid.to_string());
+            fs::create_dir(&proc_dir).unwrap();
+            let comm = if pid % 100 == 0 { SHIM_COMM } else { "sleep" };
+            fs::write(proc_dir.join("stat"), stat_line(pid, comm, 'S')).unwrap();
+            fs::write(
+                proc_dir.join("cmdline"),
+                "containerd-shim-runc-v2\0-id\0x\0",
+            )
+            .unwrap();
+        }
+        let mut gaps = Vec::new();
+        let scan = scan(root, true, &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(scan.processes.len(), count as usize);
+        let in_directory: Vec<i32> = fs::read_dir(root)
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().to_str()?.parse().ok())
+            .filter(|pid| pid % 100 == 0)
+            .collect();
+        let shims: Vec<i32> = scan.shims.iter().map(|s| s.pid).collect();
+        assert_eq!(shims, in_directory);
     }
 
     #[test]
