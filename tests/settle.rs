@@ -94,3 +94,50 @@ fn check_collect_and_zombies_wait_the_one_settle_before_the_second_look() {
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(doc["findings"][0]["kind"], "zombie");
 }
+
+/// A container that dies just before CRI records its exit looks like a
+/// zombie for a moment: when CRI has recorded the exit by the second look,
+/// `check` and `zombies` report nothing.
+#[test]
+fn a_zombie_gone_by_the_second_look_is_not_reported() {
+    for command in [&["check", "-o", "json"][..], &["zombies", "-o", "json"]] {
+        let node = node_with_a_zombie();
+        let status = node
+            .path()
+            .join("root/io.containerd.grpc.v1.cri/containers")
+            .join(ID)
+            .join("status");
+        let exited = fs::read_to_string(&status).unwrap().replace(
+            r#""FinishedAt":0"#,
+            &format!(r#""FinishedAt":{}"#, {
+                chrono::Utc::now().timestamp_nanos_opt().unwrap()
+            }),
+        );
+        let dir = node.path().to_path_buf();
+        let args: Vec<String> = [command, &["--settle", "3s"]]
+            .concat()
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        let runner = std::thread::spawn(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run(&dir, &args)
+        });
+        // The first look takes well under a second; CRI records the exit
+        // during the settle (containerd writes the status file by rename).
+        std::thread::sleep(Duration::from_millis(1200));
+        let replacement = status.with_file_name("status.tmp");
+        fs::write(&replacement, exited).unwrap();
+        fs::rename(&replacement, &status).unwrap();
+        let (output, took) = runner.join().unwrap();
+        assert!(took >= Duration::from_secs(3), "{command:?} settled");
+        let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let kinds: Vec<&str> = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["kind"].as_str())
+            .collect();
+        assert!(!kinds.contains(&"zombie"), "{command:?}: {doc}");
+    }
+}

@@ -32,7 +32,16 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     // something to name.
     if !findings.is_empty() {
         add_containerd_records(&mut snapshot, &paths, &options, global.timeout);
-        findings = find(&snapshot);
+        // Judged again only if containerd answered with records: building
+        // thousands of findings is most of the cost on a node that has them.
+        let answered = snapshot.containerd.as_ref().is_some_and(|view| {
+            view.namespaces
+                .values()
+                .any(|ns| ns.containers.is_some() || !ns.labels.is_empty())
+        });
+        if answered {
+            findings = find(&snapshot);
+        }
     }
 
     // A container that exits normally is dead for a few milliseconds before
@@ -41,11 +50,15 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     if findings.iter().any(|f| f.kind == Kind::Zombie) {
         let settle = confirm::settle(args.confirm.settle, global.timeout);
         let second = confirm::second_look(&paths, &options, &snapshot, settle);
-        let confirmed = second.map_or_else(Vec::new, |second| {
-            checks::zombie::confirmed(&snapshot, &second)
+        // Still zombies in the second look: the first's findings are kept
+        // as they are (the same as `zombie::confirmed` gives, not built again).
+        let still: BTreeSet<String> = second.map_or_else(BTreeSet::new, |second| {
+            checks::zombie::check(&second)
+                .into_iter()
+                .map(|f| f.id)
+                .collect()
         });
-        let still: BTreeSet<&str> = confirmed.iter().map(|f| f.id.as_str()).collect();
-        findings.retain(|f| f.kind != Kind::Zombie || still.contains(f.id.as_str()));
+        findings.retain(|f| f.kind != Kind::Zombie || still.contains(&f.id));
     }
     checks::sort(&mut findings);
     Report::new("zombies", &global.namespace, paths, findings, snapshot.gaps)
