@@ -529,7 +529,7 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
     // when it re-checks: that mount and bundle are refused, the other
     // bundle is removed.
     let pause = bed.scratch("pause-before-act");
-    let child = support::nodectl_command(
+    let child = support::spawn_paused_before_act(
         &[
             "leaked-mounts",
             "--unmount",
@@ -539,15 +539,7 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
             "json",
         ],
         [bed.root(), bed.state(), bed.address(), bed.config_path()],
-    )
-    .env("NODECTL_TEST_PAUSE_BEFORE_ACT", &pause)
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    assert!(
-        support::wait_until(Duration::from_secs(60), || pause.exists()),
-        "nodectl pauses after its scan"
+        &pause,
     );
     let back = bed.start_orphan_shim(&unknown);
     std::fs::remove_file(&pause).unwrap();

@@ -235,7 +235,7 @@ async fn an_unheld_active_snapshot_is_found_removed_and_refused_once_leased() {
     ctr(&bed, &["prepare", held, &layer]);
     unroot(&bed, held);
     let pause = bed.scratch("pause");
-    let child = support::nodectl_command(
+    let child = support::spawn_paused_before_act(
         &[
             "leaked-snapshots",
             "--grace",
@@ -246,15 +246,7 @@ async fn an_unheld_active_snapshot_is_found_removed_and_refused_once_leased() {
             "json",
         ],
         [bed.root(), bed.state(), bed.address(), bed.config_path()],
-    )
-    .env("NODECTL_TEST_PAUSE_BEFORE_ACT", &pause)
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
-    assert!(
-        support::wait_until(Duration::from_secs(60), || pause.exists()),
-        "nodectl pauses after its scan"
+        &pause,
     );
     let mut client = leases(bed.address()).await;
     let lease = "nodectl-test-lease";

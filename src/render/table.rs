@@ -303,6 +303,19 @@ fn severity_cell(severity: Severity, colour: bool) -> Cell {
     }
 }
 
+/// The summary without its leading `<namespace>/<pod>/<container> is `
+/// when the CONTAINER column already says who: at 80 columns the summary
+/// has about 30 characters, too few to spend on a repeat.
+fn without_who<'a>(summary: &'a str, who: &str) -> &'a str {
+    let Some((first, rest)) = summary.split_once(' ') else {
+        return summary;
+    };
+    if who == "-" || !(first == who || first.ends_with(&format!("/{who}"))) {
+        return summary;
+    }
+    rest.strip_prefix("is ").unwrap_or(rest)
+}
+
 fn findings_table(findings: &[Finding], layout: Layout) -> Table {
     let mut table = list_table(
         &["KIND", "SEVERITY", "CONTAINER", "ID", "WHAT IS WRONG"],
@@ -318,9 +331,12 @@ fn findings_table(findings: &[Finding], layout: Layout) -> Table {
         table.add_row(one_line(vec![
             Cell::new(finding.kind.as_str()),
             severity_cell(finding.severity, layout.colour),
-            Cell::new(who),
+            Cell::new(&who),
             Cell::new(short(&finding.id)),
-            Cell::new(readable_seconds(&shown(&finding.summary))),
+            Cell::new(readable_seconds(without_who(
+                &shown(&finding.summary),
+                &who,
+            ))),
         ]));
     }
     // The kind, the severity and the id are never cut; a long pod name
@@ -606,6 +622,22 @@ mod tests {
     use super::*;
     use crate::checks::{run_all, Settings};
     use crate::model::fixtures::*;
+
+    #[test]
+    fn the_summary_does_not_repeat_the_container_column() {
+        let summary = "shop/web-0/init is RUNNING in CRI but its process is gone (no process)";
+        assert_eq!(
+            without_who(summary, "web-0/init"),
+            "RUNNING in CRI but its process is gone (no process)"
+        );
+        // Another container's name, or none, leaves it whole.
+        assert_eq!(without_who(summary, "web-1/init"), summary);
+        assert_eq!(without_who(summary, "-"), summary);
+        assert_eq!(
+            without_who("shim pid 42 is blocked", "web-0"),
+            "shim pid 42 is blocked"
+        );
+    }
 
     const NARROW: Layout = Layout {
         width: 80,

@@ -278,6 +278,29 @@ pub fn live_and_offline_check(bed: &TestBed) -> (serde_json::Value, serde_json::
     (live, offline)
 }
 
+/// nodectl with `args`, started with the test-only pause after its scan
+/// (`NODECTL_TEST_PAUSE_BEFORE_ACT`): returns once it is paused, so that the
+/// test can bring an object back to life before removing `pause` lets it
+/// re-check and act.
+#[allow(dead_code)]
+pub fn spawn_paused_before_act(
+    args: &[&str],
+    paths: [&Path; 4],
+    pause: &Path,
+) -> std::process::Child {
+    let child = nodectl_command(args, paths)
+        .env("NODECTL_TEST_PAUSE_BEFORE_ACT", pause)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(60), || pause.exists()),
+        "nodectl pauses after its scan"
+    );
+    child
+}
+
 /// Polls `condition` every 100 ms until it holds (true) or `limit` passes.
 pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
