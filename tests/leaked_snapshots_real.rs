@@ -124,21 +124,7 @@ async fn an_unheld_active_snapshot_is_found_removed_and_refused_once_leased() {
         "CRI keys a container's snapshot by its id: {all:?}"
     );
 
-    // `ctr snapshots prepare` labels what it prepares containerd.io/gc.root
-    // (a GC root: never collected, never leaked); with that label taken
-    // off, nothing holds it.
-    let lost = "nodectl-test-lost";
-    ctr(&bed, &["prepare", lost, &layer]);
-    let output = bed.nodectl(&["leaked-snapshots", "--grace", "0s", "-o", "json"]);
-    let doc = support::report(&output);
-    assert_eq!(output.status.code(), Some(0), "a GC root: {doc}");
-    unroot(&bed, lost);
-    // With the default grace, a snapshot changed just now is not leaked.
-    let output = bed.nodectl(&["leaked-snapshots", "-o", "json"]);
-    let doc = support::report(&output);
-    assert_eq!(output.status.code(), Some(0), "within the grace: {doc}");
-    // `check` lists snapshots too (its grace is the default one, so this one
-    // is not leaked yet).
+    // `check` lists snapshots and leases too.
     let output = bed.nodectl(&["check", "-o", "json"]);
     let doc = support::report(&output);
     let calls: Vec<&str> = doc["api_calls"]
@@ -152,7 +138,31 @@ async fn an_unheld_active_snapshot_is_found_removed_and_refused_once_leased() {
             && calls.iter().any(|c| c.contains("Leases.List")),
         "check asks for snapshots and leases: {calls:?}"
     );
-    assert!(leaked_keys(&doc).is_empty(), "within the grace: {doc}");
+    assert!(leaked_keys(&doc).is_empty(), "nothing leaked yet: {doc}");
+
+    // `ctr snapshots prepare` labels what it prepares containerd.io/gc.root
+    // (a GC root: never collected, never leaked); with that label taken
+    // off, nothing holds it. A GC may still be due (the pod's start and
+    // the metadata changes since schedule one; CI saw 2.3.4 sweep it before
+    // the scan): then it is prepared again, after that GC.
+    let lost = "nodectl-test-lost";
+    for attempt in 1.. {
+        ctr(&bed, &["prepare", lost, &layer]);
+        let output = bed.nodectl(&["leaked-snapshots", "--grace", "0s", "-o", "json"]);
+        let doc = support::report(&output);
+        assert_eq!(output.status.code(), Some(0), "a GC root: {doc}");
+        unroot(&bed, lost);
+        // With the default grace, a snapshot changed just now is not leaked.
+        let output = bed.nodectl(&["leaked-snapshots", "-o", "json"]);
+        let doc = support::report(&output);
+        assert_eq!(output.status.code(), Some(0), "within the grace: {doc}");
+        if listed(&bed, lost) {
+            break;
+        }
+        assert!(attempt < 5, "swept {attempt} times: {:?}", snapshots(&bed));
+        eprintln!("containerd's GC swept {lost} (attempt {attempt}); preparing it again");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
 
     // Grace 0: it is, and nothing else is (the pod's container and sandbox
     // snapshots are held by their records).
