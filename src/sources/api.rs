@@ -34,6 +34,19 @@ pub async fn timed<T>(
     (result.ok(), record)
 }
 
+/// [`connect`] to `address` for `api` within `deadline`, the attempt
+/// recorded in `calls`: every API source starts this way.
+pub async fn connect_recorded(
+    api: Api,
+    address: &Path,
+    deadline: Instant,
+    calls: &mut Vec<ApiCall>,
+) -> Option<Channel> {
+    let (channel, call) = timed((api, Method::Connect, None), deadline, connect(address)).await;
+    calls.push(call);
+    channel
+}
+
 /// What [`connect`] says when there is nothing at the socket's path.
 pub use crate::model::NO_SOCKET;
 

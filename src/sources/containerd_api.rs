@@ -13,7 +13,7 @@ use tonic::transport::Channel;
 use crate::model::{
     name_labels, Api, ApiCall, ContainerdView, Gap, Method, Source, TaskStatus, TaskView,
 };
-use crate::sources::api::{connect, namespaced, status_text, timed};
+use crate::sources::api::{connect_recorded, namespaced, status_text, timed};
 use crate::sources::api_gaps;
 
 const SOURCE: Source = Source::ContainerdApi;
@@ -29,14 +29,10 @@ pub async fn query(
         address: address.to_path_buf(),
         ..ContainerdView::default()
     };
-    let (channel, call) = timed(
-        (Api::Containerd, Method::Connect, None),
-        deadline,
-        connect(address),
-    )
-    .await;
-    view.calls.push(call);
-    let Some(channel) = channel else { return view };
+    let Some(channel) = connect_recorded(Api::Containerd, address, deadline, &mut view.calls).await
+    else {
+        return view;
+    };
 
     let mut calls = tokio::task::JoinSet::new();
     let version_channel = channel.clone();

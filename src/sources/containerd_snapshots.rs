@@ -17,7 +17,7 @@ use crate::model::{
     Api, ApiCall, ContainerSnapshot, Gap, Lease, LeaseResource, Method, SnapshotInfo, SnapshotKind,
     SnapshotterView, Source, UnixNanos,
 };
-use crate::sources::api::{connect, namespaced, status_text, timed};
+use crate::sources::api::{connect, connect_recorded, namespaced, status_text, timed};
 use crate::sources::api_gaps;
 
 /// Always asked, whatever the records and the config say: containerd's
@@ -44,14 +44,10 @@ pub async fn query(
         namespace: namespace.to_string(),
         ..SnapshotterView::default()
     };
-    let (channel, call) = timed(
-        (Api::Containerd, Method::Connect, None),
-        deadline,
-        connect(address),
-    )
-    .await;
-    view.calls.push(call);
-    let Some(channel) = channel else { return view };
+    let Some(channel) = connect_recorded(Api::Containerd, address, deadline, &mut view.calls).await
+    else {
+        return view;
+    };
 
     let ns = Some(namespace);
     let containers = timed(

@@ -23,7 +23,7 @@ use tonic::transport::Channel;
 use crate::model::{
     name_labels, Api, CriApiState, CriItem, CriView, Gap, Method, Source, StatusProbe,
 };
-use crate::sources::api::{connect, status_text, timed};
+use crate::sources::api::{connect_recorded, status_text, timed};
 use crate::sources::api_gaps;
 
 const SOURCE: Source = Source::CriApi;
@@ -39,14 +39,9 @@ pub async fn query(address: &Path, container_ids: &[String], deadline: Instant) 
         address: address.to_path_buf(),
         ..CriView::default()
     };
-    let (channel, call) = timed(
-        (Api::Cri, Method::Connect, None),
-        deadline,
-        connect(address),
-    )
-    .await;
-    view.calls.push(call);
-    let Some(channel) = channel else { return view };
+    let Some(channel) = connect_recorded(Api::Cri, address, deadline, &mut view.calls).await else {
+        return view;
+    };
     let client = RuntimeServiceClient::new(channel);
 
     let version = timed((Api::Cri, Method::Version, None), deadline, {
