@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::advisories::{self, Applied};
 use crate::inert::{cap_in_place, cap_value, STRING_CAP};
 use crate::model::{
-    Action, ApiCall, Cleanup, ContainerdVersion, Finding, Gap, NodeContext, Paths, Severity,
+    Action, ApiCall, Cleanup, ContainerdVersion, Finding, Gap, Kind, NodeContext, Paths, Severity,
     ShimRow, Source,
 };
 
@@ -94,6 +94,20 @@ impl Report {
         self.advisories = advisories::applying(containerd.version.as_deref());
         advisories::annotate(&mut self.findings, &self.advisories);
         self.containerd = containerd;
+        self
+    }
+
+    /// Counts `count` findings of `kind` that a command left out unbuilt
+    /// (past [`FINDINGS_PER_KIND`], which [`Report::bounded`] would drop),
+    /// as `bounded` counts those it drops.
+    pub fn omitting(mut self, kind: Kind, severity: Severity, count: usize) -> Report {
+        if count > 0 {
+            *self
+                .findings_omitted
+                .entry(kind.as_str().to_string())
+                .or_default() += count;
+            self.omitted_by_severity[usize::from(severity != Severity::Critical)] += count;
+        }
         self
     }
 

@@ -134,6 +134,52 @@ fn zombie_exits_1_with_the_full_id_in_json() {
 }
 
 #[test]
+fn zombies_past_what_a_report_lists_are_counted_in_every_output() {
+    // `zombies` builds only the findings a report lists (200 of a kind):
+    // the rest must still be counted, as if built and cut.
+    let node = Node::new();
+    node.write_config();
+    let dead = dead_running_status();
+    let ids: Vec<String> = (0..205).map(|i| format!("{i:064x}")).collect();
+    for id in &ids {
+        node.add_status(id, &dead);
+    }
+    let output = node.run(&["zombies", "-o", "json", "--settle", "0s"]);
+    assert_eq!(output.status.code(), Some(1));
+    let doc = json(&output);
+    let listed: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ids[..200], "the first 200 by id");
+    assert_eq!(doc["findings_omitted"], serde_json::json!({"zombie": 5}));
+
+    let output = node.run(&["zombies", "--settle", "0s"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("… and 5 more zombie finding(s) not listed"),
+        "{text}"
+    );
+    let output = node.run(&["zombies", "-o", "prometheus", "--settle", "0s"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("nodectl_findings{")
+            && l.contains("kind=\"zombie\"")
+            && l.ends_with(" 205")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("nodectl_findings_by_severity{")
+                && l.contains("severity=\"critical\"")
+                && l.ends_with(" 205")),
+        "{text}"
+    );
+}
+
+#[test]
 fn corrupt_status_file_is_a_gap_naming_the_file_and_exits_2() {
     let node = Node::new();
     node.write_config();

@@ -24,7 +24,7 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     };
     let tasks: BTreeMap<&str, &TaskView> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     // Already reported, with more evidence, as zombies.
-    let zombies: BTreeSet<String> = zombie::check(snapshot).into_iter().map(|f| f.id).collect();
+    let zombies = zombie::dead_ids(snapshot);
     let mut findings = Vec::new();
 
     for container in cri_containers {

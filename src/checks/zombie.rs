@@ -39,7 +39,42 @@ struct Evidence {
 }
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    findings(snapshot, |_| true, usize::MAX).0
+}
+
+/// The ids of the containers [`check`] reports, without building their
+/// findings (thousands on a node where every container looks dead: the
+/// second look and the confirmation need only the ids).
+pub fn dead_ids(snapshot: &Snapshot) -> BTreeSet<String> {
+    dead(snapshot).map(|(c, _)| c.id.clone()).collect()
+}
+
+/// The findings [`check`] gives for the containers `keep` accepts, at most
+/// `limit` of them in the order of `snapshot.cri_containers` (by id, as
+/// read), and how many more there were. A report lists at most
+/// `FINDINGS_PER_KIND` findings of a kind, so a command need not build the
+/// rest to count them.
+pub fn findings(
+    snapshot: &Snapshot,
+    keep: impl Fn(&str) -> bool,
+    limit: usize,
+) -> (Vec<Finding>, usize) {
     let shims = ShimIndex::new(snapshot);
+    let mut built = Vec::new();
+    let mut more = 0;
+    for (container, death) in dead(snapshot).filter(|(c, _)| keep(&c.id)) {
+        if built.len() < limit {
+            built.push(finding(snapshot, &shims, container, death));
+        } else {
+            more += 1;
+        }
+    }
+    (built, more)
+}
+
+/// The RUNNING containers whose recorded pid is no live process of theirs,
+/// with why (see [`why_dead`]).
+fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, String)> {
     snapshot
         .cri_containers
         .iter()
@@ -50,21 +85,16 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             let process = i32::try_from(c.status.pid)
                 .ok()
                 .and_then(|pid| snapshot.processes.get(&pid));
-            let death = why_dead(c, process)?;
-            Some(finding(snapshot, &shims, c, death))
+            Some((c, why_dead(c, process)?))
         })
-        .collect()
 }
 
 /// The zombies of `first` that `second`, a later look, still shows: a
 /// container exiting normally is dead for a few milliseconds before CRI
 /// records it; a zombie stays.
 pub fn confirmed(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
-    let still: BTreeSet<String> = check(second).into_iter().map(|f| f.id).collect();
-    check(first)
-        .into_iter()
-        .filter(|f| still.contains(&f.id))
-        .collect()
+    let still = dead_ids(second);
+    findings(first, |id| still.contains(id), usize::MAX).0
 }
 
 /// What a second look must read again to confirm the zombies of `first`:
@@ -75,11 +105,11 @@ pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
     for c in &first.cri_containers {
         pids.entry(&c.id).or_insert(c.status.pid);
     }
-    for finding in check(first) {
-        if let Some(pid) = pids.get(finding.id.as_str()) {
+    for id in dead_ids(first) {
+        if let Some(pid) = pids.get(id.as_str()) {
             suspects.pids.extend(i32::try_from(*pid).ok());
         }
-        suspects.containers.insert(finding.id);
+        suspects.containers.insert(id);
     }
 }
 

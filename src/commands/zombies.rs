@@ -7,9 +7,9 @@ use crate::checks::{self, Settings};
 use crate::cli::{GlobalArgs, ZombiesArgs};
 use crate::confirm;
 use crate::gather::{add_containerd_records, gather};
-use crate::model::{Kind, Snapshot};
+use crate::model::{Kind, Severity, Snapshot};
 use crate::paths;
-use crate::report::Report;
+use crate::report::{Report, FINDINGS_PER_KIND};
 
 pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
@@ -20,47 +20,44 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
         ..Settings::default()
     };
     let mut snapshot = gather(&paths, &options, config_gaps);
-    let find = |snapshot: &Snapshot| {
-        let mut findings = checks::zombie::check(snapshot);
-        findings.extend(checks::late_exit::check(snapshot, &settings));
-        findings
-    };
-    let mut findings = find(&snapshot);
+    // Zombies by id first: thousands of findings on a node where every
+    // container looks dead, of which the report lists FINDINGS_PER_KIND;
+    // only those are built, once, at the end.
+    let suspects = checks::zombie::dead_ids(&snapshot);
+    let late = |snapshot: &Snapshot| checks::late_exit::check(snapshot, &settings);
+    let mut late_exits = late(&snapshot);
     // Names: containerd 1.7 and later remove a task's bundle (whose
     // annotations name the pod) with the task, before the exit is recorded;
     // the container record's labels outlive it. Asked only when there is
     // something to name.
-    if !findings.is_empty() {
+    if !suspects.is_empty() || !late_exits.is_empty() {
         add_containerd_records(&mut snapshot, &paths, &options, global.timeout);
-        // Judged again only if containerd answered with records: building
-        // thousands of findings is most of the cost on a node that has them.
         let answered = snapshot.containerd.as_ref().is_some_and(|view| {
             view.namespaces
                 .values()
                 .any(|ns| ns.containers.is_some() || !ns.labels.is_empty())
         });
         if answered {
-            findings = find(&snapshot);
+            late_exits = late(&snapshot);
         }
     }
 
     // A container that exits normally is dead for a few milliseconds before
     // CRI records it; a zombie stays. Report only zombies seen twice (the
     // second look reads only the suspects' status files and processes).
-    if findings.iter().any(|f| f.kind == Kind::Zombie) {
+    let confirmed: BTreeSet<String> = if suspects.is_empty() {
+        BTreeSet::new()
+    } else {
         let settle = confirm::settle(args.confirm.settle, global.timeout);
-        let second = confirm::second_look(&paths, &options, &snapshot, settle);
-        // Still zombies in the second look: the first's findings are kept
-        // as they are (the same as `zombie::confirmed` gives, not built again).
-        let still: BTreeSet<String> = second.map_or_else(BTreeSet::new, |second| {
-            checks::zombie::check(&second)
-                .into_iter()
-                .map(|f| f.id)
-                .collect()
-        });
-        findings.retain(|f| f.kind != Kind::Zombie || still.contains(&f.id));
-    }
+        confirm::second_look(&paths, &options, &snapshot, settle)
+            .map(|second| checks::zombie::dead_ids(&second))
+            .unwrap_or_default()
+    };
+    let (mut findings, unbuilt) =
+        checks::zombie::findings(&snapshot, |id| confirmed.contains(id), FINDINGS_PER_KIND);
+    findings.extend(late_exits);
     checks::sort(&mut findings);
     Report::new("zombies", &global.namespace, paths, findings, snapshot.gaps)
+        .omitting(Kind::Zombie, Severity::Critical, unbuilt)
         .identified(snapshot.containerd_version)
 }
