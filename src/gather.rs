@@ -207,14 +207,27 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
 /// and processes are read again; the APIs are not asked and every other part
 /// is left empty, as no check compares them across snapshots. Bounded like
 /// [`gather`]: what has not answered by the deadline is a gap.
-pub fn follow_up(paths: &Paths, options: &GatherOptions, suspects: &Suspects) -> Snapshot {
+pub fn follow_up(
+    paths: &Paths,
+    options: &GatherOptions,
+    suspects: &Suspects,
+    first: &Snapshot,
+) -> Snapshot {
     let taken_at = now_nanos();
     let started = Instant::now();
     let deadline = started + options.timeout + DEADLINE_GRACE;
     let mut gaps = Vec::new();
     let (dir, ids) = (paths.cri_containers_dir(), suspects.containers.clone());
+    // The first look's readings of the suspects: a file unchanged since is
+    // not read again (cri_store::reread).
+    let earlier: Vec<_> = first
+        .cri_containers
+        .iter()
+        .filter(|c| ids.contains(&c.id))
+        .cloned()
+        .collect();
     let cri_containers = Bounded::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-        cri_store::reread(&dir, &ids, gaps)
+        cri_store::reread(&dir, &ids, &earlier, gaps)
     })
     .wait(started + options.timeout, started, &mut gaps)
     .unwrap_or_default();

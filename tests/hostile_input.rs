@@ -1338,6 +1338,7 @@ fn checks_and_every_output_take_any_values_a_snapshot_can_hold() {
                         reason: reason.clone(),
                         message: reason.clone(),
                     },
+                    status_file: None,
                 });
                 if let Some(start) = process_start {
                     let pid = *pid as i32;

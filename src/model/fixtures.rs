@@ -42,6 +42,7 @@ pub fn running(id: &str, pid: i64, started_at: i64) -> CriContainer {
             started_at,
             ..CriStatus::default()
         },
+        status_file: None,
     }
 }
 

@@ -74,7 +74,7 @@ impl Suspects {
 
 /// One container as persisted by the CRI plugin in
 /// `<root>/io.containerd.grpc.v1.cri/containers/<id>/status`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CriContainer {
     pub id: String,
     #[serde(with = "crate::model::path_json")]
@@ -82,6 +82,34 @@ pub struct CriContainer {
     /// Modification time of the status file: when CRI last wrote the status.
     pub status_written_at: UnixNanos,
     pub status: CriStatus,
+    /// Which file was read (not what it said): a later look that finds the
+    /// same file need not read it again. Not in archives.
+    #[serde(skip)]
+    pub status_file: Option<FileVersion>,
+}
+
+/// Two readings of a container are equal when they say the same; which
+/// file they came from is how, not what.
+impl PartialEq for CriContainer {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.status_path == other.status_path
+            && self.status_written_at == other.status_written_at
+            && self.status == other.status
+    }
+}
+
+/// What tells one version of a file from another without reading it.
+/// containerd replaces a status file by renaming a new one over it (a new
+/// inode); a write in place changes its mtime and ctime. All equal: the
+/// same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileVersion {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_nanos: i64,
+    pub ctime_nanos: i64,
 }
 
 /// The fields of CRI's `containerstore.Status` that the checks rely on.

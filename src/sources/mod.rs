@@ -16,12 +16,12 @@ pub mod shim_proof;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::model::{ApiCall, Gap, Source};
+use crate::model::{ApiCall, FileVersion, Gap, Source};
 
 /// Whether the last component of a path may be a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,8 @@ pub(crate) enum Links {
 pub(crate) struct FileRead {
     pub bytes: Vec<u8>,
     pub modified_nanos: i64,
+    /// The very file read, to tell whether a later look finds it unchanged.
+    pub version: FileVersion,
 }
 
 /// Reads a small regular file whole, refusing anything else.
@@ -54,28 +56,60 @@ pub(crate) struct FileRead {
 ///   or hostile file must not make a diagnostic tool on a sick node eat memory.
 pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<FileRead> {
     reading(path);
+    // std adds O_RDONLY (read only) and O_CLOEXEC.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(open_flags(links).bits())
+        .open(path)
+        .map_err(|err| open_error(err, links))?;
+    read_opened(file, limit)
+}
+
+/// [`read_regular`] of `name`, relative to the directory `dir` is open on
+/// (`shown` is the whole path, for [`reading`]): a walk of `name`'s few
+/// components, not of the whole path again, when many files below one
+/// directory are read (thousands of status files).
+pub(crate) fn read_regular_at(
+    dir: &File,
+    name: &Path,
+    shown: &Path,
+    limit: u64,
+    links: Links,
+) -> io::Result<FileRead> {
+    use nix::fcntl::OFlag;
+    reading(shown);
+    let flags = open_flags(links) | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::empty())
+        .map_err(|errno| open_error(errno.into(), links))?;
+    read_opened(File::from(fd), limit)
+}
+
+fn open_flags(links: Links) -> nix::fcntl::OFlag {
     let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
     if links == Links::Refuse {
         flags |= nix::fcntl::OFlag::O_NOFOLLOW;
     }
-    // std adds O_RDONLY (read only) and O_CLOEXEC.
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|err| match err.raw_os_error() {
-            Some(code) if code == nix::libc::ELOOP && links == Links::Refuse => io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a symlink, where a regular file belongs: not followed",
-            ),
-            // open(2) of a socket fails so, before `fstat` could say.
-            Some(code) if code == nix::libc::ENXIO => io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a socket (or a device without a driver), where containerd writes a regular \
-                 file: not read",
-            ),
-            _ => err,
-        })?;
+    flags
+}
+
+fn open_error(err: io::Error, links: Links) -> io::Error {
+    match err.raw_os_error() {
+        Some(code) if code == nix::libc::ELOOP && links == Links::Refuse => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a symlink, where a regular file belongs: not followed",
+        ),
+        // open(2) of a socket fails so, before `fstat` could say.
+        Some(code) if code == nix::libc::ENXIO => io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a socket (or a device without a driver), where containerd writes a regular \
+             file: not read",
+        ),
+        _ => err,
+    }
+}
+
+/// The rest of [`read_regular`], on the file it opened.
+fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
     let metadata = file.metadata()?;
     let file_type = metadata.file_type();
     if !file_type.is_file() {
@@ -94,6 +128,13 @@ pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<
     Ok(FileRead {
         bytes,
         modified_nanos: mtime_nanos(&metadata)?,
+        version: FileVersion {
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+            size: metadata.size(),
+            mtime_nanos: nanos(metadata.mtime(), metadata.mtime_nsec()),
+            ctime_nanos: nanos(metadata.ctime(), metadata.ctime_nsec()),
+        },
     })
 }
 
@@ -172,6 +213,31 @@ fn type_name(file_type: &std::fs::FileType) -> &'static str {
     }
 }
 
+/// Seconds and nanoseconds (as `stat` gives them) in nanoseconds; only
+/// compared, so saturating is enough.
+fn nanos(seconds: i64, nanoseconds: i64) -> i64 {
+    seconds
+        .saturating_mul(1_000_000_000)
+        .saturating_add(nanoseconds)
+}
+
+/// The version of the regular file `name` is below `dir` now (not
+/// following a symlink there), without opening it; `None` when it is gone,
+/// not a regular file or cannot be looked at: read it to find out why.
+pub(crate) fn version_at(dir: &File, name: &Path) -> Option<FileVersion> {
+    let stat = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+    if stat.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+        return None;
+    }
+    Some(FileVersion {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        size: u64::try_from(stat.st_size).ok()?,
+        mtime_nanos: nanos(stat.st_mtime, stat.st_mtime_nsec),
+        ctime_nanos: nanos(stat.st_ctime, stat.st_ctime_nsec),
+    })
+}
+
 /// Modification time of a file as unix nanoseconds.
 pub(crate) fn mtime_nanos(metadata: &std::fs::Metadata) -> io::Result<i64> {
     let modified = metadata.modified()?;
@@ -201,7 +267,14 @@ pub(crate) fn reading(path: &Path) {
     READING.with(|r| {
         if let Some(slot) = &*r.borrow() {
             if let Ok(mut slot) = slot.lock() {
-                *slot = Some(path.to_path_buf());
+                // The buffer is reused: this runs for every file read.
+                match &mut *slot {
+                    Some(reading) => {
+                        reading.as_mut_os_string().clear();
+                        reading.push(path);
+                    }
+                    None => *slot = Some(path.to_path_buf()),
+                }
             }
         }
     });

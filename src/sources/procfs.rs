@@ -46,9 +46,14 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .collect();
-    // Two cores read procfs faster than one; the shims and gaps stay in the
-    // order of the directory.
-    for (half, half_gaps) in super::in_halves(&pids, PARALLEL_FROM, |pids| {
+    read_all(&reader, &pids, &mut scan, gaps);
+    scan
+}
+
+/// Reads `pids` into `scan`. Two cores read procfs faster than one; the
+/// shims and gaps stay in the order of `pids`.
+fn read_all(reader: &Reader, pids: &[i32], scan: &mut ProcScan, gaps: &mut Vec<Gap>) {
+    for (half, half_gaps) in super::in_halves(pids, PARALLEL_FROM, |pids| {
         let mut reader = reader.clone();
         let mut scan = ProcScan::default();
         let mut gaps = Vec::new();
@@ -61,11 +66,10 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
         scan.shims.extend(half.shims);
         gaps.extend(half_gaps);
     }
-    scan
 }
 
 /// Below this many processes, one thread reads them all.
-const PARALLEL_FROM: usize = 1000;
+const PARALLEL_FROM: usize = 500;
 
 /// Reads only `pids` again (a follow-up look at a few suspects); those gone
 /// since are simply absent.
@@ -76,10 +80,9 @@ pub fn rescan(
     gaps: &mut Vec<Gap>,
 ) -> ProcScan {
     let mut scan = ProcScan::default();
-    if let Some(mut reader) = Reader::new(proc_root, shim_threads, gaps) {
-        for &pid in pids {
-            reader.read(pid, &mut scan, gaps);
-        }
+    if let Some(reader) = Reader::new(proc_root, shim_threads, gaps) {
+        let pids: Vec<i32> = pids.iter().copied().collect();
+        read_all(&reader, &pids, &mut scan, gaps);
     }
     scan
 }
