@@ -6,7 +6,7 @@
 //! 10 s deadline passes, the handler returns early, and the status file keeps
 //! `FinishedAt = 0` until a retry succeeds, minutes later or never.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -100,16 +100,11 @@ pub fn confirmed(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
 /// What a second look must read again to confirm the zombies of `first`:
 /// their status files and recorded pids.
 pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
-    // The first container of each id, as a scan would find it.
-    let mut pids: HashMap<&str, i64> = HashMap::new();
-    for c in &first.cri_containers {
-        pids.entry(&c.id).or_insert(c.status.pid);
-    }
-    for id in dead_ids(first) {
-        if let Some(pid) = pids.get(id.as_str()) {
-            suspects.pids.extend(i32::try_from(*pid).ok());
-        }
-        suspects.containers.insert(id);
+    for (container, _) in dead(first) {
+        suspects
+            .pids
+            .extend(i32::try_from(container.status.pid).ok());
+        suspects.containers.insert(container.id.clone());
     }
 }
 
