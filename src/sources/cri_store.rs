@@ -244,6 +244,38 @@ mod tests {
         fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
+    #[test]
+    fn many_status_files_are_read_on_two_threads_with_every_gap_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<String> = (0..PARALLEL_FROM + 100)
+            .map(|i| format!("{i:064x}"))
+            .collect();
+        for id in &ids {
+            fs::create_dir(dir.path().join(id)).unwrap();
+            fs::write(dir.path().join(id).join("status"), testdata("running.json")).unwrap();
+        }
+        // One bad file early and one late, whichever half each falls in.
+        for bad in [&ids[3], &ids[ids.len() - 3]] {
+            fs::write(
+                dir.path().join(bad).join("status"),
+                testdata("truncated.json"),
+            )
+            .unwrap();
+        }
+        let mut gaps = Vec::new();
+        let containers = read(dir.path(), &mut gaps);
+        let read: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+        want.retain(|id| *id != ids[3] && *id != ids[ids.len() - 3]);
+        assert_eq!(read, want);
+        let mut gap_paths: Vec<_> = gaps.iter().map(|g| g.path.clone()).collect();
+        gap_paths.sort();
+        assert_eq!(
+            gap_paths,
+            [&ids[3], &ids[ids.len() - 3]].map(|id| dir.path().join(id).join("status"))
+        );
+    }
+
     /// `reread` after `read`, with the first reading's pid changed in
     /// memory: the pid it returns says whether the file was read again.
     fn reread_pid(dir: &Path, earlier_pid: i64) -> i64 {
