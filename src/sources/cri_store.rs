@@ -288,13 +288,20 @@ mod tests {
         again[0].status.pid
     }
 
-    #[test]
-    fn reread_keeps_an_unchanged_file_and_reads_a_replaced_one() {
+    /// A store with one running container `a`: the store, its status file
+    /// and the pid in it.
+    fn one_running_container() -> (tempfile::TempDir, PathBuf, i64) {
         let dir = tempfile::tempdir().unwrap();
         let status = dir.path().join("a/status");
         fs::create_dir(dir.path().join("a")).unwrap();
         fs::write(&status, testdata("running.json")).unwrap();
-        let on_disk = parse_status(&testdata("running.json")).unwrap().pid;
+        let pid = parse_status(&testdata("running.json")).unwrap().pid;
+        (dir, status, pid)
+    }
+
+    #[test]
+    fn reread_keeps_an_unchanged_file_and_reads_a_replaced_one() {
+        let (dir, status, on_disk) = one_running_container();
 
         assert_eq!(
             reread_pid(dir.path(), 4242),
@@ -329,11 +336,7 @@ mod tests {
 
     #[test]
     fn reread_reads_a_file_written_in_place_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let status = dir.path().join("a/status");
-        fs::create_dir(dir.path().join("a")).unwrap();
-        fs::write(&status, testdata("running.json")).unwrap();
-        let on_disk = parse_status(&testdata("running.json")).unwrap().pid;
+        let (dir, status, on_disk) = one_running_container();
         let mut gaps = Vec::new();
         let mut earlier = read(dir.path(), &mut gaps);
         earlier[0].status.pid = 4242;
