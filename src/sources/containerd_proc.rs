@@ -51,6 +51,11 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
     let Ok(entries) = fs::read_dir(proc_root) else {
         return Vec::new();
     };
+    // Every `comm` is opened relative to the open proc root, not by a path
+    // walked again from `/` for each process.
+    let Ok(root_dir) = File::open(proc_root) else {
+        return Vec::new();
+    };
     let pids: Vec<i32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
@@ -62,7 +67,9 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
         let mut unread = Vec::new();
         for &pid in pids {
             let mut noted = Unread::default();
-            processes.extend(read(proc_root, pid, &mut noted));
+            if comm_is(&root_dir, &format!("{pid}/comm"), NAME) {
+                processes.extend(read(proc_root, pid, &mut noted));
+            }
             unread.extend(noted.into_gap());
         }
         (processes, unread)
@@ -74,15 +81,11 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
     found
 }
 
-/// `<proc_root>/<pid>` as a containerd daemon, if it is one. argv alone can
-/// lie (any process can call itself containerd), so both the kernel's
-/// `comm` and the executable's name must say containerd.
+/// `<proc_root>/<pid>`, whose `comm` says containerd, as a containerd
+/// daemon, if it is one. argv alone can lie (any process can call itself
+/// containerd), so the executable's name must say containerd too.
 fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdProcess> {
     let dir = proc_root.join(pid.to_string());
-    // Cheapest test first: this runs for every process on the node.
-    if !comm_is(&dir.join("comm"), NAME) {
-        return None;
-    }
     let exe_link = dir.join("exe");
     let exe = fs::read_link(&exe_link)
         .map_err(|err| unread.note(&exe_link, &err))
@@ -127,15 +130,19 @@ fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdPro
     Some(process)
 }
 
-/// Whether the `comm` file at `path` holds `name`: one `open`, one `read`
-/// into a buffer on the stack and the `close` (a general file read adds a
-/// `statx` and a second `read`, here for every process on the node). The
-/// kernel writes `comm` whole in one read, at most 16 bytes and a newline;
-/// a longer file is no `comm` of `name`.
-fn comm_is(path: &Path, name: &str) -> bool {
-    let Ok(mut file) = File::open(path) else {
+/// Whether the `comm` file at `path` (relative to the open directory `dir`)
+/// holds `name`: one `openat`, one `read` into a buffer on the stack and the
+/// `close` (a general file read adds a `statx` and a second `read`, here for
+/// every process on the node). The kernel writes `comm` whole in one read,
+/// at most 16 bytes and a newline; a longer file is no `comm` of `name`.
+/// Non-blocking: a FIFO in a fake `--proc-root` cannot hang the open.
+fn comm_is(dir: &File, path: &str, name: &str) -> bool {
+    use nix::fcntl::{openat, OFlag};
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let Ok(fd) = openat(dir, path, flags, nix::sys::stat::Mode::empty()) else {
         return false;
     };
+    let mut file = File::from(fd);
     let mut buffer = [0u8; 64];
     let Ok(n) = file.read(&mut buffer) else {
         return false;

@@ -156,7 +156,7 @@ fn read_one(
     let file = match opened {
         Some(opened) => read_regular_at(
             opened,
-            &Path::new(&id).join("status"),
+            &format!("{id}/status"),
             &status_path,
             STATUS_SIZE_LIMIT,
             Links::Refuse,

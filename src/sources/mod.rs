@@ -16,6 +16,7 @@ pub mod shim_proof;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -65,13 +66,12 @@ pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<
     read_opened(file, limit)
 }
 
-/// [`read_regular`] of `name`, relative to the directory `dir` is open on
-/// (`shown` is the whole path, for [`reading`]): a walk of `name`'s few
-/// components, not of the whole path again, when many files below one
-/// directory are read (thousands of status files).
+/// [`read_regular`] of `name` relative to the open directory `dir` (shown
+/// as `shown` to whoever watches this thread): one `openat`, without
+/// walking the directory's own path again for each of its files.
 pub(crate) fn read_regular_at(
-    dir: &File,
-    name: &Path,
+    dir: &impl AsFd,
+    name: &str,
     shown: &Path,
     limit: u64,
     links: Links,
@@ -80,8 +80,18 @@ pub(crate) fn read_regular_at(
     reading(shown);
     let flags = open_flags(links) | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
     let fd = nix::fcntl::openat(dir, name, flags, nix::sys::stat::Mode::empty())
-        .map_err(|errno| open_error(errno.into(), links))?;
+        .map_err(|errno| open_error(io::Error::from(errno), links))?;
     read_opened(File::from(fd), limit)
+}
+
+/// [`read_proc`] of `name` in the open directory `dir` (see [`read_regular_at`]).
+pub(crate) fn read_proc_at(
+    dir: &impl AsFd,
+    name: &str,
+    shown: &Path,
+    limit: u64,
+) -> io::Result<Vec<u8>> {
+    Ok(read_regular_at(dir, name, shown, limit, Links::Follow)?.bytes)
 }
 
 fn open_flags(links: Links) -> nix::fcntl::OFlag {
@@ -108,7 +118,7 @@ fn open_error(err: io::Error, links: Links) -> io::Error {
     }
 }
 
-/// The rest of [`read_regular`], on the file it opened.
+/// The checks and the read of [`read_regular`] once the file is open.
 fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
     let metadata = file.metadata()?;
     let file_type = metadata.file_type();

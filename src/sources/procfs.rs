@@ -7,13 +7,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::io::{self, Read};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use nix::dir::Dir;
+use nix::fcntl::{openat, OFlag, AT_FDCWD};
+use nix::sys::stat::Mode;
 use procfs::process::Stat;
 use procfs::FromRead;
 
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
-use crate::sources::read_proc_string;
+use crate::sources::{read_proc_at, read_proc_string};
 
 const SOURCE: Source = Source::Procfs;
 /// `comm` is cut at 15 bytes, which is exactly the common prefix of every
@@ -91,6 +96,8 @@ pub fn rescan(
 #[derive(Clone)]
 struct Reader<'a> {
     proc_root: &'a Path,
+    /// `proc_root`, open: every process's files are opened relative to it.
+    root_dir: Arc<File>,
     shim_threads: bool,
     boot_time: UnixNanos,
     ticks_per_second: i64,
@@ -107,8 +114,16 @@ impl<'a> Reader<'a> {
                 return None;
             }
         };
+        let root_dir = match open_dir(&AT_FDCWD, proc_root) {
+            Ok(dir) => Arc::new(dir),
+            Err(err) => {
+                gaps.push(Gap::source(SOURCE, proc_root, err));
+                return None;
+            }
+        };
         Some(Reader {
             proc_root,
+            root_dir,
             shim_threads,
             boot_time,
             ticks_per_second: procfs::ticks_per_second() as i64,
@@ -121,8 +136,12 @@ impl<'a> Reader<'a> {
     /// process that is gone is skipped. A shim file it cannot read while the
     /// shim runs is a gap (one for the process).
     fn read(&mut self, pid: i32, scan: &mut ProcScan, gaps: &mut Vec<Gap>) {
-        let dir = self.proc_root.join(pid.to_string());
-        let Some(stat) = read_stat(&dir.join("stat"), &mut self.buffer) else {
+        let name = pid.to_string();
+        let Some(stat) = read_stat_at(
+            &*self.root_dir,
+            format!("{name}/stat").as_str(),
+            &mut self.buffer,
+        ) else {
             return;
         };
         let info = ProcessInfo {
@@ -138,7 +157,13 @@ impl<'a> Reader<'a> {
         if info.comm == SHIM_COMM && info.is_running() {
             let mut unread = Unread::default();
             let threads = self.shim_threads.then_some(info.state);
-            if let Some(shim) = read_shim(&dir, info.pid, threads, &mut unread) {
+            let dir = self.proc_root.join(&name);
+            let opened =
+                open_dir(&*self.root_dir, name.as_str()).map_err(|err| unread.note(&dir, &err));
+            let shim = opened
+                .ok()
+                .and_then(|opened| read_shim(&opened, &dir, info.pid, threads, &mut unread));
+            if let Some(shim) = shim {
                 scan.shims.push(shim);
             }
             gaps.extend(unread.into_gap());
@@ -161,8 +186,20 @@ const THREAD_FILE_LIMIT: u64 = 4096;
 /// reused buffer: on a node with thousands of processes, the size probing of
 /// a general file read (a stat and a seek per file, useless on procfs, which
 /// reports size 0) is a third of the syscalls.
+#[cfg(test)]
 fn read_stat(path: &Path, buffer: &mut Vec<u8>) -> Option<Stat> {
-    let mut file = File::open(path).ok()?;
+    read_stat_at(&AT_FDCWD, path, buffer)
+}
+
+/// [`read_stat`] of `name` relative to the open directory `dir`: one
+/// `openat` (non-blocking: a FIFO in a fake `--proc-root` cannot hang it),
+/// without walking `dir`'s own path again.
+fn read_stat_at<P: ?Sized + nix::NixPath>(
+    dir: &impl AsFd,
+    name: &P,
+    buffer: &mut Vec<u8>,
+) -> Option<Stat> {
+    let mut file = open_at(dir, name, OFlag::empty()).ok()?;
     buffer.clear();
     buffer.resize(STAT_READ, 0);
     let mut filled = 0;
@@ -180,6 +217,18 @@ fn read_stat(path: &Path, buffer: &mut Vec<u8>) -> Option<Stat> {
         buffer.resize(buffer.len() * 2, 0);
     }
     parse_stat(&buffer[..filled])
+}
+
+/// Opens `name` relative to `dir` read-only, non-blocking (a FIFO in a
+/// fake `--proc-root` cannot hang the open), with `extra` flags.
+fn open_at<P: ?Sized + nix::NixPath>(dir: &impl AsFd, name: &P, extra: OFlag) -> io::Result<File> {
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | extra;
+    Ok(File::from(openat(dir, name, flags, Mode::empty())?))
+}
+
+/// The directory `name` relative to `dir`, open.
+fn open_dir<P: ?Sized + nix::NixPath>(dir: &impl AsFd, name: &P) -> io::Result<File> {
+    open_at(dir, name, OFlag::O_DIRECTORY)
 }
 
 /// A `stat` record parsed by procfs, or `None` when it is not one.
@@ -300,12 +349,18 @@ fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut Unread) -> Option<T
 
 /// A shim's details; with `threads` (the state its `stat` gave), what each
 /// of its threads is blocked in.
-fn read_shim(dir: &Path, pid: i32, threads: Option<char>, unread: &mut Unread) -> Option<Shim> {
+fn read_shim(
+    opened: &File,
+    dir: &Path,
+    pid: i32,
+    threads: Option<char>,
+    unread: &mut Unread,
+) -> Option<Shim> {
     let mut raw = Vec::with_capacity(1024);
-    let cmdline = dir.join("cmdline");
     noted(
-        fs::File::open(&cmdline).and_then(|f| f.take(CMDLINE_CAP).read_to_end(&mut raw)),
-        &cmdline,
+        open_at(opened, "cmdline", OFlag::empty())
+            .and_then(|f| f.take(CMDLINE_CAP).read_to_end(&mut raw)),
+        &dir.join("cmdline"),
         unread,
     )?;
     let cmdline: Vec<String> = raw
@@ -334,12 +389,15 @@ fn read_shim(dir: &Path, pid: i32, threads: Option<char>, unread: &mut Unread) -
             .last()
             .filter(|arg| matches!(arg.as_str(), "start" | "delete"))
             .cloned(),
-        cwd: {
-            let cwd = dir.join("cwd");
-            noted(fs::read_link(&cwd), &cwd, unread)
-        },
+        cwd: noted(
+            nix::fcntl::readlinkat(opened, "cwd")
+                .map(PathBuf::from)
+                .map_err(io::Error::from),
+            &dir.join("cwd"),
+            unread,
+        ),
         threads: match threads {
-            Some(state) => sample_threads(dir, pid, state, unread),
+            Some(state) => sample_threads(opened, dir, pid, state, unread),
             None => Vec::new(),
         },
         // Filled in by `shim_proof::prove_all`, which knows what to compare with.
@@ -355,50 +413,53 @@ fn read_shim(dir: &Path, pid: i32, threads: Option<char>, unread: &mut Unread) -
 /// interruptibly, in t when a tracer holds it at the call (as strace's
 /// fault injection does).
 fn sample_threads(
+    opened: &File,
     dir: &Path,
     leader: i32,
     leader_state: char,
     unread: &mut Unread,
 ) -> Vec<ThreadSample> {
     let task = dir.join("task");
-    let Some(tasks) = noted(fs::read_dir(&task), &task, unread) else {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let listed = Dir::openat(opened, "task", flags, Mode::empty()).map_err(io::Error::from);
+    let Some(mut tasks) = noted(listed, &task, unread) else {
         return Vec::new();
     };
+    let tids: Vec<i32> = tasks
+        .iter()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().ok()?.parse().ok())
+        .collect();
     let mut threads = Vec::new();
     let mut buffer = Vec::with_capacity(STAT_READ);
-    for task in tasks.flatten() {
-        let Some(tid) = task
-            .file_name()
-            .to_str()
-            .and_then(|t| t.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let task_dir = task.path();
+    for tid in tids {
         let state = if tid == leader {
             leader_state
         } else {
-            match read_stat(&task_dir.join("stat"), &mut buffer) {
+            match read_stat_at(&tasks, format!("{tid}/stat").as_str(), &mut buffer) {
                 Some(stat) => stat.state,
                 None => continue,
             }
         };
-        let syscall_path = task_dir.join("syscall");
+        let task_dir = task.join(tid.to_string());
+        let read_text = |name: &str, unread: &mut Unread| {
+            let shown = task_dir.join(name);
+            let text = read_proc_at(&tasks, &format!("{tid}/{name}"), &shown, THREAD_FILE_LIMIT)
+                .and_then(|bytes| {
+                    String::from_utf8(bytes).map_err(|_| {
+                        io::Error::new(io::ErrorKind::InvalidData, "not UTF-8: not read")
+                    })
+                });
+            noted(text, &shown, unread)
+        };
         let syscall = (state != 'R')
-            .then(|| {
-                let text = read_proc_string(&syscall_path, THREAD_FILE_LIMIT);
-                noted(text, &syscall_path, unread)
-            })
+            .then(|| read_text("syscall", unread))
             .flatten()
             .and_then(|text| syscall_name(&text));
         // Where a thread sleeps only tells something for uninterruptible
         // sleep; skipping it for the rest saves a read per thread.
-        let wchan_path = task_dir.join("wchan");
         let wchan = (state == 'D')
-            .then(|| {
-                let wchan = read_proc_string(&wchan_path, THREAD_FILE_LIMIT);
-                noted(wchan, &wchan_path, unread)
-            })
+            .then(|| read_text("wchan", unread))
             .flatten()
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
@@ -777,6 +838,29 @@ mod tests {
         fs::write(&syscall, "1 ".repeat(THREAD_FILE_LIMIT as usize)).unwrap();
         let err = read_proc_string(&syscall, THREAD_FILE_LIMIT).unwrap_err();
         assert!(err.to_string().contains("larger than"), "{err}");
+    }
+
+    #[test]
+    fn a_fifo_for_a_processs_files_is_skipped_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::write(root.join("stat"), "btime 1700000000\n").unwrap();
+        let fifo = |path: &Path| {
+            nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+        };
+        // A process whose stat is a FIFO (a fake `--proc-root` can hold
+        // one): opened without waiting for a writer, and skipped.
+        fs::create_dir(root.join("7")).unwrap();
+        fifo(&root.join("7/stat"));
+        // A shim whose thread's stat is one: that thread is skipped.
+        fs::create_dir_all(root.join("8/task/9")).unwrap();
+        fs::write(root.join("8/stat"), stat_line(8, SHIM_COMM, 'S')).unwrap();
+        fs::write(root.join("8/cmdline"), "containerd-shim-runc-v2\0-id\0x\0").unwrap();
+        fifo(&root.join("8/task/9/stat"));
+        let mut gaps = Vec::new();
+        let scan = scan(root, true, &mut gaps);
+        assert_eq!(scan.processes.keys().copied().collect::<Vec<_>>(), [8]);
+        assert!(scan.shims[0].threads.iter().all(|t| t.tid != 9));
     }
 
     #[test]
