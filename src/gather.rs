@@ -90,15 +90,29 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
     let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
-    let proof_paths = paths.clone();
-    let mut proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
+    let mut proof_paths = paths.clone();
+    let (mut proc_scan, daemon) = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
         let mut scan = procfs::scan(&root, shim_threads, gaps);
+        // The running containerd, when still to be found: among the
+        // processes just read (their `comm` is in the `stat` read anyway).
+        let daemon = proof_paths.daemon_lookup.take().map(|lookup| {
+            let chosen = crate::paths::daemon_among(&lookup, &scan.processes, gaps);
+            (proof_paths.process, proof_paths.note) = chosen.clone();
+            chosen
+        });
         // Proving a shim stats its socket: inside the deadline too.
         shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
-        scan
+        (scan, daemon)
     })
     .wait(deadline, started, &mut gaps)
     .unwrap_or_default();
+    let mut paths = paths.clone();
+    if let Some((process, note)) = daemon {
+        (paths.process, paths.note) = (process, note);
+    }
+    // Not found when procfs did not answer in time: then none is used.
+    paths.daemon_lookup = None;
+    let paths = &paths;
     // Any process can name itself a shim and carry 128 KB arguments; cap
     // them now, before checks and reports copy them (see Report::bounded).
     for shim in &mut proc_scan.shims {
@@ -236,20 +250,31 @@ pub fn follow_up(
         suspects.pids.clone(),
         options.shim_threads,
     );
-    let proof_paths = paths.clone();
-    let proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
+    let mut proof_paths = paths.clone();
+    let (proc_scan, daemon) = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
+        // The running containerd the first look found (see `gather`).
+        let daemon = proof_paths.daemon_lookup.take().map(|lookup| {
+            let chosen = crate::paths::daemon_again(&lookup);
+            (proof_paths.process, proof_paths.note) = chosen.clone();
+            chosen
+        });
         let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
         shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
-        scan
+        (scan, daemon)
     })
     .wait(deadline, started, &mut gaps)
     .unwrap_or_default();
+    let mut paths = paths.clone();
+    if let Some((process, note)) = daemon {
+        (paths.process, paths.note) = (process, note);
+    }
+    paths.daemon_lookup = None;
     Snapshot {
         cri_containers,
         processes: proc_scan.processes,
         shims: proc_scan.shims,
         gaps,
-        ..Snapshot::empty(taken_at, paths.clone(), options.namespace.clone())
+        ..Snapshot::empty(taken_at, paths, options.namespace.clone())
     }
 }
 

@@ -16,10 +16,14 @@
 
 pub mod config;
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-use crate::model::{ContainerdProcess, Gap, Located, Origin, Paths, Source};
+use crate::model::{
+    ContainerdProcess, DaemonLookup, Gap, Located, Origin, Paths, ProcessInfo, Source,
+};
 use crate::sources::containerd_proc;
 
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
@@ -98,8 +102,83 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
         process,
         note,
         snapshotter: file.as_ref().and_then(|c| c.snapshotter.clone()),
+        daemon_lookup: None,
     };
     (paths, gaps)
+}
+
+/// [`resolve`] for a command whose every look at the node is `gather` (or
+/// its `follow_up`): when flags give every path the running containerd could
+/// decide (root, state, address, config), it decides only `process` and
+/// `note`, so it is not looked for here, in a walk of all of procfs of its
+/// own, but by `gather` among the processes its procfs walk reads anyway
+/// (`Paths::daemon_lookup`, [`daemon_among`]).
+pub fn resolve_for_gather(flags: &PathFlags) -> (Paths, Vec<Gap>) {
+    resolve_deferring(flags, Path::new(DEFAULT_CONFIG))
+}
+
+fn resolve_deferring(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
+    let every_path = flags.root.is_some() && flags.state.is_some();
+    let (Some(proc_root), Some(address), Some(config), true) =
+        (&flags.proc_root, &flags.address, &flags.config, every_path)
+    else {
+        return resolve_with(flags, default_config);
+    };
+    let without_process = PathFlags {
+        proc_root: None,
+        ..flags.clone()
+    };
+    let (mut paths, gaps) = resolve_with(&without_process, default_config);
+    paths.daemon_lookup = Some(DaemonLookup {
+        proc_root: proc_root.clone(),
+        address: address.clone(),
+        config: config.clone(),
+        default_config: default_config.to_path_buf(),
+    });
+    (paths, gaps)
+}
+
+/// The running containerd (and the note on why none, if several run) as
+/// [`resolve`] would have chosen it, among `processes` (a procfs walk's):
+/// only those whose `comm` says containerd are read further. Remembered for
+/// [`daemon_again`].
+pub fn daemon_among(
+    lookup: &DaemonLookup,
+    processes: &BTreeMap<i32, ProcessInfo>,
+    gaps: &mut Vec<Gap>,
+) -> (Option<ContainerdProcess>, Option<String>) {
+    let running = containerd_proc::read_daemons(&lookup.proc_root, processes, gaps);
+    let chosen = choose(running, &lookup_flags(lookup), &lookup.default_config);
+    *FOUND.lock().unwrap_or_else(|e| e.into_inner()) = Some((lookup.clone(), chosen.clone()));
+    chosen
+}
+
+/// The containerd [`daemon_among`] last chose for `lookup`, for a later
+/// look at a few processes only (`follow_up`): the same one, as when it was
+/// chosen before both looks; else it is looked for in all of procfs. Its
+/// gaps were the first look's: none here.
+pub fn daemon_again(lookup: &DaemonLookup) -> (Option<ContainerdProcess>, Option<String>) {
+    if let Some((found_for, chosen)) = &*FOUND.lock().unwrap_or_else(|e| e.into_inner()) {
+        if found_for == lookup {
+            return chosen.clone();
+        }
+    }
+    let running = containerd_proc::find(&lookup.proc_root, &mut Vec::new());
+    choose(running, &lookup_flags(lookup), &lookup.default_config)
+}
+
+type Chosen = (Option<ContainerdProcess>, Option<String>);
+
+/// The last [`daemon_among`]'s answer and what it was asked.
+static FOUND: Mutex<Option<(DaemonLookup, Chosen)>> = Mutex::new(None);
+
+fn lookup_flags(lookup: &DaemonLookup) -> PathFlags {
+    PathFlags {
+        address: Some(lookup.address.clone()),
+        config: Some(lookup.config.clone()),
+        proc_root: Some(lookup.proc_root.clone()),
+        ..PathFlags::default()
+    }
 }
 
 /// Which running containerd to read paths from, or why none.
@@ -491,6 +570,83 @@ mod tests {
         assert_eq!(paths.root.path, PathBuf::from("/etc-root"));
         assert_eq!(paths.root.origin, Origin::Config);
         assert_eq!(paths.process.map(|p| p.pid), Some(42));
+    }
+
+    /// `resolve_for_gather`'s paths with the daemon found as gather finds
+    /// it: in the process table of a procfs walk.
+    fn resolve_then_walk(node: &Node, flags: &PathFlags, default: &Path) -> (Paths, Vec<Gap>) {
+        let (mut paths, mut gaps) = resolve_deferring(flags, default);
+        if let Some(lookup) = paths.daemon_lookup.take() {
+            fs::write(node.proc_root.path().join("stat"), "btime 1700000000\n").unwrap();
+            let scan = crate::sources::procfs::scan(node.proc_root.path(), false, &mut gaps);
+            (paths.process, paths.note) = daemon_among(&lookup, &scan.processes, &mut gaps);
+        }
+        (paths, gaps)
+    }
+
+    #[test]
+    fn with_every_path_by_flag_the_daemon_is_left_to_gathers_walk_and_chosen_alike() {
+        let node = Node::new();
+        let default = node.file("default.toml", "");
+        let config = node.file("c.toml", "version = 2\n");
+        let every = PathFlags {
+            root: Some(PathBuf::from("/r")),
+            state: Some(PathBuf::from("/s")),
+            address: Some(PathBuf::from("/run/a.sock")),
+            config: Some(config.clone()),
+            ..node.flags()
+        };
+        // Not walked for here: the lookup says what choosing it needs.
+        node.containerd(10, "-a /run/a.sock --root /ra");
+        let (paths, gaps) = resolve_deferring(&every, &default);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!((paths.process, paths.note), (None, None));
+        assert_eq!(
+            paths.daemon_lookup,
+            Some(DaemonLookup {
+                proc_root: node.proc_root.path().to_path_buf(),
+                address: PathBuf::from("/run/a.sock"),
+                config: config.clone(),
+                default_config: default.clone(),
+            })
+        );
+        // A path left to containerd: it is looked for at once, as before.
+        let partial = PathFlags {
+            root: None,
+            ..every.clone()
+        };
+        let (paths, _) = resolve_deferring(&partial, &default);
+        assert_eq!(paths.daemon_lookup, None);
+        assert_eq!(paths.process.map(|p| p.pid), Some(10));
+        assert_eq!(paths.root.path, PathBuf::from("/ra"));
+
+        // Found in the walk's table as resolve would choose it: the one
+        // serving --address; an impostor (exe not containerd) and a daemon
+        // serving another socket are not it.
+        fake_process(
+            node.proc_root.path(),
+            5,
+            "containerd",
+            "/bin/sh",
+            "containerd",
+        );
+        node.containerd(20, "-a /run/b.sock");
+        let eager = resolve_with(&every, &default);
+        let walked = resolve_then_walk(&node, &every, &default);
+        assert_eq!(walked, eager);
+        assert_eq!(walked.0.process.as_ref().map(|p| p.pid), Some(10));
+
+        // Two serve it: none is used, and the note says why.
+        node.containerd(30, "-a /run/a.sock");
+        let eager = resolve_with(&every, &default);
+        let walked = resolve_then_walk(&node, &every, &default);
+        assert_eq!(walked, eager);
+        assert_eq!(walked.0.process, None);
+        let note = walked.0.note.expect("a note");
+        assert!(
+            note.contains("3 containerd processes run (pids 10, 20, 30)"),
+            "{note}"
+        );
     }
 
     #[test]

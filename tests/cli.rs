@@ -898,6 +898,86 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
     assert!(text.contains("known bug containerd#10589: "), "{text}");
 }
 
+/// With every path given by flag, `check` finds the running containerd in
+/// its own procfs walk (not in one of its own before): still the one
+/// serving `--address`, named in the paths and asked for its version; with
+/// two serving it, none, and the note says why.
+#[test]
+fn check_with_every_path_by_flag_still_names_the_running_containerd() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let proc_root = d.join("proc");
+    fs::create_dir_all(d.join("bin")).unwrap();
+    fs::create_dir_all(d.join("root/io.containerd.grpc.v1.cri/containers")).unwrap();
+    fs::create_dir_all(d.join("state")).unwrap();
+    fs::create_dir_all(&proc_root).unwrap();
+    fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
+    fs::write(d.join("mountinfo"), "").unwrap();
+    let exe = d.join("bin/containerd");
+    fs::write(
+        &exe,
+        "#!/bin/sh\necho 'containerd github.com/containerd/containerd v1.7.20 8fc6bcff51318944179630522a095cc9dbf9f353'\n",
+    )
+    .unwrap();
+    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = d.join("c.sock");
+    let daemon = |pid: i32, comm: &str, exe: &Path| {
+        let dir = proc_root.join(pid.to_string());
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
+        fs::write(
+            dir.join("stat"),
+            format!(
+                "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 12 0 100 0 0 \
+                 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+            ),
+        )
+        .unwrap();
+        let argv = format!("containerd\0-a\0{}\0", socket.display());
+        fs::write(dir.join("cmdline"), argv).unwrap();
+        symlink(exe, dir.join("exe")).unwrap();
+    };
+    // An impostor (its binary is no containerd) serving the same socket.
+    daemon(4000, "containerd", Path::new("/bin/sh"));
+    daemon(4242, "containerd", &exe);
+    let check = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+            .args(["check", "-o", "json", "--settle", "0s", "--timeout", "2s"])
+            .arg("--root")
+            .arg(d.join("root"))
+            .arg("--state")
+            .arg(d.join("state"))
+            .arg("--address")
+            .arg(&socket)
+            .args(["--config", "/dev/null", "--proc-root"])
+            .arg(&proc_root)
+            .arg("--mountinfo")
+            .arg(d.join("mountinfo"))
+            .output()
+            .unwrap();
+        json(&output)
+    };
+    let doc = check();
+    assert_eq!(doc["paths"]["process"]["pid"], 4242, "{doc}");
+    assert_eq!(doc["paths"]["root"]["origin"], "flag");
+    assert_eq!(doc["paths"]["note"], Value::Null);
+    assert_eq!(
+        doc["containerd"],
+        serde_json::json!({"version": "v1.7.20", "source": "process"}),
+        "{doc}"
+    );
+
+    daemon(4343, "containerd", &exe);
+    let doc = check();
+    assert_eq!(doc["paths"]["process"], Value::Null, "{doc}");
+    let note = doc["paths"]["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("2 containerd processes run (pids 4242, 4343) and 2 serve"),
+        "{doc}"
+    );
+}
+
 /// A fake procfs in `dir/proc` holding one running shim (pid 4300) with two
 /// threads, whose `syscall` files are made by `syscall`.
 fn proc_with_a_shim(dir: &Path, syscall: impl Fn(&Path)) -> PathBuf {

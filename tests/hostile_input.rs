@@ -1257,6 +1257,7 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 process: None,
                 note: None,
                 snapshotter: None,
+                daemon_lookup: None,
             };
             shim_proof::prove_all(
                 root.path(),

@@ -46,7 +46,8 @@ fn gather_pair(
     cri_address: Option<&Path>,
     settle: &SettleArgs,
 ) -> (Snapshot, Option<Snapshot>) {
-    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    // Every look is gather's: it can find the running containerd itself.
+    let (paths, config_gaps) = paths::resolve_for_gather(&global.path_flags());
     let mut options = global.gather_options(true);
     options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
     // `check` is every check: it lists snapshots and leases too, within the

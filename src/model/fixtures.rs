@@ -26,6 +26,7 @@ pub fn snapshot() -> Snapshot {
         process: None,
         note: None,
         snapshotter: None,
+        daemon_lookup: None,
     };
     Snapshot::empty(NOW, paths, "k8s.io".to_string())
 }

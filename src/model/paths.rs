@@ -52,6 +52,25 @@ pub struct Paths {
     /// The snapshotter CRI uses for images, when the config names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshotter: Option<String>,
+    /// Set when the running containerd is still to be found (and `process`
+    /// and `note` still to be filled): every path it could have decided was
+    /// given by flag, so gather finds it among the processes its own procfs
+    /// walk reads instead of walking procfs once more before (see
+    /// `crate::paths::resolve_for_gather`). Never in a snapshot.
+    #[serde(skip)]
+    pub daemon_lookup: Option<DaemonLookup>,
+}
+
+/// What choosing the running containerd needs once every path is known
+/// (see `Paths::daemon_lookup`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonLookup {
+    pub proc_root: PathBuf,
+    /// `--address` and `--config`: the daemon serving that socket is the one.
+    pub address: PathBuf,
+    pub config: PathBuf,
+    /// The config file a daemon started without `-c` reads.
+    pub default_config: PathBuf,
 }
 
 impl Paths {

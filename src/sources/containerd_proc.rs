@@ -5,6 +5,7 @@
 //! how it *did* (k3s, rke2 and microk8s pass `-c`, `-a`, `--root`, `--state`
 //! and never read /etc/containerd/config.toml).
 
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -13,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::model::{ContainerdProcess, ContainerdVersion, Gap, VersionSource};
+use crate::model::{ContainerdProcess, ContainerdVersion, Gap, ProcessInfo, VersionSource};
 use crate::sources::procfs::Unread;
 use crate::sources::{read_proc, read_proc_string};
 
@@ -78,6 +79,22 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
         gaps.extend(unread);
     }
     found.sort_by_key(|p| p.pid);
+    found
+}
+
+/// The containerd daemons among `processes` (a procfs walk's, whose `comm`
+/// came from each one's `stat`), read as [`find`] reads them, by pid.
+pub fn read_daemons(
+    proc_root: &Path,
+    processes: &BTreeMap<i32, ProcessInfo>,
+    gaps: &mut Vec<Gap>,
+) -> Vec<ContainerdProcess> {
+    let mut found = Vec::new();
+    for process in processes.values().filter(|p| p.comm == NAME) {
+        let mut noted = Unread::default();
+        found.extend(read(proc_root, process.pid, &mut noted));
+        gaps.extend(noted.into_gap());
+    }
     found
 }
 
@@ -327,8 +344,8 @@ pub fn parse_version(output: &str) -> Option<String> {
         .then(|| version.to_string())
 }
 
-/// A fake `/proc/<pid>` of a process, for tests: comm, stat, cmdline
-/// and an `exe` link.
+/// A fake `/proc/<pid>` of a process, for tests: comm, stat (whole, as
+/// procfs's parser takes it), cmdline and an `exe` link.
 #[cfg(test)]
 pub(crate) fn fake_process(proc_root: &Path, pid: i32, comm: &str, exe: &str, argv: &str) {
     let dir = proc_root.join(pid.to_string());
@@ -336,7 +353,10 @@ pub(crate) fn fake_process(proc_root: &Path, pid: i32, comm: &str, exe: &str, ar
     fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
     fs::write(
         dir.join("stat"),
-        format!("{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 12 0 100 0 0"),
+        format!(
+            "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 12 0 100 0 0 \
+             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+        ),
     )
     .unwrap();
     let mut cmdline = argv.split_whitespace().collect::<Vec<_>>().join("\0");
