@@ -6,14 +6,14 @@
 //! is deleted (the APIs keep them longer: see `Snapshot::names_in`).
 
 use std::collections::BTreeMap;
-use std::fs;
+use std::fs::{self, File};
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use crate::model::{Bundle, Gap, Source};
-use crate::sources::{read_regular, reading, Links};
+use crate::sources::{read_regular_at, reading, Links};
 
 pub(crate) const SOURCE: Source = Source::Bundles;
 const CRI_ANNOTATION_PREFIX: &str = "io.kubernetes.cri.";
@@ -51,8 +51,18 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
             return bundles;
         }
     };
+    // Each bundle's files are opened relative to the open directory, not by
+    // a path walked again from `/` for each.
+    let dir = match File::open(bundles_dir) {
+        Ok(dir) => dir,
+        Err(err) => {
+            gaps.push(Gap::source(SOURCE, bundles_dir, err));
+            return bundles;
+        }
+    };
     for entry in entries.flatten() {
         let path = entry.path();
+        let name = PathBuf::from(entry.file_name());
         // The type from the directory entry (no `stat`, which would follow
         // a symlink planted here to wherever it points).
         if !entry.file_type().is_ok_and(|t| t.is_dir()) {
@@ -65,7 +75,7 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
             continue;
         }
         let spec_path = path.join("config.json");
-        let annotations = match read_annotations(&spec_path) {
+        let annotations = match read_annotations(&dir, &name.join("config.json"), &spec_path) {
             Ok(annotations) => annotations,
             // Deleted while we looked: the task is gone.
             Err(err) if err.kind() == io::ErrorKind::NotFound && !path.exists() => continue,
@@ -75,10 +85,17 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
             }
         };
         // Missing or odd (a 2.x bundle has no `address`): no gap, as before.
-        let small = |name: &str| {
-            read_regular(&path.join(name), SMALL_FILE_LIMIT, Links::Refuse)
-                .ok()
-                .and_then(|file| String::from_utf8(file.bytes).ok())
+        let small = |file: &str| {
+            let shown = path.join(file);
+            read_regular_at(
+                &dir,
+                &name.join(file),
+                &shown,
+                SMALL_FILE_LIMIT,
+                Links::Refuse,
+            )
+            .ok()
+            .and_then(|file| String::from_utf8(file.bytes).ok())
         };
         let shim_pid = small("shim.pid").and_then(|text| text.trim().parse().ok());
         let shim_socket = small("address")
@@ -98,8 +115,13 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
     bundles
 }
 
-fn read_annotations(spec_path: &Path) -> io::Result<BTreeMap<String, String>> {
-    let bytes = read_regular(spec_path, SPEC_SIZE_LIMIT, Links::Refuse)?.bytes;
+/// The CRI annotations of the spec at `name` in `dir` (`spec_path`).
+fn read_annotations(
+    dir: &File,
+    name: &Path,
+    spec_path: &Path,
+) -> io::Result<BTreeMap<String, String>> {
+    let bytes = read_regular_at(dir, name, spec_path, SPEC_SIZE_LIMIT, Links::Refuse)?.bytes;
     let spec: SpecAnnotations = serde_json::from_slice(&bytes).map_err(|err| {
         io::Error::new(
             io::ErrorKind::InvalidData,

@@ -69,9 +69,9 @@ pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<
 /// [`read_regular`] of `name` relative to the open directory `dir` (shown
 /// as `shown` to whoever watches this thread): one `openat`, without
 /// walking the directory's own path again for each of its files.
-pub(crate) fn read_regular_at(
+pub(crate) fn read_regular_at<P: ?Sized + nix::NixPath>(
     dir: &impl AsFd,
-    name: &str,
+    name: &P,
     shown: &Path,
     limit: u64,
     links: Links,
@@ -85,9 +85,9 @@ pub(crate) fn read_regular_at(
 }
 
 /// [`read_proc`] of `name` in the open directory `dir` (see [`read_regular_at`]).
-pub(crate) fn read_proc_at(
+pub(crate) fn read_proc_at<P: ?Sized + nix::NixPath>(
     dir: &impl AsFd,
-    name: &str,
+    name: &P,
     shown: &Path,
     limit: u64,
 ) -> io::Result<Vec<u8>> {

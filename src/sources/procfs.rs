@@ -444,12 +444,16 @@ fn sample_threads(
         let task_dir = task.join(tid.to_string());
         let read_text = |name: &str, unread: &mut Unread| {
             let shown = task_dir.join(name);
-            let text = read_proc_at(&tasks, &format!("{tid}/{name}"), &shown, THREAD_FILE_LIMIT)
-                .and_then(|bytes| {
-                    String::from_utf8(bytes).map_err(|_| {
-                        io::Error::new(io::ErrorKind::InvalidData, "not UTF-8: not read")
-                    })
-                });
+            let text = read_proc_at(
+                &tasks,
+                format!("{tid}/{name}").as_str(),
+                &shown,
+                THREAD_FILE_LIMIT,
+            )
+            .and_then(|bytes| {
+                String::from_utf8(bytes)
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8: not read"))
+            });
             noted(text, &shown, unread)
         };
         let syscall = (state != 'R')
