@@ -17,7 +17,7 @@ const MOUNTINFO_LIMIT: u64 = 256 * 1024 * 1024;
 /// other mounts that no check looks at.
 pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount> {
     let text = match crate::sources::read_proc(mountinfo, MOUNTINFO_LIMIT) {
-        Ok(bytes) => escape_invalid_utf8(&bytes),
+        Ok(bytes) => escape_invalid_utf8(bytes),
         Err(err) => {
             gaps.push(Gap::source(SOURCE, mountinfo, err));
             return Vec::new();
@@ -85,14 +85,20 @@ fn escape(path: &Path) -> String {
         }
     }
     // As the table is read: see `escape_invalid_utf8`.
-    escape_invalid_utf8(&escaped)
+    escape_invalid_utf8(escaped)
 }
 
 /// mountinfo as text for procfs's parser, with every byte that is not
 /// UTF-8 written as the kernel's own octal escape: [`unescape`] then gives
 /// a mount point's exact bytes back (a lossy U+FFFD would name a path that
 /// does not exist). The kernel escapes `\` itself, so no escape is made up.
-fn escape_invalid_utf8(bytes: &[u8]) -> String {
+fn escape_invalid_utf8(bytes: Vec<u8>) -> String {
+    // Nearly always UTF-8 throughout: then the bytes are the text, neither
+    // copied nor decoded piece by piece (megabytes on a big node).
+    let bytes = match String::from_utf8(bytes) {
+        Ok(text) => return text,
+        Err(err) => err.into_bytes(),
+    };
     let mut text = String::with_capacity(bytes.len());
     for chunk in bytes.utf8_chunks() {
         text.push_str(chunk.valid());
