@@ -64,11 +64,14 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
     // Every process's comm: on two threads when there are many.
     let mut found = Vec::new();
     for (processes, unread) in super::in_halves(&pids, 1000, |pids| {
+        // One descriptor per thread (see procfs's `read_all`).
+        let own = File::open(proc_root);
+        let root_dir = own.as_ref().unwrap_or(&root_dir);
         let mut processes = Vec::new();
         let mut unread = Vec::new();
         for &pid in pids {
             let mut noted = Unread::default();
-            if comm_is(&root_dir, &format!("{pid}/comm"), NAME) {
+            if comm_is(root_dir, &format!("{pid}/comm"), NAME) {
                 processes.extend(read(proc_root, pid, &mut noted));
             }
             unread.extend(noted.into_gap());

@@ -156,7 +156,7 @@ fn read_one(
     let file = match opened {
         Some(opened) => read_regular_at(
             opened,
-            &format!("{id}/status"),
+            format!("{id}/status").as_str(),
             &status_path,
             STATUS_SIZE_LIMIT,
             Links::Refuse,
