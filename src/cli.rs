@@ -99,6 +99,7 @@ impl GlobalArgs {
             progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             shim_threads: true,
             snapshots: false,
+            mounts: true,
             timeout: self.timeout,
         }
     }

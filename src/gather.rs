@@ -42,6 +42,10 @@ pub struct GatherOptions {
     /// Also list containerd's snapshots, leases and the containers'
     /// snapshots in the namespace (`leaked-snapshots`), with the APIs.
     pub snapshots: bool,
+    /// Read the mount table and the node's pressure and memory (the leak
+    /// checks, `check`'s context); `zombies` needs neither, and a node's
+    /// mount table can be megabytes.
+    pub mounts: bool,
     /// `--timeout`: a look at the node ends this (plus [`DEADLINE_GRACE`])
     /// after it starts, with a gap for whatever source has not answered.
     pub timeout: Duration,
@@ -78,9 +82,11 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         options.mountinfo.clone(),
         [paths.root.path.clone(), paths.state.path.clone()],
     );
-    let mounts = Bounded::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
-        let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
-        mountinfo::read(&file, &below, gaps)
+    let mounts = options.mounts.then(|| {
+        Bounded::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
+            let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
+            mountinfo::read(&file, &below, gaps)
+        })
     });
 
     // procfs starts once the status files are read, so the order above
@@ -133,14 +139,19 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .wait(deadline, started, &mut gaps)
         .unwrap_or_default();
     let mounts = mounts
-        .wait(deadline, started, &mut gaps)
+        .and_then(|mounts| mounts.wait(deadline, started, &mut gaps))
         .unwrap_or_default();
     let (root, node_mounts) = (options.proc_root.clone(), mounts.clone());
-    let node = Bounded::spawn(Source::Node, &root.clone(), move |gaps| {
-        node::read(&root, &node_mounts, gaps)
-    })
-    .wait(deadline, started, &mut gaps)
-    .unwrap_or_default();
+    let node = options
+        .mounts
+        .then(|| {
+            Bounded::spawn(Source::Node, &root.clone(), move |gaps| {
+                node::read(&root, &node_mounts, gaps)
+            })
+            .wait(deadline, started, &mut gaps)
+        })
+        .flatten()
+        .unwrap_or_default();
 
     // The shims' own namespaces too: a leaked shim is judged against the
     // records of the namespace it was started for.

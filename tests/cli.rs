@@ -903,7 +903,7 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
 /// serving `--address`, named in the paths and asked for its version; with
 /// two serving it, none, and the note says why.
 #[test]
-fn check_with_every_path_by_flag_still_names_the_running_containerd() {
+fn check_and_zombies_with_every_path_by_flag_still_name_the_running_containerd() {
     use std::os::unix::fs::{symlink, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -941,9 +941,9 @@ fn check_with_every_path_by_flag_still_names_the_running_containerd() {
     // An impostor (its binary is no containerd) serving the same socket.
     daemon(4000, "containerd", Path::new("/bin/sh"));
     daemon(4242, "containerd", &exe);
-    let check = || {
+    let run = |command: &str| {
         let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
-            .args(["check", "-o", "json", "--settle", "0s", "--timeout", "2s"])
+            .args([command, "-o", "json", "--settle", "0s", "--timeout", "2s"])
             .arg("--root")
             .arg(d.join("root"))
             .arg("--state")
@@ -958,22 +958,63 @@ fn check_with_every_path_by_flag_still_names_the_running_containerd() {
             .unwrap();
         json(&output)
     };
-    let doc = check();
-    assert_eq!(doc["paths"]["process"]["pid"], 4242, "{doc}");
-    assert_eq!(doc["paths"]["root"]["origin"], "flag");
-    assert_eq!(doc["paths"]["note"], Value::Null);
-    assert_eq!(
-        doc["containerd"],
-        serde_json::json!({"version": "v1.7.20", "source": "process"}),
-        "{doc}"
-    );
+    for command in ["check", "zombies"] {
+        let doc = run(command);
+        assert_eq!(doc["paths"]["process"]["pid"], 4242, "{command}: {doc}");
+        assert_eq!(doc["paths"]["root"]["origin"], "flag");
+        assert_eq!(doc["paths"]["note"], Value::Null);
+        assert_eq!(
+            doc["containerd"],
+            serde_json::json!({"version": "v1.7.20", "source": "process"}),
+            "{command}: {doc}"
+        );
+    }
 
     daemon(4343, "containerd", &exe);
-    let doc = check();
-    assert_eq!(doc["paths"]["process"], Value::Null, "{doc}");
-    let note = doc["paths"]["note"].as_str().unwrap_or_default();
+    for command in ["check", "zombies"] {
+        let doc = run(command);
+        assert_eq!(doc["paths"]["process"], Value::Null, "{command}: {doc}");
+        let note = doc["paths"]["note"].as_str().unwrap_or_default();
+        assert!(
+            note.contains("2 containerd processes run (pids 4242, 4343) and 2 serve"),
+            "{command}: {doc}"
+        );
+    }
+}
+
+#[test]
+fn zombies_does_not_read_the_mount_table() {
+    // No zombie or late exit needs it, and on a big node it is megabytes.
+    let node = Node::new();
+    node.write_config();
+    node.add_status(RUNNING_ID, &exited_now_status());
+    let output = node.run(&[
+        "zombies",
+        "-o",
+        "json",
+        "--mountinfo",
+        "/nonexistent/mountinfo",
+    ]);
+    let doc = json(&output);
+    assert_eq!(doc["gaps"], serde_json::json!([]), "{doc}");
+    assert_eq!(output.status.code(), Some(0));
+    // `check` does read it: the same flag is a gap there.
+    let output = node.run(&[
+        "check",
+        "-o",
+        "json",
+        "--settle",
+        "0s",
+        "--mountinfo",
+        "/nonexistent/mountinfo",
+    ]);
+    let doc = json(&output);
     assert!(
-        note.contains("2 containerd processes run (pids 4242, 4343) and 2 serve"),
+        doc["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["path"] == "/nonexistent/mountinfo"),
         "{doc}"
     );
 }

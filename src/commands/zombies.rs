@@ -6,20 +6,26 @@ use std::collections::BTreeSet;
 use crate::checks::{self, Settings};
 use crate::cli::{GlobalArgs, ZombiesArgs};
 use crate::confirm;
-use crate::gather::{add_containerd_records, gather};
+use crate::gather::{add_containerd_records, gather, GatherOptions};
 use crate::model::{Kind, Severity, Snapshot};
 use crate::paths;
 use crate::report::{Report, FINDINGS_PER_KIND};
 
 pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
-    let (paths, config_gaps) = paths::resolve(&global.path_flags());
-    let options = global.gather_options(false);
+    // Every look is gather's: it can find the running containerd itself.
+    let (paths, config_gaps) = paths::resolve_for_gather(&global.path_flags());
+    let options = GatherOptions {
+        mounts: false,
+        ..global.gather_options(false)
+    };
     let settings = Settings {
         late_after: args.late.late_after,
         since: args.late.since,
         ..Settings::default()
     };
     let mut snapshot = gather(&paths, &options, config_gaps);
+    // The paths with the running containerd gather found.
+    let paths = snapshot.paths.clone();
     // Zombies by id first: thousands of findings on a node where every
     // container looks dead, of which the report lists FINDINGS_PER_KIND;
     // only those are built, once, at the end.
