@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::model::{Bundle, Gap, Source};
-use crate::sources::{read_regular_at, reading, Links};
+use crate::sources::{open_dir, read_regular_at, reading, Links};
 
 pub(crate) const SOURCE: Source = Source::Bundles;
 const CRI_ANNOTATION_PREFIX: &str = "io.kubernetes.cri.";
@@ -53,7 +53,7 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
     };
     // Each bundle's files are opened relative to the open directory, not by
     // a path walked again from `/` for each.
-    let dir = match File::open(bundles_dir) {
+    let dir = match open_dir(&nix::fcntl::AT_FDCWD, bundles_dir) {
         Ok(dir) => dir,
         Err(err) => {
             gaps.push(Gap::source(SOURCE, bundles_dir, err));

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::{ContainerdProcess, ContainerdVersion, Gap, ProcessInfo, VersionSource};
 use crate::sources::procfs::Unread;
-use crate::sources::{read_proc, read_proc_string};
+use crate::sources::{open_at, open_dir, read_proc, read_proc_string};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
@@ -52,11 +52,6 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
     let Ok(entries) = fs::read_dir(proc_root) else {
         return Vec::new();
     };
-    // Every `comm` is opened relative to the open proc root, not by a path
-    // walked again from `/` for each process.
-    let Ok(root_dir) = File::open(proc_root) else {
-        return Vec::new();
-    };
     let pids: Vec<i32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
@@ -64,14 +59,17 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
     // Every process's comm: on two threads when there are many.
     let mut found = Vec::new();
     for (processes, unread) in super::in_halves(&pids, 1000, |pids| {
-        // One descriptor per thread (see procfs's `read_all`).
-        let own = File::open(proc_root);
-        let root_dir = own.as_ref().unwrap_or(&root_dir);
         let mut processes = Vec::new();
         let mut unread = Vec::new();
+        // Every `comm` is opened relative to the open proc root, not by a
+        // path walked again from `/` for each process; a descriptor of its
+        // own for each thread (see `open_dir`).
+        let Ok(root_dir) = open_dir(&nix::fcntl::AT_FDCWD, proc_root) else {
+            return (processes, unread);
+        };
         for &pid in pids {
             let mut noted = Unread::default();
-            if comm_is(root_dir, &format!("{pid}/comm"), NAME) {
+            if comm_is(&root_dir, &format!("{pid}/comm"), NAME) {
                 processes.extend(read(proc_root, pid, &mut noted));
             }
             unread.extend(noted.into_gap());
@@ -157,12 +155,9 @@ fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdPro
 /// at most 16 bytes and a newline; a longer file is no `comm` of `name`.
 /// Non-blocking: a FIFO in a fake `--proc-root` cannot hang the open.
 fn comm_is(dir: &File, path: &str, name: &str) -> bool {
-    use nix::fcntl::{openat, OFlag};
-    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-    let Ok(fd) = openat(dir, path, flags, nix::sys::stat::Mode::empty()) else {
+    let Ok(mut file) = open_at(dir, path, nix::fcntl::OFlag::empty()) else {
         return false;
     };
-    let mut file = File::from(fd);
     let mut buffer = [0u8; 64];
     let Ok(n) = file.read(&mut buffer) else {
         return false;

@@ -5,13 +5,12 @@
 //! the `FinishedAt` inside is when the process really exited.
 
 use std::collections::{BTreeSet, HashMap};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::model::{CriContainer, CriStatus, Gap, Source};
-use crate::sources::{read_regular, read_regular_at, reading, version_at, Links};
+use crate::sources::{open_dir, read_regular, read_regular_at, reading, version_at, Links};
 
 pub(crate) const SOURCE: Source = Source::CriStore;
 /// Real status files are a few hundred bytes.
@@ -80,16 +79,10 @@ fn read_all<'a>(
     let mut containers = Vec::with_capacity(ids.len());
     for (read, unread) in super::in_halves(&ids, PARALLEL_FROM, |ids| {
         // Each file is opened relative to the directory: a walk of
-        // `<id>/status`, not of the whole path again. One descriptor per
-        // thread: the kernel counts each use of a shared one, and two
-        // cores counting on one cache line cost more than the walk saves.
-        // Not a directory (or gone): each file by its path, which then
-        // says why it cannot be read.
-        let dir = OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_DIRECTORY)
-            .open(containers_dir)
-            .ok();
+        // `<id>/status`, not of the whole path again; a descriptor of its
+        // own for each thread (see `open_dir`). Not a directory (or gone):
+        // each file by its path, which then says why it cannot be read.
+        let dir = open_dir(&nix::fcntl::AT_FDCWD, containers_dir).ok();
         let mut gaps = Vec::new();
         let read: Vec<CriContainer> = ids
             .iter()
@@ -128,11 +121,7 @@ pub fn reread(
     earlier: &[CriContainer],
     gaps: &mut Vec<Gap>,
 ) -> Vec<CriContainer> {
-    let known: HashMap<&str, &CriContainer> = earlier
-        .iter()
-        .filter(|c| ids.contains(&c.id))
-        .map(|c| (c.id.as_str(), c))
-        .collect();
+    let known: HashMap<&str, &CriContainer> = earlier.iter().map(|c| (c.id.as_str(), c)).collect();
     read_all(containers_dir, ids, &known, gaps)
 }
 

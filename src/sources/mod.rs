@@ -84,6 +84,33 @@ pub(crate) fn read_regular_at<P: ?Sized + nix::NixPath>(
     read_opened(File::from(fd), limit)
 }
 
+/// Opens `name` relative to `dir` (`AT_FDCWD`: as a path) read-only and
+/// non-blocking (a FIFO in a fake `--proc-root` cannot hang the open), with
+/// `extra` flags.
+pub(crate) fn open_at<P: ?Sized + nix::NixPath>(
+    dir: &impl AsFd,
+    name: &P,
+    extra: nix::fcntl::OFlag,
+) -> io::Result<File> {
+    use nix::fcntl::OFlag;
+    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | extra;
+    Ok(File::from(nix::fcntl::openat(
+        dir,
+        name,
+        flags,
+        nix::sys::stat::Mode::empty(),
+    )?))
+}
+
+/// The directory `name` relative to `dir` (`AT_FDCWD`: a path), open, to
+/// open its files relative to it. A thread that opens many files below it
+/// opens its own: once threads share the descriptor table the kernel takes
+/// a reference on the descriptor for every `openat` relative to it, and two
+/// cores counting on one cache line cost more than the walks it saves.
+pub(crate) fn open_dir<P: ?Sized + nix::NixPath>(dir: &impl AsFd, name: &P) -> io::Result<File> {
+    open_at(dir, name, nix::fcntl::OFlag::O_DIRECTORY)
+}
+
 /// [`read_proc`] of `name` in the open directory `dir` (see [`read_regular_at`]).
 pub(crate) fn read_proc_at<P: ?Sized + nix::NixPath>(
     dir: &impl AsFd,

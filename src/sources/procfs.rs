@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nix::dir::Dir;
-use nix::fcntl::{openat, OFlag, AT_FDCWD};
+use nix::fcntl::{OFlag, AT_FDCWD};
 use nix::sys::stat::Mode;
 use procfs::process::Stat;
 use procfs::FromRead;
 
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
-use crate::sources::{read_proc_at, read_proc_string};
+use crate::sources::{open_at, open_dir, read_proc_at, read_proc_string};
 
 const SOURCE: Source = Source::Procfs;
 /// `comm` is cut at 15 bytes, which is exactly the common prefix of every
@@ -60,9 +60,7 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
 fn read_all(reader: &Reader, pids: &[i32], scan: &mut ProcScan, gaps: &mut Vec<Gap>) {
     for (half, half_gaps) in super::in_halves(pids, PARALLEL_FROM, |pids| {
         let mut reader = reader.clone();
-        // A descriptor of its own for each thread: the kernel counts every
-        // use of a descriptor that threads share, and two cores counting on
-        // one cache line cost more than the walks the descriptor saves.
+        // A descriptor of its own for each thread (see `open_dir`).
         if let Ok(own) = open_dir(&AT_FDCWD, reader.proc_root) {
             reader.root_dir = Arc::new(own);
         }
@@ -223,18 +221,6 @@ fn read_stat_at<P: ?Sized + nix::NixPath>(
         buffer.resize(buffer.len() * 2, 0);
     }
     parse_stat(&buffer[..filled])
-}
-
-/// Opens `name` relative to `dir` read-only, non-blocking (a FIFO in a
-/// fake `--proc-root` cannot hang the open), with `extra` flags.
-fn open_at<P: ?Sized + nix::NixPath>(dir: &impl AsFd, name: &P, extra: OFlag) -> io::Result<File> {
-    let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | extra;
-    Ok(File::from(openat(dir, name, flags, Mode::empty())?))
-}
-
-/// The directory `name` relative to `dir`, open.
-fn open_dir<P: ?Sized + nix::NixPath>(dir: &impl AsFd, name: &P) -> io::Result<File> {
-    open_at(dir, name, OFlag::O_DIRECTORY)
 }
 
 /// A `stat` record parsed by procfs, or `None` when it is not one.
