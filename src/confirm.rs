@@ -30,16 +30,16 @@ pub fn gather_pair(
     settle: Duration,
 ) -> (Snapshot, Option<Snapshot>) {
     let first = gather(paths, options, gaps);
-    let second = second_look(paths, options, &first, settle);
+    let second = second_look(options, &first, settle);
     (first, second)
 }
 
 /// A later look, at least `settle` after `first` was taken, that re-reads
 /// only the status files and processes of what `first` shows as suspect
 /// (see [`checks::suspects`]); `None` when nothing is: a healthy node is
-/// read once and never waited on.
+/// read once and never waited on. It reads the paths the first look used
+/// (with the running containerd it found).
 pub fn second_look(
-    paths: &Paths,
     options: &GatherOptions,
     first: &Snapshot,
     settle: Duration,
@@ -53,7 +53,7 @@ pub fn second_look(
     if waited < settle {
         std::thread::sleep(Duration::from_nanos(settle.saturating_sub(waited) as u64));
     }
-    Some(follow_up(paths, options, &suspects, first))
+    Some(follow_up(options, &suspects, first))
 }
 
 #[cfg(test)]

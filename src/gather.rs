@@ -231,13 +231,10 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
 /// seen twice, a shim thread blocked twice): only the suspects' status files
 /// and processes are read again; the APIs are not asked and every other part
 /// is left empty, as no check compares them across snapshots. Bounded like
-/// [`gather`]: what has not answered by the deadline is a gap.
-pub fn follow_up(
-    paths: &Paths,
-    options: &GatherOptions,
-    suspects: &Suspects,
-    first: &Snapshot,
-) -> Snapshot {
+/// [`gather`]: what has not answered by the deadline is a gap. It reads
+/// the paths `first` used, with the running containerd it found.
+pub fn follow_up(options: &GatherOptions, suspects: &Suspects, first: &Snapshot) -> Snapshot {
+    let paths = &first.paths;
     let taken_at = now_nanos();
     let started = Instant::now();
     let deadline = started + options.timeout + DEADLINE_GRACE;
@@ -261,31 +258,20 @@ pub fn follow_up(
         suspects.pids.clone(),
         options.shim_threads,
     );
-    let mut proof_paths = paths.clone();
-    let (proc_scan, daemon) = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
-        // The running containerd the first look found (see `gather`).
-        let daemon = proof_paths.daemon_lookup.take().map(|lookup| {
-            let chosen = crate::paths::daemon_again(&lookup);
-            (proof_paths.process, proof_paths.note) = chosen.clone();
-            chosen
-        });
+    let proof_paths = paths.clone();
+    let proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
         let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
         shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
-        (scan, daemon)
+        scan
     })
     .wait(deadline, started, &mut gaps)
     .unwrap_or_default();
-    let mut paths = paths.clone();
-    if let Some((process, note)) = daemon {
-        (paths.process, paths.note) = (process, note);
-    }
-    paths.daemon_lookup = None;
     Snapshot {
         cri_containers,
         processes: proc_scan.processes,
         shims: proc_scan.shims,
         gaps,
-        ..Snapshot::empty(taken_at, paths, options.namespace.clone())
+        ..Snapshot::empty(taken_at, paths.clone(), options.namespace.clone())
     }
 }
 

@@ -19,7 +19,6 @@ pub mod config;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use crate::model::{
     ContainerdProcess, DaemonLookup, Gap, Located, Origin, Paths, ProcessInfo, Source,
@@ -140,37 +139,15 @@ fn resolve_deferring(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Ga
 
 /// The running containerd (and the note on why none, if several run) as
 /// [`resolve`] would have chosen it, among `processes` (a procfs walk's):
-/// only those whose `comm` says containerd are read further. Remembered for
-/// [`daemon_again`].
+/// only those whose `comm` says containerd are read further.
 pub fn daemon_among(
     lookup: &DaemonLookup,
     processes: &BTreeMap<i32, ProcessInfo>,
     gaps: &mut Vec<Gap>,
 ) -> (Option<ContainerdProcess>, Option<String>) {
     let running = containerd_proc::read_daemons(&lookup.proc_root, processes, gaps);
-    let chosen = choose(running, &lookup_flags(lookup), &lookup.default_config);
-    *FOUND.lock().unwrap_or_else(|e| e.into_inner()) = Some((lookup.clone(), chosen.clone()));
-    chosen
-}
-
-/// The containerd [`daemon_among`] last chose for `lookup`, for a later
-/// look at a few processes only (`follow_up`): the same one, as when it was
-/// chosen before both looks; else it is looked for in all of procfs. Its
-/// gaps were the first look's: none here.
-pub fn daemon_again(lookup: &DaemonLookup) -> (Option<ContainerdProcess>, Option<String>) {
-    if let Some((found_for, chosen)) = &*FOUND.lock().unwrap_or_else(|e| e.into_inner()) {
-        if found_for == lookup {
-            return chosen.clone();
-        }
-    }
-    let running = containerd_proc::find(&lookup.proc_root, &mut Vec::new());
     choose(running, &lookup_flags(lookup), &lookup.default_config)
 }
-
-type Chosen = (Option<ContainerdProcess>, Option<String>);
-
-/// The last [`daemon_among`]'s answer and what it was asked.
-static FOUND: Mutex<Option<(DaemonLookup, Chosen)>> = Mutex::new(None);
 
 fn lookup_flags(lookup: &DaemonLookup) -> PathFlags {
     PathFlags {

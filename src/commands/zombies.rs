@@ -55,7 +55,7 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
         BTreeSet::new()
     } else {
         let settle = confirm::settle(args.confirm.settle, global.timeout);
-        confirm::second_look(&paths, &options, &snapshot, settle)
+        confirm::second_look(&options, &snapshot, settle)
             .map(|second| checks::zombie::dead_ids(&second))
             .unwrap_or_default()
     };
