@@ -58,12 +58,12 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
         .collect();
     // Every process's comm: on two threads when there are many.
     let mut found = Vec::new();
-    for (processes, unread) in super::in_halves(&pids, 1000, |pids| {
+    for (processes, unread) in super::on_two_threads(&pids, 1000, |pids| {
         let mut processes = Vec::new();
         let mut unread = Vec::new();
         // Every `comm` is opened relative to the open proc root, not by a
         // path walked again from `/` for each process; a descriptor of its
-        // own for each thread (see `open_dir`).
+        // own for each piece, so for each thread (see `open_dir`).
         let Ok(root_dir) = open_dir(&nix::fcntl::AT_FDCWD, proc_root) else {
             return (processes, unread);
         };

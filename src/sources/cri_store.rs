@@ -77,11 +77,12 @@ fn read_all<'a>(
 ) -> Vec<CriContainer> {
     let ids: Vec<&String> = ids.into_iter().collect();
     let mut containers = Vec::with_capacity(ids.len());
-    for (read, unread) in super::in_halves(&ids, PARALLEL_FROM, |ids| {
+    for (read, unread) in super::on_two_threads(&ids, PARALLEL_FROM, |ids| {
         // Each file is opened relative to the directory: a walk of
         // `<id>/status`, not of the whole path again; a descriptor of its
-        // own for each thread (see `open_dir`). Not a directory (or gone):
-        // each file by its path, which then says why it cannot be read.
+        // own for each piece, so each thread (see `open_dir`). Not a
+        // directory (or gone): each file by its path, which then says why it
+        // cannot be read.
         let dir = open_dir(&nix::fcntl::AT_FDCWD, containers_dir).ok();
         let mut gaps = Vec::new();
         let read: Vec<CriContainer> = ids

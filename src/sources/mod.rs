@@ -111,16 +111,6 @@ pub(crate) fn open_dir<P: ?Sized + nix::NixPath>(dir: &impl AsFd, name: &P) -> i
     open_at(dir, name, nix::fcntl::OFlag::O_DIRECTORY)
 }
 
-/// [`read_proc`] of `name` in the open directory `dir` (see [`read_regular_at`]).
-pub(crate) fn read_proc_at<P: ?Sized + nix::NixPath>(
-    dir: &impl AsFd,
-    name: &P,
-    shown: &Path,
-    limit: u64,
-) -> io::Result<Vec<u8>> {
-    Ok(read_regular_at(dir, name, shown, limit, Links::Follow)?.bytes)
-}
-
 fn open_flags(links: Links) -> nix::fcntl::OFlag {
     let mut flags = nix::fcntl::OFlag::O_NONBLOCK;
     if links == Links::Refuse {
@@ -317,12 +307,16 @@ pub(crate) fn reading(path: &Path) {
     });
 }
 
-/// Runs `work` on each half of `items` on a thread of its own (scoped: both
-/// end before this returns) and gives the two answers in order; fewer than
-/// `at_least` items are worked through here, where a thread would cost more
-/// than it saves. Each thread reports what it reads where this one does
-/// (see [`reading`]), so a read that blocks is still named.
-pub(crate) fn in_halves<T: Sync, R: Send>(
+/// Runs `work` on pieces of `items` on two threads (scoped: both end before
+/// this returns) and gives the answers in the order of the pieces; fewer
+/// than `at_least` items are worked through here, in one call, where a
+/// thread would cost more than it saves. The threads take the next piece
+/// whenever they are done with one, so a stretch of costly items (a run of
+/// shims, each a score of reads where another process is one) does not
+/// leave one core idle while the other works through it. Each thread
+/// reports what it reads where this one does (see [`reading`]), so a read
+/// that blocks is still named.
+pub(crate) fn on_two_threads<T: Sync, R: Send>(
     items: &[T],
     at_least: usize,
     work: impl Fn(&[T]) -> R + Sync,
@@ -330,30 +324,45 @@ pub(crate) fn in_halves<T: Sync, R: Send>(
     if items.len() < at_least.max(2) {
         return vec![work(items)];
     }
-    let (first, second) = items.split_at(items.len() / 2);
+    // Enough pieces to even out, few enough that what `work` sets up for
+    // each (a directory descriptor, a buffer) stays small beside it.
+    let pieces: Vec<&[T]> = items.chunks(items.len().div_ceil(PIECES)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let slot = READING.with(|r| r.borrow().clone());
-    let work = &work;
-    std::thread::scope(|scope| {
-        let halves = [first, second].map(|half| {
+    let (work, pieces, next) = (&work, &pieces, &next);
+    let mut answers: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let threads = [(), ()].map(|()| {
             let slot = slot.clone();
             scope.spawn(move || {
                 if let Some(slot) = slot {
                     watch_reading(slot);
                 }
-                work(half)
+                let mut answers = Vec::new();
+                loop {
+                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(piece) = pieces.get(index) else {
+                        return answers;
+                    };
+                    answers.push((index, work(piece)));
+                }
             })
         });
-        halves
+        threads
             .into_iter()
-            .map(|half| match half.join() {
-                Ok(answer) => answer,
-                // A panic in either half is the source's panic, as if it had
-                // worked through both on its own thread.
+            .flat_map(|thread| match thread.join() {
+                Ok(answers) => answers,
+                // A panic in either thread is the source's panic, as if it
+                // had worked through every piece on its own thread.
                 Err(panic) => std::panic::resume_unwind(panic),
             })
             .collect()
-    })
+    });
+    answers.sort_unstable_by_key(|(index, _)| *index);
+    answers.into_iter().map(|(_, answer)| answer).collect()
 }
+
+/// How many pieces [`on_two_threads`] cuts its items into.
+const PIECES: usize = 16;
 
 /// Gaps for the calls an API did not answer: a failed connect or version call
 /// makes the whole API unavailable; other failures are single gaps.
@@ -669,24 +678,36 @@ mod bounded_tests {
     }
 
     #[test]
-    fn halves_are_worked_in_order_and_say_what_they_read_where_the_caller_does() {
-        let items: Vec<u32> = (0..10).collect();
+    fn pieces_are_worked_on_two_threads_in_order_and_say_what_they_read_where_the_caller_does() {
+        let items: Vec<u32> = (0..100).collect();
         // Few items: one call, on this thread.
-        assert_eq!(in_halves(&items, 11, |h| h.to_vec()), vec![items.clone()]);
+        assert_eq!(
+            on_two_threads(&items, 101, |piece| piece.to_vec()),
+            vec![items.clone()]
+        );
         let slot = Reading::default();
         let source = slot.clone();
-        let halves = std::thread::spawn(move || {
+        let pieces = std::thread::spawn(move || {
             watch_reading(source);
-            in_halves(&items, 4, |half| {
+            on_two_threads(&items, 4, |piece| {
                 reading(Path::new("/proc/1/stat"));
-                (std::thread::current().id(), half.to_vec())
+                // The first piece is slow: the other thread takes the rest.
+                if piece[0] == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                (std::thread::current().id(), piece.to_vec())
             })
         })
         .join()
         .unwrap();
-        assert_eq!(halves[0].1, [0, 1, 2, 3, 4]);
-        assert_eq!(halves[1].1, [5, 6, 7, 8, 9]);
-        assert_ne!(halves[0].0, halves[1].0, "two threads");
+        let worked: Vec<u32> = pieces.iter().flat_map(|(_, piece)| piece.clone()).collect();
+        assert_eq!(worked, (0..100).collect::<Vec<_>>(), "every item, in order");
+        assert!(pieces.len() > 2, "{} pieces", pieces.len());
+        let first = pieces[0].0;
+        assert!(
+            pieces[1..].iter().all(|(thread, _)| *thread != first),
+            "the thread held up by the first piece took no other"
+        );
         assert_eq!(
             slot.lock().unwrap().as_deref(),
             Some(Path::new("/proc/1/stat"))

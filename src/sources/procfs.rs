@@ -18,7 +18,7 @@ use procfs::process::Stat;
 use procfs::FromRead;
 
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
-use crate::sources::{open_at, open_dir, read_proc_at, read_proc_string};
+use crate::sources::{open_at, open_dir, read_proc_string};
 
 const SOURCE: Source = Source::Procfs;
 /// `comm` is cut at 15 bytes, which is exactly the common prefix of every
@@ -58,9 +58,9 @@ pub fn scan(proc_root: &Path, shim_threads: bool, gaps: &mut Vec<Gap>) -> ProcSc
 /// Reads `pids` into `scan`. Two cores read procfs faster than one; the
 /// shims and gaps stay in the order of `pids`.
 fn read_all(reader: &Reader, pids: &[i32], scan: &mut ProcScan, gaps: &mut Vec<Gap>) {
-    for (half, half_gaps) in super::in_halves(pids, PARALLEL_FROM, |pids| {
+    for (piece, piece_gaps) in super::on_two_threads(pids, PARALLEL_FROM, |pids| {
         let mut reader = reader.clone();
-        // A descriptor of its own for each thread (see `open_dir`).
+        // A descriptor of its own for each piece, so each thread (see `open_dir`).
         if let Ok(own) = open_dir(&AT_FDCWD, reader.proc_root) {
             reader.root_dir = Arc::new(own);
         }
@@ -71,9 +71,9 @@ fn read_all(reader: &Reader, pids: &[i32], scan: &mut ProcScan, gaps: &mut Vec<G
         }
         (scan, gaps)
     }) {
-        scan.processes.extend(half.processes);
-        scan.shims.extend(half.shims);
-        gaps.extend(half_gaps);
+        scan.processes.extend(piece.processes);
+        scan.shims.extend(piece.shims);
+        gaps.extend(piece_gaps);
     }
 }
 
@@ -176,15 +176,14 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A `<pid>/stat` line is a few hundred bytes; one read this size gets it all.
+/// A `<pid>/stat` line is a few hundred bytes, a thread's `syscall` nine
+/// numbers, its `wchan` a symbol name; one read this size gets each whole.
 const STAT_READ: usize = 1024;
-/// The kernel's line is under 1 KiB (`comm` is 16 bytes at most); past
+/// The kernel's records are under 1 KiB (`comm` is 16 bytes at most); past
 /// this, a fake `--proc-root`'s file is not read on.
 const STAT_CAP: usize = 64 * 1024;
 /// `/proc/stat`: a line per CPU and a few more.
 const PROC_STAT_LIMIT: u64 = 1024 * 1024;
-/// A thread's `syscall` (nine numbers) and `wchan` (a symbol name).
-const THREAD_FILE_LIMIT: u64 = 4096;
 
 /// Reads and parses a `stat` file (procfs's parser) with one `read` into a
 /// reused buffer: on a node with thousands of processes, the size probing of
@@ -203,31 +202,50 @@ fn read_stat_at<P: ?Sized + nix::NixPath>(
     name: &P,
     buffer: &mut Vec<u8>,
 ) -> Option<Stat> {
-    let mut file = open_at(dir, name, OFlag::empty()).ok()?;
+    let filled = read_record_at(dir, name, buffer).ok()?;
+    parse_stat(&buffer[..filled])
+}
+
+/// Reads the procfs record `name` (relative to `dir`) into `buffer` and
+/// gives its length: one `openat` (non-blocking: a FIFO in a fake
+/// `--proc-root` cannot hang it) and one `read`, without the `fstat` and the
+/// read for EOF of a general file read (procfs reports size 0 and hands out
+/// a record whole, so a read that leaves room has reached the end). Only a
+/// full buffer reads on, up to [`STAT_CAP`].
+fn read_record_at<P: ?Sized + nix::NixPath>(
+    dir: &impl AsFd,
+    name: &P,
+    buffer: &mut Vec<u8>,
+) -> io::Result<usize> {
+    let mut file = open_at(dir, name, OFlag::empty())?;
     buffer.clear();
     buffer.resize(STAT_READ, 0);
     let mut filled = 0;
-    // procfs hands out the whole record in one read, so a read that leaves
-    // room in the buffer has reached the end; only a full buffer reads on.
     loop {
-        let n = file.read(&mut buffer[filled..]).ok()?;
+        let n = file.read(&mut buffer[filled..])?;
         filled += n;
         if n == 0 || filled < buffer.len() {
-            break;
+            return Ok(filled);
         }
         if buffer.len() >= STAT_CAP {
-            return None;
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("over {STAT_CAP} bytes: not read"),
+            ));
         }
         buffer.resize(buffer.len() * 2, 0);
     }
-    parse_stat(&buffer[..filled])
 }
 
 /// A `stat` record parsed by procfs, or `None` when it is not one.
 pub(crate) fn parse_stat(record: &[u8]) -> Option<Stat> {
-    kernel_shaped(&String::from_utf8_lossy(record))
-        .then(|| Stat::from_read(record).ok())
-        .flatten()
+    // Checked as procfs reads it, as text; the kernel's is UTF-8, which
+    // needs no lossy copy to be checked.
+    let shaped = match std::str::from_utf8(record) {
+        Ok(text) => kernel_shaped(text),
+        Err(_) => kernel_shaped(&String::from_utf8_lossy(record)),
+    };
+    shaped.then(|| Stat::from_read(record).ok()).flatten()
 }
 
 /// Whether a stat record has the shape the kernel writes, `<pid> (<comm>)
@@ -237,14 +255,31 @@ pub(crate) fn parse_stat(record: &[u8]) -> Option<Stat> {
 /// kernel never writes one; a fake `--proc-root` or a cut read can, and such
 /// a process is skipped like one that is gone.
 fn kernel_shaped(record: &str) -> bool {
-    let record = record.trim().as_bytes();
-    let (Some(open), Some(close)) = (
-        record.iter().position(|b| *b == b'('),
-        record.iter().rposition(|b| *b == b')'),
-    ) else {
-        return false;
-    };
-    open >= 2 && record[open - 1] == b' ' && close > open && record.get(close + 1) == Some(&b' ')
+    comm_end(record.trim().as_bytes()).is_some()
+}
+
+/// Where `comm` ends (its closing `)`, the record's last) in a record of
+/// the kernel's shape (see [`kernel_shaped`]).
+fn comm_end(record: &[u8]) -> Option<usize> {
+    let open = record.iter().position(|b| *b == b'(')?;
+    let close = record.iter().rposition(|b| *b == b')')?;
+    let shaped = open >= 2
+        && record[open - 1] == b' '
+        && close > open
+        && record.get(close + 1) == Some(&b' ');
+    shaped.then_some(close)
+}
+
+/// A thread's state from its `stat` record: the letter after `comm`. A
+/// shim's threads are read for their state alone, so the fifty other
+/// fields are not parsed. `None` for a record the kernel would not write.
+fn state_of(record: &[u8]) -> Option<char> {
+    let record = record.trim_ascii();
+    let close = comm_end(record)?;
+    record
+        .get(close + 2)
+        .filter(|state| state.is_ascii_alphabetic())
+        .map(|state| char::from(*state))
 }
 
 pub(crate) fn ticks_to_nanos(ticks: u64, ticks_per_second: i64) -> i64 {
@@ -428,25 +463,22 @@ fn sample_threads(
         let state = if tid == leader {
             leader_state
         } else {
-            match read_stat_at(&tasks, format!("{tid}/stat").as_str(), &mut buffer) {
-                Some(stat) => stat.state,
+            let read = read_record_at(&tasks, format!("{tid}/stat").as_str(), &mut buffer);
+            match read.ok().and_then(|filled| state_of(&buffer[..filled])) {
+                Some(state) => state,
                 None => continue,
             }
         };
-        let task_dir = task.join(tid.to_string());
-        let read_text = |name: &str, unread: &mut Unread| {
-            let shown = task_dir.join(name);
-            let text = read_proc_at(
-                &tasks,
-                format!("{tid}/{name}").as_str(),
-                &shown,
-                THREAD_FILE_LIMIT,
-            )
-            .and_then(|bytes| {
-                String::from_utf8(bytes)
-                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8: not read"))
-            });
-            noted(text, &shown, unread)
+        let mut read_text = |name: &str, unread: &mut Unread| {
+            let read = read_record_at(&tasks, format!("{tid}/{name}").as_str(), &mut buffer)
+                .and_then(|filled| {
+                    std::str::from_utf8(&buffer[..filled])
+                        .map(str::to_owned)
+                        .map_err(|_| {
+                            io::Error::new(io::ErrorKind::InvalidData, "not UTF-8: not read")
+                        })
+                });
+            noted(read, &task.join(format!("{tid}/{name}")), unread)
         };
         let syscall = (state != 'R')
             .then(|| read_text("syscall", unread))
@@ -673,6 +705,15 @@ mod tests {
             (ours.pid, ours.comm, ours.starttime),
             (theirs.pid, theirs.comm, theirs.starttime)
         );
+        // A thread's state alone, as procfs reads it, for each thread here.
+        for task in fs::read_dir("/proc/self/task").unwrap() {
+            let path = task.unwrap().path().join("stat");
+            let Ok(record) = fs::read(&path) else {
+                continue; // a test thread that ended meanwhile
+            };
+            let theirs = Stat::from_read(&record[..]).unwrap();
+            assert_eq!(state_of(&record), Some(theirs.state), "{path:?}");
+        }
         // A buffer too small for the record is grown, not cut short.
         let dir = tempfile::tempdir().unwrap();
         let long = dir.path().join("stat");
@@ -706,6 +747,7 @@ mod tests {
             let path = dir.path().join("stat");
             fs::write(&path, record).unwrap();
             assert!(read_stat(&path, &mut buffer).is_none(), "{record:?}");
+            assert_eq!(state_of(record), None, "{record:?}");
         }
         let path = dir.path().join("stat");
         fs::write(
@@ -715,6 +757,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read_stat(&path, &mut buffer).unwrap().comm, "(a) b (c)");
+        assert_eq!(state_of(&fs::read(&path).unwrap()), Some('S'));
     }
 
     #[test]
@@ -831,9 +874,9 @@ mod tests {
         assert!(err.contains("a FIFO"), "{err}");
         // A thread's syscall file larger than the kernel's is not read.
         let syscall = dir.path().join("syscall");
-        fs::write(&syscall, "1 ".repeat(THREAD_FILE_LIMIT as usize)).unwrap();
-        let err = read_proc_string(&syscall, THREAD_FILE_LIMIT).unwrap_err();
-        assert!(err.to_string().contains("larger than"), "{err}");
+        fs::write(&syscall, "1 ".repeat(STAT_CAP)).unwrap();
+        let err = read_record_at(&AT_FDCWD, &syscall, &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("over 65536 bytes"), "{err}");
     }
 
     #[test]
@@ -853,10 +896,19 @@ mod tests {
         fs::write(root.join("8/stat"), stat_line(8, SHIM_COMM, 'S')).unwrap();
         fs::write(root.join("8/cmdline"), "containerd-shim-runc-v2\0-id\0x\0").unwrap();
         fifo(&root.join("8/task/9/stat"));
+        // And one whose syscall file is one: read as empty, at once.
+        fs::create_dir_all(root.join("8/task/10")).unwrap();
+        fs::write(root.join("8/task/10/stat"), stat_line(10, SHIM_COMM, 'S')).unwrap();
+        fifo(&root.join("8/task/10/syscall"));
         let mut gaps = Vec::new();
         let scan = scan(root, true, &mut gaps);
         assert_eq!(scan.processes.keys().copied().collect::<Vec<_>>(), [8]);
-        assert!(scan.shims[0].threads.iter().all(|t| t.tid != 9));
+        let threads: Vec<_> = scan.shims[0]
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.state, t.syscall.clone()))
+            .collect();
+        assert_eq!(threads, [(10, 'S', None)]);
     }
 
     #[test]
