@@ -11,9 +11,7 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nix::dir::Dir;
 use nix::fcntl::{OFlag, AT_FDCWD};
-use nix::sys::stat::Mode;
 
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
 use crate::sources::{open_at, open_dir, read_proc_string};
@@ -478,16 +476,18 @@ fn sample_threads(
     unread: &mut Unread,
 ) -> Vec<ThreadSample> {
     let task = dir.join("task");
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let listed = Dir::openat(opened, "task", flags, Mode::empty()).map_err(io::Error::from);
-    let Some(mut tasks) = noted(listed, &task, unread) else {
+    let listed = open_dir(opened, "task")
+        .and_then(|tasks| rustix::fs::Dir::new(tasks).map_err(io::Error::from));
+    let Some(mut listing) = noted(listed, &task, unread) else {
         return Vec::new();
     };
-    let tids: Vec<i32> = tasks
-        .iter()
+    let tids: Vec<i32> = (&mut listing)
         .flatten()
         .filter_map(|entry| entry.file_name().to_str().ok()?.parse().ok())
         .collect();
+    let Ok(tasks) = listing.fd() else {
+        return Vec::new();
+    };
     let mut threads = Vec::new();
     let mut buffer = Vec::with_capacity(STAT_READ);
     for tid in tids {
