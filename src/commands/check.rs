@@ -34,10 +34,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
     context.containerd_version = first.containerd.as_ref().and_then(|c| c.version.clone());
     let api_calls = api_calls(&first, args.slow);
     let namespace = first.namespace.clone();
-    let mut report = Report::new("check", &namespace, first.paths, findings, gaps)
-        .identified(first.containerd_version);
+    let mut report = Report::new("check", &namespace, first.paths.clone(), findings, gaps)
+        .identified(first.containerd_version.clone());
     report.context = Some(context);
     report.api_calls = api_calls;
+    super::free_in_background((first, second));
     Ok(report)
 }
 

@@ -38,6 +38,17 @@ fn run_unbounded(cli: &Cli) -> anyhow::Result<Report> {
     }
 }
 
+/// Frees `value` (snapshots of thousands of records, which take a
+/// millisecond or more to free) on a thread of its own once the report is
+/// built from them: the answer does not wait for the allocator. A one-shot
+/// run exits without waiting for that thread; `serve` frees them meanwhile.
+fn free_in_background<T: Send + 'static>(value: T) {
+    // A thread that cannot be started drops `value` here, as before.
+    let _ = std::thread::Builder::new()
+        .name("nodectl-free".into())
+        .spawn(move || drop(value));
+}
+
 /// The two snapshots `check` and `collect` compare (see
 /// [`confirm::gather_pair`]): the first asks both APIs (bounded by
 /// `--timeout`), the second comes `--settle` later.

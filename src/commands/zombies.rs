@@ -63,7 +63,10 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
         checks::zombie::findings(&snapshot, |id| confirmed.contains(id), FINDINGS_PER_KIND);
     findings.extend(late_exits);
     checks::sort(&mut findings);
-    Report::new("zombies", &global.namespace, paths, findings, snapshot.gaps)
+    let gaps = std::mem::take(&mut snapshot.gaps);
+    let version = snapshot.containerd_version.clone();
+    super::free_in_background(snapshot);
+    Report::new("zombies", &global.namespace, paths, findings, gaps)
         .omitting(Kind::Zombie, Severity::Critical, unbuilt)
-        .identified(snapshot.containerd_version)
+        .identified(version)
 }
