@@ -193,7 +193,7 @@ fn read_stat(path: &Path, buffer: &mut Vec<u8>) -> Option<StatRecord> {
 /// [`read_stat`] of `name` relative to the open directory `dir`: one
 /// `openat` (non-blocking: a FIFO in a fake `--proc-root` cannot hang it),
 /// without walking `dir`'s own path again.
-fn read_stat_at<P: ?Sized + nix::NixPath>(
+pub(crate) fn read_stat_at<P: ?Sized + nix::NixPath>(
     dir: &impl AsFd,
     name: &P,
     buffer: &mut Vec<u8>,

@@ -33,8 +33,6 @@ use crate::sources::procfs;
 
 /// Start times tick at 100 Hz; two readings of one process agree within this.
 const SAME_START: i64 = 10_000_000;
-/// `/proc/<pid>/stat` is under 1 KiB; a fake `--proc-root`'s is cut here.
-const STAT_LIMIT: u64 = 64 * 1024;
 /// `/proc/<pid>/status` is a couple of kB.
 const STATUS_LIMIT: u64 = 64 * 1024;
 
@@ -163,19 +161,7 @@ fn prove(
     unreadable: &mut Unreadable,
 ) -> Option<ShimProof> {
     if let (Some(started_at), Some(boot)) = (started_at, boot) {
-        let mut text = Vec::new();
-        let file = openat(
-            dir,
-            "stat",
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()?;
-        File::from(file)
-            .take(STAT_LIMIT)
-            .read_to_end(&mut text)
-            .ok()?;
-        let stat = procfs::parse_stat(&text)?;
+        let stat = procfs::read_stat_at(dir, "stat", &mut Vec::new())?;
         let now = boot.saturating_add(procfs::ticks_to_nanos(
             stat.starttime,
             ::procfs::ticks_per_second() as i64,
