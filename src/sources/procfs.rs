@@ -218,7 +218,17 @@ fn read_record_at<P: ?Sized + nix::NixPath>(
     buffer.resize(STAT_READ, 0);
     let mut filled = 0;
     loop {
-        let n = file.read(&mut buffer[filled..])?;
+        // Said as nodectl's other reads say it (a fake `--proc-root` can
+        // hold a directory where procfs has a file).
+        let n = file
+            .read(&mut buffer[filled..])
+            .map_err(|err| match err.raw_os_error() {
+                Some(nix::libc::EISDIR) => io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a directory, where a regular file belongs: not read",
+                ),
+                _ => err,
+            })?;
         filled += n;
         if n == 0 || filled < buffer.len() {
             return Ok(filled);
