@@ -162,7 +162,6 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .filter_map(|s| s.namespace.clone())
         .collect();
     namespaces.insert(options.namespace.clone());
-    let container_ids: Vec<String> = cri_containers.iter().map(|c| c.id.clone()).collect();
     // The APIs get `--timeout`, less what the files ate of the grace second.
     let api_timeout = options
         .api_timeout
@@ -186,14 +185,21 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             ));
             (None, None, None)
         }
-        Some(timeout) => ask_apis(
-            paths,
-            options,
-            timeout,
-            &namespaces,
-            &container_ids,
-            &mut gaps,
-        ),
+        Some(timeout) => {
+            // The ids CRI is asked about: only when it is asked.
+            let container_ids: Vec<String> = match options.cri_address {
+                Some(_) => cri_containers.iter().map(|c| c.id.clone()).collect(),
+                None => Vec::new(),
+            };
+            ask_apis(
+                paths,
+                options,
+                timeout,
+                &namespaces,
+                &container_ids,
+                &mut gaps,
+            )
+        }
     };
     // The API's answer when asked; otherwise (or when it did not answer) the
     // binary's, so every command's report names the version.
@@ -249,7 +255,7 @@ pub fn follow_up(options: &GatherOptions, suspects: &Suspects, first: &Snapshot)
         .cloned()
         .collect();
     let cri_containers = Bounded::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-        cri_store::reread(&dir, &ids, &earlier, gaps)
+        cri_store::reread(&dir, &ids, earlier, gaps)
     })
     .wait(started + options.timeout, started, &mut gaps)
     .unwrap_or_default();

@@ -74,7 +74,7 @@ pub fn findings(
 
 /// The RUNNING containers whose recorded pid is no live process of theirs,
 /// with why (see [`why_dead`]).
-fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, String)> {
+fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)> {
     snapshot
         .cri_containers
         .iter()
@@ -108,19 +108,42 @@ pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
     }
 }
 
+/// Why a container's recorded pid is not its live process; put into words
+/// only for the findings a report lists (thousands of containers can look
+/// dead, and the ids alone serve the second look and the confirmation).
+enum Death<'a> {
+    NoProcess(i64),
+    Defunct(i64, char),
+    Reused(i64, &'a ProcessInfo),
+}
+
+impl std::fmt::Display for Death<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Death::NoProcess(pid) => write!(f, "no process with pid {pid}"),
+            Death::Defunct(pid, state) => {
+                write!(f, "pid {pid} is defunct ({state}), waiting to be reaped")
+            }
+            Death::Reused(pid, process) => write!(
+                f,
+                "pid {pid} now belongs to another process ({}, started {})",
+                process.comm,
+                timestamp(process.started_at).as_str().unwrap_or("?")
+            ),
+        }
+    }
+}
+
 /// Returns why the container's recorded pid is not its live process, or
 /// `None` when it is. A pid can be reused: the process holding it now must
 /// have started between the container's creation and its start.
-fn why_dead(container: &CriContainer, process: Option<&ProcessInfo>) -> Option<String> {
+fn why_dead<'a>(container: &CriContainer, process: Option<&'a ProcessInfo>) -> Option<Death<'a>> {
     let status = &container.status;
     let Some(process) = process else {
-        return Some(format!("no process with pid {}", status.pid));
+        return Some(Death::NoProcess(status.pid));
     };
     if !process.is_running() {
-        return Some(format!(
-            "pid {} is defunct ({}), waiting to be reaped",
-            status.pid, process.state
-        ));
+        return Some(Death::Defunct(status.pid, process.state));
     }
     // Saturating: the times are the status file's, whatever it holds.
     let earliest = status
@@ -129,12 +152,7 @@ fn why_dead(container: &CriContainer, process: Option<&ProcessInfo>) -> Option<S
         .saturating_sub(START_TIME_SLACK);
     let latest = status.started_at.saturating_add(START_TIME_SLACK);
     if process.started_at < earliest || process.started_at > latest {
-        return Some(format!(
-            "pid {} now belongs to another process ({}, started {})",
-            status.pid,
-            process.comm,
-            timestamp(process.started_at).as_str().unwrap_or("?")
-        ));
+        return Some(Death::Reused(status.pid, process));
     }
     None
 }
@@ -143,7 +161,7 @@ fn finding(
     snapshot: &Snapshot,
     shims: &ShimIndex,
     container: &CriContainer,
-    death: String,
+    death: Death,
 ) -> Finding {
     let pod = snapshot.names_of(&container.id);
     let shim = shims.shim_of(snapshot, container);
@@ -166,7 +184,7 @@ fn finding(
     let evidence = Evidence {
         container_id: container.id.clone(),
         pid: container.status.pid,
-        process: death,
+        process: death.to_string(),
         started_at: timestamp(container.status.started_at),
         running_for_seconds: snapshot.seconds_since(container.status.started_at),
         status_file: container.status_path.display().to_string(),

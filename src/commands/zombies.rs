@@ -56,7 +56,11 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     } else {
         let settle = confirm::settle(args.confirm.settle, global.timeout);
         confirm::second_look(&options, &snapshot, settle)
-            .map(|second| checks::zombie::dead_ids(&second))
+            .map(|second| {
+                let dead = checks::zombie::dead_ids(&second);
+                super::free_in_background(second);
+                dead
+            })
             .unwrap_or_default()
     };
     let (mut findings, unbuilt) =

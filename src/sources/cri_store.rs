@@ -9,7 +9,7 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::model::{CriContainer, CriStatus, Gap, Source};
+use crate::model::{CriContainer, CriStatus, FileVersion, Gap, Source};
 use crate::sources::{open_dir, read_regular, read_regular_at, reading, version_at, Links};
 
 pub(crate) const SOURCE: Source = Source::CriStore;
@@ -57,9 +57,22 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
         }
         ids.push(id);
     }
-    let mut containers = read_all(containers_dir, &ids, &HashMap::new(), gaps);
+    let mut containers: Vec<CriContainer> = read_all(containers_dir, &ids, &HashMap::new(), gaps)
+        .into_iter()
+        .filter_map(|reading| match reading {
+            Reading::Read(container) => Some(container),
+            Reading::Unchanged(_) => None, // nothing was known
+        })
+        .collect();
     containers.sort_by(|a, b| a.id.cmp(&b.id));
     containers
+}
+
+/// A status file read, or found to be the file an earlier reading of it
+/// was taken from (see [`reread`]).
+enum Reading<'a> {
+    Read(CriContainer),
+    Unchanged(&'a str),
 }
 
 /// Below this many status files, one thread reads them all.
@@ -67,16 +80,16 @@ const PARALLEL_FROM: usize = 500;
 
 /// The status files of `ids`, on two threads when there are many: a file is
 /// a few hundred bytes, so the cost is the kernel's open, read and close of
-/// each, which two cores halve. A file of `known` (an earlier reading) that
-/// is still the same file is not read again.
+/// each, which two cores halve. A file whose version `known` holds (an
+/// earlier reading's) and that is still that file is not read again.
 fn read_all<'a>(
     containers_dir: &Path,
     ids: impl IntoIterator<Item = &'a String>,
-    known: &HashMap<&str, &CriContainer>,
+    known: &HashMap<&str, FileVersion>,
     gaps: &mut Vec<Gap>,
-) -> Vec<CriContainer> {
+) -> Vec<Reading<'a>> {
     let ids: Vec<&String> = ids.into_iter().collect();
-    let mut containers = Vec::with_capacity(ids.len());
+    let mut readings = Vec::with_capacity(ids.len());
     for (read, unread) in super::on_two_threads(&ids, PARALLEL_FROM, |ids| {
         // Each file is opened relative to the directory: a walk of
         // `<id>/status`, not of the whole path again; a descriptor of its
@@ -85,29 +98,28 @@ fn read_all<'a>(
         // cannot be read.
         let dir = open_dir(&nix::fcntl::AT_FDCWD, containers_dir).ok();
         let mut gaps = Vec::new();
-        let read: Vec<CriContainer> = ids
+        let read: Vec<Reading> = ids
             .iter()
             .filter_map(|id| {
-                let unchanged = dir
-                    .as_ref()
-                    .zip(known.get(id.as_str()))
-                    .filter(|(dir, known)| {
-                        known.status_file.is_some()
-                            && version_at(dir, &Path::new(id.as_str()).join("status"))
-                                == known.status_file
-                    });
-                match unchanged {
-                    Some((_, known)) => Some((*known).clone()),
-                    None => read_one(containers_dir, dir.as_ref(), (*id).clone(), &mut gaps),
+                let unchanged =
+                    dir.as_ref()
+                        .zip(known.get(id.as_str()))
+                        .is_some_and(|(dir, known)| {
+                            version_at(dir, &Path::new(id.as_str()).join("status")).as_ref()
+                                == Some(known)
+                        });
+                if unchanged {
+                    return Some(Reading::Unchanged(id.as_str()));
                 }
+                read_one(containers_dir, dir.as_ref(), (*id).clone(), &mut gaps).map(Reading::Read)
             })
             .collect();
         (read, gaps)
     }) {
-        containers.extend(read);
+        readings.extend(read);
         gaps.extend(unread);
     }
-    containers
+    readings
 }
 
 /// Reads the status files of `ids` again, as [`read`] does, except those
@@ -115,15 +127,29 @@ fn read_all<'a>(
 /// thousands of suspects (every container of a node whose shims stall)
 /// then costs a `stat` each, where reading costs an open, a read and a
 /// close. containerd replaces a status file whenever the status changes
-/// (see [`FileVersion`](crate::model::FileVersion)).
+/// (see [`FileVersion`]).
 pub fn reread(
     containers_dir: &Path,
     ids: &BTreeSet<String>,
-    earlier: &[CriContainer],
+    earlier: Vec<CriContainer>,
     gaps: &mut Vec<Gap>,
 ) -> Vec<CriContainer> {
-    let known: HashMap<&str, &CriContainer> = earlier.iter().map(|c| (c.id.as_str(), c)).collect();
-    read_all(containers_dir, ids, &known, gaps)
+    let versions: HashMap<&str, FileVersion> = earlier
+        .iter()
+        .filter_map(|c| Some((c.id.as_str(), c.status_file?)))
+        .collect();
+    let readings = read_all(containers_dir, ids, &versions, gaps);
+    // An unchanged file's earlier reading is kept as it is (moved, not
+    // copied).
+    let mut earlier: HashMap<String, CriContainer> =
+        earlier.into_iter().map(|c| (c.id.clone(), c)).collect();
+    readings
+        .into_iter()
+        .filter_map(|reading| match reading {
+            Reading::Read(container) => Some(container),
+            Reading::Unchanged(id) => earlier.remove(id),
+        })
+        .collect()
 }
 
 /// RemoveContainer deletes a status file by renaming `<id>/status` to the
@@ -273,7 +299,7 @@ mod tests {
         let mut earlier = read(dir, &mut gaps);
         earlier[0].status.pid = earlier_pid;
         let ids = BTreeSet::from(["a".to_string()]);
-        let again = reread(dir, &ids, &earlier, &mut gaps);
+        let again = reread(dir, &ids, earlier.clone(), &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
         again[0].status.pid
     }
@@ -311,7 +337,7 @@ mod tests {
         let ids = BTreeSet::from(["a".to_string()]);
         let mut changed = earlier.clone();
         changed[0].status.pid = 4242;
-        let again = reread(dir.path(), &ids, &changed, &mut gaps);
+        let again = reread(dir.path(), &ids, changed.clone(), &mut gaps);
         assert_eq!(again[0].status.pid, on_disk, "replaced: read again");
         assert_ne!(again[0].status_file, earlier[0].status_file);
 
@@ -319,7 +345,7 @@ mod tests {
         let mut unknown = earlier;
         unknown[0].status_file = None;
         unknown[0].status.pid = 4242;
-        let again = reread(dir.path(), &ids, &unknown, &mut gaps);
+        let again = reread(dir.path(), &ids, unknown.clone(), &mut gaps);
         assert_eq!(again[0].status.pid, on_disk, "no version: read again");
         assert!(gaps.is_empty(), "{gaps:?}");
     }
@@ -336,7 +362,7 @@ mod tests {
         file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
             .unwrap();
         let ids = BTreeSet::from(["a".to_string()]);
-        let again = reread(dir.path(), &ids, &earlier, &mut gaps);
+        let again = reread(dir.path(), &ids, earlier.clone(), &mut gaps);
         assert_eq!(again[0].status.pid, on_disk);
         assert!(gaps.is_empty(), "{gaps:?}");
     }
@@ -350,7 +376,7 @@ mod tests {
         }
         let ids = ["a", "b", "c"].map(String::from).into();
         let mut gaps = Vec::new();
-        let containers = reread(dir.path(), &ids, &[], &mut gaps);
+        let containers = reread(dir.path(), &ids, Vec::new(), &mut gaps);
         let read: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(read, ["a"], "b was removed, c is corrupt");
         assert_eq!(gaps.len(), 1, "{gaps:?}");
@@ -474,7 +500,7 @@ mod tests {
         assert_eq!(gaps, vec![]);
         let ids: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, vec!["e".repeat(64)]);
-        let again = reread(dir.path(), &BTreeSet::from([going]), &[], &mut gaps);
+        let again = reread(dir.path(), &BTreeSet::from([going]), Vec::new(), &mut gaps);
         assert!(again.is_empty() && gaps.is_empty(), "{gaps:?}");
     }
 
