@@ -486,6 +486,9 @@ fn sample_threads(
     unread: &mut Unread,
 ) -> Vec<ThreadSample> {
     let task = dir.join("task");
+    // Named once for all its files (a read stuck in one is named by its
+    // directory): a path built and noted for each thread's files cost more.
+    crate::sources::reading(&task);
     let listed = open_dir(opened, "task")
         .and_then(|tasks| rustix::fs::Dir::new(tasks).map_err(io::Error::from));
     let Some(mut listing) = noted(listed, &task, unread) else {
@@ -686,6 +689,21 @@ mod tests {
         );
         let in_umount2: Vec<i32> = scan.shims[0].threads_in_umount2().map(|t| t.tid).collect();
         assert_eq!(in_umount2, [41, 42, 44]);
+        // A scan watched for a read that blocks names the shim's threads'
+        // directory while it reads them (the last thing read here).
+        let slot = crate::sources::Reading::default();
+        let watched = slot.clone();
+        let root_path = root.to_path_buf();
+        std::thread::spawn(move || {
+            crate::sources::watch_reading(watched);
+            super::scan(&root_path, true, &mut Vec::new())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            slot.lock().unwrap().as_deref(),
+            Some(shim.join("task").as_path())
+        );
         // Without thread sampling, none is read.
         let scan = super::scan(root, false, &mut gaps);
         assert!(scan.shims[0].threads.is_empty());
