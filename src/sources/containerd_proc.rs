@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::{ContainerdProcess, ContainerdVersion, Gap, ProcessInfo, VersionSource};
 use crate::sources::procfs::Unread;
-use crate::sources::{open_at, open_dir, read_proc, read_proc_string};
+use crate::sources::{open_dir, read_proc, read_proc_record_at, read_proc_string};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
@@ -67,9 +67,10 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
         let Ok(root_dir) = open_dir(&nix::fcntl::AT_FDCWD, proc_root) else {
             return (processes, unread);
         };
+        let mut buffer = Vec::new();
         for &pid in pids {
             let mut noted = Unread::default();
-            if comm_is(&root_dir, &format!("{pid}/comm"), NAME) {
+            if comm_is(&root_dir, &format!("{pid}/comm"), NAME, &mut buffer) {
                 processes.extend(read(proc_root, pid, &mut noted));
             }
             unread.extend(noted.into_gap());
@@ -149,21 +150,15 @@ fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdPro
 }
 
 /// Whether the `comm` file at `path` (relative to the open directory `dir`)
-/// holds `name`: one `openat`, one `read` into a buffer on the stack and the
-/// `close` (a general file read adds a `statx` and a second `read`, here for
-/// every process on the node). The kernel writes `comm` whole in one read,
-/// at most 16 bytes and a newline; a longer file is no `comm` of `name`.
-/// Non-blocking: a FIFO in a fake `--proc-root` cannot hang the open.
-fn comm_is(dir: &File, path: &str, name: &str) -> bool {
-    let Ok(mut file) = open_at(dir, path, nix::fcntl::OFlag::empty()) else {
-        return false;
-    };
-    let mut buffer = [0u8; 64];
-    let Ok(n) = file.read(&mut buffer) else {
+/// holds `name`: one `openat`, one `read` into `buffer` and the `close` (a
+/// general file read adds a `statx` and a second `read`, here for every
+/// process on the node; see [`read_proc_record_at`]).
+fn comm_is(dir: &File, path: &str, name: &str, buffer: &mut Vec<u8>) -> bool {
+    let Ok(n) = read_proc_record_at(dir, path, buffer) else {
         return false;
     };
     let comm = &buffer[..n];
-    n < buffer.len() && comm.strip_suffix(b"\n").unwrap_or(comm) == name.as_bytes()
+    comm.strip_suffix(b"\n").unwrap_or(comm) == name.as_bytes()
 }
 
 /// The file name of an `exe` link; an upgraded binary still running shows

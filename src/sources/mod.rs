@@ -140,13 +140,7 @@ fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
     let metadata = file.metadata()?;
     let file_type = metadata.file_type();
     if !file_type.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{}, where a regular file belongs: not read",
-                type_name(&file_type)
-            ),
-        ));
+        return Err(not_a_regular_file(type_name(&file_type)));
     }
     if metadata.len() > limit {
         return Err(too_large(limit, metadata.len()));
@@ -163,6 +157,59 @@ fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
             ctime_nanos: nanos(metadata.ctime(), metadata.ctime_nsec()),
         },
     })
+}
+
+/// What a read says of `what` ("a directory", "a FIFO", ...) where a
+/// regular file belongs.
+fn not_a_regular_file(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{what}, where a regular file belongs: not read"),
+    )
+}
+
+/// A procfs record (`<pid>/stat`, `comm`, a thread's `syscall` or `wchan`)
+/// is under this; one read this size gets it whole.
+pub(crate) const RECORD_READ: usize = 1024;
+/// The kernel's records are under 1 KiB (`comm` is 16 bytes at most); past
+/// this, a fake `--proc-root`'s file is not read on.
+pub(crate) const RECORD_CAP: usize = 64 * 1024;
+
+/// Reads the procfs record `name` (relative to `dir`) into `buffer` and
+/// gives its length: one `openat` (non-blocking: a FIFO in a fake
+/// `--proc-root` cannot hang it) and one `read`, without the `fstat` and the
+/// read for EOF of a general file read (procfs reports size 0 and hands out
+/// a record whole, so a read that leaves room has reached the end). Only a
+/// full buffer reads on, up to [`RECORD_CAP`].
+pub(crate) fn read_proc_record_at<P: ?Sized + nix::NixPath>(
+    dir: &impl AsFd,
+    name: &P,
+    buffer: &mut Vec<u8>,
+) -> io::Result<usize> {
+    let mut file = open_at(dir, name, nix::fcntl::OFlag::empty())?;
+    buffer.clear();
+    buffer.resize(RECORD_READ, 0);
+    let mut filled = 0;
+    loop {
+        // A fake `--proc-root` can hold a directory where procfs has a file.
+        let n = file
+            .read(&mut buffer[filled..])
+            .map_err(|err| match err.raw_os_error() {
+                Some(nix::libc::EISDIR) => not_a_regular_file("a directory"),
+                _ => err,
+            })?;
+        filled += n;
+        if n == 0 || filled < buffer.len() {
+            return Ok(filled);
+        }
+        if buffer.len() >= RECORD_CAP {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("over {RECORD_CAP} bytes: not read"),
+            ));
+        }
+        buffer.resize(buffer.len() * 2, 0);
+    }
 }
 
 /// Reads a file of procfs (or of a fake `--proc-root`, which may hold

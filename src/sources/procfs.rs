@@ -14,7 +14,7 @@ use std::sync::Arc;
 use nix::fcntl::{OFlag, AT_FDCWD};
 
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
-use crate::sources::{open_at, open_dir, read_proc_string};
+use crate::sources::{open_at, open_dir, read_proc_record_at, read_proc_string, RECORD_READ};
 
 const SOURCE: Source = Source::Procfs;
 /// `comm` is cut at 15 bytes, which is exactly the common prefix of every
@@ -128,7 +128,7 @@ impl<'a> Reader<'a> {
             boot_time,
             ticks_per_second: procfs::ticks_per_second() as i64,
             page_size: procfs::page_size(),
-            buffer: Vec::with_capacity(STAT_READ),
+            buffer: Vec::with_capacity(RECORD_READ),
         })
     }
 
@@ -172,12 +172,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A `<pid>/stat` line is a few hundred bytes, a thread's `syscall` nine
-/// numbers, its `wchan` a symbol name; one read this size gets each whole.
-const STAT_READ: usize = 1024;
-/// The kernel's records are under 1 KiB (`comm` is 16 bytes at most); past
-/// this, a fake `--proc-root`'s file is not read on.
-const STAT_CAP: usize = 64 * 1024;
 /// `/proc/stat`: a line per CPU and a few more.
 const PROC_STAT_LIMIT: u64 = 1024 * 1024;
 
@@ -198,49 +192,8 @@ pub(crate) fn read_stat_at<P: ?Sized + nix::NixPath>(
     name: &P,
     buffer: &mut Vec<u8>,
 ) -> Option<StatRecord> {
-    let filled = read_record_at(dir, name, buffer).ok()?;
+    let filled = read_proc_record_at(dir, name, buffer).ok()?;
     parse_stat(&buffer[..filled])
-}
-
-/// Reads the procfs record `name` (relative to `dir`) into `buffer` and
-/// gives its length: one `openat` (non-blocking: a FIFO in a fake
-/// `--proc-root` cannot hang it) and one `read`, without the `fstat` and the
-/// read for EOF of a general file read (procfs reports size 0 and hands out
-/// a record whole, so a read that leaves room has reached the end). Only a
-/// full buffer reads on, up to [`STAT_CAP`].
-fn read_record_at<P: ?Sized + nix::NixPath>(
-    dir: &impl AsFd,
-    name: &P,
-    buffer: &mut Vec<u8>,
-) -> io::Result<usize> {
-    let mut file = open_at(dir, name, OFlag::empty())?;
-    buffer.clear();
-    buffer.resize(STAT_READ, 0);
-    let mut filled = 0;
-    loop {
-        // Said as nodectl's other reads say it (a fake `--proc-root` can
-        // hold a directory where procfs has a file).
-        let n = file
-            .read(&mut buffer[filled..])
-            .map_err(|err| match err.raw_os_error() {
-                Some(nix::libc::EISDIR) => io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "a directory, where a regular file belongs: not read",
-                ),
-                _ => err,
-            })?;
-        filled += n;
-        if n == 0 || filled < buffer.len() {
-            return Ok(filled);
-        }
-        if buffer.len() >= STAT_CAP {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("over {STAT_CAP} bytes: not read"),
-            ));
-        }
-        buffer.resize(buffer.len() * 2, 0);
-    }
 }
 
 /// The fields of a `<pid>/stat` record nodectl uses.
@@ -502,19 +455,19 @@ fn sample_threads(
         return Vec::new();
     };
     let mut threads = Vec::new();
-    let mut buffer = Vec::with_capacity(STAT_READ);
+    let mut buffer = Vec::with_capacity(RECORD_READ);
     for tid in tids {
         let state = if tid == leader {
             leader_state
         } else {
-            let read = read_record_at(&tasks, format!("{tid}/stat").as_str(), &mut buffer);
+            let read = read_proc_record_at(&tasks, format!("{tid}/stat").as_str(), &mut buffer);
             match read.ok().and_then(|filled| state_of(&buffer[..filled])) {
                 Some(state) => state,
                 None => continue,
             }
         };
         let mut read_text = |name: &str, unread: &mut Unread| {
-            let read = read_record_at(&tasks, format!("{tid}/{name}").as_str(), &mut buffer)
+            let read = read_proc_record_at(&tasks, format!("{tid}/{name}").as_str(), &mut buffer)
                 .and_then(|filled| {
                     std::str::from_utf8(&buffer[..filled])
                         .map(str::to_owned)
@@ -605,6 +558,7 @@ fn name_of(number: i64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::RECORD_CAP;
     use procfs::process::Stat;
     use procfs::FromRead;
 
@@ -805,7 +759,7 @@ mod tests {
         // A buffer too small for the record is grown, not cut short.
         let dir = tempfile::tempdir().unwrap();
         let long = dir.path().join("stat");
-        let comm = "x".repeat(2 * STAT_READ);
+        let comm = "x".repeat(2 * RECORD_READ);
         let line = format!(
             "42 ({comm}) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0 \
              18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
@@ -814,7 +768,7 @@ mod tests {
         let stat = read_stat(&long, &mut buffer).unwrap();
         assert_eq!(
             (stat.pid, stat.comm.len(), stat.starttime),
-            (42, 2 * STAT_READ, 777)
+            (42, 2 * RECORD_READ, 777)
         );
     }
 
@@ -944,7 +898,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // A stat record far past any the kernel writes is not read on.
         let huge = dir.path().join("stat");
-        let comm = "x".repeat(4 * STAT_CAP);
+        let comm = "x".repeat(4 * RECORD_CAP);
         fs::write(
             &huge,
             format!(
@@ -962,8 +916,8 @@ mod tests {
         assert!(err.contains("a FIFO"), "{err}");
         // A thread's syscall file larger than the kernel's is not read.
         let syscall = dir.path().join("syscall");
-        fs::write(&syscall, "1 ".repeat(STAT_CAP)).unwrap();
-        let err = read_record_at(&AT_FDCWD, &syscall, &mut Vec::new()).unwrap_err();
+        fs::write(&syscall, "1 ".repeat(RECORD_CAP)).unwrap();
+        let err = read_proc_record_at(&AT_FDCWD, &syscall, &mut Vec::new()).unwrap_err();
         assert!(err.to_string().contains("over 65536 bytes"), "{err}");
     }
 
