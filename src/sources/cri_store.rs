@@ -60,17 +60,17 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
     let mut containers: Vec<CriContainer> = read_all(containers_dir, &ids, &HashMap::new(), gaps)
         .into_iter()
         .filter_map(|reading| match reading {
-            Reading::Read(container) => Some(container),
-            Reading::Unchanged(_) => None, // nothing was known
+            Looked::Read(container) => Some(container),
+            Looked::Unchanged(_) => None, // nothing was known
         })
         .collect();
     containers.sort_by(|a, b| a.id.cmp(&b.id));
     containers
 }
 
-/// A status file read, or found to be the file an earlier reading of it
-/// was taken from (see [`reread`]).
-enum Reading<'a> {
+/// What a look at a status file found: it read it, or found it still the
+/// file an earlier reading was taken from (see [`reread`]).
+enum Looked<'a> {
     Read(CriContainer),
     Unchanged(&'a str),
 }
@@ -87,7 +87,7 @@ fn read_all<'a>(
     ids: impl IntoIterator<Item = &'a String>,
     known: &HashMap<&str, FileVersion>,
     gaps: &mut Vec<Gap>,
-) -> Vec<Reading<'a>> {
+) -> Vec<Looked<'a>> {
     let ids: Vec<&String> = ids.into_iter().collect();
     let mut readings = Vec::with_capacity(ids.len());
     for (read, unread) in super::on_two_threads(&ids, PARALLEL_FROM, |ids| {
@@ -98,7 +98,7 @@ fn read_all<'a>(
         // cannot be read.
         let dir = open_dir(&nix::fcntl::AT_FDCWD, containers_dir).ok();
         let mut gaps = Vec::new();
-        let read: Vec<Reading> = ids
+        let read: Vec<Looked> = ids
             .iter()
             .filter_map(|id| {
                 let unchanged =
@@ -109,9 +109,9 @@ fn read_all<'a>(
                                 == Some(known)
                         });
                 if unchanged {
-                    return Some(Reading::Unchanged(id.as_str()));
+                    return Some(Looked::Unchanged(id.as_str()));
                 }
-                read_one(containers_dir, dir.as_ref(), (*id).clone(), &mut gaps).map(Reading::Read)
+                read_one(containers_dir, dir.as_ref(), (*id).clone(), &mut gaps).map(Looked::Read)
             })
             .collect();
         (read, gaps)
@@ -146,8 +146,8 @@ pub fn reread(
     readings
         .into_iter()
         .filter_map(|reading| match reading {
-            Reading::Read(container) => Some(container),
-            Reading::Unchanged(id) => earlier.remove(id),
+            Looked::Read(container) => Some(container),
+            Looked::Unchanged(id) => earlier.remove(id),
         })
         .collect()
 }
