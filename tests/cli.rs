@@ -902,15 +902,22 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
 /// its own procfs walk (not in one of its own before): still the one
 /// serving `--address`, named in the paths and asked for its version; with
 /// two serving it, none, and the note says why.
+/// A `/proc/<pid>/stat` record as the kernel writes it, for a fake procfs.
+fn stat_record(pid: i32, comm: &str) -> String {
+    format!(
+        "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 100 0 0 \
+         18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    )
+}
+
 #[test]
 fn check_and_zombies_with_every_path_by_flag_still_name_the_running_containerd() {
     use std::os::unix::fs::{symlink, PermissionsExt};
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+    let node = Node::new();
+    node.write_config();
+    let d = node.dir.path();
     let proc_root = d.join("proc");
     fs::create_dir_all(d.join("bin")).unwrap();
-    fs::create_dir_all(d.join("root/io.containerd.grpc.v1.cri/containers")).unwrap();
-    fs::create_dir_all(d.join("state")).unwrap();
     fs::create_dir_all(&proc_root).unwrap();
     fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
     fs::write(d.join("mountinfo"), "").unwrap();
@@ -921,19 +928,12 @@ fn check_and_zombies_with_every_path_by_flag_still_name_the_running_containerd()
     )
     .unwrap();
     fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-    let socket = d.join("c.sock");
+    let socket = d.join("containerd.sock");
     let daemon = |pid: i32, comm: &str, exe: &Path| {
         let dir = proc_root.join(pid.to_string());
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
-        fs::write(
-            dir.join("stat"),
-            format!(
-                "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 12 0 100 0 0 \
-                 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-            ),
-        )
-        .unwrap();
+        fs::write(dir.join("stat"), stat_record(pid, comm)).unwrap();
         let argv = format!("containerd\0-a\0{}\0", socket.display());
         fs::write(dir.join("cmdline"), argv).unwrap();
         symlink(exe, dir.join("exe")).unwrap();
@@ -942,15 +942,9 @@ fn check_and_zombies_with_every_path_by_flag_still_name_the_running_containerd()
     daemon(4000, "containerd", Path::new("/bin/sh"));
     daemon(4242, "containerd", &exe);
     let run = |command: &str| {
-        let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
-            .args([command, "-o", "json", "--settle", "0s", "--timeout", "2s"])
-            .arg("--root")
-            .arg(d.join("root"))
-            .arg("--state")
-            .arg(d.join("state"))
-            .arg("--address")
-            .arg(&socket)
-            .args(["--config", "/dev/null", "--proc-root"])
+        let output = node
+            .command(&[command, "-o", "json", "--settle", "0s", "--timeout", "2s"])
+            .arg("--proc-root")
             .arg(&proc_root)
             .arg("--mountinfo")
             .arg(d.join("mountinfo"))
@@ -1030,13 +1024,7 @@ fn proc_with_a_shim(dir: &Path, syscall: impl Fn(&Path)) -> PathBuf {
     fs::write(proc_root.join("meminfo"), "Dirty: 0 kB\nWriteback: 0 kB\n").unwrap();
     fs::create_dir(proc_root.join("self")).unwrap();
     fs::write(proc_root.join("self/mountinfo"), "").unwrap();
-    let stat = |id: u32| {
-        format!(
-            "{id} (containerd-shim) S 1 4300 4300 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 100 0 0 \
-             18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-        )
-    };
-    fs::write(pid.join("stat"), stat(4300)).unwrap();
+    fs::write(pid.join("stat"), stat_record(4300, "containerd-shim")).unwrap();
     fs::write(
         pid.join("cmdline"),
         format!(
@@ -1048,7 +1036,7 @@ fn proc_with_a_shim(dir: &Path, syscall: impl Fn(&Path)) -> PathBuf {
     for tid in [4300, 4301] {
         let task = pid.join("task").join(tid.to_string());
         fs::create_dir_all(&task).unwrap();
-        fs::write(task.join("stat"), stat(tid)).unwrap();
+        fs::write(task.join("stat"), stat_record(tid, "containerd-shim")).unwrap();
         syscall(&task.join("syscall"));
     }
     proc_root
