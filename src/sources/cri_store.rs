@@ -57,15 +57,16 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
         }
         ids.push(id);
     }
-    let mut containers: Vec<CriContainer> = read_all(containers_dir, &ids, &HashMap::new(), gaps)
+    // Sorted before the read, which keeps their order: sorting the readings
+    // after it moved thousands of records.
+    ids.sort_unstable();
+    read_all(containers_dir, &ids, &HashMap::new(), gaps)
         .into_iter()
         .filter_map(|reading| match reading {
             Looked::Read(container) => Some(container),
             Looked::Unchanged(_) => None, // nothing was known
         })
-        .collect();
-    containers.sort_by(|a, b| a.id.cmp(&b.id));
-    containers
+        .collect()
 }
 
 /// What a look at a status file found: it read it, or found it still the
