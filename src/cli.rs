@@ -98,6 +98,7 @@ impl GlobalArgs {
             cri_address: None,
             progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
             shim_threads: true,
+            bundle_sockets: false,
             snapshots: false,
             mounts: true,
             timeout: self.timeout,

@@ -39,6 +39,10 @@ pub struct GatherOptions {
     /// Sample what every shim thread is blocked in (zombie evidence, blocked
     /// shims, slow CRI); the leak checks do without.
     pub shim_threads: bool,
+    /// Also read each bundle's `address` (the socket a 1.x shim serves):
+    /// `shims` shows it and an archive keeps it; no check uses it, and on a
+    /// node of 1,000 containers it is hundreds of files more to read.
+    pub bundle_sockets: bool,
     /// Also list containerd's snapshots, leases and the containers'
     /// snapshots in the namespace (`leaked-snapshots`), with the APIs.
     pub snapshots: bool,
@@ -75,8 +79,9 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         move |gaps| cri_store::sandbox_ids(&dirs, gaps),
     );
     let dir = paths.bundles_dir(&options.namespace);
+    let sockets = options.bundle_sockets;
     let bundles = Bounded::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
-        bundles::read(&dir, gaps)
+        bundles::read(&dir, sockets, gaps)
     });
     let (file, below) = (
         options.mountinfo.clone(),

@@ -438,6 +438,33 @@ fn closed_pipe_ends_quietly() {
     );
 }
 
+/// `shims` shows the socket a 1.x shim serves, from its bundle's `address`
+/// (a file `check` does not read: no check uses it).
+#[test]
+fn shims_shows_each_shims_socket_from_its_bundle() {
+    let node = Node::new();
+    node.write_config();
+    let id = "e".repeat(64);
+    let shim = FakeShim::start(&node, &id);
+    let bundle = node
+        .dir
+        .path()
+        .join("state/io.containerd.runtime.v2.task/k8s.io")
+        .join(&id);
+    fs::create_dir_all(&bundle).unwrap();
+    fs::write(bundle.join("config.json"), "{}").unwrap();
+    fs::write(bundle.join("address"), "unix:///run/containerd/s/0e0e\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let doc = json(&node.run(&["shims", "-o", "json"]));
+    let row = doc["shims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["pid"] == shim.child.id())
+        .unwrap_or_else(|| panic!("the shim is a row: {doc}"));
+    assert_eq!(row["socket"], "unix:///run/containerd/s/0e0e", "{row}");
+}
+
 /// A node with one of everything the file-based checks find, and a gap.
 fn troubled_node() -> Node {
     let node = Node::new();

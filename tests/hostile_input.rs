@@ -375,7 +375,7 @@ fn bundle_specs_and_small_files_read_as_written_and_anything_else_is_a_gap() {
                 }
             }
             let mut gaps = Vec::new();
-            let bundles = bundles::read(dir.path(), &mut gaps);
+            let bundles = bundles::read(dir.path(), true, &mut gaps);
             let read = &bundles["c1"];
             let parsed_spec = serde_json::from_slice::<serde_json::Value>(&spec).ok();
             let expected: Option<BTreeMap<String, String>> = match annotations {

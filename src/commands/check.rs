@@ -18,7 +18,12 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
             let evidence = evidence::read(archive)?;
             (evidence.first, evidence.second)
         }
-        None => super::gather_pair(global, args.cri_address.as_deref(), &args.confirm),
+        None => super::gather_pair(
+            global,
+            args.cri_address.as_deref(),
+            &args.confirm,
+            super::PairFor::Checks,
+        ),
     };
     let settings = Settings {
         late_after: args.late.late_after,

@@ -6,7 +6,12 @@ use crate::inert::{inert_path, shown};
 use crate::report::Report;
 
 pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
-    let (first, second) = super::gather_pair(global, args.cri_address.as_deref(), &args.confirm);
+    let (first, second) = super::gather_pair(
+        global,
+        args.cri_address.as_deref(),
+        &args.confirm,
+        super::PairFor::Archive,
+    );
     let hostname = std::fs::read_to_string(global.proc_root.join("sys/kernel/hostname"))
         .ok()
         .map(|h| h.trim().to_string());

@@ -10,10 +10,11 @@ pub mod serve;
 pub mod shims;
 pub mod zombies;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::cli::{Cli, Command, GlobalArgs, SettleArgs};
 use crate::confirm;
+use crate::gather::GatherOptions;
 use crate::model::Snapshot;
 use crate::paths;
 use crate::report::Report;
@@ -49,6 +50,14 @@ fn free_in_background<T: Send + 'static>(value: T) {
         .spawn(move || drop(value));
 }
 
+/// What a pair of looks is taken for: `check` reads what its checks use;
+/// an archive keeps what `shims` shows too (each bundle's socket).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum PairFor {
+    Checks,
+    Archive,
+}
+
 /// The two snapshots `check` and `collect` compare (see
 /// [`confirm::gather_pair`]): the first asks both APIs (bounded by
 /// `--timeout`), the second comes `--settle` later.
@@ -56,16 +65,26 @@ fn gather_pair(
     global: &GlobalArgs,
     cri_address: Option<&Path>,
     settle: &SettleArgs,
+    purpose: PairFor,
 ) -> (Snapshot, Option<Snapshot>) {
     // Every look is gather's: it can find the running containerd itself.
     let (paths, config_gaps) = paths::resolve_for_gather(&global.path_flags());
-    let mut options = global.gather_options(true);
-    options.cri_address = Some(cri_address.map_or(paths.address.path.clone(), Path::to_path_buf));
-    // `check` is every check: it lists snapshots and leases too, within the
-    // same API deadline (a silent containerd flags nothing, it is a gap).
-    options.snapshots = true;
+    let cri_address = cri_address.map_or(paths.address.path.clone(), Path::to_path_buf);
+    let options = pair_options(global, cri_address, purpose);
     let settle = confirm::settle(settle.settle, global.timeout);
     confirm::gather_pair(&paths, &options, config_gaps, settle)
+}
+
+fn pair_options(global: &GlobalArgs, cri_address: PathBuf, purpose: PairFor) -> GatherOptions {
+    GatherOptions {
+        cri_address: Some(cri_address),
+        // `check` is every check: it lists snapshots and leases too, within
+        // the same API deadline (a silent containerd flags nothing, it is a
+        // gap).
+        snapshots: true,
+        bundle_sockets: purpose == PairFor::Archive,
+        ..global.gather_options(true)
+    }
 }
 
 /// Test-only, and only in debug builds (a release build has no such code):
@@ -83,5 +102,23 @@ pub(crate) fn pause_for_tests() {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn only_an_archive_and_shims_read_the_bundles_sockets() {
+        let cli = Cli::try_parse_from(["nodectl", "check"]).unwrap();
+        let options = |purpose| pair_options(&cli.global, PathBuf::from("/cri.sock"), purpose);
+        assert!(!options(PairFor::Checks).bundle_sockets);
+        assert!(options(PairFor::Archive).bundle_sockets);
+        // zombies and the leak commands start from these.
+        assert!(!cli.global.gather_options(true).bundle_sockets);
+        assert!(!cli.global.gather_options(false).bundle_sockets);
+        assert!(shims::gather_options(&cli.global).bundle_sockets);
     }
 }

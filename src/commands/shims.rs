@@ -1,15 +1,23 @@
 //! `nodectl shims`: the shim inventory.
 
 use crate::cli::GlobalArgs;
-use crate::gather::gather;
+use crate::gather::{gather, GatherOptions};
 use crate::model::shim::{bundle_dir, identity, Identity};
 use crate::model::{timestamp, PodRef, ShimRow, Snapshot};
 use crate::paths;
 use crate::report::{Report, OTHER_SHIMS_LISTED};
 
+/// The rows show each shim's socket, from its bundle.
+pub(crate) fn gather_options(global: &GlobalArgs) -> GatherOptions {
+    GatherOptions {
+        bundle_sockets: true,
+        ..global.gather_options(false)
+    }
+}
+
 pub fn run(global: &GlobalArgs) -> Report {
     let (paths, gaps) = paths::resolve(&global.path_flags());
-    let snapshot = gather(&paths, &global.gather_options(false), gaps);
+    let snapshot = gather(&paths, &gather_options(global), gaps);
     let mut report = Report::new(
         "shims",
         &global.namespace,

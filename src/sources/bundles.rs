@@ -28,9 +28,10 @@ struct SpecAnnotations {
     annotations: BTreeMap<String, String>,
 }
 
-/// Reads every bundle of one namespace. A namespace without a directory has no
-/// tasks, which is not a gap; a state directory that is missing is.
-pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle> {
+/// Reads every bundle of one namespace, with its `address` when `sockets`
+/// asks. A namespace without a directory has no tasks, which is not a gap;
+/// a state directory that is missing is.
+pub fn read(bundles_dir: &Path, sockets: bool, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle> {
     let mut bundles = BTreeMap::new();
     reading(bundles_dir);
     let entries = match fs::read_dir(bundles_dir) {
@@ -98,7 +99,9 @@ pub fn read(bundles_dir: &Path, gaps: &mut Vec<Gap>) -> BTreeMap<String, Bundle>
             .and_then(|file| String::from_utf8(file.bytes).ok())
         };
         let shim_pid = small("shim.pid").and_then(|text| text.trim().parse().ok());
-        let shim_socket = small("address")
+        let shim_socket = sockets
+            .then(|| small("address"))
+            .flatten()
             .map(|text| text.trim().to_string())
             .filter(|text| !text.is_empty());
         bundles.insert(
@@ -157,7 +160,7 @@ mod tests {
         fs::write(bundle.join("shim.pid"), "4711").unwrap();
 
         let mut gaps = Vec::new();
-        let bundles = read(dir.path(), &mut gaps);
+        let bundles = read(dir.path(), true, &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
         let b = &bundles["c1"];
         assert_eq!(b.container_name(), Some("init-proxy"));
@@ -169,11 +172,31 @@ mod tests {
     }
 
     #[test]
+    fn the_shims_socket_is_read_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("c1");
+        fs::create_dir(&bundle).unwrap();
+        fs::write(bundle.join("config.json"), "{}").unwrap();
+        fs::write(bundle.join("address"), "unix:///run/containerd/s/0e0e\n").unwrap();
+        let socket = |sockets| {
+            let mut gaps = Vec::new();
+            let bundles = read(dir.path(), sockets, &mut gaps);
+            assert!(gaps.is_empty(), "{gaps:?}");
+            bundles["c1"].shim_socket.clone()
+        };
+        assert_eq!(
+            socket(true).as_deref(),
+            Some("unix:///run/containerd/s/0e0e")
+        );
+        assert_eq!(socket(false), None);
+    }
+
+    #[test]
     fn bundle_being_deleted_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir(dir.path().join(".c3")).unwrap();
         let mut gaps = Vec::new();
-        assert!(read(dir.path(), &mut gaps).is_empty());
+        assert!(read(dir.path(), true, &mut gaps).is_empty());
         assert!(gaps.is_empty(), "{gaps:?}");
     }
 
@@ -185,7 +208,7 @@ mod tests {
         fs::write(bundle.join("config.json"), "{\"annotations\": {").unwrap();
 
         let mut gaps = Vec::new();
-        let bundles = read(dir.path(), &mut gaps);
+        let bundles = read(dir.path(), true, &mut gaps);
         assert!(bundles.contains_key("c2"));
         assert_eq!(gaps.len(), 1);
         assert_eq!(gaps[0].path, bundle.join("config.json"));
@@ -200,10 +223,10 @@ mod tests {
     fn namespace_without_tasks_is_not_a_gap_but_missing_state_is() {
         let dir = tempfile::tempdir().unwrap();
         let mut gaps = Vec::new();
-        assert!(read(&dir.path().join("k8s.io"), &mut gaps).is_empty());
+        assert!(read(&dir.path().join("k8s.io"), true, &mut gaps).is_empty());
         assert!(gaps.is_empty());
 
-        read(&dir.path().join("missing/k8s.io"), &mut gaps);
+        read(&dir.path().join("missing/k8s.io"), true, &mut gaps);
         assert_eq!(gaps.len(), 1);
         assert!(gaps[0].source_unavailable);
         assert_eq!(gaps[0].path, dir.path().join("missing"));
