@@ -16,6 +16,7 @@
 //!   with the CRI annotations, `address`, `shim.pid`) of every live task and
 //!   a directory per pod sandbox;
 //! - `proc/`: a procfs root (`stat` with `btime`, `meminfo`, `pressure/io`,
+//!   `swaps` with no area (kubelet's default: a node without swap),
 //!   and `<pid>/{stat,cmdline}` for P processes: one runc v2 shim per pod with
 //!   its threads, the pods' processes as the shims' children, leaked shims and
 //!   the rest of a node);
@@ -1491,6 +1492,11 @@ fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<
         ),
     )?;
     write(&proc_dir.join("meminfo"), MEMINFO)?;
+    // The header alone: no swap area, as `SwapTotal` in MEMINFO says.
+    write(
+        &proc_dir.join("swaps"),
+        "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+    )?;
     write(
         &proc_dir.join("pressure/io"),
         "some avg10=31.52 avg60=28.07 avg300=17.90 total=9123456789\n\

@@ -1174,7 +1174,7 @@ fn shim_threads_with_any_syscall_and_wchan_are_sampled_or_skipped() {
             for sample in sampled {
                 let (_, state, syscall, _, _) = &threads[&sample.tid];
                 let state = if sample.tid == 42 { 'S' } else { *state };
-                prop_assert_eq!(sample.state, state);
+                prop_assert_eq!(sample.state, Some(state));
                 let number = std::str::from_utf8(syscall)
                     .ok()
                     .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok());
@@ -1190,6 +1190,86 @@ fn shim_threads_with_any_syscall_and_wchan_are_sampled_or_skipped() {
                 if state != 'D' {
                     prop_assert_eq!(&sample.wchan, &None);
                 }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// The same threads on a node without swap: `syscall` is read first, and
+/// only a thread in an idle wait is not asked its state (a thread whose
+/// `syscall` names another call, or none, is, whatever the files hold).
+#[test]
+fn shim_threads_on_a_node_without_swap_keep_every_state_but_an_idle_waits() {
+    // umount2, futex, read and epoll_pwait often, any other number too.
+    #[cfg(target_arch = "x86_64")]
+    let calls = vec![166i64, 202, 0, 281];
+    #[cfg(not(target_arch = "x86_64"))]
+    let calls = vec![39i64, 98, 63, 22];
+    let thread = (
+        proptest::sample::select(vec!['R', 'S', 'D', 't']),
+        prop_oneof![
+            prop_oneof![proptest::sample::select(calls), -2i64..500]
+                .prop_map(|n| format!("{n} 0x1 0x2 0x3 0x4 0x5 0x6 0x7ffc 0x7f12\n").into_bytes()),
+            Just(b"running\n".to_vec()),
+            nasty_bytes(10),
+        ],
+        any::<bool>(),
+    );
+    fuzz(
+        "/proc/<pid>/task/<tid>/{stat,syscall} without swap",
+        CASES,
+        proptest::collection::btree_map(43i32..100_000, thread, 0..4),
+        |threads| {
+            let root = fake_proc(&[(
+                42,
+                stat_line(42, b"containerd-shim", 'S'),
+                b"/usr/bin/containerd-shim-runc-v2\0-namespace\0k8s.io\0-id\0x\0".to_vec(),
+            )]);
+            fs::write(
+                root.path().join("swaps"),
+                "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+            )
+            .unwrap();
+            for (tid, (state, syscall, good_stat)) in &threads {
+                let dir = root.path().join(format!("42/task/{tid}"));
+                fs::create_dir_all(&dir).unwrap();
+                if *good_stat {
+                    fs::write(
+                        dir.join("stat"),
+                        stat_line(*tid, b"containerd-shim", *state),
+                    )
+                    .unwrap();
+                }
+                fs::write(dir.join("syscall"), syscall).unwrap();
+            }
+            let mut gaps = Vec::new();
+            let scan = procfs::scan(root.path(), true, &mut gaps);
+            prop_assert_eq!(scan.shims.len(), 1);
+            for sample in &scan.shims[0].threads {
+                let (state, syscall, good_stat) = &threads[&sample.tid];
+                let text = String::from_utf8_lossy(syscall);
+                let idle = sample
+                    .syscall
+                    .as_deref()
+                    .is_some_and(nodectl::model::shim::is_idle_wait);
+                if text.starts_with("running") {
+                    prop_assert_eq!(sample.state, Some('R'));
+                } else if idle {
+                    prop_assert_eq!(sample.state, None);
+                } else {
+                    // Asked: its own state (a thread without one is gone).
+                    prop_assert!(*good_stat);
+                    prop_assert_eq!(sample.state, Some(*state));
+                }
+            }
+            // Every thread with a state to read is there.
+            for (tid, (_, _, good_stat)) in &threads {
+                prop_assert!(
+                    !*good_stat || scan.shims[0].threads.iter().any(|t| t.tid == *tid),
+                    "thread {} dropped",
+                    tid
+                );
             }
             Ok(())
         },

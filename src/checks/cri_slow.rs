@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::checks::shared::ShimIndex;
+use crate::checks::shim_blocked;
 use crate::model::{ApiCall, CriContainer, Finding, Kind, Method, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
@@ -54,8 +55,8 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
                 .map(|s| {
                     s.threads
                         .iter()
-                        .filter(|t| t.state == 'D' || t.syscall.as_deref() == Some("umount2"))
-                        .map(|t| json!({"tid": t.tid, "state": t.state.to_string(), "syscall": t.syscall, "wchan": t.wchan}))
+                        .filter(|t| shim_blocked::is_stuck(t))
+                        .map(shim_blocked::thread_evidence)
                         .collect()
                 })
                 .unwrap_or_default();

@@ -10,7 +10,17 @@ use serde_json::json;
 use crate::model::{seconds, Finding, Kind, Severity, Snapshot, Suspects, ThreadSample};
 
 pub fn is_stuck(thread: &ThreadSample) -> bool {
-    thread.state == 'D' || thread.syscall.as_deref() == Some("umount2")
+    thread.state == Some('D') || thread.syscall.as_deref() == Some("umount2")
+}
+
+/// A stuck thread as evidence shows it.
+pub fn thread_evidence(thread: &ThreadSample) -> serde_json::Value {
+    json!({
+        "tid": thread.tid,
+        "state": thread.state.map(String::from),
+        "syscall": thread.syscall,
+        "wchan": thread.wchan,
+    })
 }
 
 /// What a second look must sample again: the shims of ours with a thread
@@ -50,11 +60,16 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
             let id = shim.id.clone().unwrap_or_else(|| shim.pid.to_string());
             let namespace = shim.namespace.as_deref().unwrap_or(&first.namespace);
             let pod = first.names_in(namespace, &id);
-            let in_umount2 = threads.iter().any(|t| t.syscall.as_deref() == Some("umount2"));
+            let in_umount2 = threads
+                .iter()
+                .any(|t| t.syscall.as_deref() == Some("umount2"));
             let what = if in_umount2 {
                 "umount2".to_string()
             } else {
-                format!("uninterruptible sleep ({})", threads[0].wchan.as_deref().unwrap_or("?"))
+                format!(
+                    "uninterruptible sleep ({})",
+                    threads[0].wchan.as_deref().unwrap_or("?")
+                )
             };
             Some(Finding {
                 kind: Kind::ShimBlocked,
@@ -71,9 +86,7 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
                     "pod_namespace": pod.pod_namespace,
                     "pod_name": pod.pod_name,
                     "container_name": pod.container_name,
-                    "threads": threads.iter().map(|t| json!({
-                        "tid": t.tid, "state": t.state.to_string(), "syscall": t.syscall, "wchan": t.wchan,
-                    })).collect::<Vec<_>>(),
+                    "threads": threads.iter().map(|t| thread_evidence(t)).collect::<Vec<_>>(),
                     "blocked_for_at_least_seconds": apart,
                 }),
                 cause: if in_umount2 {
@@ -138,10 +151,10 @@ mod tests {
     fn uninterruptible_sleep_counts_and_other_containerds_do_not() {
         let mut first = snapshot();
         let mut d = shim(40, &id('s'), ADDRESS, &["syscall 999"]);
-        d.threads[0].state = 'D';
+        d.threads[0].state = Some('D');
         first.shims.push(d);
         let mut other = shim(50, &id('t'), "/run/other.sock", &["umount2"]);
-        other.threads[0].state = 'D';
+        other.threads[0].state = Some('D');
         first.shims.push(other);
         let findings = check(&first, &first.clone());
         assert_eq!(findings.len(), 1);
@@ -155,7 +168,7 @@ mod tests {
         // A fake shim whose vfork child never execs sits in D: its own
         // business, not containerd's.
         let mut fake = proven(shim(40, &id('s'), ADDRESS, &["syscall 999"]));
-        fake.threads[0].state = 'D';
+        fake.threads[0].state = Some('D');
         fake.proof.as_mut().unwrap().namespaces = None;
         first.shims.push(fake.clone());
         assert!(check(&first, &first.clone()).is_empty());

@@ -2,7 +2,7 @@
 
 use crate::cli::GlobalArgs;
 use crate::gather::{gather, GatherOptions};
-use crate::model::shim::{bundle_dir, identity, Identity};
+use crate::model::shim::{bundle_dir, identity, is_idle_wait, Identity};
 use crate::model::{timestamp, PodRef, ShimRow, Snapshot};
 use crate::paths;
 use crate::report::{Report, OTHER_SHIMS_LISTED};
@@ -73,12 +73,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 .threads
                 .iter()
                 .filter_map(|t| t.syscall.clone())
-                .filter(|s| {
-                    !matches!(
-                        s.as_str(),
-                        "futex" | "epoll_pwait" | "epoll_wait" | "waitid" | "nanosleep"
-                    )
-                })
+                .filter(|s| !is_idle_wait(s))
                 .collect();
             blocked_in.sort();
             blocked_in.dedup();

@@ -176,7 +176,7 @@ pub fn shim(pid: i32, sandbox: &str, address: &str, syscalls: &[&str]) -> Shim {
             .enumerate()
             .map(|(i, s)| ThreadSample {
                 tid: pid + i as i32,
-                state: 'S',
+                state: Some('S'),
                 syscall: Some(s.to_string()),
                 wchan: None,
             })

@@ -107,11 +107,25 @@ pub struct FileId {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ThreadSample {
     pub tid: i32,
-    pub state: char,
+    /// The kernel's state letter; `None` when not read: a thread in an
+    /// [`idle wait`](is_idle_wait) on a node without swap (see
+    /// `sources::procfs`).
+    pub state: Option<char>,
     /// Name of the syscall the thread is blocked in (numbers are per
     /// architecture, resolved when sampled); the number if not known by name.
     pub syscall: Option<String>,
     pub wchan: Option<String>,
+}
+
+/// Whether `syscall` is a wait for an event (a wake-up, a ready descriptor,
+/// a timer, a child): a shim's threads idle in these, asleep interruptibly.
+/// They touch only the caller's own memory, which without swap is always
+/// in RAM: such a thread cannot be waiting on the disk.
+pub fn is_idle_wait(syscall: &str) -> bool {
+    matches!(
+        syscall,
+        "futex" | "epoll_pwait" | "epoll_wait" | "waitid" | "nanosleep"
+    )
 }
 
 /// The prefix of every shim binary's name (`-runc-v2`, `-kata-v2`, ...).

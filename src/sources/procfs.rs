@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use nix::fcntl::{OFlag, AT_FDCWD};
 
+use crate::model::shim::is_idle_wait;
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
 use crate::sources::{open_at, open_dir, read_proc_record_at, read_proc_string, RECORD_READ};
 
@@ -99,6 +100,9 @@ struct Reader<'a> {
     /// `proc_root`, open: every process's files are opened relative to it.
     root_dir: Arc<File>,
     shim_threads: bool,
+    /// Read the state of every shim thread, even one in an idle wait: when
+    /// the node may swap (see [`may_swap`]).
+    every_state: bool,
     boot_time: UnixNanos,
     ticks_per_second: i64,
     page_size: u64,
@@ -123,6 +127,7 @@ impl<'a> Reader<'a> {
         };
         Some(Reader {
             proc_root,
+            every_state: shim_threads && may_swap(&root_dir),
             root_dir,
             shim_threads,
             boot_time,
@@ -156,7 +161,10 @@ impl<'a> Reader<'a> {
         };
         if info.comm == SHIM_COMM && info.is_running() {
             let mut unread = Unread::default();
-            let threads = self.shim_threads.then_some(info.state);
+            let threads = self.shim_threads.then_some(ThreadReads {
+                leader_state: info.state,
+                every_state: self.every_state,
+            });
             let dir = self.proc_root.join(&name);
             let opened =
                 open_dir(&*self.root_dir, name.as_str()).map_err(|err| unread.note(&dir, &err));
@@ -169,6 +177,19 @@ impl<'a> Reader<'a> {
             gaps.extend(unread.into_gap());
         }
         scan.processes.insert(info.pid, info);
+    }
+}
+
+/// Whether the node may swap: `swaps` lists an area past its header line,
+/// or cannot be read (then nodectl cannot tell).
+fn may_swap(proc_root: &File) -> bool {
+    let mut buffer = Vec::new();
+    match read_proc_record_at(proc_root, "swaps", &mut buffer) {
+        Ok(filled) => buffer[..filled]
+            .split(|b| *b == b'\n')
+            .skip(1)
+            .any(|line| !line.is_empty()),
+        Err(_) => true,
     }
 }
 
@@ -366,13 +387,20 @@ fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut Unread) -> Option<T
     result.map_err(|err| unread.note(path, &err)).ok()
 }
 
-/// A shim's details; with `threads` (the state its `stat` gave), what each
-/// of its threads is blocked in.
+/// How a shim's threads are read: the leader's state is the process's own
+/// (`<pid>/stat` says the leader's, already read).
+#[derive(Clone, Copy)]
+struct ThreadReads {
+    leader_state: char,
+    every_state: bool,
+}
+
+/// A shim's details; with `threads`, what each of its threads is blocked in.
 fn read_shim(
     opened: &File,
     dir: &Path,
     pid: i32,
-    threads: Option<char>,
+    threads: Option<ThreadReads>,
     unread: &mut Unread,
 ) -> Option<Shim> {
     let mut raw = Vec::with_capacity(1024);
@@ -416,7 +444,7 @@ fn read_shim(
             unread,
         ),
         threads: match threads {
-            Some(state) => sample_threads(opened, dir, pid, state, unread),
+            Some(reads) => sample_threads(opened, dir, pid, reads, unread),
             None => Vec::new(),
         },
         // Filled in by `shim_proof::prove_all`, which knows what to compare with.
@@ -424,18 +452,24 @@ fn read_shim(
     })
 }
 
-/// What each thread of the shim at `dir` is blocked in. The leader's state
-/// is the process's own (`<pid>/stat` says the leader's), already read as
-/// `leader_state`. A thread's `syscall` is not read when it runs (R): the
-/// kernel names no syscall for a running task (the file says `running`).
-/// Every other state can be inside one: `umount2` in D, in S while it waits
-/// interruptibly, in t when a tracer holds it at the call (as strace's
-/// fault injection does).
+/// What each thread of the shim at `dir` is blocked in.
+///
+/// Where the node may swap, a thread's `stat` is read first, for its state,
+/// and its `syscall` then unless it runs (R): the kernel names no syscall
+/// for a running task (the file says `running`). Every other state can be
+/// inside one: `umount2` in D, in S while it waits interruptibly, in t when
+/// a tracer holds it at the call (as strace's fault injection does).
+///
+/// Without swap, `syscall` is read first: a thread in an idle wait (futex,
+/// epoll, nanosleep, waitid: most of a Go shim's threads) cannot be waiting
+/// on the disk, so its state is not read; any other thread's is, so one in
+/// `umount2` (in D, S or t) or in D elsewhere is found as before. That
+/// halves the reads of a node's shim threads.
 fn sample_threads(
     opened: &File,
     dir: &Path,
     leader: i32,
-    leader_state: char,
+    reads: ThreadReads,
     unread: &mut Unread,
 ) -> Vec<ThreadSample> {
     let task = dir.join("task");
@@ -457,17 +491,12 @@ fn sample_threads(
     let mut threads = Vec::new();
     let mut buffer = Vec::with_capacity(RECORD_READ);
     for tid in tids {
-        let state = if tid == leader {
-            leader_state
-        } else {
-            let read = read_proc_record_at(&tasks, format!("{tid}/stat").as_str(), &mut buffer);
-            match read.ok().and_then(|filled| state_of(&buffer[..filled])) {
-                Some(state) => state,
-                None => continue,
-            }
+        let read_state = |buffer: &mut Vec<u8>| {
+            let read = read_proc_record_at(&tasks, format!("{tid}/stat").as_str(), buffer);
+            read.ok().and_then(|filled| state_of(&buffer[..filled]))
         };
-        let mut read_text = |name: &str, unread: &mut Unread| {
-            let read = read_proc_record_at(&tasks, format!("{tid}/{name}").as_str(), &mut buffer)
+        let read_text = |name: &str, buffer: &mut Vec<u8>, unread: &mut Unread| {
+            let read = read_proc_record_at(&tasks, format!("{tid}/{name}").as_str(), buffer)
                 .and_then(|filled| {
                     std::str::from_utf8(&buffer[..filled])
                         .map(str::to_owned)
@@ -477,14 +506,46 @@ fn sample_threads(
                 });
             noted(read, &task.join(format!("{tid}/{name}")), unread)
         };
-        let syscall = (state != 'R')
-            .then(|| read_text("syscall", unread))
-            .flatten()
-            .and_then(|text| syscall_name(&text));
+        let (state, syscall) = if tid == leader || reads.every_state {
+            let state = if tid == leader {
+                reads.leader_state
+            } else {
+                // A thread whose `stat` is gone has exited.
+                match read_state(&mut buffer) {
+                    Some(state) => state,
+                    None => continue,
+                }
+            };
+            let syscall = (state != 'R')
+                .then(|| read_text("syscall", &mut buffer, unread))
+                .flatten()
+                .and_then(|text| syscall_name(&text));
+            (Some(state), syscall)
+        } else {
+            match read_text("syscall", &mut buffer, unread) {
+                Some(text) if text.starts_with("running") => (Some('R'), None),
+                Some(text) => {
+                    let syscall = syscall_name(&text);
+                    if syscall.as_deref().is_some_and(is_idle_wait) {
+                        (None, syscall)
+                    } else {
+                        match read_state(&mut buffer) {
+                            Some(state) => (Some(state), syscall),
+                            None => continue,
+                        }
+                    }
+                }
+                // Unreadable (noted) or gone: its state still tells.
+                None => match read_state(&mut buffer) {
+                    Some(state) => (Some(state), None),
+                    None => continue,
+                },
+            }
+        };
         // Where a thread sleeps only tells something for uninterruptible
         // sleep; skipping it for the rest saves a read per thread.
-        let wchan = (state == 'D')
-            .then(|| read_text("wchan", unread))
+        let wchan = (state == Some('D'))
+            .then(|| read_text("wchan", &mut buffer, unread))
             .flatten()
             .filter(|w| !w.is_empty() && w != "0");
         threads.push(ThreadSample {
@@ -584,83 +645,121 @@ mod tests {
     #[test]
     fn a_shim_thread_in_umount2_is_found_in_d_s_and_t_and_a_running_one_is_not_asked() {
         #[cfg(target_arch = "x86_64")]
-        let (umount2, futex) = ("166", "202");
+        let (umount2, futex, read) = ("166", "202", "0");
         #[cfg(not(target_arch = "x86_64"))]
-        let (umount2, futex) = ("39", "98");
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        fs::write(root.join("stat"), "btime 1700000000\n").unwrap();
-        let pid = 40;
-        let shim = root.join(pid.to_string());
-        fs::create_dir(&shim).unwrap();
-        fs::write(shim.join("stat"), stat_line(pid, SHIM_COMM, 'S')).unwrap();
-        fs::write(
-            shim.join("cmdline"),
-            "/usr/bin/containerd-shim-runc-v2\0-namespace\0k8s.io\0-id\0abc\0\
-             -address\0/run/containerd/containerd.sock\0",
-        )
-        .unwrap();
-        // tid, state in its own stat, its syscall file.
-        let threads = [
-            // The leader: its state is the process's (no task stat here).
-            (pid, None, format!("{futex} 0x1 0x0")),
-            (41, Some('D'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
-            (42, Some('S'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
-            // Held at the call by a tracer (strace's delay_enter).
-            (44, Some('t'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
-            // A running thread's syscall file is never read: the kernel
-            // names no syscall for it (were it read, this would show).
-            (43, Some('R'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
-        ];
-        for (tid, state, syscall) in &threads {
-            let task = shim.join("task").join(tid.to_string());
-            fs::create_dir_all(&task).unwrap();
-            if let Some(state) = state {
-                fs::write(task.join("stat"), stat_line(*tid, SHIM_COMM, *state)).unwrap();
+        let (umount2, futex, read) = ("39", "98", "63");
+        // A node whose `swaps` cannot be read may swap, like one that lists
+        // an area: every thread's state is read. Without swap, a thread in
+        // an idle wait is not asked its state.
+        const HEADER: &str = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+        let swap = format!("{HEADER}/swap.img file 4194300 0 -2\n");
+        for swaps in [None, Some(swap.as_str()), Some(HEADER)] {
+            let may_swap = swaps != Some(HEADER);
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            fs::write(root.join("stat"), "btime 1700000000\n").unwrap();
+            if let Some(swaps) = swaps {
+                fs::write(root.join("swaps"), swaps).unwrap();
             }
-            fs::write(task.join("syscall"), syscall).unwrap();
-        }
-        fs::write(shim.join("task/41/wchan"), "wb_wait_for_completion").unwrap();
+            let pid = 40;
+            let shim = root.join(pid.to_string());
+            fs::create_dir(&shim).unwrap();
+            fs::write(shim.join("stat"), stat_line(pid, SHIM_COMM, 'S')).unwrap();
+            fs::write(
+                shim.join("cmdline"),
+                "/usr/bin/containerd-shim-runc-v2\0-namespace\0k8s.io\0-id\0abc\0\
+                 -address\0/run/containerd/containerd.sock\0",
+            )
+            .unwrap();
+            // A running thread's syscall file says so; read first (no swap),
+            // it spares the `stat` (none here: were it read, the thread would
+            // be dropped as gone). Read after its `stat` (may swap), it is
+            // never read: were it, this would show.
+            let (running_stat, running) = if may_swap {
+                (Some('R'), format!("{umount2} 0x5612d8e0 0x0 0x0"))
+            } else {
+                (None, "running".to_string())
+            };
+            // tid, state in its own stat, its syscall file.
+            let threads = [
+                // The leader: its state is the process's (no task stat here).
+                (pid, None, format!("{futex} 0x1 0x0")),
+                (41, Some('D'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+                (42, Some('S'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+                // Held at the call by a tracer (strace's delay_enter).
+                (44, Some('t'), format!("{umount2} 0x5612d8e0 0x0 0x0")),
+                (43, running_stat, running),
+                // In D inside a futex wait: only swap can put it there (a
+                // page of its own memory read back from the disk).
+                (45, Some('D'), format!("{futex} 0x1 0x0")),
+                // In D in a read, with or without swap.
+                (46, Some('D'), format!("{read} 0x3 0x0")),
+            ];
+            for (tid, state, syscall) in &threads {
+                let task = shim.join("task").join(tid.to_string());
+                fs::create_dir_all(&task).unwrap();
+                if let Some(state) = state {
+                    fs::write(task.join("stat"), stat_line(*tid, SHIM_COMM, *state)).unwrap();
+                }
+                fs::write(task.join("syscall"), syscall).unwrap();
+            }
+            for tid in [41, 45, 46] {
+                fs::write(
+                    shim.join(format!("task/{tid}/wchan")),
+                    "folio_wait_bit_common",
+                )
+                .unwrap();
+            }
 
-        let mut gaps = Vec::new();
-        let scan = scan(root, true, &mut gaps);
-        assert!(gaps.is_empty(), "{gaps:?}");
-        assert_eq!(scan.shims.len(), 1);
-        let sampled: Vec<_> = scan.shims[0]
-            .threads
-            .iter()
-            .map(|t| (t.tid, t.state, t.syscall.as_deref(), t.wchan.as_deref()))
-            .collect();
-        assert_eq!(
-            sampled,
-            [
-                (40, 'S', Some("futex"), None),
-                (41, 'D', Some("umount2"), Some("wb_wait_for_completion")),
-                (42, 'S', Some("umount2"), None),
-                (43, 'R', None, None),
-                (44, 't', Some("umount2"), None),
-            ]
-        );
-        let in_umount2: Vec<i32> = scan.shims[0].threads_in_umount2().map(|t| t.tid).collect();
-        assert_eq!(in_umount2, [41, 42, 44]);
-        // A scan watched for a read that blocks names the shim's threads'
-        // directory while it reads them (the last thing read here).
-        let slot = crate::sources::Reading::default();
-        let watched = slot.clone();
-        let root_path = root.to_path_buf();
-        std::thread::spawn(move || {
-            crate::sources::watch_reading(watched);
-            super::scan(&root_path, true, &mut Vec::new())
-        })
-        .join()
-        .unwrap();
-        assert_eq!(
-            slot.lock().unwrap().as_deref(),
-            Some(shim.join("task").as_path())
-        );
-        // Without thread sampling, none is read.
-        let scan = super::scan(root, false, &mut gaps);
-        assert!(scan.shims[0].threads.is_empty());
+            let mut gaps = Vec::new();
+            let scan = scan(root, true, &mut gaps);
+            assert!(gaps.is_empty(), "{gaps:?}");
+            assert_eq!(scan.shims.len(), 1);
+            let sampled: Vec<_> = scan.shims[0]
+                .threads
+                .iter()
+                .map(|t| (t.tid, t.state, t.syscall.as_deref(), t.wchan.as_deref()))
+                .collect();
+            let waiting = Some("folio_wait_bit_common");
+            let futex_thread = if may_swap {
+                (45, Some('D'), Some("futex"), waiting)
+            } else {
+                (45, None, Some("futex"), None)
+            };
+            assert_eq!(
+                sampled,
+                [
+                    (40, Some('S'), Some("futex"), None),
+                    (41, Some('D'), Some("umount2"), waiting),
+                    (42, Some('S'), Some("umount2"), None),
+                    (43, Some('R'), None, None),
+                    (44, Some('t'), Some("umount2"), None),
+                    futex_thread,
+                    (46, Some('D'), Some("read"), waiting),
+                ],
+                "swaps: {swaps:?}"
+            );
+            let in_umount2: Vec<i32> = scan.shims[0].threads_in_umount2().map(|t| t.tid).collect();
+            assert_eq!(in_umount2, [41, 42, 44]);
+            // A scan watched for a read that blocks names the shim's threads'
+            // directory while it reads them (the last thing read here).
+            let slot = crate::sources::Reading::default();
+            let watched = slot.clone();
+            let root_path = root.to_path_buf();
+            std::thread::spawn(move || {
+                crate::sources::watch_reading(watched);
+                super::scan(&root_path, true, &mut Vec::new())
+            })
+            .join()
+            .unwrap();
+            assert_eq!(
+                slot.lock().unwrap().as_deref(),
+                Some(shim.join("task").as_path())
+            );
+            // Without thread sampling, none is read.
+            let scan = super::scan(root, false, &mut gaps);
+            assert!(scan.shims[0].threads.is_empty());
+        }
     }
 
     #[test]
@@ -950,7 +1049,7 @@ mod tests {
             .iter()
             .map(|t| (t.tid, t.state, t.syscall.clone()))
             .collect();
-        assert_eq!(threads, [(10, 'S', None)]);
+        assert_eq!(threads, [(10, Some('S'), None)]);
     }
 
     #[test]
