@@ -1150,10 +1150,12 @@ fn shim_threads_with_any_syscall_and_wchan_are_sampled_or_skipped() {
             for (tid, (_, state, syscall, wchan, good_stat)) in &threads {
                 let dir = root.path().join(format!("42/task/{tid}"));
                 fs::create_dir_all(&dir).unwrap();
+                // Garbage for a bad one, without a `)`: one followed by a
+                // letter would end a `comm` and give a state, as it should.
                 let stat = if *good_stat {
                     stat_line(*tid, b"containerd-shim", *state)
                 } else {
-                    wchan.clone()
+                    wchan.iter().copied().filter(|b| *b != b')').collect()
                 };
                 fs::write(dir.join("stat"), stat).unwrap();
                 fs::write(dir.join("syscall"), syscall).unwrap();
