@@ -53,7 +53,7 @@ pub fn second_look(
     if waited < settle {
         std::thread::sleep(Duration::from_nanos(settle.saturating_sub(waited) as u64));
     }
-    Some(follow_up(options, &suspects, first))
+    Some(follow_up(options, suspects, first))
 }
 
 #[cfg(test)]

@@ -244,13 +244,17 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
 /// is left empty, as no check compares them across snapshots. Bounded like
 /// [`gather`]: what has not answered by the deadline is a gap. It reads
 /// the paths `first` used, with the running containerd it found.
-pub fn follow_up(options: &GatherOptions, suspects: &Suspects, first: &Snapshot) -> Snapshot {
+pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) -> Snapshot {
     let paths = &first.paths;
     let taken_at = now_nanos();
     let started = Instant::now();
     let deadline = started + options.timeout + DEADLINE_GRACE;
     let mut gaps = Vec::new();
-    let (dir, ids) = (paths.cri_containers_dir(), suspects.containers.clone());
+    let Suspects {
+        containers: ids,
+        pids,
+    } = suspects;
+    let dir = paths.cri_containers_dir();
     // The first look's readings of the suspects: a file unchanged since is
     // not read again (cri_store::reread).
     let earlier: Vec<_> = first
@@ -264,11 +268,7 @@ pub fn follow_up(options: &GatherOptions, suspects: &Suspects, first: &Snapshot)
     })
     .wait(started + options.timeout, started, &mut gaps)
     .unwrap_or_default();
-    let (root, pids, shim_threads) = (
-        options.proc_root.clone(),
-        suspects.pids.clone(),
-        options.shim_threads,
-    );
+    let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
     let proof_paths = paths.clone();
     let proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
         let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
