@@ -511,10 +511,10 @@ fn sample_threads(
                 reads.leader_state
             } else {
                 // A thread whose `stat` is gone has exited.
-                match read_state(&mut buffer) {
-                    Some(state) => state,
-                    None => continue,
-                }
+                let Some(state) = read_state(&mut buffer) else {
+                    continue;
+                };
+                state
             };
             let syscall = (state != 'R')
                 .then(|| read_text("syscall", &mut buffer, unread))
@@ -522,24 +522,18 @@ fn sample_threads(
                 .and_then(|text| syscall_name(&text));
             (Some(state), syscall)
         } else {
-            match read_text("syscall", &mut buffer, unread) {
-                Some(text) if text.starts_with("running") => (Some('R'), None),
-                Some(text) => {
-                    let syscall = syscall_name(&text);
-                    if syscall.as_deref().is_some_and(is_idle_wait) {
-                        (None, syscall)
-                    } else {
-                        match read_state(&mut buffer) {
-                            Some(state) => (Some(state), syscall),
-                            None => continue,
-                        }
-                    }
-                }
-                // Unreadable (noted) or gone: its state still tells.
-                None => match read_state(&mut buffer) {
-                    Some(state) => (Some(state), None),
-                    None => continue,
-                },
+            // Unreadable (noted) or gone, it names no call: the state tells.
+            let text = read_text("syscall", &mut buffer, unread);
+            let syscall = text.as_deref().and_then(syscall_name);
+            if text.as_deref().is_some_and(|t| t.starts_with("running")) {
+                (Some('R'), None)
+            } else if syscall.as_deref().is_some_and(is_idle_wait) {
+                (None, syscall)
+            } else {
+                let Some(state) = read_state(&mut buffer) else {
+                    continue;
+                };
+                (Some(state), syscall)
             }
         };
         // Where a thread sleeps only tells something for uninterruptible
