@@ -218,6 +218,40 @@ fn wrong_root_cannot_be_checked_and_exits_2() {
     );
 }
 
+/// A node whose procfs cannot be read (the wrong `--proc-root`, or one that
+/// does not answer by the deadline) shows no process at all: that is a
+/// check that could not be made, not every running container dead.
+#[test]
+fn without_procfs_no_container_is_called_a_zombie_and_the_run_exits_2() {
+    let node = Node::new();
+    node.write_config();
+    node.add_status(RUNNING_ID, &dead_running_status());
+    let missing = node.dir.path().join("no-proc");
+    for command in ["zombies", "check"] {
+        let output = node
+            .command(&[command, "-o", "json", "--settle", "0s", "--timeout", "1s"])
+            .arg("--proc-root")
+            .arg(&missing)
+            .output()
+            .unwrap();
+        let doc = json(&output);
+        assert_eq!(output.status.code(), Some(2), "{command}: {doc}");
+        assert_eq!(doc["findings"], serde_json::json!([]), "{command}");
+        let procfs_gap = doc["gaps"].as_array().unwrap().iter().any(|gap| {
+            gap["source"] == "procfs"
+                && gap["source_unavailable"] == true
+                && gap["path"]
+                    .as_str()
+                    .is_some_and(|path| Path::new(path).starts_with(&missing))
+        });
+        assert!(procfs_gap, "{command}: {}", doc["gaps"]);
+    }
+    // The same node with its procfs read: the zombie is found.
+    let output = node.run(&["zombies", "-o", "json", "--settle", "0s"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(json(&output)["findings"][0]["id"], RUNNING_ID);
+}
+
 #[test]
 fn missing_config_given_explicitly_is_reported() {
     let node = Node::new();

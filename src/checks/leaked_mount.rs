@@ -81,8 +81,9 @@ pub fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
         return None;
     }
     let inferred = basis == Basis::Disk;
-    // Without the API, a shim still serving the id is as good as a record.
-    if inferred && shim_serves(snapshot, id) {
+    // Without the API, a shim still serving the id is as good as a record;
+    // without procfs too, whether one does cannot be told.
+    if inferred && (!snapshot.processes_read() || shim_serves(snapshot, id)) {
         return None;
     }
     let pod = snapshot.names_in(namespace, id);
@@ -221,5 +222,11 @@ mod tests {
         let findings = check(&s);
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].evidence["inferred"], true);
+        // Nor when procfs was not read: whether a shim serves it is unknown.
+        s.gaps.push(procfs_unread());
+        assert!(check(&s).is_empty());
+        // With the API's answer it is leaked all the same.
+        with_records(&mut s, &[]);
+        assert_eq!(check(&s).len(), 1);
     }
 }

@@ -27,7 +27,11 @@ pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
         return None;
     }
     let group = bundle.sandbox_id().unwrap_or(&bundle.id);
-    if shim_serves(snapshot, &bundle.id) || shim_serves(snapshot, group) {
+    // Without procfs, no shim seen is not no shim.
+    if !snapshot.processes_read()
+        || shim_serves(snapshot, &bundle.id)
+        || shim_serves(snapshot, group)
+    {
         return None;
     }
     let pod = snapshot.names_of(&bundle.id);
@@ -91,6 +95,10 @@ mod tests {
         assert_eq!(findings[0].kind, Kind::OrphanBundle);
         assert_eq!(findings[0].id, id('a'));
         assert_eq!(findings[0].evidence["pod_namespace"], "shop");
+        // Without procfs, no shim seen is not no shim.
+        let mut unread = s.clone();
+        unread.gaps.push(procfs_unread());
+        assert!(check(&unread).is_empty());
         assert_eq!(findings[0].evidence["pod_name"], "web-0");
         assert_eq!(
             findings[0].summary,

@@ -73,10 +73,15 @@ pub fn findings(
 }
 
 /// The RUNNING containers whose recorded pid is no live process of theirs,
-/// with why (see [`why_dead`]).
+/// with why (see [`why_dead`]). None when procfs was not read: every
+/// container would look dead (its gap says why nothing was judged).
 fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)> {
-    snapshot
-        .cri_containers
+    let judged = if snapshot.processes_read() {
+        snapshot.cri_containers.as_slice()
+    } else {
+        &[]
+    };
+    judged
         .iter()
         .filter(|c| c.status.state() == CriState::Running && c.status.pid > 0)
         .filter_map(|c| {
@@ -214,6 +219,7 @@ fn finding(
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
+    use crate::model::{Gap, Source};
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
         check(snapshot).into_iter().map(|f| f.id).collect()
@@ -259,6 +265,34 @@ mod tests {
         );
         assert_eq!(f.evidence["running_for_seconds"], 60.0);
         assert!(f.cause.contains("umount2"));
+    }
+
+    #[test]
+    fn without_procfs_no_container_is_judged_dead() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.gaps
+            .push(Gap::item(Source::Procfs, "/proc/7/task", "denied"));
+        assert_eq!(
+            zombie_ids(&s),
+            vec![id('a')],
+            "one unread item judges the rest"
+        );
+        s.gaps.push(procfs_unread());
+        assert_eq!(zombie_ids(&s), Vec::<String>::new());
+        assert!(dead_ids(&s).is_empty());
+        let mut suspects = Suspects::default();
+        super::suspects(&s, &mut suspects);
+        assert!(suspects.is_empty());
+        // A second look whose procfs did not answer confirms none.
+        let first = {
+            let mut first = s.clone();
+            first.gaps.clear();
+            first
+        };
+        assert_eq!(check(&first).len(), 1);
+        assert!(confirmed(&first, &s).is_empty());
     }
 
     #[test]

@@ -31,6 +31,15 @@ pub fn snapshot() -> Snapshot {
     Snapshot::empty(NOW, paths, "k8s.io".to_string())
 }
 
+/// The gap of a look whose procfs did not answer (by the deadline, or at all).
+pub fn procfs_unread() -> Gap {
+    Gap::source(
+        Source::Procfs,
+        "/proc",
+        "blocked: no answer after 3s reading /proc/42/task",
+    )
+}
+
 pub fn running(id: &str, pid: i64, started_at: i64) -> CriContainer {
     CriContainer {
         id: id.to_string(),

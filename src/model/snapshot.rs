@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::model::api::{ContainerdView, CriView};
-use crate::model::gap::Gap;
+use crate::model::gap::{Gap, Source};
 use crate::model::names::{PodRef, KIND_LABEL};
 use crate::model::node::NodeContext;
 use crate::model::paths::Paths;
@@ -200,6 +200,17 @@ impl Snapshot {
             live.iter().map(|p| p.pid).collect(),
             defunct.iter().map(|p| p.pid).collect(),
         )
+    }
+
+    /// Whether procfs was read. When it was not (missing, or it did not
+    /// answer by the deadline), no process is known: a process not seen is
+    /// then no evidence that it is gone, and no shim not seen that none
+    /// serves a task.
+    pub fn processes_read(&self) -> bool {
+        !self
+            .gaps
+            .iter()
+            .any(|gap| gap.source == Source::Procfs && gap.source_unavailable)
     }
 
     /// Seconds from `since` (unix ns) to when the snapshot was taken, to a
