@@ -93,6 +93,14 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             mountinfo::read(&file, &below, gaps)
         })
     });
+    // The node's context goes with the mount table: neither is needed
+    // where the mounts are not.
+    let root = options.proc_root.clone();
+    let node = options.mounts.then(|| {
+        Bounded::spawn(Source::Node, &root.clone(), move |gaps| {
+            node::read(&root, gaps)
+        })
+    });
 
     // procfs starts once the status files are read, so the order above
     // holds; if they have not been read by `timeout`, it starts anyway and
@@ -146,17 +154,10 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let mounts = mounts
         .and_then(|mounts| mounts.wait(deadline, started, &mut gaps))
         .unwrap_or_default();
-    let (root, node_mounts) = (options.proc_root.clone(), mounts.clone());
-    let node = options
-        .mounts
-        .then(|| {
-            Bounded::spawn(Source::Node, &root.clone(), move |gaps| {
-                node::read(&root, &node_mounts, gaps)
-            })
-            .wait(deadline, started, &mut gaps)
-        })
-        .flatten()
+    let mut node = node
+        .and_then(|node| node.wait(deadline, started, &mut gaps))
         .unwrap_or_default();
+    node::count_rootfs_mounts(&mut node, &mounts);
 
     // The shims' own namespaces too: a leaked shim is judged against the
     // records of the namespace it was started for.

@@ -11,7 +11,9 @@ use procfs::{FromRead, IoPressure};
 /// `pressure/io` is two lines of numbers.
 const PRESSURE_LIMIT: u64 = 4096;
 
-pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeContext {
+/// The node's I/O pressure and write-back; [`count_rootfs_mounts`] adds
+/// what the mount table says, once it is read (the two are read at once).
+pub fn read(proc_root: &Path, gaps: &mut Vec<Gap>) -> NodeContext {
     let mut context = NodeContext::default();
     let pressure_path = proc_root.join("pressure/io");
     let pressure = crate::sources::read_proc(&pressure_path, PRESSURE_LIMIT)
@@ -38,6 +40,12 @@ pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeCont
         }
         Err(err) => gaps.push(Gap::item(Source::Node, &meminfo_path, err)),
     }
+    context
+}
+
+/// How many overlay rootfs mounts there are, and how many of them are
+/// volatile (their unmount skips the sync).
+pub fn count_rootfs_mounts(context: &mut NodeContext, mounts: &[Mount]) {
     let rootfs: Vec<&Mount> = mounts
         .iter()
         .filter(|m| m.fs_type == "overlay" && m.mount_point.ends_with("rootfs"))
@@ -47,7 +55,6 @@ pub fn read(proc_root: &Path, mounts: &[Mount], gaps: &mut Vec<Gap>) -> NodeCont
         .iter()
         .filter(|m| m.options.iter().any(|o| o == "volatile"))
         .count();
-    context
 }
 
 /// The bytes of a `/proc/meminfo` line (`Dirty:    1234 kB`). Read here
@@ -76,7 +83,7 @@ mod tests {
         )
         .unwrap();
         let mut gaps = Vec::new();
-        let context = read(dir.path(), &[], &mut gaps);
+        let context = read(dir.path(), &mut gaps);
         assert_eq!(gaps, vec![]);
         assert_eq!(
             (context.dirty_bytes, context.writeback_bytes),
@@ -88,7 +95,7 @@ mod tests {
             "Dirty: 18446744073709551615 kB\nWriteback: 0 kB\n",
         )
         .unwrap();
-        let context = read(dir.path(), &[], &mut gaps);
+        let context = read(dir.path(), &mut gaps);
         assert_eq!(context.dirty_bytes, None);
         assert_eq!(gaps.len(), 1, "{gaps:?}");
         assert!(gaps[0].error.contains("no Dirty line"), "{gaps:?}");
