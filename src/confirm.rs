@@ -35,9 +35,9 @@ pub fn gather_pair(
 }
 
 /// A later look, at least `settle` after `first` was taken, that re-reads
-/// only the status files and processes of what `first` shows as suspect
-/// (see [`checks::suspects`]); `None` when nothing is: a healthy node is
-/// read once and never waited on. It reads the paths the first look used
+/// only what `first` shows as suspect (see [`checks::suspects`]): a dead
+/// container's status file, a shim's process; `None` when nothing is: a
+/// healthy node is read once and never waited on. It reads the paths the first look used
 /// (with the running containerd it found).
 pub fn second_look(
     options: &GatherOptions,

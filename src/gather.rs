@@ -271,13 +271,19 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
     .unwrap_or_default();
     let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
     let proof_paths = paths.clone();
-    let proc_scan = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
-        let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
-        shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
-        scan
-    })
-    .wait(deadline, started, &mut gaps)
-    .unwrap_or_default();
+    // Zombies are confirmed by their status files alone (see
+    // `zombie::unrecorded_ids`): only suspect shims send it to procfs.
+    let proc_scan = if pids.is_empty() {
+        procfs::ProcScan::default()
+    } else {
+        Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
+            let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
+            shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
+            scan
+        })
+        .wait(deadline, started, &mut gaps)
+        .unwrap_or_default()
+    };
     Snapshot {
         cri_containers,
         processes: proc_scan.processes,

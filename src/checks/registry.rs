@@ -146,8 +146,9 @@ mod tests {
             .push(running(&id('a'), 100, NOW - 60 * SEC));
         assert!(needs_second_look(&zombie));
 
+        // Its status file is read again; its gone process is not.
         assert_eq!(suspects(&zombie).containers, [id('a')].into());
-        assert_eq!(suspects(&zombie).pids, [100].into());
+        assert_eq!(suspects(&zombie).pids, [].into());
 
         let mut stuck = snapshot();
         stuck.shims.push(shim(40, &id('a'), ADDRESS, &["umount2"]));

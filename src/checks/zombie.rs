@@ -94,21 +94,34 @@ fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)>
         })
 }
 
-/// The zombies of `first` that `second`, a later look, still shows: a
-/// container exiting normally is dead for a few milliseconds before CRI
-/// records it; a zombie stays.
+/// The zombies of `first` whose exit CRI has still not recorded in
+/// `second`, a later look (see [`unrecorded_ids`]): a container exiting
+/// normally is dead for a few milliseconds before CRI records it; a zombie
+/// stays.
 pub fn confirmed(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
-    let still = dead_ids(second);
+    let still = unrecorded_ids(second);
     findings(first, |id| still.contains(id), usize::MAX).0
 }
 
+/// The containers whose status file a later look still finds RUNNING with a
+/// pid: of a first look's dead ones, those are the zombies. Their processes
+/// are not looked at again: a process the first look found gone (or
+/// defunct, or its pid another process's) cannot come back, so a second
+/// reading of `/proc` could only say so again. What can change is CRI's
+/// record.
+pub fn unrecorded_ids(second: &Snapshot) -> BTreeSet<String> {
+    second
+        .cri_containers
+        .iter()
+        .filter(|c| c.status.state() == CriState::Running && c.status.pid > 0)
+        .map(|c| c.id.clone())
+        .collect()
+}
+
 /// What a second look must read again to confirm the zombies of `first`:
-/// their status files and recorded pids.
+/// their status files (see [`unrecorded_ids`]).
 pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
     for (container, _) in dead(first) {
-        suspects
-            .pids
-            .extend(i32::try_from(container.status.pid).ok());
         suspects.containers.insert(container.id.clone());
     }
 }
@@ -285,14 +298,32 @@ mod tests {
         let mut suspects = Suspects::default();
         super::suspects(&s, &mut suspects);
         assert!(suspects.is_empty());
-        // A second look whose procfs did not answer confirms none.
-        let first = {
-            let mut first = s.clone();
-            first.gaps.clear();
-            first
-        };
-        assert_eq!(check(&first).len(), 1);
-        assert!(confirmed(&first, &s).is_empty());
+    }
+
+    #[test]
+    fn a_zombie_is_confirmed_by_its_status_still_running_in_the_second_look_not_by_procfs() {
+        let mut first = snapshot();
+        first
+            .cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        first
+            .cri_containers
+            .push(running(&id('b'), 200, NOW - 60 * SEC));
+        assert_eq!(zombie_ids(&first), [id('a'), id('b')]);
+        // The second look: `a`'s exit recorded meanwhile, `b` still RUNNING.
+        // Its procfs is not what confirms: here it read none (the shims it
+        // went back for did not answer).
+        let mut second = first.clone();
+        second.cri_containers[0] = exited(&id('a'), NOW, NOW);
+        second.gaps.push(procfs_unread());
+        let ids: Vec<String> = confirmed(&first, &second)
+            .into_iter()
+            .map(|f| f.id)
+            .collect();
+        assert_eq!(ids, [id('b')]);
+        // A status file the second look could not read confirms nothing.
+        second.cri_containers.remove(1);
+        assert!(confirmed(&first, &second).is_empty());
     }
 
     #[test]

@@ -49,17 +49,18 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     }
 
     // A container that exits normally is dead for a few milliseconds before
-    // CRI records it; a zombie stays. Report only zombies seen twice (the
-    // second look reads only the suspects' status files and processes).
+    // CRI records it; a zombie stays. Report only those CRI still calls
+    // running in a second look (which reads only their status files: a
+    // process gone stays gone).
     let confirmed: BTreeSet<String> = if suspects.is_empty() {
         BTreeSet::new()
     } else {
         let settle = confirm::settle(args.confirm.settle, global.timeout);
         confirm::second_look(&options, &snapshot, settle)
             .map(|second| {
-                let dead = checks::zombie::dead_ids(&second);
+                let unrecorded = checks::zombie::unrecorded_ids(&second);
                 super::free_in_background(second);
-                dead
+                unrecorded
             })
             .unwrap_or_default()
     };
