@@ -28,14 +28,8 @@ pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount
     // every line's options is most of the cost of this source.
     let prefixes: Vec<String> = under.iter().map(|dir| escape(dir)).collect();
     let mut infos = Vec::new();
-    for line in text.lines() {
-        let Some(raw_mount_point) = line.split(' ').nth(4) else {
-            continue;
-        };
-        if !prefixes
-            .iter()
-            .any(|p| raw_mount_point.starts_with(p.as_str()))
-        {
+    for line in lines_naming(&text, &prefixes) {
+        if !mount_point_under(line, &prefixes) {
             continue;
         }
         match MountInfo::from_line(line) {
@@ -72,6 +66,50 @@ pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount
             }
         })
         .collect()
+}
+
+/// Whether the raw (escaped) mount point of a mountinfo line, its fifth
+/// field, starts with one of `prefixes`.
+fn mount_point_under(line: &str, prefixes: &[String]) -> bool {
+    line.split(' ')
+        .nth(4)
+        .is_some_and(|point| prefixes.iter().any(|p| point.starts_with(p.as_str())))
+}
+
+/// The lines of `table` that contain one of `prefixes` anywhere, in table
+/// order, each once: the only ones whose mount point can start with one.
+/// Found by searching the table for each prefix (memchr's vectorised
+/// search) rather than cutting every line into fields: on a node with ten
+/// thousand mounts, of which containerd's are a tenth, that cut was the
+/// better part of this source's time.
+fn lines_naming<'a>(table: &'a str, prefixes: &[String]) -> impl Iterator<Item = &'a str> {
+    let bytes = table.as_bytes();
+    let mut starts: Vec<usize> = Vec::new();
+    for prefix in prefixes {
+        if prefix.is_empty() {
+            // Every line names the empty prefix.
+            starts.push(0);
+            starts.extend(memchr::memchr_iter(b'\n', bytes).map(|end| end + 1));
+            continue;
+        }
+        let finder = memchr::memmem::Finder::new(prefix.as_bytes());
+        let mut from = 0;
+        while let Some(found) = finder.find(&bytes[from..]) {
+            let at = from + found;
+            starts.push(memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |end| end + 1));
+            // On to the next line: a rootfs line names containerd's root
+            // in every lower directory of its overlay options.
+            match memchr::memchr(b'\n', &bytes[at..]) {
+                Some(end) => from = at + end + 1,
+                None => break,
+            }
+        }
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    starts
+        .into_iter()
+        .filter_map(move |start| table[start..].lines().next())
 }
 
 /// A path as the kernel writes it in mountinfo: space, tab, newline and
@@ -221,6 +259,33 @@ mod tests {
             gaps[0].error.contains("/run/containerd/a/rootfs"),
             "{gaps:?}"
         );
+    }
+
+    /// The lines the search finds are those a cut of every line finds.
+    #[test]
+    fn the_lines_searched_for_are_the_lines_every_line_cut_into_fields_gives() {
+        use proptest::prelude::*;
+        let field = prop::sample::select(vec![
+            "/", "/run", "/run/containerd", "/run/containerd/x", "/run/containerdx",
+            "/var/lib/containerd/a", "-", "rw", "", "/run/containerd/a\\040b",
+        ]);
+        let line = prop::collection::vec(field, 0..8).prop_map(|fields| fields.join(" "));
+        let table = prop::collection::vec(line, 0..12).prop_map(|lines| lines.join("\n"));
+        let prefixes = prop::collection::vec(
+            prop::sample::select(vec!["/run/containerd", "/var/lib/containerd", "/", ""]),
+            1..3,
+        );
+        proptest!(|(table in table, prefixes in prefixes)| {
+            let prefixes: Vec<String> = prefixes.into_iter().map(String::from).collect();
+            let every: Vec<&str> = table
+                .lines()
+                .filter(|line| mount_point_under(line, &prefixes))
+                .collect();
+            let found: Vec<&str> = lines_naming(&table, &prefixes)
+                .filter(|line| mount_point_under(line, &prefixes))
+                .collect();
+            prop_assert_eq!(found, every);
+        });
     }
 
     #[test]
