@@ -35,23 +35,24 @@ enum Owner<'a> {
 }
 
 fn owner<'a>(snapshot: &Snapshot, mount_point: &'a Path) -> Option<Owner<'a>> {
-    let state = &snapshot.paths.state.path;
+    // Below the state directory, then below each of its parts (a prefix
+    // stripped in two steps: no path is built for each of thousands of
+    // mounts).
+    let below_state = mount_point.strip_prefix(&snapshot.paths.state.path).ok()?;
     let name = |p: &'a Path| p.to_str();
-    if let Ok(rest) = mount_point.strip_prefix(state.join("io.containerd.runtime.v2.task")) {
+    if let Ok(rest) = below_state.strip_prefix("io.containerd.runtime.v2.task") {
         let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
         if let [namespace, id, "rootfs"] = parts.as_slice() {
             return Some(Owner::TaskRootfs { namespace, id });
         }
     }
-    if let Ok(rest) = mount_point.strip_prefix(state.join("io.containerd.grpc.v1.cri/sandboxes")) {
+    if let Ok(rest) = below_state.strip_prefix("io.containerd.grpc.v1.cri/sandboxes") {
         let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
         if let [id, "shm"] = parts.as_slice() {
             return Some(Owner::SandboxShm { id });
         }
     }
-    if let Ok(rest) =
-        mount_point.strip_prefix(state.join("io.containerd.grpc.v1.cri/image-volumes"))
-    {
+    if let Ok(rest) = below_state.strip_prefix("io.containerd.grpc.v1.cri/image-volumes") {
         let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
         if let [id, _image] = parts.as_slice() {
             return Some(Owner::ImageVolume { id });
