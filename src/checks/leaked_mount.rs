@@ -9,14 +9,15 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::checks::shared::{has_record, shim_serves, short};
+use crate::checks::shared::{shim_serves, short, Records};
 use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    let records = Records::indexed(snapshot);
     snapshot
         .mounts
         .iter()
-        .filter_map(|mount| leaked_mount(snapshot, mount))
+        .filter_map(|mount| judge(snapshot, &records, mount))
         .collect()
 }
 
@@ -76,8 +77,13 @@ pub fn mount_owner<'a>(
 
 /// The leaked-mount finding for `mount`, if it is one.
 pub fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
+    judge(snapshot, &Records::of(snapshot), mount)
+}
+
+/// [`leaked_mount`], with the records asked through `records`.
+fn judge(snapshot: &Snapshot, records: &Records, mount: &Mount) -> Option<Finding> {
     let (namespace, id, what) = mount_owner(snapshot, &mount.mount_point)?;
-    let (owned, basis) = has_record(snapshot, namespace, id);
+    let (owned, basis) = records.has(namespace, id);
     if owned {
         return None;
     }
@@ -180,6 +186,20 @@ mod tests {
         assert_eq!(findings[0].evidence["fstype"], "overlay");
         assert_eq!(findings[0].evidence["pod_name"], Value::Null);
         assert_eq!(findings[1].evidence["owner"], "sandbox shm");
+    }
+
+    #[test]
+    fn without_api_a_status_file_of_the_id_is_a_record() {
+        let mut s = snapshot();
+        s.mounts.push(mount(&rootfs(&id('a'))));
+        s.mounts.push(mount(&rootfs(&id('b'))));
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        // Every mount at once (the status files indexed) and one by one.
+        let ids: Vec<String> = check(&s).into_iter().map(|f| f.id).collect();
+        assert_eq!(ids, [id('b')]);
+        assert!(leaked_mount(&s, &s.mounts[0]).is_none());
+        assert!(leaked_mount(&s, &s.mounts[1]).is_some());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What several checks ask of a snapshot: which shim serves a container,
 //! whether containerd still holds a record of an id.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::model::{Basis, CriContainer, Shim, Snapshot};
 
@@ -59,17 +59,60 @@ impl<'a> ShimIndex<'a> {
 /// Without an API answer, any trace on disk (bundle, CRI status or sandbox
 /// directory) counts as a record: when unsure, nothing is called leaked.
 pub fn has_record(snapshot: &Snapshot, namespace: &str, id: &str) -> (bool, Basis) {
-    if let Some(ids) = snapshot
-        .containerd
-        .as_ref()
-        .and_then(|v| v.containers(namespace))
-    {
-        return (ids.contains(id), Basis::ContainerdApi);
+    Records::of(snapshot).has(namespace, id)
+}
+
+/// [`has_record`], asked of one snapshot once or many times: a check of
+/// every mount of a node asks for thousands of ids, and finding each among
+/// the status files one by one cost as much as the rest of the checks.
+pub struct Records<'a> {
+    snapshot: &'a Snapshot,
+    /// The status files' ids, when indexed for many questions.
+    cri_ids: Option<HashSet<&'a str>>,
+}
+
+impl<'a> Records<'a> {
+    /// For a question or two: the status files are looked through.
+    pub fn of(snapshot: &'a Snapshot) -> Records<'a> {
+        Records {
+            snapshot,
+            cri_ids: None,
+        }
     }
-    let on_disk = (namespace == snapshot.namespace && snapshot.bundles.contains_key(id))
-        || snapshot.cri_sandboxes.contains(id)
-        || snapshot.cri_containers.iter().any(|c| c.id == id);
-    (on_disk, Basis::Disk)
+
+    /// For many questions: the status files' ids are indexed once.
+    pub fn indexed(snapshot: &'a Snapshot) -> Records<'a> {
+        Records {
+            snapshot,
+            cri_ids: Some(
+                snapshot
+                    .cri_containers
+                    .iter()
+                    .map(|c| c.id.as_str())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// See [`has_record`].
+    pub fn has(&self, namespace: &str, id: &str) -> (bool, Basis) {
+        let snapshot = self.snapshot;
+        if let Some(ids) = snapshot
+            .containerd
+            .as_ref()
+            .and_then(|v| v.containers(namespace))
+        {
+            return (ids.contains(id), Basis::ContainerdApi);
+        }
+        let in_cri_store = || match &self.cri_ids {
+            Some(ids) => ids.contains(id),
+            None => snapshot.cri_containers.iter().any(|c| c.id == id),
+        };
+        let on_disk = (namespace == snapshot.namespace && snapshot.bundles.contains_key(id))
+            || snapshot.cri_sandboxes.contains(id)
+            || in_cri_store();
+        (on_disk, Basis::Disk)
+    }
 }
 
 /// Whether a shim of ours was started for `id` (`-id`).

@@ -266,8 +266,16 @@ mod tests {
     fn the_lines_searched_for_are_the_lines_every_line_cut_into_fields_gives() {
         use proptest::prelude::*;
         let field = prop::sample::select(vec![
-            "/", "/run", "/run/containerd", "/run/containerd/x", "/run/containerdx",
-            "/var/lib/containerd/a", "-", "rw", "", "/run/containerd/a\\040b",
+            "/",
+            "/run",
+            "/run/containerd",
+            "/run/containerd/x",
+            "/run/containerdx",
+            "/var/lib/containerd/a",
+            "-",
+            "rw",
+            "",
+            "/run/containerd/a\\040b",
         ]);
         let line = prop::collection::vec(field, 0..8).prop_map(|fields| fields.join(" "));
         let table = prop::collection::vec(line, 0..12).prop_map(|lines| lines.join("\n"));
