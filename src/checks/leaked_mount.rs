@@ -9,15 +9,16 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::checks::shared::{shim_serves, short, Records};
+use crate::checks::shared::{served_ids, shim_serves, short, Records};
 use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let records = Records::indexed(snapshot);
+    let served = served_ids(snapshot);
     snapshot
         .mounts
         .iter()
-        .filter_map(|mount| judge(snapshot, &records, mount))
+        .filter_map(|mount| judge(snapshot, &records, |id| served.contains(id), mount))
         .collect()
 }
 
@@ -36,30 +37,33 @@ enum Owner<'a> {
 }
 
 fn owner<'a>(snapshot: &Snapshot, mount_point: &'a Path) -> Option<Owner<'a>> {
-    // Below the state directory, then below each of its parts (a prefix
-    // stripped in two steps: no path is built for each of thousands of
-    // mounts).
     let below_state = mount_point.strip_prefix(&snapshot.paths.state.path).ok()?;
-    let name = |p: &'a Path| p.to_str();
-    if let Ok(rest) = below_state.strip_prefix("io.containerd.runtime.v2.task") {
-        let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
-        if let [namespace, id, "rootfs"] = parts.as_slice() {
-            return Some(Owner::TaskRootfs { namespace, id });
+    owner_below_state(below_state.to_str()?)
+}
+
+/// [`owner`] of a mount point relative to the state directory, cut at `/`
+/// as a path's components are (no `.`, no empty part): thousands of mounts
+/// went through three component-wise prefix strips each.
+fn owner_below_state(rest: &str) -> Option<Owner<'_>> {
+    let mut parts = rest.split('/').filter(|p| !p.is_empty() && *p != ".");
+    let mut next = || parts.next();
+    let owner = match (next()?, next()?) {
+        ("io.containerd.runtime.v2.task", namespace) => match (next()?, next()?) {
+            (id, "rootfs") => Owner::TaskRootfs { namespace, id },
+            _ => return None,
+        },
+        ("io.containerd.grpc.v1.cri", "sandboxes") => match (next()?, next()?) {
+            (id, "shm") => Owner::SandboxShm { id },
+            _ => return None,
+        },
+        ("io.containerd.grpc.v1.cri", "image-volumes") => {
+            let (id, _image) = (next()?, next()?);
+            Owner::ImageVolume { id }
         }
-    }
-    if let Ok(rest) = below_state.strip_prefix("io.containerd.grpc.v1.cri/sandboxes") {
-        let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
-        if let [id, "shm"] = parts.as_slice() {
-            return Some(Owner::SandboxShm { id });
-        }
-    }
-    if let Ok(rest) = below_state.strip_prefix("io.containerd.grpc.v1.cri/image-volumes") {
-        let parts: Vec<&str> = rest.iter().filter_map(|p| name(Path::new(p))).collect();
-        if let [id, _image] = parts.as_slice() {
-            return Some(Owner::ImageVolume { id });
-        }
-    }
-    None
+        _ => return None,
+    };
+    // Nothing further down: a mount inside a rootfs is the container's own.
+    next().is_none().then_some(owner)
 }
 
 /// The containerd namespace and id a mount below containerd's state belongs
@@ -77,11 +81,22 @@ pub fn mount_owner<'a>(
 
 /// The leaked-mount finding for `mount`, if it is one.
 pub fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
-    judge(snapshot, &Records::of(snapshot), mount)
+    judge(
+        snapshot,
+        &Records::of(snapshot),
+        |id| shim_serves(snapshot, id),
+        mount,
+    )
 }
 
-/// [`leaked_mount`], with the records asked through `records`.
-fn judge(snapshot: &Snapshot, records: &Records, mount: &Mount) -> Option<Finding> {
+/// [`leaked_mount`], with the records asked through `records` and whether a
+/// shim serves an id through `served`.
+fn judge(
+    snapshot: &Snapshot,
+    records: &Records,
+    served: impl Fn(&str) -> bool,
+    mount: &Mount,
+) -> Option<Finding> {
     let (namespace, id, what) = mount_owner(snapshot, &mount.mount_point)?;
     let (owned, basis) = records.has(namespace, id);
     if owned {
@@ -90,7 +105,7 @@ fn judge(snapshot: &Snapshot, records: &Records, mount: &Mount) -> Option<Findin
     let inferred = basis == Basis::Disk;
     // Without the API, a shim still serving the id is as good as a record;
     // without procfs too, whether one does cannot be told.
-    if inferred && (!snapshot.processes_read() || shim_serves(snapshot, id)) {
+    if inferred && (!snapshot.processes_read() || served(id)) {
         return None;
     }
     let pod = snapshot.names_in(namespace, id);
@@ -186,6 +201,64 @@ mod tests {
         assert_eq!(findings[0].evidence["fstype"], "overlay");
         assert_eq!(findings[0].evidence["pod_name"], Value::Null);
         assert_eq!(findings[1].evidence["owner"], "sandbox shm");
+    }
+
+    /// The owner as paths' components give it, the state directory and
+    /// each part stripped as one prefix: what [`owner`] must agree with.
+    fn owner_by_components<'a>(state: &Path, mount_point: &'a Path) -> Option<Owner<'a>> {
+        let parts_below = |prefix: &str| -> Option<Vec<&'a str>> {
+            mount_point
+                .strip_prefix(state.join(prefix))
+                .ok()
+                .map(|r| r.iter().filter_map(std::ffi::OsStr::to_str).collect())
+        };
+        if let Some([namespace, id, "rootfs"]) =
+            parts_below("io.containerd.runtime.v2.task").as_deref()
+        {
+            return Some(Owner::TaskRootfs { namespace, id });
+        }
+        if let Some([id, "shm"]) = parts_below("io.containerd.grpc.v1.cri/sandboxes").as_deref() {
+            return Some(Owner::SandboxShm { id });
+        }
+        if let Some([id, _image]) =
+            parts_below("io.containerd.grpc.v1.cri/image-volumes").as_deref()
+        {
+            return Some(Owner::ImageVolume { id });
+        }
+        None
+    }
+
+    #[test]
+    fn a_mounts_owner_is_what_its_paths_components_say() {
+        use proptest::prelude::*;
+        // Each owner's own shape, then parts put in, taken out or changed:
+        // empty parts and `.` (which a path's components drop), one part
+        // more or less, a word where a fixed one belongs.
+        let shape = prop::sample::select(vec![
+            ["io.containerd.runtime.v2.task", "k8s.io", "abc", "rootfs"],
+            ["io.containerd.grpc.v1.cri", "sandboxes", "abc", "shm"],
+            ["io.containerd.grpc.v1.cri", "image-volumes", "abc", "img"],
+        ]);
+        let word = prop::sample::select(vec!["", ".", "x", "rootfs", "shm", "sandboxes"]);
+        let edit = (0..6usize, 0..3u8, word);
+        proptest!(|(shape in shape, edits in prop::collection::vec(edit, 0..3))| {
+            let mut parts: Vec<&str> = shape.to_vec();
+            for (at, how, word) in edits {
+                let at = at.min(parts.len());
+                match how {
+                    0 => parts.insert(at, word),
+                    1 if at < parts.len() => { parts.remove(at); }
+                    _ if at < parts.len() => parts[at] = word,
+                    _ => parts.push(word),
+                }
+            }
+            let s = snapshot();
+            let mount_point = s.paths.state.path.join(parts.join("/"));
+            prop_assert_eq!(
+                owner(&s, &mount_point),
+                owner_by_components(&s.paths.state.path, &mount_point)
+            );
+        });
     }
 
     #[test]

@@ -123,6 +123,17 @@ pub fn shim_serves(snapshot: &Snapshot, id: &str) -> bool {
         .any(|s| s.serves(&snapshot.paths.address.path) && s.id.as_deref() == Some(id))
 }
 
+/// The ids of [`shim_serves`], each shim judged once, for a check that asks
+/// of many ids ([`Shim::serves`] judges a shim's proof on every call).
+pub fn served_ids(snapshot: &Snapshot) -> HashSet<&str> {
+    snapshot
+        .shims
+        .iter()
+        .filter(|s| s.serves(&snapshot.paths.address.path))
+        .filter_map(|s| s.id.as_deref())
+        .collect()
+}
+
 /// The first 13 characters of an id, as containerd's tools print it.
 pub fn short(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
