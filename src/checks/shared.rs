@@ -117,21 +117,22 @@ impl<'a> Records<'a> {
 
 /// Whether a shim of ours was started for `id` (`-id`).
 pub fn shim_serves(snapshot: &Snapshot, id: &str) -> bool {
-    snapshot
-        .shims
-        .iter()
-        .any(|s| s.serves(&snapshot.paths.address.path) && s.id.as_deref() == Some(id))
+    served(snapshot).any(|served| served == id)
 }
 
 /// The ids of [`shim_serves`], each shim judged once, for a check that asks
 /// of many ids ([`Shim::serves`] judges a shim's proof on every call).
 pub fn served_ids(snapshot: &Snapshot) -> HashSet<&str> {
+    served(snapshot).collect()
+}
+
+/// The `-id` of each shim of ours.
+fn served(snapshot: &Snapshot) -> impl Iterator<Item = &str> {
     snapshot
         .shims
         .iter()
         .filter(|s| s.serves(&snapshot.paths.address.path))
         .filter_map(|s| s.id.as_deref())
-        .collect()
 }
 
 /// The first 13 characters of an id, as containerd's tools print it.

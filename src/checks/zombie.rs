@@ -83,7 +83,7 @@ fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)>
     };
     judged
         .iter()
-        .filter(|c| c.status.state() == CriState::Running && c.status.pid > 0)
+        .filter(|c| recorded_running(c))
         .filter_map(|c| {
             // A pid past what the kernel gives is no process (not a
             // truncated one that happens to exist).
@@ -113,9 +113,14 @@ pub fn unrecorded_ids(second: &Snapshot) -> BTreeSet<String> {
     second
         .cri_containers
         .iter()
-        .filter(|c| c.status.state() == CriState::Running && c.status.pid > 0)
+        .filter(|c| recorded_running(c))
         .map(|c| c.id.clone())
         .collect()
+}
+
+/// CRI's status file says the container runs, with a pid.
+fn recorded_running(container: &CriContainer) -> bool {
+    container.status.state() == CriState::Running && container.status.pid > 0
 }
 
 /// What a second look must read again to confirm the zombies of `first`:
