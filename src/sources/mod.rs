@@ -14,6 +14,7 @@ pub mod procfs;
 pub mod shim_proof;
 
 use std::cell::RefCell;
+use std::ffi::CStr;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::fd::AsFd;
@@ -166,6 +167,24 @@ fn not_a_regular_file(what: &str) -> io::Error {
         io::ErrorKind::InvalidInput,
         format!("{what}, where a regular file belongs: not read"),
     )
+}
+
+/// `<number>/<leaf>` (`4711/stat`), written into `buffer` as the C string
+/// an `openat` takes: a procfs walk opens one per process and per shim
+/// thread, thousands on a busy node, and formatting each into a new
+/// `String` (which nix then copied again to add the NUL) was an allocation
+/// and a free apiece.
+pub(crate) fn numbered<'b>(buffer: &'b mut [u8; 48], number: i32, leaf: &str) -> &'b CStr {
+    use std::io::Write;
+    let room = buffer.len();
+    let mut cursor = &mut buffer[..];
+    // The leaves are nodectl's own short names, never a NUL or 30 bytes: a
+    // name that does not fit opens nothing rather than a cut path.
+    let written = write!(cursor, "{number}/{leaf}\0").map(|()| room - cursor.len());
+    match written {
+        Ok(len) => CStr::from_bytes_with_nul(&buffer[..len]).unwrap_or_default(),
+        Err(_) => Default::default(),
+    }
 }
 
 /// A procfs record (`<pid>/stat`, `comm`, a thread's `syscall` or `wchan`)
@@ -572,6 +591,22 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("no block device in /dev, and mknod: {e}"));
         path
+    }
+
+    #[test]
+    fn a_numbered_path_is_the_number_then_the_leaf_for_every_pid() {
+        let mut buffer = [0xff; 48];
+        for (number, want) in [
+            (4711, "4711/stat"),
+            (1, "1/syscall"),
+            (i32::MAX, "2147483647/wchan"),
+            (i32::MIN, "-2147483648/stat"),
+        ] {
+            let leaf = want.split('/').nth(1).unwrap();
+            assert_eq!(numbered(&mut buffer, number, leaf).to_str(), Ok(want));
+        }
+        // A leaf that cannot fit names nothing, never a path cut short.
+        assert_eq!(numbered(&mut buffer, 1, &"x".repeat(60)).to_bytes(), b"");
     }
 
     #[test]
