@@ -227,6 +227,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         cri_containers,
         bundles,
         processes: proc_scan.processes,
+        unread_pids: proc_scan.unread_pids,
         shims: proc_scan.shims,
         cri_sandboxes,
         mounts,
@@ -287,6 +288,7 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
     Snapshot {
         cri_containers,
         processes: proc_scan.processes,
+        unread_pids: proc_scan.unread_pids,
         shims: proc_scan.shims,
         gaps,
         ..Snapshot::empty(taken_at, paths.clone(), options.namespace.clone())

@@ -252,6 +252,57 @@ fn without_procfs_no_container_is_called_a_zombie_and_the_run_exits_2() {
     assert_eq!(json(&output)["findings"][0]["id"], RUNNING_ID);
 }
 
+/// A process listed in procfs whose `stat` cannot be read (denied by a
+/// profile, an I/O error; here a directory where the file belongs) may well
+/// be alive: its container is not called a zombie, and the gap says why.
+#[test]
+fn a_process_whose_stat_cannot_be_read_is_not_called_a_zombie() {
+    let node = Node::new();
+    node.write_config();
+    let status = dead_running_status();
+    node.add_status(RUNNING_ID, &status);
+    let pid = serde_json::from_slice::<Value>(&status).unwrap()["Pid"]
+        .as_i64()
+        .unwrap();
+    let proc_root = node.dir.path().join("proc");
+    fs::create_dir_all(proc_root.join(pid.to_string()).join("stat")).unwrap();
+    fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
+    let unreadable = proc_root.join(pid.to_string()).join("stat");
+    for command in ["zombies", "check"] {
+        let output = node
+            .command(&[command, "-o", "json", "--settle", "0s", "--timeout", "1s"])
+            .arg("--proc-root")
+            .arg(&proc_root)
+            .output()
+            .unwrap();
+        let doc = json(&output);
+        assert_eq!(doc["findings"], serde_json::json!([]), "{command}: {doc}");
+        assert_eq!(output.status.code(), Some(2), "{command}: {doc}");
+        let gap = doc["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|gap| gap["path"] == unreadable.display().to_string());
+        let gap = gap.unwrap_or_else(|| panic!("{command}: {}", doc["gaps"]));
+        assert_eq!(gap["source"], "procfs");
+        let error = gap["error"].as_str().unwrap();
+        assert!(
+            error.ends_with("whether the process lives is unknown"),
+            "{error}"
+        );
+    }
+    // The same pid with no directory at all: gone, so a zombie.
+    fs::remove_dir_all(proc_root.join(pid.to_string())).unwrap();
+    let output = node
+        .command(&["zombies", "-o", "json", "--settle", "0s"])
+        .arg("--proc-root")
+        .arg(&proc_root)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(json(&output)["findings"][0]["id"], RUNNING_ID);
+}
+
 #[test]
 fn missing_config_given_explicitly_is_reported() {
     let node = Node::new();

@@ -27,8 +27,12 @@ pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
         return None;
     }
     let group = bundle.sandbox_id().unwrap_or(&bundle.id);
-    // Without procfs, no shim seen is not no shim.
+    // Without procfs, no shim seen is not no shim; nor is a shim whose
+    // process was listed but could not be read.
     if !snapshot.processes_read()
+        || bundle
+            .shim_pid
+            .is_some_and(|pid| snapshot.unread_pids.contains(&pid))
         || shim_serves(snapshot, &bundle.id)
         || shim_serves(snapshot, group)
     {
@@ -98,6 +102,12 @@ mod tests {
         // Without procfs, no shim seen is not no shim.
         let mut unread = s.clone();
         unread.gaps.push(procfs_unread());
+        assert!(check(&unread).is_empty());
+        // Nor is a shim whose process was listed but could not be read.
+        let mut unread = s.clone();
+        unread.bundles.get_mut(&id('a')).unwrap().shim_pid = Some(77);
+        assert_eq!(check(&unread).len(), 1);
+        unread.unread_pids.insert(77);
         assert!(check(&unread).is_empty());
         assert_eq!(findings[0].evidence["pod_name"], "web-0");
         assert_eq!(

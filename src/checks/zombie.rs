@@ -74,7 +74,8 @@ pub fn findings(
 
 /// The RUNNING containers whose recorded pid is no live process of theirs,
 /// with why (see [`why_dead`]). None when procfs was not read: every
-/// container would look dead (its gap says why nothing was judged).
+/// container would look dead (its gap says why nothing was judged); nor one
+/// whose process was listed but could not be read.
 fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)> {
     let judged = if snapshot.processes_read() {
         snapshot.cri_containers.as_slice()
@@ -87,9 +88,12 @@ fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)>
         .filter_map(|c| {
             // A pid past what the kernel gives is no process (not a
             // truncated one that happens to exist).
-            let process = i32::try_from(c.status.pid)
-                .ok()
-                .and_then(|pid| snapshot.processes.get(&pid));
+            let pid = i32::try_from(c.status.pid).ok();
+            // Listed but unreadable: alive or not, procfs did not say.
+            if pid.is_some_and(|pid| snapshot.unread_pids.contains(&pid)) {
+                return None;
+            }
+            let process = pid.and_then(|pid| snapshot.processes.get(&pid));
             Some((c, why_dead(c, process)?))
         })
 }

@@ -34,6 +34,12 @@ pub struct Snapshot {
     pub bundles: BTreeMap<String, Bundle>,
     /// Every process seen in procfs, keyed by pid.
     pub processes: BTreeMap<i32, ProcessInfo>,
+    /// Pids listed in procfs whose `stat` could not be read for another
+    /// reason than their exit (denied by a profile, an I/O error): whether
+    /// they live is unknown, so no check may take them for gone. A procfs
+    /// gap says why.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub unread_pids: BTreeSet<i32>,
     /// Every containerd shim process (of any containerd; see [`Shim::serves`]).
     pub shims: Vec<Shim>,
     /// Pod sandboxes CRI keeps directories for (root and state), by id.
@@ -177,6 +183,7 @@ impl Snapshot {
             cri_containers: Vec::new(),
             bundles: BTreeMap::new(),
             processes: BTreeMap::new(),
+            unread_pids: BTreeSet::new(),
             shims: Vec::new(),
             cri_sandboxes: BTreeSet::new(),
             mounts: Vec::new(),

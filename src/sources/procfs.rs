@@ -27,6 +27,9 @@ const SHIM_COMM: &str = "containerd-shim";
 #[derive(Default)]
 pub struct ProcScan {
     pub processes: BTreeMap<i32, ProcessInfo>,
+    /// Listed, but their `stat` unreadable while they live (see
+    /// [`crate::model::Snapshot::unread_pids`]).
+    pub unread_pids: BTreeSet<i32>,
     pub shims: Vec<Shim>,
 }
 
@@ -60,6 +63,9 @@ struct Piece {
     processes: Vec<ProcessInfo>,
     shims: Vec<Shim>,
     gaps: Vec<Gap>,
+    /// The pids whose `stat` failed while they lived, and the first failure.
+    unread: Vec<i32>,
+    first_unread: Option<(PathBuf, String)>,
 }
 
 /// Reads `pids` into `scan`, which is new. Two cores read procfs faster
@@ -80,12 +86,27 @@ fn read_all(reader: &Reader, pids: &[i32], scan: &mut ProcScan, gaps: &mut Vec<G
         piece
     });
     let mut processes = Vec::with_capacity(pids.len());
+    let mut first_unread = None;
     for piece in pieces {
         processes.extend(piece.processes);
         scan.shims.extend(piece.shims);
         gaps.extend(piece.gaps);
+        scan.unread_pids.extend(piece.unread);
+        first_unread = first_unread.or(piece.first_unread);
     }
     scan.processes = processes.into_iter().map(|p| (p.pid, p)).collect();
+    // One gap for them all: a profile that denies one process's `stat`
+    // denies every one's alike.
+    if let Some((path, reason)) = first_unread {
+        let error = match scan.unread_pids.len() {
+            1 => format!("{reason}: whether the process lives is unknown"),
+            n => format!(
+                "{reason} (and {} more processes): whether they live is unknown",
+                n - 1
+            ),
+        };
+        gaps.push(Gap::item(SOURCE, path, error));
+    }
 }
 
 /// Below this many processes, one thread reads them all.
@@ -156,11 +177,26 @@ impl<'a> Reader<'a> {
     /// shim runs is a gap (one for the process).
     fn read(&mut self, pid: i32, piece: &mut Piece) {
         let mut path = [0; 48];
-        let Some(stat) = read_stat_at(
+        let read = read_proc_record_at(
             &*self.root_dir,
             numbered(&mut path, pid, "stat"),
             &mut self.buffer,
-        ) else {
+        );
+        let filled = match read {
+            Ok(filled) => filled,
+            Err(err) => {
+                // Gone is churn; anything else leaves a live process unseen,
+                // which a check must not take for one that exited.
+                if let Some(reason) = read_failure(&err) {
+                    piece.unread.push(pid);
+                    piece.first_unread.get_or_insert_with(|| {
+                        (self.proc_root.join(pid.to_string()).join("stat"), reason)
+                    });
+                }
+                return;
+            }
+        };
+        let Some(stat) = parse_stat(&self.buffer[..filled]) else {
             return;
         };
         let info = ProcessInfo {
