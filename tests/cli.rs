@@ -55,6 +55,15 @@ impl Node {
         self.command(args).output().unwrap()
     }
 
+    /// [`Node::run`] reading the processes of `proc_root`.
+    fn run_on_proc(&self, args: &[&str], proc_root: &Path) -> Output {
+        self.command(args)
+            .arg("--proc-root")
+            .arg(proc_root)
+            .output()
+            .unwrap()
+    }
+
     fn write_config(&self) {
         fs::write(self.dir.path().join("config.toml"), "version = 2\n").unwrap();
     }
@@ -228,12 +237,8 @@ fn without_procfs_no_container_is_called_a_zombie_and_the_run_exits_2() {
     node.add_status(RUNNING_ID, &dead_running_status());
     let missing = node.dir.path().join("no-proc");
     for command in ["zombies", "check"] {
-        let output = node
-            .command(&[command, "-o", "json", "--settle", "0s", "--timeout", "1s"])
-            .arg("--proc-root")
-            .arg(&missing)
-            .output()
-            .unwrap();
+        let args = [command, "-o", "json", "--settle", "0s", "--timeout", "1s"];
+        let output = node.run_on_proc(&args, &missing);
         let doc = json(&output);
         assert_eq!(output.status.code(), Some(2), "{command}: {doc}");
         assert_eq!(doc["findings"], serde_json::json!([]), "{command}");
@@ -269,12 +274,8 @@ fn a_process_whose_stat_cannot_be_read_is_not_called_a_zombie() {
     fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
     let unreadable = proc_root.join(pid.to_string()).join("stat");
     for command in ["zombies", "check"] {
-        let output = node
-            .command(&[command, "-o", "json", "--settle", "0s", "--timeout", "1s"])
-            .arg("--proc-root")
-            .arg(&proc_root)
-            .output()
-            .unwrap();
+        let args = [command, "-o", "json", "--settle", "0s", "--timeout", "1s"];
+        let output = node.run_on_proc(&args, &proc_root);
         let doc = json(&output);
         assert_eq!(doc["findings"], serde_json::json!([]), "{command}: {doc}");
         assert_eq!(output.status.code(), Some(2), "{command}: {doc}");
@@ -293,12 +294,7 @@ fn a_process_whose_stat_cannot_be_read_is_not_called_a_zombie() {
     }
     // The same pid with no directory at all: gone, so a zombie.
     fs::remove_dir_all(proc_root.join(pid.to_string())).unwrap();
-    let output = node
-        .command(&["zombies", "-o", "json", "--settle", "0s"])
-        .arg("--proc-root")
-        .arg(&proc_root)
-        .output()
-        .unwrap();
+    let output = node.run_on_proc(&["zombies", "-o", "json", "--settle", "0s"], &proc_root);
     assert_eq!(output.status.code(), Some(1));
     assert_eq!(json(&output)["findings"][0]["id"], RUNNING_ID);
 }
