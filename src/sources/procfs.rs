@@ -172,9 +172,10 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// Adds `pid` (and its shim details, if it is a shim) to `scan`; a
-    /// process that is gone is skipped. A shim file it cannot read while the
-    /// shim runs is a gap (one for the process).
+    /// Adds `pid` (and its shim details, if it is a shim) to `piece`; a
+    /// process that is gone is skipped, one whose `stat` cannot be read
+    /// while it lives is noted as unread. A shim file it cannot read while
+    /// the shim runs is a gap (one for the process).
     fn read(&mut self, pid: i32, piece: &mut Piece) {
         let mut path = [0; 48];
         let read = read_proc_record_at(
