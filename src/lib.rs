@@ -6,7 +6,8 @@
 //!
 //! 0. [`model`]: the values every layer passes on (the snapshot and its
 //!    views, gaps, API calls, findings, inventory rows, actions); [`inert`]:
-//!    text made safe to print. Neither imports anything of the crate.
+//!    text made safe to print; [`parallel`]: work shared by two threads.
+//!    None imports anything of the crate.
 //! 1. [`sources`] each read one kind of evidence from the node into the
 //!    model; [`checks`] are pure functions from a snapshot to findings;
 //!    [`advisories`] know containerd's bugs by version; [`evidence`] writes
@@ -33,6 +34,7 @@ pub mod exporter;
 pub mod gather;
 pub mod inert;
 pub mod model;
+pub mod parallel;
 pub mod paths;
 pub mod render;
 pub mod report;

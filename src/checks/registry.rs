@@ -97,35 +97,16 @@ pub fn run_all(first: &Snapshot, second: &Snapshot, settings: &Settings) -> Vec<
 
 /// Runs every check, two at a time: they are pure and independent, and on a
 /// node of a thousand containers they are a millisecond and a half at the
-/// very end of `check`, where the other core has nothing left to do. Each
-/// thread takes the next check not yet taken; the findings come back in
-/// the order of [`CHECKS`], as if run one after another.
+/// very end of `check`, where the other core has nothing left to do. The
+/// findings come back in the order of [`CHECKS`], as if run one after
+/// another.
 fn on_two_threads(looks: &Looks) -> Vec<Finding> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let next = AtomicUsize::new(0);
-    let work = || {
-        let mut done = Vec::new();
-        loop {
-            let index = next.fetch_add(1, Ordering::Relaxed);
-            let Some(check) = CHECKS.get(index) else {
-                return done;
-            };
-            done.push((index, (check.run)(looks)));
-        }
+    let each = |checks: &[Check]| -> Vec<Finding> {
+        checks.iter().flat_map(|check| (check.run)(looks)).collect()
     };
-    let mut done = std::thread::scope(|scope| {
-        let other = scope.spawn(work);
-        let mut done = work();
-        match other.join() {
-            Ok(theirs) => done.extend(theirs),
-            // A check's panic is the check's, as if run on this thread.
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-        done
-    });
-    done.sort_by_key(|(index, _)| *index);
-    done.into_iter()
-        .flat_map(|(_, findings)| findings)
+    crate::parallel::on_two_threads(CHECKS, 2, || (), each)
+        .into_iter()
+        .flatten()
         .collect()
 }
 

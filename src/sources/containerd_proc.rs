@@ -6,6 +6,7 @@
 //! and never read /etc/containerd/config.toml).
 
 use std::collections::BTreeMap;
+use std::ffi::CStr;
 use std::fs::{self, File};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::{ContainerdProcess, ContainerdVersion, Gap, ProcessInfo, VersionSource};
 use crate::sources::procfs::Unread;
-use crate::sources::{open_dir, read_proc, read_proc_record_at, read_proc_string};
+use crate::sources::{numbered, open_dir, read_proc, read_proc_record_at, read_proc_string};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
@@ -68,9 +69,15 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
             return (processes, unread);
         };
         let mut buffer = Vec::new();
+        let mut path = [0; 48];
         for &pid in pids {
             let mut noted = Unread::default();
-            if comm_is(&root_dir, &format!("{pid}/comm"), NAME, &mut buffer) {
+            if comm_is(
+                &root_dir,
+                numbered(&mut path, pid, "comm"),
+                NAME,
+                &mut buffer,
+            ) {
                 processes.extend(read(proc_root, pid, &mut noted));
             }
             unread.extend(noted.into_gap());
@@ -153,7 +160,7 @@ fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdPro
 /// holds `name`: one `openat`, one `read` into `buffer` and the `close` (a
 /// general file read adds a `statx` and a second `read`, here for every
 /// process on the node; see [`read_proc_record_at`]).
-fn comm_is(dir: &File, path: &str, name: &str, buffer: &mut Vec<u8>) -> bool {
+fn comm_is(dir: &File, path: &CStr, name: &str, buffer: &mut Vec<u8>) -> bool {
     let Ok(n) = read_proc_record_at(dir, path, buffer) else {
         return false;
     };
