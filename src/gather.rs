@@ -9,12 +9,12 @@ use crate::model::{
 };
 use crate::sources::Bounded;
 use crate::sources::{
-    bundles, containerd_api, containerd_proc, containerd_snapshots, cri_api, cri_store, mountinfo,
+    bundles, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, mountinfo,
     node, procfs, shim_proof,
 };
 
-/// How long a command that asks no API waits for the containerd binary's
-/// `--version` (itself bounded, see containerd_proc).
+/// How long a command that asks no API waits for the version recorded in
+/// the containerd binary (read as data, see daemon_version).
 const BINARY_VERSION_WAIT: Duration = Duration::from_secs(3);
 /// How long an API may keep a person waiting before nodectl says so.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
@@ -114,23 +114,24 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         let mut scan = procfs::scan(&root, shim_threads, gaps);
         // The running containerd, when still to be found: among the
         // processes just read (their `comm` is in the `stat` read anyway).
-        let daemon = proof_paths.daemon_lookup.take().map(|lookup| {
-            let chosen = crate::paths::daemon_among(&lookup, &scan.processes, gaps);
-            (proof_paths.process, proof_paths.note) = chosen.clone();
-            chosen
+        let found = proof_paths.daemon_lookup.take().map(|lookup| {
+            crate::paths::daemon_among(&lookup, &scan.processes, &mut proof_paths, gaps);
         });
         // Proving a shim stats its socket: inside the deadline too.
         shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
-        (scan, daemon)
+        (scan, found.map(|()| proof_paths))
     })
     .wait(deadline, started, &mut gaps)
     .unwrap_or_default();
-    let mut paths = paths.clone();
-    if let Some((process, note)) = daemon {
-        (paths.process, paths.note) = (process, note);
+    let mut paths = daemon.unwrap_or_else(|| paths.clone());
+    if paths.daemon_lookup.take().is_some() {
+        // Not found: procfs did not answer in time, so none is used and
+        // nothing can be acted on.
+        paths.unproven.push(
+            "the running containerd could not be looked for: procfs did not answer in time"
+                .to_string(),
+        );
     }
-    // Not found when procfs did not answer in time: then none is used.
-    paths.daemon_lookup = None;
     let paths = &paths;
     // Any process can name itself a shim and carry 128 KB arguments; cap
     // them now, before checks and reports copy them (see Report::bounded).
@@ -176,7 +177,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let binary_version = paths
         .process
         .as_ref()
-        .map(|p| containerd_proc::version_in_background(&options.proc_root, p.pid));
+        .map(|p| daemon_version::in_background(&options.proc_root, p.pid));
     let (containerd, cri, snapshotter) = match api_timeout {
         None => (None, None, None),
         Some(timeout) if timeout.is_zero() => {
@@ -209,7 +210,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     // The API's answer when asked; otherwise (or when it did not answer) the
     // binary's, so every command's report names the version.
-    let containerd_version = containerd_proc::identify(
+    let containerd_version = daemon_version::identify(
         containerd.as_ref().and_then(|c| c.version.as_deref()),
         || {
             // With the APIs asked, the binary gets no longer than they did.

@@ -9,10 +9,19 @@
 //! file because it is what containerd actually did: k3s, rke2 and microk8s
 //! start containerd with their own `-c` and never read that file.
 //!
-//! Which running containerd: the only one, when one runs and neither
-//! `--address` nor `--config` is given; otherwise the one serving the socket
-//! those flags (or /etc/containerd/config.toml, or the default) name. When
-//! several run and none serves it, none is used and the paths say so.
+//! Which running containerd: one proven by the kernel, never by its name or
+//! command line (`sources::daemon_proof`). It must run in the host's mount
+//! and pid namespaces, from a root-owned binary no one else may write, and
+//! be the process listening on the socket: the one `--address` (or
+//! `--config`'s address) names, resolved as nodectl resolves it, so every
+//! spelling (a symlink, `..`, `/var/run`) finds the same daemon; with
+//! neither flag, the one daemon listening on the socket it names itself,
+//! else the one on the default socket. Every other process called
+//! containerd is listed with why it is not the daemon, and supplies no
+//! path. A socket no proven containerd serves (a relay, another process's,
+//! nobody's) is a gap: whoever serves it writes the answers. A root or
+//! state that is not the proven daemon's own (compared by device and inode)
+//! is read, but nothing is acted on (`Paths::unproven`).
 
 pub mod config;
 
@@ -21,9 +30,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::model::{
-    ContainerdProcess, DaemonLookup, Gap, Located, Origin, Paths, ProcessInfo, Source,
+    ContainerdProcess, DaemonLookup, FileId, Gap, Located, Origin, OtherContainerd, Paths,
+    ProcessInfo, Source,
 };
-use crate::sources::containerd_proc;
+use crate::sources::{containerd_proc, daemon_proof};
 
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
 pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
@@ -46,18 +56,37 @@ pub struct PathFlags {
 /// gap; the default config missing is normal (containerd then uses its
 /// defaults).
 pub fn resolve(flags: &PathFlags) -> (Paths, Vec<Gap>) {
-    resolve_with(flags, Path::new(DEFAULT_CONFIG))
+    resolve_with(flags, Path::new(DEFAULT_CONFIG), &live(flags))
 }
 
-/// [`resolve`] with another default config file (tests cannot write /etc).
-fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
+/// The kernel's facts, read under `--proc-root` (`/proc` itself for a
+/// fake one that has none: nothing there can be proven).
+fn live(flags: &PathFlags) -> LiveKernel {
+    LiveKernel {
+        proc_root: flags
+            .proc_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/proc")),
+    }
+}
+
+/// [`resolve`] with another default config file and other kernel facts
+/// (tests can neither write /etc nor start daemons at will).
+fn resolve_with(
+    flags: &PathFlags,
+    default_config: &Path,
+    kernel: &dyn Kernel,
+) -> (Paths, Vec<Gap>) {
     let mut gaps = Vec::new();
-    let running = flags
-        .proc_root
-        .as_deref()
-        .map(|proc_root| containerd_proc::find(proc_root, &mut gaps))
-        .unwrap_or_default();
-    let (process, note) = choose(running, flags, default_config);
+    let chosen = match flags.proc_root.as_deref() {
+        Some(proc_root) => {
+            let running = containerd_proc::find(proc_root, &mut gaps);
+            choose(running, flags, default_config, kernel)
+        }
+        // Left to gather's walk (`resolve_for_gather`).
+        None => Chosen::default(),
+    };
+    let process = chosen.process.clone();
     let (config_path, named) = match (
         &flags.config,
         process.as_ref().and_then(|p| p.config.clone()),
@@ -78,7 +107,7 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
     };
     let from_file = |f: fn(&config::ConfigPaths) -> Option<PathBuf>| file.as_ref().and_then(f);
     let from_process = |f: fn(&ContainerdProcess) -> Option<PathBuf>| process.as_ref().and_then(f);
-    let paths = Paths {
+    let mut paths = Paths {
         config: file.as_ref().map(|_| config_path.clone()),
         root: pick(
             &flags.root,
@@ -98,36 +127,52 @@ fn resolve_with(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
             from_file(|c| c.address.clone()),
             DEFAULT_ADDRESS,
         ),
-        process,
-        note,
+        process: None,
+        note: None,
+        other_containerds: Vec::new(),
+        unproven: Vec::new(),
         snapshotter: file.as_ref().and_then(|c| c.snapshotter.clone()),
         daemon_lookup: None,
     };
+    if flags.proc_root.is_some() {
+        settle(
+            &mut paths,
+            chosen,
+            default_config,
+            flags.proc_root.as_deref(),
+            kernel,
+            &mut gaps,
+        );
+    }
     (paths, gaps)
 }
 
 /// [`resolve`] for a command whose every look at the node is `gather` (or
 /// its `follow_up`): when flags give every path the running containerd could
-/// decide (root, state, address, config), it decides only `process` and
-/// `note`, so it is not looked for here, in a walk of all of procfs of its
-/// own, but by `gather` among the processes its procfs walk reads anyway
-/// (`Paths::daemon_lookup`, [`daemon_among`]).
+/// decide (root, state, address, config), it decides only which daemon is
+/// talked to, so it is not looked for here, in a walk of all of procfs of
+/// its own, but by `gather` among the processes its procfs walk reads
+/// anyway (`Paths::daemon_lookup`, [`daemon_among`]).
 pub fn resolve_for_gather(flags: &PathFlags) -> (Paths, Vec<Gap>) {
-    resolve_deferring(flags, Path::new(DEFAULT_CONFIG))
+    resolve_deferring(flags, Path::new(DEFAULT_CONFIG), &live(flags))
 }
 
-fn resolve_deferring(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Gap>) {
+fn resolve_deferring(
+    flags: &PathFlags,
+    default_config: &Path,
+    kernel: &dyn Kernel,
+) -> (Paths, Vec<Gap>) {
     let every_path = flags.root.is_some() && flags.state.is_some();
     let (Some(proc_root), Some(address), Some(config), true) =
         (&flags.proc_root, &flags.address, &flags.config, every_path)
     else {
-        return resolve_with(flags, default_config);
+        return resolve_with(flags, default_config, kernel);
     };
     let without_process = PathFlags {
         proc_root: None,
         ..flags.clone()
     };
-    let (mut paths, gaps) = resolve_with(&without_process, default_config);
+    let (mut paths, gaps) = resolve_with(&without_process, default_config, kernel);
     paths.daemon_lookup = Some(DaemonLookup {
         proc_root: proc_root.clone(),
         address: address.clone(),
@@ -137,16 +182,44 @@ fn resolve_deferring(flags: &PathFlags, default_config: &Path) -> (Paths, Vec<Ga
     (paths, gaps)
 }
 
-/// The running containerd (and the note on why none, if several run) as
+/// Fills `paths`' daemon (and why none, and every other containerd) as
 /// [`resolve`] would have chosen it, among `processes` (a procfs walk's):
-/// only those whose `comm` says containerd are read further.
+/// only those whose `comm` says containerd are read further. Every path is
+/// a flag here (see [`resolve_for_gather`]).
 pub fn daemon_among(
     lookup: &DaemonLookup,
     processes: &BTreeMap<i32, ProcessInfo>,
+    paths: &mut Paths,
     gaps: &mut Vec<Gap>,
-) -> (Option<ContainerdProcess>, Option<String>) {
+) {
+    let kernel = LiveKernel {
+        proc_root: lookup.proc_root.clone(),
+    };
+    daemon_among_with(lookup, processes, paths, gaps, &kernel);
+}
+
+fn daemon_among_with(
+    lookup: &DaemonLookup,
+    processes: &BTreeMap<i32, ProcessInfo>,
+    paths: &mut Paths,
+    gaps: &mut Vec<Gap>,
+    kernel: &dyn Kernel,
+) {
     let running = containerd_proc::read_daemons(&lookup.proc_root, processes, gaps);
-    choose(running, &lookup_flags(lookup), &lookup.default_config)
+    let chosen = choose(
+        running,
+        &lookup_flags(lookup),
+        &lookup.default_config,
+        kernel,
+    );
+    settle(
+        paths,
+        chosen,
+        &lookup.default_config,
+        Some(&lookup.proc_root),
+        kernel,
+        gaps,
+    );
 }
 
 fn lookup_flags(lookup: &DaemonLookup) -> PathFlags {
@@ -158,45 +231,235 @@ fn lookup_flags(lookup: &DaemonLookup) -> PathFlags {
     }
 }
 
-/// Which running containerd to read paths from, or why none.
+/// The kernel's facts the daemon is proven by: read by
+/// [`daemon_proof`] on a live node, given by tests.
+pub trait Kernel {
+    fn host(&self) -> Option<daemon_proof::Host>;
+    fn facts(&self, pid: i32) -> daemon_proof::DaemonFacts;
+    /// Who listens on `socket`, as nodectl resolves it.
+    fn serving(&self, socket: &Path) -> Result<daemon_proof::Peer, String>;
+    /// Who listens on `socket` as process `pid` resolves it (its root).
+    fn serving_in(&self, pid: i32, socket: &Path) -> Result<daemon_proof::Peer, String>;
+    fn file_id(&self, path: &Path) -> Result<FileId, String>;
+    /// `path`'s identity as process `pid` resolves it (its root).
+    fn file_id_in(&self, pid: i32, path: &Path) -> Result<FileId, String>;
+}
+
+/// The live node's kernel, under a procfs.
+pub struct LiveKernel {
+    pub proc_root: PathBuf,
+}
+
+impl Kernel for LiveKernel {
+    fn host(&self) -> Option<daemon_proof::Host> {
+        daemon_proof::host(&self.proc_root)
+    }
+    fn facts(&self, pid: i32) -> daemon_proof::DaemonFacts {
+        daemon_proof::facts(&self.proc_root, pid)
+    }
+    fn serving(&self, socket: &Path) -> Result<daemon_proof::Peer, String> {
+        daemon_proof::serving(socket)
+    }
+    fn serving_in(&self, pid: i32, socket: &Path) -> Result<daemon_proof::Peer, String> {
+        daemon_proof::serving_in(&self.proc_root, pid, socket)
+    }
+    fn file_id(&self, path: &Path) -> Result<FileId, String> {
+        daemon_proof::file_id(path)
+    }
+    fn file_id_in(&self, pid: i32, path: &Path) -> Result<FileId, String> {
+        daemon_proof::file_id_in(&self.proc_root, pid, path)
+    }
+}
+
+/// Which running containerd nodectl talks to, or why none.
+#[derive(Debug, Default)]
+struct Chosen {
+    /// Proven: in the host's namespaces, a root-owned binary, and the
+    /// listener of the socket nodectl asks.
+    process: Option<ContainerdProcess>,
+    note: Option<String>,
+    others: Vec<OtherContainerd>,
+    /// Why no proven containerd serves the socket nodectl asks.
+    unserved: Option<String>,
+}
+
+/// Chooses the daemon among the processes called containerd, on the
+/// kernel's facts alone: argv chooses nothing (any process can name itself
+/// containerd and claim any socket, root and state).
 fn choose(
-    mut running: Vec<ContainerdProcess>,
+    running: Vec<ContainerdProcess>,
     flags: &PathFlags,
     default_config: &Path,
-) -> (Option<ContainerdProcess>, Option<String>) {
-    let explicit = flags.address.is_some() || flags.config.is_some();
-    if running.is_empty() || (running.len() == 1 && !explicit) {
-        return (running.pop(), None);
+    kernel: &dyn Kernel,
+) -> Chosen {
+    let host = kernel.host();
+    let mut chosen = Chosen::default();
+    let mut eligible = Vec::new();
+    for process in running {
+        match daemon_proof::disqualified(&kernel.facts(process.pid), host.as_ref()) {
+            Some(reason) => chosen.others.push(other(&process, reason)),
+            None => eligible.push(process),
+        }
     }
-    let target = flags
-        .address
-        .clone()
-        .unwrap_or_else(|| config_address(flags.config.as_deref().unwrap_or(default_config)));
-    let mut serving: Vec<ContainerdProcess> = running
-        .iter()
-        .filter(|p| {
-            let address = serving_address(p, default_config, flags.proc_root.as_deref());
-            same_socket(&address, &target)
-        })
-        .cloned()
-        .collect();
-    if serving.len() == 1 {
-        return (serving.pop(), None);
+    let mut several = None;
+    let target = match (&flags.address, &flags.config) {
+        (Some(address), _) => address.clone(),
+        (None, Some(config)) => config_address(config),
+        (None, None) => {
+            // No socket named: each daemon is proven on the one it names
+            // itself (k3s's, rke2's), as it resolves it.
+            let mut serving = Vec::new();
+            for process in eligible.drain(..) {
+                let own = serving_address(&process, default_config, flags.proc_root.as_deref());
+                match kernel.serving_in(process.pid, &own) {
+                    Ok(peer) if peer.pid == process.pid => serving.push(process),
+                    Ok(peer) => chosen.others.push(other(
+                        &process,
+                        format!(
+                            "it does not serve the socket it names ({}): pid {} does",
+                            own.display(),
+                            peer.pid
+                        ),
+                    )),
+                    Err(why) => chosen.others.push(other(
+                        &process,
+                        format!(
+                            "it does not serve the socket it names ({}): {why}",
+                            own.display()
+                        ),
+                    )),
+                }
+            }
+            if serving.len() == 1 {
+                chosen.process = serving.pop();
+                return chosen;
+            }
+            if serving.len() > 1 {
+                several = Some(
+                    serving
+                        .iter()
+                        .map(|p| p.pid.to_string())
+                        .collect::<Vec<_>>(),
+                );
+            }
+            eligible = serving;
+            PathBuf::from(DEFAULT_ADDRESS)
+        }
+    };
+    match kernel.serving(&target) {
+        Ok(peer) => match eligible.iter().position(|p| p.pid == peer.pid) {
+            Some(found) => chosen.process = Some(eligible.remove(found)),
+            None => chosen.unserved = Some(served_by(peer, &chosen.others)),
+        },
+        Err(why) => chosen.unserved = Some(why),
     }
-    // Pointed elsewhere on purpose (maybe at a containerd that is down):
-    // nothing to say; the API checks will tell.
-    if serving.is_empty() && explicit {
-        return (None, None);
+    if let (Some(pids), None) = (&several, &chosen.process) {
+        chosen.note = Some(format!(
+            "{} containerd processes run (pids {}) and none serves {}; none was used: pass --address to choose one",
+            pids.len(),
+            pids.join(", "),
+            target.display()
+        ));
     }
-    let pids: Vec<String> = running.iter().map(|p| p.pid.to_string()).collect();
-    let note = format!(
-        "{} containerd processes run (pids {}) and {} serve {}; none was used: pass --address to choose one",
-        running.len(),
-        pids.join(", "),
-        if serving.is_empty() { "none".to_string() } else { serving.len().to_string() },
-        target.display()
-    );
-    (None, Some(note))
+    for process in eligible {
+        let reason = format!("it does not serve {}", target.display());
+        chosen.others.push(other(&process, reason));
+    }
+    chosen.others.sort_by_key(|o| o.pid);
+    chosen
+}
+
+fn other(process: &ContainerdProcess, reason: String) -> OtherContainerd {
+    OtherContainerd {
+        pid: process.pid,
+        exe: process.exe.clone(),
+        reason,
+    }
+}
+
+/// Who serves a socket no proven containerd serves, in words.
+fn served_by(peer: daemon_proof::Peer, others: &[OtherContainerd]) -> String {
+    if peer.pid == 0 {
+        return "it is served by a process outside nodectl's pid namespace".to_string();
+    }
+    match others.iter().find(|o| o.pid == peer.pid) {
+        Some(other) => format!(
+            "it is served by containerd pid {}, which is not the daemon: {}",
+            peer.pid, other.reason
+        ),
+        None => format!(
+            "it is served by pid {} (uid {}), which is no containerd",
+            peer.pid, peer.uid
+        ),
+    }
+}
+
+/// Puts what [`choose`] decided into `paths`, and says what cannot be tied
+/// to the daemon: its socket unserved (a gap: its answers are whoever's
+/// serves it, so no run ends in an all-clear), or a root or state that is
+/// not the daemon's own (then nodectl may read, but never act).
+fn settle(
+    paths: &mut Paths,
+    chosen: Chosen,
+    default_config: &Path,
+    proc_root: Option<&Path>,
+    kernel: &dyn Kernel,
+    gaps: &mut Vec<Gap>,
+) {
+    paths.process = chosen.process;
+    paths.note = chosen.note;
+    paths.other_containerds = chosen.others;
+    if let Some(why) = chosen.unserved {
+        let socket = paths.address.path.display().to_string();
+        gaps.push(Gap::source(
+            Source::ContainerdApi,
+            &paths.address.path,
+            format!("no proven containerd serves this socket: {why}"),
+        ));
+        paths
+            .unproven
+            .push(format!("no proven containerd serves {socket}: {why}"));
+    }
+    let Some(process) = &paths.process else {
+        return;
+    };
+    // The daemon's own root and state: its flags, else its config (read as
+    // it reads it), else containerd's defaults.
+    let config = process.config.as_deref().unwrap_or(default_config);
+    let own_config = read_config(config, Some(process), proc_root).ok();
+    let own = |flag: &Option<PathBuf>, f: fn(&config::ConfigPaths) -> Option<PathBuf>, default| {
+        flag.clone()
+            .or_else(|| own_config.as_ref().and_then(f))
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from(default))
+    };
+    let own_root = own(&process.root, |c| c.root.clone(), DEFAULT_ROOT);
+    let own_state = own(&process.state, |c| c.state.clone(), DEFAULT_STATE);
+    let pid = process.pid;
+    for (what, located, own) in [
+        ("root", &paths.root, own_root),
+        ("state", &paths.state, own_state),
+    ] {
+        // Taken from the daemon's own flags or config: its own by
+        // construction (whether or not the directory exists yet).
+        if located.origin == Origin::Process || located.path == own {
+            continue;
+        }
+        let reason = match (kernel.file_id(&located.path), kernel.file_id_in(pid, &own)) {
+            (Ok(ours), Ok(theirs)) if ours == theirs => continue,
+            (Ok(_), Ok(_)) => format!(
+                "{what} {} is not containerd pid {pid}'s (it uses {})",
+                located.path.display(),
+                own.display()
+            ),
+            (Err(why), _) | (_, Err(why)) => format!(
+                "{what} {} could not be tied to containerd pid {pid}'s ({}): {why}",
+                located.path.display(),
+                own.display()
+            ),
+        };
+        paths.unproven.push(reason);
+    }
 }
 
 /// The socket a running containerd serves: its `-a`, else its config's.
@@ -242,15 +505,6 @@ fn config_address(config: &Path) -> PathBuf {
         .ok()
         .and_then(|c| c.address)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_ADDRESS))
-}
-
-fn same_socket(a: &Path, b: &Path) -> bool {
-    let bare = |p: &Path| {
-        p.to_string_lossy()
-            .trim_start_matches("unix://")
-            .to_string()
-    };
-    bare(a) == bare(b)
 }
 
 fn pick(
@@ -339,10 +593,79 @@ mod tests {
         assert_eq!(gaps[0].path, missing);
     }
 
-    /// A fake procfs and a place for config files.
+    /// A fake procfs, a place for config files, and the kernel's facts
+    /// about both: every fake containerd is in the host's namespaces, runs
+    /// a root-owned binary and listens on the socket it names, unless a
+    /// test says otherwise.
     struct Node {
         proc_root: tempfile::TempDir,
         files: tempfile::TempDir,
+        kernel: FakeKernel,
+    }
+
+    #[derive(Default)]
+    struct FakeKernel {
+        /// Who listens on each socket (by spelling: a fake has no inodes).
+        listeners: std::cell::RefCell<BTreeMap<PathBuf, i32>>,
+        /// Processes in a container's namespaces.
+        contained: std::cell::RefCell<Vec<i32>>,
+        /// Directories that are one directory under two spellings.
+        aliases: std::cell::RefCell<BTreeMap<PathBuf, PathBuf>>,
+    }
+
+    const HOST: NamespaceIdsFake = NamespaceIdsFake;
+    struct NamespaceIdsFake;
+    impl NamespaceIdsFake {
+        fn ids(&self, contained: bool) -> crate::model::NamespaceIds {
+            crate::model::NamespaceIds {
+                user: 1,
+                pid: 2,
+                mnt: if contained { 99 } else { 3 },
+            }
+        }
+    }
+
+    impl Kernel for FakeKernel {
+        fn host(&self) -> Option<daemon_proof::Host> {
+            Some(daemon_proof::Host {
+                described: "PID 1",
+                namespaces: HOST.ids(false),
+            })
+        }
+        fn facts(&self, pid: i32) -> daemon_proof::DaemonFacts {
+            daemon_proof::DaemonFacts {
+                namespaces: Ok(HOST.ids(self.contained.borrow().contains(&pid))),
+                executable: Ok(daemon_proof::Executable {
+                    regular: true,
+                    uid: 0,
+                    mode: 0o755,
+                }),
+            }
+        }
+        fn serving(&self, socket: &Path) -> Result<daemon_proof::Peer, String> {
+            self.listeners
+                .borrow()
+                .get(socket)
+                .map(|&pid| daemon_proof::Peer { pid, uid: 0 })
+                .ok_or_else(|| "it does not exist".to_string())
+        }
+        fn serving_in(&self, _pid: i32, socket: &Path) -> Result<daemon_proof::Peer, String> {
+            self.serving(socket)
+        }
+        fn file_id(&self, path: &Path) -> Result<FileId, String> {
+            let aliases = self.aliases.borrow();
+            let path = aliases.get(path).map(PathBuf::as_path).unwrap_or(path);
+            use std::hash::{Hash, Hasher};
+            let mut hash = std::collections::hash_map::DefaultHasher::new();
+            path.hash(&mut hash);
+            Ok(FileId {
+                dev: 1,
+                ino: hash.finish(),
+            })
+        }
+        fn file_id_in(&self, _pid: i32, path: &Path) -> Result<FileId, String> {
+            self.file_id(path)
+        }
     }
 
     impl Node {
@@ -350,9 +673,30 @@ mod tests {
             Node {
                 proc_root: tempfile::tempdir().unwrap(),
                 files: tempfile::tempdir().unwrap(),
+                kernel: FakeKernel::default(),
             }
         }
+        /// A containerd started with `args`, listening on the socket they
+        /// (or its config) name.
         fn containerd(&self, pid: i32, args: &str) {
+            self.containerd_not_listening(pid, args);
+            let argv: Vec<String> = std::iter::once("containerd".to_string())
+                .chain(args.split_whitespace().map(str::to_string))
+                .collect();
+            let process = containerd_proc::parse_args(&argv).unwrap();
+            let address = process.address.clone().unwrap_or_else(|| {
+                let config = process
+                    .config
+                    .as_deref()
+                    .unwrap_or(Path::new("/nonexistent"));
+                config::read(config)
+                    .ok()
+                    .and_then(|c| c.address)
+                    .unwrap_or_else(|| PathBuf::from(DEFAULT_ADDRESS))
+            });
+            self.listens(pid, &address);
+        }
+        fn containerd_not_listening(&self, pid: i32, args: &str) {
             let argv = format!("/usr/bin/containerd {args}");
             fake_process(
                 self.proc_root.path(),
@@ -361,6 +705,12 @@ mod tests {
                 "/usr/bin/containerd",
                 &argv,
             );
+        }
+        fn listens(&self, pid: i32, socket: impl Into<PathBuf>) {
+            self.kernel
+                .listeners
+                .borrow_mut()
+                .insert(socket.into(), pid);
         }
         fn file(&self, name: &str, text: &str) -> PathBuf {
             let path = self.files.path().join(name);
@@ -372,6 +722,14 @@ mod tests {
                 proc_root: Some(self.proc_root.path().to_path_buf()),
                 ..PathFlags::default()
             }
+        }
+        /// A default config file that is not there (the machine's own
+        /// /etc/containerd/config.toml is no business of a test).
+        fn no_default(&self) -> PathBuf {
+            self.files.path().join("absent-default.toml")
+        }
+        fn resolve(&self, flags: &PathFlags) -> (Paths, Vec<Gap>) {
+            resolve_with(flags, &self.no_default(), &self.kernel)
         }
     }
 
@@ -389,7 +747,7 @@ mod tests {
                 config.display()
             ),
         );
-        let (paths, gaps) = resolve(&node.flags());
+        let (paths, gaps) = node.resolve(&node.flags());
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(paths.config, Some(config));
         assert_eq!(
@@ -407,6 +765,7 @@ mod tests {
         );
         assert_eq!(paths.process.as_ref().map(|p| p.pid), Some(300));
         assert_eq!(paths.note, None);
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
     }
 
     #[test]
@@ -422,20 +781,28 @@ mod tests {
             root: Some(PathBuf::from("/flag/root")),
             ..node.flags()
         };
-        let (paths, gaps) = resolve(&flags);
+        let (paths, gaps) = node.resolve(&flags);
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(paths.root.origin, Origin::Flag);
         assert_eq!(paths.state.origin, Origin::Process);
         assert_eq!(paths.address.path, PathBuf::from("/run/c4.sock"));
         assert_eq!(paths.address.origin, Origin::Config);
         assert_eq!(paths.config, Some(config));
+        // The flag's root is not the daemon's (/data/c): read, never acted on.
+        assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
+        assert!(
+            paths.unproven[0]
+                .contains("root /flag/root is not containerd pid 12's (it uses /data/c)"),
+            "{:?}",
+            paths.unproven
+        );
     }
 
     #[test]
     fn a_config_the_running_containerd_names_but_nodectl_cannot_read_is_a_gap() {
         let node = Node::new();
         node.containerd(12, "-c /nonexistent/nodectl/k3s.toml");
-        let (paths, gaps) = resolve(&node.flags());
+        let (paths, gaps) = node.resolve(&node.flags());
         assert_eq!(gaps.len(), 1, "{gaps:?}");
         assert_eq!(gaps[0].path, PathBuf::from("/nonexistent/nodectl/k3s.toml"));
         assert_eq!(paths.root.origin, Origin::Default);
@@ -448,45 +815,151 @@ mod tests {
         node.containerd(10, "-a /run/a.sock --root /ra");
         node.containerd(20, "-a /run/b.sock --root /rb");
         // No flag, and neither serves the default socket: none is used.
-        let (paths, gaps) = resolve(&node.flags());
-        assert!(gaps.is_empty(), "{gaps:?}");
+        let (paths, gaps) = node.resolve(&node.flags());
         assert_eq!(paths.process, None);
         assert_eq!(paths.root.origin, Origin::Default);
-        let note = paths.note.expect("a note");
+        let note = paths.note.clone().expect("a note");
         assert!(
             note.contains("2 containerd processes run (pids 10, 20)"),
             "{note}"
         );
         assert!(note.contains("--address"), "{note}");
+        // Nothing serves the socket it falls back to: a gap, never a
+        // silent all-clear, and nothing may be acted on.
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0]
+            .error
+            .starts_with("no proven containerd serves this socket"));
+        assert!(gaps[0].source_unavailable);
+        assert!(!paths.unproven.is_empty());
 
         // --address picks the one serving it.
-        let (paths, _) = resolve(&PathFlags {
+        let (paths, gaps) = node.resolve(&PathFlags {
             address: Some(PathBuf::from("/run/b.sock")),
             ..node.flags()
         });
+        assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(paths.root.path, PathBuf::from("/rb"));
         assert_eq!(paths.root.origin, Origin::Process);
         assert_eq!(paths.address.origin, Origin::Flag);
         assert_eq!(paths.note, None);
+        let others: Vec<(i32, &str)> = paths
+            .other_containerds
+            .iter()
+            .map(|o| (o.pid, o.reason.as_str()))
+            .collect();
+        assert_eq!(others, [(10, "it does not serve /run/b.sock")]);
 
         // A third one with no flags serves the default socket: it is used.
         node.containerd(30, "");
-        let (paths, _) = resolve(&node.flags());
+        let (paths, _) = node.resolve(&node.flags());
         assert_eq!(paths.process.map(|p| p.pid), Some(30));
         assert_eq!(paths.note, None);
     }
 
     #[test]
-    fn an_address_no_running_containerd_serves_uses_none_and_says_nothing() {
+    fn an_address_no_running_containerd_serves_uses_none_and_says_so_in_a_gap() {
         let node = Node::new();
         node.containerd(10, "-a /run/a.sock --root /ra");
-        let (paths, _) = resolve(&PathFlags {
+        let (paths, gaps) = node.resolve(&PathFlags {
             address: Some(PathBuf::from("/run/elsewhere.sock")),
             ..node.flags()
         });
         assert_eq!(paths.process, None);
         assert_eq!(paths.note, None);
         assert_eq!(paths.root.origin, Origin::Default);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(gaps[0].source, Source::ContainerdApi);
+        assert_eq!(gaps[0].path, PathBuf::from("/run/elsewhere.sock"));
+        assert_eq!(
+            gaps[0].error,
+            "no proven containerd serves this socket: it does not exist"
+        );
+    }
+
+    #[test]
+    fn a_socket_relayed_by_another_process_proves_no_daemon() {
+        let node = Node::new();
+        node.containerd(10, "-a /run/a.sock --root /ra");
+        // A relay (pid 77, no containerd) in front of the real one.
+        node.listens(77, "/run/relay.sock");
+        let (paths, gaps) = node.resolve(&PathFlags {
+            address: Some(PathBuf::from("/run/relay.sock")),
+            ..node.flags()
+        });
+        assert_eq!(paths.process, None);
+        assert_eq!(paths.root.origin, Origin::Default, "its argv chose nothing");
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(
+            gaps[0].error,
+            "no proven containerd serves this socket: it is served by pid 77 (uid 0), which is no containerd"
+        );
+        assert!(gaps[0].source_unavailable, "nodectl_up must say 0");
+    }
+
+    #[test]
+    fn a_containerd_in_a_containers_namespaces_is_named_and_never_used() {
+        let node = Node::new();
+        // A dind-style containerd claiming the host's socket, root and
+        // state, in its own mount namespace, and even listening there.
+        node.containerd(
+            66,
+            "--address /run/containerd/containerd.sock --root /x --state /y",
+        );
+        node.kernel.contained.borrow_mut().push(66);
+        let (paths, gaps) = node.resolve(&node.flags());
+        assert_eq!(paths.process, None);
+        assert_eq!(paths.root.path, PathBuf::from(DEFAULT_ROOT));
+        assert_eq!(paths.state.path, PathBuf::from(DEFAULT_STATE));
+        assert_eq!(paths.other_containerds.len(), 1);
+        assert_eq!(paths.other_containerds[0].pid, 66);
+        assert!(
+            paths.other_containerds[0]
+                .reason
+                .contains("another mount namespace"),
+            "{:?}",
+            paths.other_containerds
+        );
+        assert!(
+            gaps[0]
+                .error
+                .contains("containerd pid 66, which is not the daemon"),
+            "{gaps:?}"
+        );
+
+        // Beside the real daemon, it changes nothing.
+        node.containerd(10, "");
+        let (paths, gaps) = node.resolve(&node.flags());
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(paths.process.map(|p| p.pid), Some(10));
+        assert_eq!(paths.other_containerds[0].pid, 66);
+    }
+
+    #[test]
+    fn root_and_state_by_flag_are_tied_to_the_daemon_by_identity_not_spelling() {
+        let node = Node::new();
+        node.containerd(10, "--root /var/lib/containerd --state /run/containerd");
+        // Another spelling of its state (a symlink, `..`, /var/run).
+        node.kernel.aliases.borrow_mut().insert(
+            PathBuf::from("/var/run/containerd"),
+            PathBuf::from("/run/containerd"),
+        );
+        let (paths, gaps) = node.resolve(&PathFlags {
+            state: Some(PathBuf::from("/var/run/containerd")),
+            root: Some(PathBuf::from("/var/lib/containerd")),
+            ..node.flags()
+        });
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(paths.process.as_ref().map(|p| p.pid), Some(10));
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+
+        // Another containerd's state: read, but never acted on.
+        let (paths, _) = node.resolve(&PathFlags {
+            state: Some(PathBuf::from("/run/other")),
+            ..node.flags()
+        });
+        assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
+        assert!(paths.unproven[0].starts_with("state /run/other is not containerd pid 10's"));
     }
 
     #[test]
@@ -506,7 +979,8 @@ mod tests {
             "/usr/bin/containerd-shim-runc-v2",
             "/usr/bin/containerd-shim-runc-v2 -namespace k8s.io -address /run/x.sock",
         );
-        let (paths, _) = resolve(&node.flags());
+        node.listens(5, DEFAULT_ADDRESS);
+        let (paths, _) = node.resolve(&node.flags());
         assert_eq!(paths.process, None);
         assert_eq!(paths.root.origin, Origin::Default);
     }
@@ -520,14 +994,14 @@ mod tests {
         );
         let own = node.file("own.toml", "version = 3\nstate = \"/own-state\"\n");
         // Without a running containerd, the default config file counts.
-        let (paths, _) = resolve_with(&node.flags(), &default);
+        let (paths, _) = resolve_with(&node.flags(), &default, &node.kernel);
         assert_eq!(paths.root.path, PathBuf::from("/etc-root"));
         assert_eq!(paths.root.origin, Origin::Config);
         assert_eq!(paths.config, Some(default.clone()));
 
         // Started with its own config: the default file is not what it read.
         node.containerd(42, &format!("-c {} --root /own-root", own.display()));
-        let (paths, gaps) = resolve_with(&node.flags(), &default);
+        let (paths, gaps) = resolve_with(&node.flags(), &default, &node.kernel);
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(paths.config, Some(own));
         assert_eq!(paths.root.path, PathBuf::from("/own-root"));
@@ -536,6 +1010,7 @@ mod tests {
         assert_eq!(paths.state.origin, Origin::Config);
         assert_eq!(paths.address.path, PathBuf::from(DEFAULT_ADDRESS));
         assert_eq!(paths.address.origin, Origin::Default);
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
     }
 
     #[test]
@@ -543,7 +1018,7 @@ mod tests {
         let node = Node::new();
         let default = node.file("default.toml", "root = \"/etc-root\"\n");
         node.containerd(42, "");
-        let (paths, _) = resolve_with(&node.flags(), &default);
+        let (paths, _) = resolve_with(&node.flags(), &default, &node.kernel);
         assert_eq!(paths.root.path, PathBuf::from("/etc-root"));
         assert_eq!(paths.root.origin, Origin::Config);
         assert_eq!(paths.process.map(|p| p.pid), Some(42));
@@ -552,11 +1027,17 @@ mod tests {
     /// `resolve_for_gather`'s paths with the daemon found as gather finds
     /// it: in the process table of a procfs walk.
     fn resolve_then_walk(node: &Node, flags: &PathFlags, default: &Path) -> (Paths, Vec<Gap>) {
-        let (mut paths, mut gaps) = resolve_deferring(flags, default);
+        let (mut paths, mut gaps) = resolve_deferring(flags, default, &node.kernel);
         if let Some(lookup) = paths.daemon_lookup.take() {
             fs::write(node.proc_root.path().join("stat"), "btime 1700000000\n").unwrap();
             let scan = crate::sources::procfs::scan(node.proc_root.path(), false, &mut gaps);
-            (paths.process, paths.note) = daemon_among(&lookup, &scan.processes, &mut gaps);
+            daemon_among_with(
+                &lookup,
+                &scan.processes,
+                &mut paths,
+                &mut gaps,
+                &node.kernel,
+            );
         }
         (paths, gaps)
     }
@@ -575,7 +1056,7 @@ mod tests {
         };
         // Not walked for here: the lookup says what choosing it needs.
         node.containerd(10, "-a /run/a.sock --root /ra");
-        let (paths, gaps) = resolve_deferring(&every, &default);
+        let (paths, gaps) = resolve_deferring(&every, &default, &node.kernel);
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!((paths.process, paths.note), (None, None));
         assert_eq!(
@@ -592,7 +1073,7 @@ mod tests {
             root: None,
             ..every.clone()
         };
-        let (paths, _) = resolve_deferring(&partial, &default);
+        let (paths, _) = resolve_deferring(&partial, &default, &node.kernel);
         assert_eq!(paths.daemon_lookup, None);
         assert_eq!(paths.process.map(|p| p.pid), Some(10));
         assert_eq!(paths.root.path, PathBuf::from("/ra"));
@@ -608,22 +1089,33 @@ mod tests {
             "containerd",
         );
         node.containerd(20, "-a /run/b.sock");
-        let eager = resolve_with(&every, &default);
+        let eager = resolve_with(&every, &default, &node.kernel);
         let walked = resolve_then_walk(&node, &every, &default);
         assert_eq!(walked, eager);
         assert_eq!(walked.0.process.as_ref().map(|p| p.pid), Some(10));
+        assert_eq!(
+            walked
+                .0
+                .other_containerds
+                .iter()
+                .map(|o| o.pid)
+                .collect::<Vec<_>>(),
+            [20]
+        );
+        // /r and /s are not the daemon's (/ra and the default state).
+        assert_eq!(walked.0.unproven.len(), 2, "{:?}", walked.0.unproven);
 
-        // Two serve it: none is used, and the note says why.
+        // Its socket taken over by one in a container's namespaces: none
+        // is used, alike in both ways.
         node.containerd(30, "-a /run/a.sock");
-        let eager = resolve_with(&every, &default);
+        node.kernel.contained.borrow_mut().push(30);
+        let eager = resolve_with(&every, &default, &node.kernel);
         let walked = resolve_then_walk(&node, &every, &default);
         assert_eq!(walked, eager);
         assert_eq!(walked.0.process, None);
-        let note = walked.0.note.expect("a note");
-        assert!(
-            note.contains("3 containerd processes run (pids 10, 20, 30)"),
-            "{note}"
-        );
+        assert!(walked.1[0]
+            .error
+            .contains("containerd pid 30, which is not the daemon"));
     }
 
     #[test]
@@ -638,10 +1130,20 @@ mod tests {
             "version = 2\nroot = \"/seen\"\n",
         )
         .unwrap();
-        let (paths, gaps) = resolve(&node.flags());
+        let (paths, gaps) = node.resolve(&node.flags());
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(paths.config, Some(PathBuf::from("/etc/k3s/config.toml")));
         assert_eq!(paths.root.path, PathBuf::from("/seen"));
         assert_eq!(paths.root.origin, Origin::Config);
+    }
+
+    #[test]
+    fn a_fake_procfs_proves_no_daemon_on_the_live_kernel() {
+        // The live kernel: a fake procfs has no namespaces to compare.
+        let node = Node::new();
+        node.containerd(10, "");
+        let (paths, _) = resolve(&node.flags());
+        assert_eq!(paths.process, None);
+        assert!(paths.other_containerds[0].reason.contains("namespaces"));
     }
 }

@@ -17,12 +17,34 @@ const CORRUPT_ID: &str = "222222222222222222222222222222222222222222222222222222
 
 struct Node {
     dir: tempfile::TempDir,
+    /// A procfs where this test process is the containerd nodectl proves
+    /// (see `support::fake_daemon`), when the node has one.
+    daemon: Option<(PathBuf, support::FakeDaemon)>,
 }
 
 impl Node {
+    /// A node with no containerd nodectl could prove: nothing it finds can
+    /// be called all clear, nor acted on.
     fn new() -> Node {
         let dir = support::hand_made_node();
-        Node { dir }
+        Node { dir, daemon: None }
+    }
+
+    /// A node whose containerd is proven: the socket's listener, in the
+    /// host's namespaces, whose own root and state are the node's.
+    fn proven() -> Node {
+        let mut node = Node::new();
+        let proc_root = node.dir.path().join("proc");
+        let d = node.dir.path();
+        let (socket, root, state) = (d.join("containerd.sock"), d.join("root"), d.join("state"));
+        let daemon = support::fake_daemon(
+            &proc_root,
+            &socket,
+            &support::daemon_args(&socket, &root, &state),
+        );
+        fs::write(proc_root.join("meminfo"), "Dirty: 0 kB\nWriteback: 0 kB\n").unwrap();
+        node.daemon = Some((proc_root, daemon));
+        node
     }
 
     fn add_status(&self, id: &str, content: &[u8]) -> PathBuf {
@@ -48,6 +70,9 @@ impl Node {
             .arg(self.dir.path().join("containerd.sock"))
             .arg("--config")
             .arg(self.dir.path().join("config.toml"));
+        if let Some((proc_root, _)) = &self.daemon {
+            command.arg("--proc-root").arg(proc_root);
+        }
         command
     }
 
@@ -112,7 +137,7 @@ fn exited_now_status() -> Vec<u8> {
 
 #[test]
 fn healthy_node_exits_0_and_says_which_paths_it_used() {
-    let node = Node::new();
+    let node = Node::proven();
     node.write_config();
     node.add_status(RUNNING_ID, &exited_now_status());
     let output = node.run(&["zombies", "--settle", "0s"]);
@@ -409,7 +434,8 @@ fn kill_asks_first_and_refuses_what_containerd_cannot_confirm() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("without --yes"));
     assert!(shim.is_running());
 
-    // With --yes, the re-check refuses: only containerd can confirm a leak.
+    // With --yes, the re-check refuses: only containerd can confirm a leak,
+    // and none was proven to serve the socket (here a fake shim's).
     let doc = json(&node.run(&[
         "leaked-shims",
         "--kill",
@@ -421,7 +447,10 @@ fn kill_asks_first_and_refuses_what_containerd_cannot_confirm() {
     ]));
     assert_eq!(doc["actions"][0]["outcome"], "refused", "{doc}");
     let detail = doc["actions"][0]["detail"].as_str().unwrap();
-    assert!(detail.contains("containerd did not answer"), "{detail}");
+    assert!(
+        detail.contains("not acting without a proven containerd"),
+        "{detail}"
+    );
     assert!(shim.is_running(), "a refused shim is left alone");
 }
 
@@ -438,7 +467,8 @@ fn cleanup_needs_root_to_act() {
 }
 
 /// Without containerd's answer nothing is confirmed leaked: the inferred
-/// leaked mount is refused, and no bundle is an orphan.
+/// leaked mount is refused (no containerd is proven to serve the socket,
+/// so nothing is acted on at all), and no bundle is an orphan.
 #[test]
 fn cleanup_refuses_what_containerd_cannot_confirm() {
     if !nix::unistd::geteuid().is_root() {
@@ -485,7 +515,10 @@ fn cleanup_refuses_what_containerd_cannot_confirm() {
     assert_eq!(cleanups[0]["action"], "unmount");
     assert_eq!(cleanups[0]["outcome"], "refused");
     let detail = cleanups[0]["detail"].as_str().unwrap();
-    assert!(detail.contains("containerd did not list"), "{detail}");
+    assert!(
+        detail.contains("not acting without a proven containerd"),
+        "{detail}"
+    );
     assert!(mounted, "the refused mount stays");
     assert!(bundle.is_dir());
 }
@@ -812,10 +845,15 @@ fn npd_mode_is_one_line_with_the_plugin_exit_codes() {
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.contains("zombie"), "{text}");
 
-    let healthy = Node::new();
+    let healthy = Node::proven();
     healthy.write_config();
     let output = healthy.run(&["zombies", "-o", "npd"]);
     assert_eq!(output.status.code(), Some(0), "0 = OK");
+    // The same node with no containerd proven to serve its socket: never OK.
+    let unproven = Node::new();
+    unproven.write_config();
+    let output = unproven.run(&["zombies", "-o", "npd"]);
+    assert_eq!(output.status.code(), Some(2), "2 = Unknown");
 
     let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
         .args([
@@ -917,46 +955,57 @@ fn a_person_waiting_on_a_silent_containerd_is_told_why() {
     );
 }
 
-/// A fake procfs holding one containerd started k3s-style, whose binary is
-/// a script answering `--version`.
+/// A fake procfs holding one containerd started k3s-style (this test process,
+/// listening on its socket), beside a process that calls itself containerd
+/// but runs a script: without path flags, the proven one names the paths,
+/// and neither binary is run (the script would leave a mark).
 #[test]
-fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
+fn with_no_path_flags_the_proven_containerd_names_the_paths_and_nothing_is_run() {
     use std::os::unix::fs::{symlink, PermissionsExt};
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let proc_root = d.join("proc");
-    let pid = proc_root.join("4242");
-    fs::create_dir_all(&pid).unwrap();
     fs::create_dir_all(d.join("bin")).unwrap();
     fs::create_dir_all(d.join("root/io.containerd.grpc.v1.cri/containers")).unwrap();
-    fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
-    let exe = d.join("bin/containerd");
+    let mark = d.join("ran");
+    let script = d.join("bin/containerd");
     fs::write(
-        &exe,
-        "#!/bin/sh\necho 'containerd github.com/containerd/containerd v1.7.20 8fc6bcff51318944179630522a095cc9dbf9f353'\n",
+        &script,
+        format!(
+            "#!/bin/sh\ntouch {}\necho 'containerd github.com/containerd/containerd v1.7.20 8fc6bcff'\n",
+            mark.display()
+        ),
     )
     .unwrap();
-    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
     let config = d.join("config.toml");
     fs::write(
         &config,
         format!("version = 2\nstate = \"{}/state\"\n", d.display()),
     )
     .unwrap();
-    fs::write(pid.join("comm"), "containerd\n").unwrap();
+    let socket = d.join("c.sock");
+    let (config_arg, socket_arg, root_arg) = (
+        config.display().to_string(),
+        socket.display().to_string(),
+        format!("--root={}/root", d.display()),
+    );
+    let daemon = support::fake_daemon(
+        &proc_root,
+        &socket,
+        &["-c", &config_arg, "-a", &socket_arg, &root_arg],
+    );
+    // Another "containerd" claiming the same socket: a script, in argv only.
+    let other = proc_root.join("4242");
+    fs::create_dir_all(&other).unwrap();
+    fs::write(other.join("comm"), "containerd\n").unwrap();
+    fs::write(other.join("stat"), stat_record(4242, "containerd")).unwrap();
     fs::write(
-        pid.join("stat"),
-        "4242 (containerd) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 12 0 100 0 0",
+        other.join("cmdline"),
+        format!("containerd\0-a\0{socket_arg}\0--root\0/elsewhere\0"),
     )
     .unwrap();
-    let argv = format!(
-        "containerd\0-c\0{}\0-a\0{}/c.sock\0--root={}/root\0",
-        config.display(),
-        d.display(),
-        d.display()
-    );
-    fs::write(pid.join("cmdline"), argv).unwrap();
-    symlink(&exe, pid.join("exe")).unwrap();
+    symlink(&script, other.join("exe")).unwrap();
 
     let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
         .args(["shims", "-o", "json", "--proc-root"])
@@ -977,18 +1026,24 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
     );
     assert_eq!(doc["paths"]["state"], at(format!("{d}/state"), "config"));
     assert_eq!(doc["paths"]["config"], format!("{d}/config.toml"));
-    assert_eq!(doc["paths"]["process"]["pid"], 4242);
+    assert_eq!(doc["paths"]["process"]["pid"], daemon.pid);
+    assert_eq!(doc["paths"]["unproven"], serde_json::json!([]), "{doc}");
+    let others = &doc["paths"]["other_containerds"];
+    assert_eq!(others[0]["pid"], 4242, "{doc}");
+    assert!(
+        others[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("its namespaces could not be read"),
+        "{doc}"
+    );
+    // Its binary records no Go build info: the version is unknown, and
+    // neither binary was run to ask.
     assert_eq!(
         doc["containerd"],
-        serde_json::json!({"version": "v1.7.20", "source": "process"})
+        serde_json::json!({"version": null, "source": "unknown"})
     );
-    let advisories: Vec<&str> = doc["advisories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a["id"].as_str().unwrap())
-        .collect();
-    assert!(advisories.contains(&"containerd#10589"), "{advisories:?}");
+    assert!(!mark.exists(), "nodectl ran a binary it found");
 
     let table = Command::new(env!("CARGO_BIN_EXE_nodectl"))
         .args(["shims", "--proc-root"])
@@ -998,18 +1053,21 @@ fn with_no_path_flags_the_running_containerd_names_the_paths_and_the_version() {
     let text = support::unwrapped(&String::from_utf8_lossy(&table.stdout));
     assert!(
         text.starts_with(&format!(
-            "containerd v1.7.20 [process]: root {d}/root [process]"
+            "containerd version unknown: root {d}/root [process]"
         )),
         "{text}"
     );
-    assert!(text.contains("running containerd pid 4242"), "{text}");
-    assert!(text.contains("known bug containerd#10589: "), "{text}");
+    assert!(
+        text.contains(&format!("running containerd pid {}", daemon.pid)),
+        "{text}"
+    );
+    assert!(
+        text.contains("not the daemon: containerd pid 4242"),
+        "{text}"
+    );
+    assert!(!mark.exists(), "nodectl ran a binary it found");
 }
 
-/// With every path given by flag, `check` finds the running containerd in
-/// its own procfs walk (not in one of its own before): still the one
-/// serving `--address`, named in the paths and asked for its version; with
-/// two serving it, none, and the note says why.
 /// A `/proc/<pid>/stat` record as the kernel writes it, for a fake procfs.
 fn stat_record(pid: i32, comm: &str) -> String {
     format!(
@@ -1018,37 +1076,38 @@ fn stat_record(pid: i32, comm: &str) -> String {
     )
 }
 
+/// With every path given by flag, `check` and `zombies` find the running
+/// containerd in their own procfs walk (not in one of their own before):
+/// still the one proven to serve `--address`; a process that only claims
+/// that socket in its argv is named, never used.
 #[test]
-fn check_and_zombies_with_every_path_by_flag_still_name_the_running_containerd() {
-    use std::os::unix::fs::{symlink, PermissionsExt};
+fn check_and_zombies_with_every_path_by_flag_still_name_the_proven_containerd() {
+    use std::os::unix::fs::symlink;
     let node = Node::new();
     node.write_config();
     let d = node.dir.path();
     let proc_root = d.join("proc");
-    fs::create_dir_all(d.join("bin")).unwrap();
-    fs::create_dir_all(&proc_root).unwrap();
-    fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
     fs::write(d.join("mountinfo"), "").unwrap();
-    let exe = d.join("bin/containerd");
-    fs::write(
-        &exe,
-        "#!/bin/sh\necho 'containerd github.com/containerd/containerd v1.7.20 8fc6bcff51318944179630522a095cc9dbf9f353'\n",
-    )
-    .unwrap();
-    fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
-    let socket = d.join("containerd.sock");
-    let daemon = |pid: i32, comm: &str, exe: &Path| {
+    let (socket, root, state) = (d.join("containerd.sock"), d.join("root"), d.join("state"));
+    let daemon = support::fake_daemon(
+        &proc_root,
+        &socket,
+        &support::daemon_args(&socket, &root, &state),
+    );
+    fs::write(proc_root.join("meminfo"), "Dirty: 0 kB\nWriteback: 0 kB\n").unwrap();
+    let claimant = |pid: i32, exe: &Path| {
         let dir = proc_root.join(pid.to_string());
         fs::create_dir_all(&dir).unwrap();
-        fs::write(dir.join("comm"), format!("{comm}\n")).unwrap();
-        fs::write(dir.join("stat"), stat_record(pid, comm)).unwrap();
+        fs::write(dir.join("comm"), "containerd\n").unwrap();
+        fs::write(dir.join("stat"), stat_record(pid, "containerd")).unwrap();
         let argv = format!("containerd\0-a\0{}\0", socket.display());
         fs::write(dir.join("cmdline"), argv).unwrap();
         symlink(exe, dir.join("exe")).unwrap();
     };
-    // An impostor (its binary is no containerd) serving the same socket.
-    daemon(4000, "containerd", Path::new("/bin/sh"));
-    daemon(4242, "containerd", &exe);
+    // An impostor (its binary is no containerd), and a containerd binary
+    // that only claims the socket.
+    claimant(4000, Path::new("/bin/sh"));
+    claimant(4343, &proc_root.join("daemon-bin/containerd"));
     let run = |command: &str| {
         let output = node
             .command(&[command, "-o", "json", "--settle", "0s", "--timeout", "2s"])
@@ -1062,32 +1121,27 @@ fn check_and_zombies_with_every_path_by_flag_still_name_the_running_containerd()
     };
     for command in ["check", "zombies"] {
         let doc = run(command);
-        assert_eq!(doc["paths"]["process"]["pid"], 4242, "{command}: {doc}");
+        assert_eq!(
+            doc["paths"]["process"]["pid"], daemon.pid,
+            "{command}: {doc}"
+        );
         assert_eq!(doc["paths"]["root"]["origin"], "flag");
         assert_eq!(doc["paths"]["note"], Value::Null);
-        assert_eq!(
-            doc["containerd"],
-            serde_json::json!({"version": "v1.7.20", "source": "process"}),
-            "{command}: {doc}"
-        );
-    }
-
-    daemon(4343, "containerd", &exe);
-    for command in ["check", "zombies"] {
-        let doc = run(command);
-        assert_eq!(doc["paths"]["process"], Value::Null, "{command}: {doc}");
-        let note = doc["paths"]["note"].as_str().unwrap_or_default();
-        assert!(
-            note.contains("2 containerd processes run (pids 4242, 4343) and 2 serve"),
-            "{command}: {doc}"
-        );
+        assert_eq!(doc["paths"]["unproven"], serde_json::json!([]), "{doc}");
+        let others: Vec<&Value> = doc["paths"]["other_containerds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| &o["pid"])
+            .collect();
+        assert_eq!(others, [&Value::from(4343)], "{command}: {doc}");
     }
 }
 
 #[test]
 fn zombies_does_not_read_the_mount_table() {
     // No zombie or late exit needs it, and on a big node it is megabytes.
-    let node = Node::new();
+    let node = Node::proven();
     node.write_config();
     node.add_status(RUNNING_ID, &exited_now_status());
     let output = node.run(&[
@@ -1185,6 +1239,13 @@ fn a_shims_unreadable_thread_files_are_one_gap_for_the_process() {
     let readable = proc_with_a_shim(node.dir.path(), |path| {
         fs::write(path, "202 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffd 0x4").unwrap()
     });
+    let d = node.dir.path();
+    let (socket, root, state) = (d.join("containerd.sock"), d.join("root"), d.join("state"));
+    let _daemon = support::fake_daemon(
+        &readable,
+        &socket,
+        &support::daemon_args(&socket, &root, &state),
+    );
     let (code, doc) = run(&node, &readable, false);
     assert_eq!(procfs_gaps(&doc), Vec::<Value>::new(), "{doc}");
     assert_eq!(code, Some(0), "{doc}");

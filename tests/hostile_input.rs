@@ -1338,6 +1338,8 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 address: located("/nonexistent/containerd.sock"),
                 process: None,
                 note: None,
+                other_containerds: Vec::new(),
+                unproven: Vec::new(),
                 snapshotter: None,
                 daemon_lookup: None,
             };

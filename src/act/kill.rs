@@ -118,8 +118,9 @@ fn act(before: &Snapshot, grace: Option<Duration>, regather: impl Fn() -> Snapsh
         return actions;
     }
     let fresh = regather();
+    let proven = crate::act::daemon_proven(before, &fresh);
     for (shim, pidfd) in handles {
-        let verdict = verify(before, &fresh, shim);
+        let verdict = proven.clone().and_then(|()| verify(before, &fresh, shim));
         let mut done = match (verdict, grace) {
             (Err(why), _) => action(shim, Outcome::Refused, &why),
             (Ok(()), None) => action(shim, Outcome::WouldKill, "run with --kill to end it"),
@@ -360,7 +361,7 @@ mod tests {
             .arg("60")
             .spawn()
             .unwrap();
-        (child, leaked_snapshot(0, NOW - 600 * SEC))
+        (child, of_proven_daemon(leaked_snapshot(0, NOW - 600 * SEC)))
     }
 
     fn standing_in(mut s: Snapshot, pid: i32) -> Snapshot {

@@ -22,6 +22,41 @@ pub enum Verdict {
     Refuse(String),
 }
 
+/// Why nothing may be acted on with `fresh`, the snapshot an action
+/// re-judges its targets on, if anything says so: nodectl acts only for a
+/// containerd proven to be the daemon (the host's namespaces, a root-owned
+/// binary, the listener of the socket it asks) whose own root and state it
+/// read, and only if that is still the daemon the scan (`before`) found.
+/// Without that proof, the records that say a mount or a shim is leaked are
+/// whoever's serves the socket, and the files may be another containerd's.
+/// Pure.
+pub fn daemon_proven(before: &Snapshot, fresh: &Snapshot) -> Result<(), String> {
+    let paths = &fresh.paths;
+    if !paths.unproven.is_empty() {
+        return Err(format!(
+            "not acting without a proven containerd: {}",
+            paths.unproven.join("; ")
+        ));
+    }
+    let Some(process) = &paths.process else {
+        return Err(format!(
+            "not acting without a proven containerd: none was proven to serve {}",
+            paths.address.path.display()
+        ));
+    };
+    let then = &before.paths;
+    if then.process.as_ref().map(|p| p.pid) != Some(process.pid)
+        || (&then.root.path, &then.state.path) != (&paths.root.path, &paths.state.path)
+    {
+        return Err(format!(
+            "the containerd serving {} changed since the scan (now pid {}): scan again",
+            paths.address.path.display(),
+            process.pid
+        ));
+    }
+    Ok(())
+}
+
 /// Why `id` (in containerd `namespace`) must be left alone on `fresh`, if
 /// anything says it lives: its mount table unread, containerd not answering
 /// (its records and tasks are the proof that nothing owns the id), a record
@@ -79,6 +114,35 @@ mod tests {
     use super::*;
     use crate::model::fixtures::*;
     use crate::model::{CriView, Gap, TaskStatus, TaskView};
+
+    #[test]
+    fn nothing_is_acted_on_without_the_proven_daemon_the_scan_found() {
+        let before = of_proven_daemon(snapshot());
+        assert_eq!(daemon_proven(&before, &before), Ok(()));
+        // No containerd proven to serve the socket (a relay, nobody).
+        let unserved = snapshot();
+        let why = daemon_proven(&before, &unserved).unwrap_err();
+        assert!(why.contains("none was proven to serve"), "{why}");
+        // Proven, but root or state is another containerd's.
+        let mut elsewhere = before.clone();
+        elsewhere
+            .paths
+            .unproven
+            .push("state /b is not containerd pid 812's (it uses /a)".to_string());
+        let why = daemon_proven(&before, &elsewhere).unwrap_err();
+        assert!(
+            why.contains("state /b is not containerd pid 812's"),
+            "{why}"
+        );
+        // Another daemon since the scan (restarted, or its socket taken).
+        let mut replaced = before.clone();
+        replaced.paths.process.as_mut().unwrap().pid = 900;
+        let why = daemon_proven(&before, &replaced).unwrap_err();
+        assert!(why.contains("changed since the scan"), "{why}");
+        let mut moved = before.clone();
+        moved.paths.state.path = "/run/other".into();
+        assert!(daemon_proven(&before, &moved).is_err());
+    }
 
     #[test]
     fn anything_alive_for_the_id_is_a_reason_to_refuse() {

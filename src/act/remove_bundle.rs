@@ -23,7 +23,7 @@ use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use crate::act::{still_dead, Verdict};
+use crate::act::{daemon_proven, still_dead, Verdict};
 use crate::checks::orphan_bundle;
 use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 
@@ -86,10 +86,15 @@ pub fn run(
         return Vec::new();
     }
     let fresh = regather();
+    let proven = daemon_proven(before, &fresh);
     targets
         .into_iter()
         .map(|(id, dir)| {
-            let (outcome, detail) = match verify(&fresh, &id, &dir, unmounting) {
+            let verdict = match &proven {
+                Err(why) => Verdict::Refuse(why.clone()),
+                Ok(()) => verify(&fresh, &id, &dir, unmounting),
+            };
+            let (outcome, detail) = match verdict {
                 Verdict::Gone(why) => (CleanupOutcome::AlreadyGone, why),
                 Verdict::Refuse(why) => (CleanupOutcome::Refused, why),
                 Verdict::Go if !act => (

@@ -51,10 +51,15 @@ pub fn run(
         return Vec::new();
     }
     let fresh = regather();
+    let proven = crate::act::daemon_proven(before, &fresh);
     targets
         .into_iter()
         .map(|(snapshotter, key)| {
-            let (outcome, detail) = match verify(&fresh, &snapshotter, &key, settings) {
+            let verdict = match &proven {
+                Err(why) => Verdict::Refuse(why.clone()),
+                Ok(()) => verify(&fresh, &snapshotter, &key, settings),
+            };
+            let (outcome, detail) = match verdict {
                 Verdict::Gone(why) => (CleanupOutcome::AlreadyGone, why),
                 Verdict::Refuse(why) => (CleanupOutcome::Refused, why),
                 Verdict::Go if !act => (
@@ -107,7 +112,7 @@ mod tests {
             containers: Some(Vec::new()),
             ..SnapshotterView::default()
         });
-        s
+        of_proven_daemon(s)
     }
 
     fn view(s: &mut Snapshot) -> &mut SnapshotterView {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::mount::{umount2, MntFlags};
 
-use crate::act::{still_dead, Verdict};
+use crate::act::{daemon_proven, still_dead, Verdict};
 use crate::checks::leaked_mount;
 use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 use crate::sources::mountinfo;
@@ -82,13 +82,18 @@ pub fn run(
         return Vec::new();
     }
     let fresh = regather();
+    let proven = daemon_proven(before, &fresh);
     targets
         .into_iter()
         .map(|point| {
             let id = leaked_mount::mount_owner(before, &point)
                 .map(|(_, id, _)| id.to_string())
                 .unwrap_or_default();
-            let (outcome, detail) = match (verify(&fresh, &point), &allowed) {
+            let verdict = match &proven {
+                Err(why) => Verdict::Refuse(why.clone()),
+                Ok(()) => verify(&fresh, &point),
+            };
+            let (outcome, detail) = match (verdict, &allowed) {
                 (Verdict::Gone(why), _) => (CleanupOutcome::AlreadyGone, why),
                 (Verdict::Refuse(why), _) => (CleanupOutcome::Refused, why),
                 (Verdict::Go, Err(why)) => (CleanupOutcome::Refused, why.clone()),
@@ -240,7 +245,7 @@ mod tests {
             id('s')
         )));
         with_records(&mut s, &[]);
-        s
+        of_proven_daemon(s)
     }
 
     #[test]
@@ -301,6 +306,34 @@ mod tests {
             "EIO",
         ));
         assert!(matches!(verify(&fresh, &point), Verdict::Refuse(_)));
+    }
+
+    #[test]
+    fn without_a_proven_daemon_every_mount_is_refused_even_in_the_plan() {
+        let mut before = leaked();
+        before.paths.process = None;
+        before
+            .paths
+            .unproven
+            .push("no proven containerd serves /x.sock: it does not exist".to_string());
+        let done = run(
+            &before,
+            Options::default(),
+            Ok(()),
+            Path::new("/nonexistent"),
+            || before.clone(),
+        );
+        assert_eq!(done.len(), 2);
+        for cleanup in done {
+            assert_eq!(cleanup.outcome, CleanupOutcome::Refused);
+            assert!(
+                cleanup
+                    .detail
+                    .contains("no proven containerd serves /x.sock"),
+                "{}",
+                cleanup.detail
+            );
+        }
     }
 
     #[test]

@@ -29,7 +29,12 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
     findings.extend(orphan_bundle::check(&snapshot));
     checks::sort(&mut findings);
 
-    let regather = || gather(&paths, &options, config_gaps.clone());
+    // The daemon proven again right before acting, not only at the scan
+    // (see `act::daemon_proven`).
+    let regather = || {
+        let (paths, gaps) = paths::resolve(&global.path_flags());
+        gather(&paths, &options, gaps)
+    };
     let mut cleanups = Vec::new();
     if args.unmount || args.remove_bundles {
         super::pause_for_tests();

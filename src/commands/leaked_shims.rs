@@ -24,7 +24,12 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> anyhow::Result<Report
     let mut findings = leaked_shim::check(&snapshot);
     checks::sort(&mut findings);
 
-    let regather = || gather(&paths, &options, config_gaps.clone());
+    // The daemon proven again right before acting, not only at the scan
+    // (see `act::daemon_proven`).
+    let regather = || {
+        let (paths, gaps) = paths::resolve(&global.path_flags());
+        gather(&paths, &options, gaps)
+    };
     let actions = if findings.is_empty() {
         Vec::new()
     } else if !args.kill {

@@ -33,7 +33,12 @@ pub fn run(global: &GlobalArgs, args: &LeakedSnapshotsArgs) -> anyhow::Result<Re
     let mut cleanups = Vec::new();
     if args.remove {
         super::pause_for_tests();
-        let regather = || gather(&paths, &options, config_gaps.clone());
+        // The daemon proven again right before acting, not only at the scan
+        // (see `act::daemon_proven`).
+        let regather = || {
+            let (paths, gaps) = paths::resolve(&global.path_flags());
+            gather(&paths, &options, gaps)
+        };
         let (address, namespace) = (&paths.address.path, &global.namespace);
         let remove = |snapshotter: &str, key: &str| {
             let runtime = tokio::runtime::Builder::new_current_thread()

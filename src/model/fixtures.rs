@@ -25,10 +25,23 @@ pub fn snapshot() -> Snapshot {
         address: at(ADDRESS),
         process: None,
         note: None,
+        other_containerds: Vec::new(),
+        unproven: Vec::new(),
         snapshotter: None,
         daemon_lookup: None,
     };
     Snapshot::empty(NOW, paths, "k8s.io".to_string())
+}
+
+/// `s` as the scan of a containerd proven to be the daemon (pid 812, its
+/// own root and state): what an action needs before it acts at all.
+pub fn of_proven_daemon(mut s: Snapshot) -> Snapshot {
+    s.paths.process = Some(crate::model::ContainerdProcess {
+        pid: 812,
+        exe: PathBuf::from("/usr/bin/containerd"),
+        ..Default::default()
+    });
+    s
 }
 
 /// The gap of a look whose procfs did not answer (by the deadline, or at all).

@@ -33,7 +33,7 @@ pub use names::{
     name_labels, PodRef, CONTAINER_NAME_LABEL, KIND_LABEL, POD_NAMESPACE_LABEL, POD_NAME_LABEL,
 };
 pub use node::NodeContext;
-pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, Paths};
+pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths};
 pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
 pub use shims::ShimRow;
 pub use snapshot::*;

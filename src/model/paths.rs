@@ -52,6 +52,16 @@ pub struct Paths {
     /// The snapshotter CRI uses for images, when the config names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshotter: Option<String>,
+    /// Every other process called containerd (by `comm` and executable),
+    /// and why it is not the daemon: it supplied no path, version or
+    /// namespace reference.
+    #[serde(default)]
+    pub other_containerds: Vec<OtherContainerd>,
+    /// Why what nodectl reads cannot be tied to the daemon it talks to: no
+    /// proven containerd serves the socket, or root or state is not that
+    /// daemon's. Any reason here makes every action refuse (`act`).
+    #[serde(default)]
+    pub unproven: Vec<String>,
     /// Set when the running containerd is still to be found (and `process`
     /// and `note` still to be filled): every path it could have decided was
     /// given by flag, so gather finds it among the processes its own procfs
@@ -96,7 +106,20 @@ impl Paths {
     }
 }
 
-/// A running containerd daemon and the paths its command line sets.
+/// A process called containerd that is not the daemon nodectl talks to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtherContainerd {
+    pub pid: i32,
+    /// Its `/proc/<pid>/exe` link, as the kernel spells it.
+    #[serde(with = "crate::model::path_json")]
+    pub exe: PathBuf,
+    /// Why it is not the daemon (not in the host's namespaces, a binary not
+    /// owned by root, serving another socket, ...).
+    pub reason: String,
+}
+
+/// A running containerd daemon and the paths its command line sets: the
+/// one proven to serve the socket nodectl talks to (see `crate::paths`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerdProcess {
     pub pid: i32,

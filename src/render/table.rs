@@ -82,6 +82,18 @@ pub fn render_with(report: &Report, layout: Layout, out: &mut dyn Write) -> io::
     if let Some(note) = &paths.note {
         text(out, &format!("note: {}", shown(note)), "")?;
     }
+    for other in &paths.other_containerds {
+        let line = format!(
+            "not the daemon: containerd pid {} ({}): {}",
+            other.pid,
+            inert_path(&other.exe),
+            shown(&other.reason)
+        );
+        text(out, &line, "")?;
+    }
+    for reason in &paths.unproven {
+        text(out, &format!("cannot act: {}", shown(reason)), "")?;
+    }
     for advisory in &report.advisories {
         let line = format!(
             "known bug {}: {}; {}",

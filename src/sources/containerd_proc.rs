@@ -1,5 +1,6 @@
-//! The running containerd: which process it is, the paths its command line
-//! names, and its version when the API cannot say.
+//! The processes that call themselves containerd, and the paths each one's
+//! command line names (which of them is the daemon: `crate::paths`, on the
+//! kernel's facts of `daemon_proof`).
 //!
 //! A node's files say how containerd *would* start; the running process says
 //! how it *did* (k3s, rke2 and microk8s pass `-c`, `-a`, `--root`, `--state`
@@ -8,28 +9,19 @@
 use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::fs::{self, File};
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{mpsc, Mutex};
-use std::time::{Duration, Instant};
 
-use crate::model::{ContainerdProcess, ContainerdVersion, Gap, ProcessInfo, VersionSource};
+use crate::model::{ContainerdProcess, Gap, ProcessInfo};
 use crate::sources::procfs::Unread;
 use crate::sources::{numbered, open_dir, read_proc, read_proc_record_at, read_proc_string};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
 const NAME: &str = "containerd";
-/// `<exe> --version` is a Go binary printing one line; past this it is stuck.
-const VERSION_TIMEOUT: Duration = Duration::from_secs(2);
 /// `comm` is 16 bytes, `stat` under 1 KiB: more is a fake `--proc-root`'s.
 const SMALL_LIMIT: u64 = 64 * 1024;
 /// containerd's command line is a few flags; a longer one is not read.
 const CMDLINE_LIMIT: u64 = 1024 * 1024;
-/// Its answer is one line; anything longer is not it.
-const VERSION_OUTPUT_LIMIT: u64 = 4096;
 
 /// The daemon's global flags that take a value (containerd's
 /// cmd/containerd/command/main.go); anything else that is not a flag is a
@@ -216,134 +208,6 @@ pub fn parse_args(argv: &[String]) -> Option<ContainerdProcess> {
     Some(process)
 }
 
-/// The containerd version: the API's answer if it gave one, else what the
-/// running daemon's binary says (`binary`, asked only then), else unknown.
-pub fn identify(api: Option<&str>, binary: impl FnOnce() -> Option<String>) -> ContainerdVersion {
-    let known = |version: String, source| ContainerdVersion {
-        version: Some(version),
-        source,
-    };
-    if let Some(version) = api.filter(|v| !v.trim().is_empty()) {
-        return known(version.trim().to_string(), VersionSource::Api);
-    }
-    match binary() {
-        Some(version) => known(version, VersionSource::Process),
-        None => ContainerdVersion::default(),
-    }
-}
-
-/// [`version`] on a thread of its own, started beside the API calls so that
-/// waiting for it fits their deadline: when containerd is frozen, its
-/// binary's answer is the only one, and `check` must still answer within
-/// `--timeout` + 1 s.
-pub fn version_in_background(proc_root: &Path, pid: i32) -> mpsc::Receiver<Option<String>> {
-    let (sender, receiver) = mpsc::channel();
-    let proc_root = proc_root.to_path_buf();
-    std::thread::spawn(move || {
-        let _ = sender.send(version(&proc_root, pid));
-    });
-    receiver
-}
-
-/// The version the running containerd's own binary reports, by running
-/// `<proc_root>/<pid>/exe --version`: that link reaches the binary the
-/// daemon runs even when it was replaced on disk since. Only a regular file
-/// owned by root or by us, writable by no one else, is run: nodectl runs as
-/// root and must not run what another user could have put there.
-/// Bounded by [`VERSION_TIMEOUT`], killed after; asked once per process.
-pub fn version(proc_root: &Path, pid: i32) -> Option<String> {
-    static ASKED: Mutex<Option<(PathBuf, i32, Option<String>)>> = Mutex::new(None);
-    let mut asked = ASKED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((root, asked_pid, answer)) = asked.as_ref() {
-        if root == proc_root && *asked_pid == pid {
-            return answer.clone();
-        }
-    }
-    let exe = proc_root.join(pid.to_string()).join("exe");
-    let answer = trusted(&exe)
-        .then(|| run_version(&exe, VERSION_TIMEOUT))
-        .flatten()
-        .and_then(|out| parse_version(&out));
-    *asked = Some((proc_root.to_path_buf(), pid, answer.clone()));
-    answer
-}
-
-fn trusted(exe: &Path) -> bool {
-    let Ok(meta) = fs::metadata(exe) else {
-        return false;
-    };
-    let me = nix::unistd::geteuid().as_raw();
-    meta.is_file() && (meta.uid() == 0 || meta.uid() == me) && meta.mode() & 0o022 == 0
-}
-
-/// Runs `exe --version` with nothing inherited (no stdin, no environment)
-/// and returns what it printed, or `None` if it failed or outlived `limit`.
-pub(crate) fn run_version(exe: &Path, limit: Duration) -> Option<String> {
-    let mut child = Command::new(exe)
-        .arg("--version")
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + limit;
-    // try_wait keeps the child unreaped until it is seen to exit, so the
-    // kill below can never hit a reused pid.
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            _ => break None,
-        }
-    };
-    let Some(status) = status else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return None;
-    };
-    let stdout = child.stdout.take()?;
-    if !status.success() {
-        return None;
-    }
-    // The child has exited; a grandchild could still hold the pipe open, so
-    // read only what is already there.
-    set_nonblocking(&stdout);
-    let mut out = Vec::new();
-    let _ = File::from(std::os::fd::OwnedFd::from(stdout))
-        .take(VERSION_OUTPUT_LIMIT)
-        .read_to_end(&mut out);
-    Some(String::from_utf8_lossy(&out).into_owned())
-}
-
-fn set_nonblocking(fd: &impl std::os::fd::AsFd) {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    if let Ok(flags) = fcntl(fd, FcntlArg::F_GETFL) {
-        let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
-        let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
-    }
-}
-
-/// The version in `containerd --version`'s line: `containerd <package>
-/// <version> <revision>`, e.g. `containerd github.com/containerd/containerd
-/// v1.7.34 <commit>` (upstream), `containerd containerd.io 1.7.27 <commit>`
-/// (Docker's packages), `containerd github.com/containerd/containerd
-/// 1.6.20~ds1 1.6.20~ds1-1` (Debian).
-pub fn parse_version(output: &str) -> Option<String> {
-    let line = output.lines().find(|l| !l.trim().is_empty())?;
-    let mut words = line.split_whitespace();
-    if words.next()? != NAME {
-        return None;
-    }
-    let _package = words.next()?;
-    let version = words.next()?;
-    // A version starts with a digit, after an optional `v`.
-    version
-        .trim_start_matches('v')
-        .starts_with(|c: char| c.is_ascii_digit())
-        .then(|| version.to_string())
-}
-
 /// A fake `/proc/<pid>` of a process, for tests: comm, stat (whole, as
 /// procfs's parser takes it), cmdline and an `exe` link.
 #[cfg(test)]
@@ -368,7 +232,7 @@ pub(crate) fn fake_process(proc_root: &Path, pid: i32, comm: &str, exe: &str, ar
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::{symlink, PermissionsExt};
+    use std::os::unix::fs::symlink;
 
     fn argv(line: &str) -> Vec<String> {
         line.split_whitespace().map(str::to_string).collect()
@@ -533,122 +397,5 @@ mod tests {
         let found = find(root, &mut Vec::new());
         assert_eq!(found[0].config, Some(PathBuf::from("/srv/k/etc/c.toml")));
         assert_eq!(found[0].state, Some(PathBuf::from("/s")));
-    }
-
-    #[test]
-    fn version_lines_of_every_known_build_are_read() {
-        for (line, version) in [
-            (
-                "containerd github.com/containerd/containerd v1.7.34 05044ec0a9a75232cad458027ca83437aae3f4da\n",
-                "v1.7.34",
-            ),
-            (
-                "containerd github.com/containerd/containerd/v2 v2.3.4 1a2b3c\n",
-                "v2.3.4",
-            ),
-            ("containerd containerd.io 1.7.27 05044ec0a9a7\n", "1.7.27"),
-            (
-                "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1\n",
-                "1.6.20~ds1",
-            ),
-        ] {
-            assert_eq!(parse_version(line).as_deref(), Some(version), "{line}");
-        }
-        for junk in [
-            "",
-            "Usage: containerd",
-            "containerd github.com/x",
-            "runc version 1.1.12",
-        ] {
-            assert_eq!(parse_version(junk), None, "{junk}");
-        }
-    }
-
-    fn script(dir: &Path, body: &str) -> PathBuf {
-        let path = dir.join("fake-containerd");
-        fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
-        path
-    }
-
-    #[test]
-    fn the_version_run_is_bounded_and_killed() {
-        let dir = tempfile::tempdir().unwrap();
-        let exe = script(dir.path(), "echo \"containerd containerd.io 1.7.27 abc\"");
-        let out = run_version(&exe, Duration::from_secs(2)).unwrap();
-        assert_eq!(parse_version(&out).as_deref(), Some("1.7.27"));
-
-        let hang = script(dir.path(), "exec /bin/sleep 30");
-        let started = Instant::now();
-        assert_eq!(run_version(&hang, Duration::from_millis(200)), None);
-        assert!(started.elapsed() < Duration::from_secs(5));
-
-        let fails = script(dir.path(), "echo containerd x 1.0.0; exit 1");
-        assert_eq!(run_version(&fails, Duration::from_secs(2)), None);
-    }
-
-    #[test]
-    fn a_binary_others_can_write_is_not_run() {
-        let proc_root = tempfile::tempdir().unwrap();
-        let bin = tempfile::tempdir().unwrap();
-        let exe = script(bin.path(), "echo \"containerd containerd.io 9.9.9 abc\"");
-        fake_process(
-            proc_root.path(),
-            5,
-            "containerd",
-            exe.to_str().unwrap(),
-            "containerd",
-        );
-        assert_eq!(version(proc_root.path(), 5).as_deref(), Some("9.9.9"));
-
-        let proc_root = tempfile::tempdir().unwrap();
-        fs::set_permissions(&exe, fs::Permissions::from_mode(0o777)).unwrap();
-        fake_process(
-            proc_root.path(),
-            5,
-            "containerd",
-            exe.to_str().unwrap(),
-            "containerd",
-        );
-        assert_eq!(version(proc_root.path(), 5), None);
-    }
-
-    #[test]
-    fn the_apis_answer_comes_first_then_the_binarys_then_unknown() {
-        let proc_root = tempfile::tempdir().unwrap();
-        let bin = tempfile::tempdir().unwrap();
-        let exe = script(bin.path(), "echo \"containerd containerd.io 1.7.27 abc\"");
-        fake_process(
-            proc_root.path(),
-            9,
-            "containerd",
-            exe.to_str().unwrap(),
-            "containerd",
-        );
-        let process = ContainerdProcess {
-            pid: 9,
-            ..ContainerdProcess::default()
-        };
-        let at = |api, process: Option<&ContainerdProcess>| {
-            identify(api, || version(proc_root.path(), process?.pid))
-        };
-        let version = |v: &str, source| ContainerdVersion {
-            version: Some(v.to_string()),
-            source,
-        };
-        assert_eq!(
-            at(Some("v2.0.3"), Some(&process)),
-            version("v2.0.3", VersionSource::Api)
-        );
-        assert_eq!(
-            at(Some(""), Some(&process)),
-            version("1.7.27", VersionSource::Process)
-        );
-        assert_eq!(
-            at(None, Some(&process)),
-            version("1.7.27", VersionSource::Process)
-        );
-        assert_eq!(at(None, None), ContainerdVersion::default());
-        assert_eq!(ContainerdVersion::default().source, VersionSource::Unknown);
     }
 }

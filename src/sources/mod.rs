@@ -8,6 +8,8 @@ pub mod containerd_proc;
 pub mod containerd_snapshots;
 pub mod cri_api;
 pub mod cri_store;
+pub mod daemon_proof;
+pub mod daemon_version;
 pub mod mountinfo;
 pub mod node;
 pub mod procfs;

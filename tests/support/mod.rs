@@ -17,6 +17,7 @@
 #![allow(dead_code, unused_imports)]
 
 mod cri;
+mod fake_daemon;
 mod image;
 mod line;
 mod orphan_shim;
@@ -32,6 +33,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub use cri::Pod;
+pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use orphan_shim::OrphanShim;
