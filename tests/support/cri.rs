@@ -47,6 +47,14 @@ pub(crate) async fn connect(address: &Path, limit: Duration) -> Result<Channel, 
     }
 }
 
+/// CRI's Version over the socket at `address`, however it is spelled or
+/// relayed: `<runtime name> <runtime version>`, e.g. `containerd v2.3.4`.
+pub async fn runtime_version(address: &Path) -> Result<String, String> {
+    let mut cri = RuntimeServiceClient::new(connect(address, CRI_READ).await?);
+    let reply = bounded("Version", CRI_READ, cri.version(VersionRequest::default())).await?;
+    Ok(format!("{} {}", reply.runtime_name, reply.runtime_version))
+}
+
 /// A bounded CRI call: the reply, or why there is none.
 async fn bounded<T>(
     name: &str,
@@ -274,6 +282,18 @@ impl TestBed {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         false
+    }
+
+    /// One StopPodSandbox, as the kubelet sends it when a pod is deleted:
+    /// Ok once CRI stopped every container of the pod and the sandbox.
+    pub async fn stop_pod(&self, sandbox_id: &str) -> Result<(), String> {
+        let mut cri = RuntimeServiceClient::new(connect(self.address(), CRI_READ).await?);
+        let stop = StopPodSandboxRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+        };
+        bounded("StopPodSandbox", CRI_CALL, cri.stop_pod_sandbox(stop))
+            .await
+            .map(drop)
     }
 
     /// StopPodSandbox + RemovePodSandbox, retried until CRI no longer lists

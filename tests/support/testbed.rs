@@ -447,6 +447,14 @@ impl TestBed {
     /// Stops containerd (SIGTERM, as a service manager would; shims live on)
     /// and starts it again on the same config, waiting until CRI answers.
     pub async fn restart_containerd(&mut self) {
+        self.stop_containerd();
+        self.start_containerd().await;
+    }
+
+    /// Stops containerd (SIGTERM, as a service manager would; shims live
+    /// on), killing it after 30 s, and removes its socket: nothing serves
+    /// [`TestBed::address`] until [`TestBed::start_containerd`].
+    pub fn stop_containerd(&mut self) {
         let pid = nix::unistd::Pid::from_raw(self.containerd_pid());
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -459,6 +467,11 @@ impl TestBed {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = fs::remove_file(&self.address);
+    }
+
+    /// Starts containerd again on the same config after
+    /// [`TestBed::stop_containerd`], waiting until CRI answers.
+    pub async fn start_containerd(&mut self) {
         self.containerd = self.must(spawn_containerd(&self.release, &self.config, &self.log));
         let ready = self.wait_cri_ready(Duration::from_secs(60)).await;
         self.must(ready);
