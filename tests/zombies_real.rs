@@ -74,14 +74,20 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(output.status.code(), Some(1), "findings exit with 1");
-    // Every report names the containerd it judged.
+    // Every report names the containerd it judged: `zombies` asks no API,
+    // so the version is the one its binary records (read, never run):
+    // upstream's releases record it, Debian's 1.6.20 does not.
     let doc = support::report(&output);
-    let version = doc["containerd"]["version"].as_str().unwrap_or_default();
-    assert!(
-        version.contains(bed.containerd_version()),
-        "{}",
-        doc["containerd"]
-    );
+    if bed.line() == support::Line::V1_6 {
+        assert_eq!(doc["containerd"]["source"], "unknown", "{}", doc["containerd"]);
+    } else {
+        let version = doc["containerd"]["version"].as_str().unwrap_or_default();
+        assert!(
+            version.contains(bed.containerd_version()),
+            "{}",
+            doc["containerd"]
+        );
+    }
     let found = findings(&output);
     assert_eq!(
         kinds_and_ids(&found),
