@@ -165,6 +165,7 @@ pub fn bundle(container: &str, sandbox: &str, name: &str) -> Bundle {
             "/run/containerd/io.containerd.runtime.v2.task/k8s.io/{container}"
         )),
         annotations,
+        spec_error: None,
         shim_pid: None,
         shim_socket: None,
     }
