@@ -181,7 +181,7 @@ fn no_shim_serves(fresh: &Snapshot, namespace: &str, id: &str, kind: IdKind) -> 
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CriView, Gap, Shim, TaskStatus, TaskView, RUNC_GROUP_ANNOTATION};
+    use crate::model::{CriView, Gap, TaskStatus, TaskView, RUNC_GROUP_ANNOTATION};
 
     /// containerd answers and knows none of them; app container `a` of pod
     /// `s` has its bundle (its spec read), and so has the pod's sandbox.
@@ -192,16 +192,6 @@ mod tests {
             s.bundles.insert(task.clone(), bundle(&task, &pod, "app"));
         }
         s
-    }
-
-    /// A live process for each shim, as procfs shows one.
-    fn with_shim(s: &mut Snapshot, shim: Shim) {
-        let process = ProcessInfo {
-            comm: SHIM_PREFIX.to_string(),
-            ..process(shim.pid, 'S', NOW - 60 * SEC)
-        };
-        s.processes.insert(shim.pid, process);
-        s.shims.push(shim);
     }
 
     fn refusal(s: &Snapshot, id: &str, kind: IdKind) -> String {
@@ -216,12 +206,12 @@ mod tests {
         let mut other = bundle(&id('t'), &id('t'), "app");
         other.path.set_file_name(id('t'));
         s.bundles.insert(id('t'), other);
-        with_shim(&mut s, shim(71, &id('t'), ADDRESS, &[]));
+        with_live_shim(&mut s, shim(71, &id('t'), ADDRESS, &[]));
         assert_eq!(still_dead(&s, "k8s.io", &id('a'), IdKind::Task), Ok(()));
 
         // The pod's shim, started with `-id <sandbox>`, of any containerd.
         let mut t = s.clone();
-        with_shim(
+        with_live_shim(
             &mut t,
             shim(72, &id('s'), "/elsewhere/containerd.sock", &[]),
         );
@@ -258,11 +248,11 @@ mod tests {
         // Another namespace's shim serves only that one.
         let mut elsewhere = shim(73, &id('m'), ADDRESS, &[]);
         elsewhere.namespace = Some("moby".to_string());
-        with_shim(&mut s, elsewhere);
+        with_live_shim(&mut s, elsewhere);
         assert_eq!(still_dead(&s, "k8s.io", &id('a'), IdKind::Task), Ok(()));
 
         let mut t = s.clone();
-        with_shim(&mut t, shim(74, &id('u'), ADDRESS, &[]));
+        with_live_shim(&mut t, shim(74, &id('u'), ADDRESS, &[]));
         let err = refusal(&t, &id('a'), IdKind::Task);
         assert!(
             err.contains("its pod is unknown (its spec: No such file")
@@ -276,7 +266,7 @@ mod tests {
         assert_eq!(err, Ok(()), "no shim of namespace other lives");
         let mut untagged = shim(75, &id('v'), ADDRESS, &[]);
         untagged.namespace = None;
-        with_shim(&mut t, untagged);
+        with_live_shim(&mut t, untagged);
         let err = still_dead(&t, "other", &id('a'), IdKind::Task).unwrap_err();
         assert!(
             err.contains("no bundle of it was read") && err.contains("pid 75"),
@@ -288,7 +278,7 @@ mod tests {
         let mut t = pod_of_a();
         t.bundles.insert(id('w'), bundle(&id('w'), &id('w'), "app"));
         t.bundles.get_mut(&id('w')).unwrap().spec_error = spec_lost;
-        with_shim(&mut t, shim(76, &id('w'), ADDRESS, &[]));
+        with_live_shim(&mut t, shim(76, &id('w'), ADDRESS, &[]));
         let err = refusal(&t, &id('a'), IdKind::Task);
         assert!(
             err.contains("shim pid 76") && err.contains("own spec"),
@@ -309,7 +299,7 @@ mod tests {
 
         // A shim by its comm whose command line was not read.
         let mut t = s.clone();
-        with_shim(&mut t, shim(81, &id('t'), ADDRESS, &[]));
+        with_live_shim(&mut t, shim(81, &id('t'), ADDRESS, &[]));
         t.shims.clear();
         let err = refusal(&t, &id('a'), IdKind::Task);
         assert!(err.contains("shim pid 81 could not be read"), "{err}");
@@ -318,7 +308,7 @@ mod tests {
         let mut t = s.clone();
         let mut anonymous = shim(82, &id('t'), ADDRESS, &[]);
         anonymous.id = None;
-        with_shim(&mut t, anonymous);
+        with_live_shim(&mut t, anonymous);
         let err = refusal(&t, &id('a'), IdKind::Task);
         assert!(err.contains("shim pid 82 has no -id"), "{err}");
     }

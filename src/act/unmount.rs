@@ -294,14 +294,6 @@ mod tests {
         assert!(matches!(verify(&fresh, &point), Verdict::Refuse(w) if w.contains("did not")));
     }
 
-    /// A live process for `shim`, as procfs shows one.
-    fn with_shim(s: &mut Snapshot, shim: crate::model::Shim) {
-        let mut process = process(shim.pid, 'S', NOW - 60 * SEC);
-        process.comm = "containerd-shim".to_string();
-        s.processes.insert(shim.pid, process);
-        s.shims.push(shim);
-    }
-
     #[test]
     fn an_app_containers_rootfs_is_refused_while_its_pods_shim_lives() {
         let mut fresh = leaked();
@@ -310,11 +302,11 @@ mod tests {
             .bundles
             .insert(id('a'), bundle(&id('a'), &id('p'), "app"));
         // Another pod's shim: not this container's.
-        with_shim(&mut fresh, shim(70, &id('q'), ADDRESS, &[]));
+        with_live_shim(&mut fresh, shim(70, &id('q'), ADDRESS, &[]));
         assert_eq!(verify(&fresh, &point), Verdict::Go);
         // The grouped shim of its pod, started with the sandbox's id (here
         // another containerd's, whose API nodectl did not ask).
-        with_shim(
+        with_live_shim(
             &mut fresh,
             shim(71, &id('p'), "/run/b/containerd.sock", &[]),
         );
@@ -336,14 +328,14 @@ mod tests {
         fresh.mounts.push(mount(&volume.to_string_lossy()));
         // No bundle names sandbox `c` or `s`; a live shim of another pod
         // does not serve them (their ids are their pods').
-        with_shim(&mut fresh, shim(70, &id('q'), ADDRESS, &[]));
+        with_live_shim(&mut fresh, shim(70, &id('q'), ADDRESS, &[]));
         let shm = targets(&fresh)
             .into_iter()
             .find(|p| p.ends_with("shm"))
             .unwrap();
         assert_eq!(verify(&fresh, &volume), Verdict::Go);
         assert_eq!(verify(&fresh, &shm), Verdict::Go);
-        with_shim(&mut fresh, shim(71, &id('c'), ADDRESS, &[]));
+        with_live_shim(&mut fresh, shim(71, &id('c'), ADDRESS, &[]));
         let verdict = verify(&fresh, &volume);
         assert!(
             matches!(&verdict, Verdict::Refuse(w) if w.contains("shim for it is alive (pid 71")),

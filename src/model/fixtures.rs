@@ -194,6 +194,16 @@ pub fn shim(pid: i32, sandbox: &str, address: &str, syscalls: &[&str]) -> Shim {
     }
 }
 
+/// `shim`, with its process as procfs shows a live shim.
+pub fn with_live_shim(s: &mut Snapshot, shim: Shim) {
+    let process = ProcessInfo {
+        comm: "containerd-shim".to_string(),
+        ..process(shim.pid, 'S', NOW - 60 * SEC)
+    };
+    s.processes.insert(shim.pid, process);
+    s.shims.push(shim);
+}
+
 pub(crate) const NS: NamespaceIds = NamespaceIds {
     user: 1,
     pid: 2,
