@@ -10,9 +10,12 @@
 
 use std::borrow::Cow;
 
+use unicode_general_category::{get_general_category, GeneralCategory};
+
 /// Shows `s` with every character a terminal could act on escaped: C0
-/// controls (newline and tab too: a cell value is one line), DEL, C1 and
-/// the bidirectional controls as `\x1b` or `\u{202e}`.
+/// controls (newline and tab too: a cell value is one line), DEL, C1, the
+/// bidirectional and other format characters and the line and paragraph
+/// separators, as `\x1b` or `\u{202e}` (see [`dangerous`]).
 pub fn inert(s: &str) -> Cow<'_, str> {
     if !s.chars().any(dangerous) {
         return Cow::Borrowed(s);
@@ -55,12 +58,23 @@ fn push(out: &mut String, c: char) {
     }
 }
 
+/// Whether a terminal, a log viewer or a reader could be fooled by `c`:
+/// controls (C0, DEL, C1 with NEL), format characters (the bidirectional
+/// controls of UAX #9, the "Trojan Source" set; zero-width characters, tag
+/// characters, soft hyphen) and U+2028/U+2029, which many viewers and JSON
+/// consumers take for a new line. By Unicode's general categories, so a
+/// character a later Unicode adds to them is escaped too.
 fn dangerous(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
-        // Bidirectional controls: ALM, LRM, RLM, embeddings and overrides,
-        // isolates (Unicode UAX #9; the "Trojan Source" set).
-        | '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    matches!(
+        get_general_category(c),
+        GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+    )
 }
 
 /// The most bytes of one node string any output carries (JSON, Prometheus,
@@ -134,6 +148,16 @@ mod tests {
         assert_eq!(inert("x\u{202e}gpj.exe"), "x\\u{202e}gpj.exe");
         assert_eq!(inert("\u{2066}\u{2069}"), "\\u{2066}\\u{2069}");
         assert_eq!(inert("\u{9b}31m\u{7f}"), "\\u{9b}31m\\x7f", "C1 CSI, DEL");
+        assert_eq!(
+            inert("a\u{2028}b\u{2029}c\u{85}d"),
+            "a\\u{2028}b\\u{2029}c\\u{85}d",
+            "line and paragraph separators, NEL"
+        );
+        assert_eq!(
+            inert("p\u{200b}\u{ad}\u{feff}\u{e0041}q"),
+            "p\\u{200b}\\u{ad}\\u{feff}\\u{e0041}q",
+            "zero width, soft hyphen, BOM, tag"
+        );
         assert_eq!(inert_bytes(b"a\xffb\x1b"), "a\\xffb\\x1b");
         assert!(matches!(inert("k8s.io/web-0 ✓"), Cow::Borrowed(_)));
     }

@@ -329,6 +329,7 @@ fn bundle_specs_and_small_files_read_as_written_and_anything_else_is_a_gap() {
         prop_oneof![
             nasty_text(4).prop_map(|k| format!("io.kubernetes.cri.{k}")),
             nasty_text(4),
+            Just(nodectl::model::RUNC_GROUP_ANNOTATION.to_string()),
         ],
         prop_oneof![
             nasty_text(12).prop_map(serde_json::Value::String),
@@ -381,7 +382,10 @@ fn bundle_specs_and_small_files_read_as_written_and_anything_else_is_a_gap() {
             let expected: Option<BTreeMap<String, String>> = match annotations {
                 Some(a) if a.values().all(|v| v.is_string()) => Some(
                     a.into_iter()
-                        .filter(|(k, _)| k.starts_with("io.kubernetes.cri."))
+                        .filter(|(k, _)| {
+                            k.starts_with("io.kubernetes.cri.")
+                                || k == nodectl::model::RUNC_GROUP_ANNOTATION
+                        })
                         .map(|(k, v)| (k, v.as_str().unwrap().to_string()))
                         .collect(),
                 ),
@@ -391,11 +395,13 @@ fn bundle_specs_and_small_files_read_as_written_and_anything_else_is_a_gap() {
                 Some(expected) => {
                     prop_assert!(gaps.is_empty(), "{:?}", gaps);
                     prop_assert_eq!(&read.annotations, &expected);
+                    prop_assert_eq!(&read.spec_error, &None);
                 }
                 // Not a spec nodectl can read (null or numbers as annotation
                 // values, or not JSON): a gap naming the file, no annotations.
                 None if parsed_spec.is_none() || annotations_not_strings(&parsed_spec) => {
-                    prop_assert!(read.annotations.is_empty());
+                    // Unknown, not absent: its shim group cannot be told.
+                    prop_assert!(read.annotations.is_empty() && read.spec_error.is_some());
                     prop_assert!(
                         gaps.len() == 1 && names_file(&gaps[0], &path.join("config.json")),
                         "{:?}",

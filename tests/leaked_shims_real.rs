@@ -441,6 +441,9 @@ fn is_mount_point(path: &std::path::Path) -> bool {
     support::mounts_below(path).iter().any(|m| m == path)
 }
 
+/// A task's spec with no annotation: runc's shim groups it under its own id.
+const SPEC_OF_NO_POD: &str = r#"{"ociVersion":"1.0.2","annotations":{}}"#;
+
 /// A rootfs left mounted for a task containerd does not know is flagged
 /// (the live pod's are not); `--unmount --remove-bundles` plans without
 /// `--yes`, refuses what came back to life between its scan and its action
@@ -466,6 +469,12 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
     // A second orphan bundle, nothing mounted in it.
     let bare = "e".repeat(64);
     std::fs::create_dir_all(bundles.join(&bare).join("rootfs")).unwrap();
+    // Each with the spec a leaked bundle keeps (containerd removes it only
+    // with the bundle), of no pod: with its spec unread, the live pod's shim
+    // could be serving it, and nothing would be cleaned.
+    for id in [&unknown, &bare] {
+        std::fs::write(bundles.join(id).join("config.json"), SPEC_OF_NO_POD).unwrap();
+    }
     let live_mounts = || {
         let mut points = support::mounts_below(bed.state());
         points.retain(|p| {
@@ -607,5 +616,66 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
         Some(0),
         "{}",
         support::report(&output)
+    );
+}
+
+/// A rootfs left mounted for a container containerd does not know, whose
+/// spec names a live pod, may be that pod's running container: runc serves
+/// a pod from one shim, started with the sandbox's id, which nothing
+/// started with the container's id shows. The unmount is refused, naming
+/// that shim; the mount and the bundle stay, and the pod keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_of_a_live_pods_container_is_not_unmounted_while_the_pods_shim_lives() {
+    let Some(bed) = TestBed::start(
+        "a_mount_of_a_live_pods_container_is_not_unmounted_while_the_pods_shim_lives",
+    )
+    .await
+    else {
+        return;
+    };
+    let pod = bed
+        .run_pod("grouped", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let pod_shim = bed.shim_pid(&pod.sandbox_id);
+    let unknown = "d".repeat(64);
+    let bundle = bed
+        .state()
+        .join("io.containerd.runtime.v2.task/k8s.io")
+        .join(&unknown);
+    let rootfs = bundle.join("rootfs");
+    std::fs::create_dir_all(&rootfs).unwrap();
+    let spec = format!(
+        r#"{{"ociVersion":"1.0.2","annotations":{{"io.kubernetes.cri.sandbox-id":"{}"}}}}"#,
+        pod.sandbox_id
+    );
+    std::fs::write(bundle.join("config.json"), spec).unwrap();
+    support::mount_tmpfs(&rootfs);
+
+    let output = bed.nodectl(&[
+        "leaked-mounts",
+        "--unmount",
+        "--remove-bundles",
+        "--yes",
+        "-o",
+        "json",
+    ]);
+    let doc = support::report(&output);
+    eprintln!("refused: {:#}", doc["cleanups"]);
+    support::assert_matches_schema(&doc);
+    // The bundle is its pod's shim's (no orphan); the mount, flagged on
+    // containerd's records, is refused when re-checked.
+    let row =
+        |action: &str, outcome: &str| (action.to_string(), unknown.clone(), outcome.to_string());
+    assert_eq!(cleanups(&doc), vec![row("unmount", "refused")], "{doc}");
+    let detail = doc["cleanups"][0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&format!("its pod's shim is alive (pid {pod_shim}")),
+        "{doc}"
+    );
+    assert!(is_mount_point(&rootfs), "the refused mount stays");
+    assert!(bundle.join("config.json").is_file(), "the bundle stays");
+    assert_eq!(
+        bed.container_state(&pod.container_id).await,
+        ContainerState::ContainerRunning
     );
 }

@@ -587,14 +587,28 @@ impl Drop for FakeShims {
 }
 
 /// What a tenant wrote to a terminal it does not own: a title change, a
-/// screen clear, a carriage return and a right-to-left override.
-const INJECTION: &str = "\x1b]0;owned\x07\x1b[2J\r\u{202e}";
+/// screen clear, a carriage return, a right-to-left override, Unicode's line
+/// and paragraph separators and NEL (each a new line to a terminal, a log
+/// viewer or kubectl's events), and a zero-width space (hides a difference).
+const INJECTION: &str = "\x1b]0;owned\x07\x1b[2J\r\u{202e}\u{2028}\u{2029}\u{85}\u{200b}";
 
-fn raw_controls(text: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(text);
-    text.chars()
-        .filter(|c| (c.is_control() && *c != '\n') || ('\u{202a}'..='\u{202e}').contains(c))
-        .map(|c| c as u8)
+/// Every character of `text` a terminal acts on or that hides text: a
+/// control (but the newline between lines), a format character (bidi, zero
+/// width), a line or paragraph separator.
+fn raw_controls(text: &[u8]) -> Vec<char> {
+    use unicode_general_category::{get_general_category, GeneralCategory};
+    String::from_utf8_lossy(text)
+        .chars()
+        .filter(|&c| {
+            c != '\n'
+                && matches!(
+                    get_general_category(c),
+                    GeneralCategory::Control
+                        | GeneralCategory::Format
+                        | GeneralCategory::LineSeparator
+                        | GeneralCategory::ParagraphSeparator
+                )
+        })
         .collect()
 }
 
@@ -652,7 +666,7 @@ fn tenant_strings_reach_no_terminal_raw_in_any_text_output() {
         for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
             assert_eq!(
                 raw_controls(bytes),
-                Vec::<u8>::new(),
+                Vec::<char>::new(),
                 "{args:?} {stream}: {}",
                 String::from_utf8_lossy(bytes)
             );

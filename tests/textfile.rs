@@ -157,3 +157,57 @@ fn a_symlink_at_the_path_is_replaced_never_followed() {
         std::os::unix::fs::symlink(&victim, &file).unwrap();
     }
 }
+
+/// Issue 26: an old file over 1 MiB was kept cut at 1 MiB, mid-line, and
+/// node_exporter rejects a whole file for one bad line. An old file that
+/// cannot be kept whole and valid (too big, not UTF-8, a line that is not
+/// text format) is dropped: what is written is valid, `nodectl_up 0`, with
+/// a comment saying why.
+#[test]
+fn an_old_file_that_cannot_be_kept_valid_never_survives() {
+    let node = Node::new();
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("nodectl.prom");
+    let textfile = file.to_str().unwrap();
+    check(node.path(), &["--textfile", textfile]);
+    let good = fs::read_to_string(&file).unwrap();
+    // Valid whole; cut at 1 MiB, inside its last line's label value.
+    let long = "x".repeat(1 << 20);
+    let oversized = format!(
+        "{good}# HELP padding A long label value.\n# TYPE padding gauge\npadding{{v=\"{long}\"}} 1\n"
+    );
+    support::promtool_accepts(&oversized);
+    let invalid: [(&str, Vec<u8>); 3] = [
+        ("larger than", oversized.into_bytes()),
+        ("not UTF-8", [good.as_bytes(), b"\xff\n"].concat()),
+        (
+            "is not Prometheus text format",
+            format!("{good}<html>\n").into_bytes(),
+        ),
+    ];
+    for (why, old) in invalid {
+        fs::write(&file, &old).unwrap();
+        let failed = check(
+            node.path(),
+            &[
+                "--textfile",
+                textfile,
+                "--from",
+                "/nonexistent/bundle.tar.gz",
+            ],
+        );
+        assert_eq!(failed.status.code(), Some(2));
+        let text = fs::read_to_string(&file).unwrap();
+        support::promtool_accepts(&text);
+        assert_eq!(
+            series(&text),
+            ["nodectl_up{command=\"check\"} 0"],
+            "{why}: {text}"
+        );
+        let comment = text.lines().next().unwrap();
+        assert!(
+            comment.contains("the last good file was not kept") && comment.contains(why),
+            "{why}: {comment}"
+        );
+    }
+}

@@ -9,7 +9,9 @@ pub mod remove_bundle;
 pub mod remove_snapshot;
 pub mod unmount;
 
-use crate::model::{CriItem, Snapshot, Source};
+use crate::checks::shared::short;
+use crate::model::shim::SHIM_PREFIX;
+use crate::model::{Bundle, CriItem, ProcessInfo, Snapshot, Source};
 
 /// What the re-verification on a fresh snapshot says about one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,12 +59,21 @@ pub fn daemon_proven(before: &Snapshot, fresh: &Snapshot) -> Result<(), String> 
     Ok(())
 }
 
+/// What a target's path says its id is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdKind {
+    /// A task's (its bundle, its rootfs): a pod's container, or its sandbox.
+    Task,
+    /// A pod sandbox's (its shm, its image volumes).
+    Sandbox,
+}
+
 /// Why `id` (in containerd `namespace`) must be left alone on `fresh`, if
 /// anything says it lives: its mount table unread, containerd not answering
 /// (its records and tasks are the proof that nothing owns the id), a record
-/// or a task for the id, CRI listing it, or any shim process started for it,
-/// of any containerd, proven or not. Pure.
-pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str) -> Result<(), String> {
+/// or a task for the id, CRI listing it, or a live shim that serves it or
+/// may (see [`no_shim_serves`]), of any containerd, proven or not. Pure.
+pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str, kind: IdKind) -> Result<(), String> {
     // Any line of it unread may be a mount on the very path: refused too.
     if let Some(gap) = fresh.gaps.iter().find(|g| g.source == Source::Mountinfo) {
         let what = if gap.source_unavailable {
@@ -101,10 +112,102 @@ pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str) -> Result<(), Str
             return Err("CRI lists it".to_string());
         }
     }
-    if let Some(shim) = fresh.shims.iter().find(|s| {
-        s.id.as_deref() == Some(id) && fresh.processes.get(&s.pid).is_none_or(|p| p.is_running())
-    }) {
-        return Err(format!("a shim for it is alive (pid {})", shim.pid));
+    no_shim_serves(fresh, namespace, id, kind)
+}
+
+/// Why a live shim serves `id` or may. runc's v2 shim groups tasks (CRI's:
+/// by pod): the shim of a group's first task, the pod's sandbox, serves
+/// every task of the group, on every containerd since 1.5, so a shim started
+/// with the id itself is only one of the shims that may serve it. The group
+/// is the task's spec's (see [`Bundle::shim_group`]); what cannot be told
+/// is taken to be served: a process not read may be the shim, and with the
+/// group unknown any live shim of the namespace may serve it.
+fn no_shim_serves(fresh: &Snapshot, namespace: &str, id: &str, kind: IdKind) -> Result<(), String> {
+    if !fresh.processes_read() {
+        return Err("no process could be read, so no shim serving it can be ruled out".to_string());
+    }
+    if let Some(pid) = fresh.unread_pids.first() {
+        return Err(format!(
+            "process {pid} could not be read, and it may be a shim serving it"
+        ));
+    }
+    // Every shim's comm is the prefix (the kernel cuts it at 15 bytes).
+    let read = |pid: i32| fresh.shims.iter().any(|s| s.pid == pid);
+    if let Some(unread) = fresh
+        .processes
+        .values()
+        .find(|p| p.comm == SHIM_PREFIX && p.is_running() && !read(p.pid))
+    {
+        return Err(format!(
+            "shim pid {} could not be read, so what it serves is unknown",
+            unread.pid
+        ));
+    }
+    // Bundles were read for the snapshot's namespace only.
+    let bundle = |id: &str| {
+        fresh
+            .bundles
+            .get(id)
+            .filter(|_| namespace == fresh.namespace)
+    };
+    let group = match bundle(id) {
+        Some(bundle) => bundle
+            .shim_group()
+            .map_err(|why| format!("its pod is unknown (its spec: {why})")),
+        None if kind == IdKind::Sandbox || fresh.cri_sandboxes.contains(id) => Ok(id),
+        None => Err("its pod is unknown (no bundle of it was read)".to_string()),
+    };
+    let live = |pid: i32| {
+        fresh
+            .processes
+            .get(&pid)
+            .is_none_or(ProcessInfo::is_running)
+    };
+    for shim in fresh.shims.iter().filter(|s| live(s.pid)) {
+        let pid = shim.pid;
+        if shim.id.as_deref() == Some(id) {
+            return Err(format!("a shim for it is alive (pid {pid})"));
+        }
+        // A shim serves the one namespace it was started for.
+        if shim.namespace.as_deref().is_some_and(|n| n != namespace) {
+            continue;
+        }
+        let Some(shim_id) = shim.id.as_deref() else {
+            return Err(format!(
+                "shim pid {pid} has no -id, so what it serves is unknown"
+            ));
+        };
+        let group = group.as_deref().map_err(|why| {
+            format!(
+                "{why}, and shim pid {pid} (-id {}) may serve it",
+                short(shim_id)
+            )
+        })?;
+        if shim_id == group {
+            return Err(format!(
+                "its pod's shim is alive (pid {pid}, -id {}), serving every container of the pod",
+                short(shim_id)
+            ));
+        }
+        // A shim with no bundle here leads the group of its own id (CRI
+        // starts a pod's sandbox first); one with a bundle, its spec's.
+        match bundle(shim_id).map_or(Ok(shim_id), Bundle::shim_group) {
+            Ok(served) if served == group => {
+                return Err(format!(
+                    "the shim of its group {} is alive (pid {pid}, -id {})",
+                    short(group),
+                    short(shim_id)
+                ))
+            }
+            Ok(_) => {}
+            Err(why) => {
+                return Err(format!(
+                    "shim pid {pid} (-id {}) may serve it: its own spec could not be read \
+                     ({why})",
+                    short(shim_id)
+                ))
+            }
+        }
     }
     Ok(())
 }
@@ -113,7 +216,137 @@ pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str) -> Result<(), Str
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CriView, Gap, TaskStatus, TaskView};
+    use crate::model::{CriView, Gap, TaskStatus, TaskView, RUNC_GROUP_ANNOTATION};
+
+    /// containerd answers and knows none of them; app container `a` of pod
+    /// `s` has its bundle (its spec read), and so has the pod's sandbox.
+    fn pod_of_a() -> Snapshot {
+        let mut s = snapshot();
+        with_records(&mut s, &[]);
+        for (task, pod) in [(id('a'), id('s')), (id('s'), id('s'))] {
+            s.bundles.insert(task.clone(), bundle(&task, &pod, "app"));
+        }
+        s
+    }
+
+    fn refusal(s: &Snapshot, id: &str, kind: IdKind) -> String {
+        still_dead(s, "k8s.io", id, kind).expect_err("refused")
+    }
+
+    #[test]
+    fn the_pods_grouped_shim_serving_an_app_container_is_a_reason_to_refuse() {
+        let mut s = pod_of_a();
+        assert_eq!(still_dead(&s, "k8s.io", &id('a'), IdKind::Task), Ok(()));
+        // Another pod's shim serves neither.
+        let mut other = bundle(&id('t'), &id('t'), "app");
+        other.path.set_file_name(id('t'));
+        s.bundles.insert(id('t'), other);
+        with_live_shim(&mut s, shim(71, &id('t'), ADDRESS, &[]));
+        assert_eq!(still_dead(&s, "k8s.io", &id('a'), IdKind::Task), Ok(()));
+
+        // The pod's shim, started with `-id <sandbox>`, of any containerd.
+        let mut t = s.clone();
+        with_live_shim(
+            &mut t,
+            shim(72, &id('s'), "/elsewhere/containerd.sock", &[]),
+        );
+        let err = refusal(&t, &id('a'), IdKind::Task);
+        assert!(err.contains("its pod's shim is alive (pid 72"), "{err}");
+        // Its bundle gone too (the spec kept by no file), the sandbox's shm
+        // and image volumes are its pod's: the same shim serves them.
+        t.bundles.clear();
+        let err = refusal(&t, &id('s'), IdKind::Sandbox);
+        assert!(err.contains("shim for it is alive (pid 72"), "{err}");
+
+        // runc's own group annotation first: a shim started for another
+        // pod's sandbox serves every task of the group.
+        let mut t = s.clone();
+        for task in [id('a'), id('t')] {
+            let bundle = t.bundles.get_mut(&task).unwrap();
+            let group = (RUNC_GROUP_ANNOTATION.to_string(), "shared".to_string());
+            bundle.annotations.extend([group]);
+        }
+        let err = refusal(&t, &id('a'), IdKind::Task);
+        assert!(
+            err.contains("the shim of its group shared is alive (pid 71"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn with_its_pod_unknown_any_live_shim_of_its_namespace_is_a_reason_to_refuse() {
+        let mut s = pod_of_a();
+        let spec_lost = Some("No such file or directory (os error 2)".to_string());
+        s.bundles.get_mut(&id('a')).unwrap().spec_error = spec_lost.clone();
+        // No live shim at all: nothing can serve it.
+        assert_eq!(still_dead(&s, "k8s.io", &id('a'), IdKind::Task), Ok(()));
+        // Another namespace's shim serves only that one.
+        let mut elsewhere = shim(73, &id('m'), ADDRESS, &[]);
+        elsewhere.namespace = Some("moby".to_string());
+        with_live_shim(&mut s, elsewhere);
+        assert_eq!(still_dead(&s, "k8s.io", &id('a'), IdKind::Task), Ok(()));
+
+        let mut t = s.clone();
+        with_live_shim(&mut t, shim(74, &id('u'), ADDRESS, &[]));
+        let err = refusal(&t, &id('a'), IdKind::Task);
+        assert!(
+            err.contains("its pod is unknown (its spec: No such file")
+                && err.contains("shim pid 74"),
+            "{err}"
+        );
+        // No bundle of it read (another namespace than the one read).
+        let namespaces = &mut t.containerd.as_mut().unwrap().namespaces;
+        namespaces.insert("other".to_string(), namespaces["k8s.io"].clone());
+        let err = still_dead(&t, "other", &id('a'), IdKind::Task);
+        assert_eq!(err, Ok(()), "no shim of namespace other lives");
+        let mut untagged = shim(75, &id('v'), ADDRESS, &[]);
+        untagged.namespace = None;
+        with_live_shim(&mut t, untagged);
+        let err = still_dead(&t, "other", &id('a'), IdKind::Task).unwrap_err();
+        assert!(
+            err.contains("no bundle of it was read") && err.contains("pid 75"),
+            "{err}"
+        );
+
+        // Its pod known, a live shim whose own spec was not read may lead
+        // its group.
+        let mut t = pod_of_a();
+        t.bundles.insert(id('w'), bundle(&id('w'), &id('w'), "app"));
+        t.bundles.get_mut(&id('w')).unwrap().spec_error = spec_lost;
+        with_live_shim(&mut t, shim(76, &id('w'), ADDRESS, &[]));
+        let err = refusal(&t, &id('a'), IdKind::Task);
+        assert!(
+            err.contains("shim pid 76") && err.contains("own spec"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_process_not_read_may_be_the_shim_serving_it() {
+        let s = pod_of_a();
+        let mut t = s.clone();
+        t.gaps.push(procfs_unread());
+        assert!(refusal(&t, &id('a'), IdKind::Task).contains("no process could be read"));
+
+        let mut t = s.clone();
+        t.unread_pids.insert(80);
+        assert!(refusal(&t, &id('a'), IdKind::Sandbox).contains("process 80 could not be read"));
+
+        // A shim by its comm whose command line was not read.
+        let mut t = s.clone();
+        with_live_shim(&mut t, shim(81, &id('t'), ADDRESS, &[]));
+        t.shims.clear();
+        let err = refusal(&t, &id('a'), IdKind::Task);
+        assert!(err.contains("shim pid 81 could not be read"), "{err}");
+
+        // A shim with no `-id`.
+        let mut t = s.clone();
+        let mut anonymous = shim(82, &id('t'), ADDRESS, &[]);
+        anonymous.id = None;
+        with_live_shim(&mut t, anonymous);
+        let err = refusal(&t, &id('a'), IdKind::Task);
+        assert!(err.contains("shim pid 82 has no -id"), "{err}");
+    }
 
     #[test]
     fn nothing_is_acted_on_without_the_proven_daemon_the_scan_found() {
@@ -149,15 +382,17 @@ mod tests {
         let mut s = snapshot();
         let a = id('a');
         // containerd not asked: nothing can be confirmed.
-        assert!(still_dead(&s, "k8s.io", &a)
+        assert!(still_dead(&s, "k8s.io", &a, IdKind::Task)
             .unwrap_err()
             .contains("did not list its containers"));
         with_records(&mut s, &[]);
-        assert_eq!(still_dead(&s, "k8s.io", &a), Ok(()));
+        assert_eq!(still_dead(&s, "k8s.io", &a, IdKind::Task), Ok(()));
 
         let mut t = s.clone();
         with_records(&mut t, std::slice::from_ref(&a));
-        assert!(still_dead(&t, "k8s.io", &a).unwrap_err().contains("record"));
+        assert!(still_dead(&t, "k8s.io", &a, IdKind::Task)
+            .unwrap_err()
+            .contains("record"));
 
         let mut t = s.clone();
         let ns = t.containerd.as_mut().unwrap().namespaces.get_mut("k8s.io");
@@ -166,29 +401,33 @@ mod tests {
             pid: 77,
             status: TaskStatus::Running,
         }]);
-        let err = still_dead(&t, "k8s.io", &a).unwrap_err();
+        let err = still_dead(&t, "k8s.io", &a, IdKind::Task).unwrap_err();
         assert!(err.contains("task") && err.contains("running"), "{err}");
 
         let mut t = s.clone();
         let ns = t.containerd.as_mut().unwrap().namespaces.get_mut("k8s.io");
         ns.unwrap().tasks = None;
-        assert!(still_dead(&t, "k8s.io", &a).unwrap_err().contains("tasks"));
+        assert!(still_dead(&t, "k8s.io", &a, IdKind::Task)
+            .unwrap_err()
+            .contains("tasks"));
 
         // Any shim started for the id, of this containerd or not.
         let mut t = s.clone();
         t.shims.push(shim(9, &a, "/elsewhere/containerd.sock", &[]));
-        let err = still_dead(&t, "k8s.io", &a).unwrap_err();
+        let err = still_dead(&t, "k8s.io", &a, IdKind::Task).unwrap_err();
         assert!(err.contains("shim") && err.contains("pid 9"), "{err}");
         // ... unless it is only a defunct entry.
         t.processes.insert(9, process(9, 'Z', NOW - SEC));
-        assert_eq!(still_dead(&t, "k8s.io", &a), Ok(()));
+        assert_eq!(still_dead(&t, "k8s.io", &a, IdKind::Task), Ok(()));
 
         let mut t = s.clone();
         t.cri = Some(CriView {
             sandboxes: Some(vec![cri_sandbox(&a, "shop", "web-0")]),
             ..Default::default()
         });
-        assert!(still_dead(&t, "k8s.io", &a).unwrap_err().contains("CRI"));
+        assert!(still_dead(&t, "k8s.io", &a, IdKind::Task)
+            .unwrap_err()
+            .contains("CRI"));
 
         let mut t = s.clone();
         t.gaps.push(Gap::source(
@@ -196,7 +435,7 @@ mod tests {
             "/proc/self/mountinfo",
             "EACCES",
         ));
-        assert!(still_dead(&t, "k8s.io", &a)
+        assert!(still_dead(&t, "k8s.io", &a, IdKind::Task)
             .unwrap_err()
             .contains("the mount table could not be read"));
         // One line of it unread may be a mount on the path: refused too.
@@ -206,7 +445,7 @@ mod tests {
             "/proc/self/mountinfo",
             "no separator: 310 22 0:52 / /run/containerd/a/rootfs rw",
         ));
-        assert!(still_dead(&t, "k8s.io", &a)
+        assert!(still_dead(&t, "k8s.io", &a, IdKind::Task)
             .unwrap_err()
             .contains("a line of the mount table"));
     }

@@ -23,7 +23,7 @@ use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use crate::act::{daemon_proven, still_dead, Verdict};
+use crate::act::{daemon_proven, still_dead, IdKind, Verdict};
 use crate::checks::orphan_bundle;
 use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 
@@ -46,7 +46,7 @@ pub fn targets(snapshot: &Snapshot) -> Vec<(String, PathBuf)> {
 /// mounted at or below it but the mount points in `unmounting` (those a dry
 /// run would unmount first).
 pub fn verify(fresh: &Snapshot, id: &str, dir: &Path, unmounting: &BTreeSet<PathBuf>) -> Verdict {
-    if let Err(why) = still_dead(fresh, &fresh.namespace, id) {
+    if let Err(why) = still_dead(fresh, &fresh.namespace, id, IdKind::Task) {
         return Verdict::Refuse(why);
     }
     let Some(bundle) = fresh.bundles.get(id).filter(|b| b.path == dir) else {
@@ -274,7 +274,7 @@ mod tests {
         fresh.shims.push(shim(72, &id('s'), ADDRESS, &[]));
         let verdict = verify(&fresh, &id('a'), &dir, &BTreeSet::new());
         assert!(
-            matches!(&verdict, Verdict::Refuse(w) if w.contains("orphaned")),
+            matches!(&verdict, Verdict::Refuse(w) if w.contains("its pod's shim is alive")),
             "{verdict:?}"
         );
     }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::mount::{umount2, MntFlags};
 
-use crate::act::{daemon_proven, still_dead, Verdict};
+use crate::act::{daemon_proven, still_dead, IdKind, Verdict};
 use crate::checks::leaked_mount;
 use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 use crate::sources::mountinfo;
@@ -48,10 +48,16 @@ pub fn targets(snapshot: &Snapshot) -> Vec<PathBuf> {
 /// exactly a mount point in the fresh mount table, still a leaked mount, and
 /// nothing lives under its owner's id (see [`still_dead`]).
 pub fn verify(fresh: &Snapshot, mount_point: &Path) -> Verdict {
-    let Some((namespace, id, _)) = leaked_mount::mount_owner(fresh, mount_point) else {
+    let Some((namespace, id, what)) = leaked_mount::mount_owner(fresh, mount_point) else {
         return Verdict::Refuse("not a mount containerd makes".to_string());
     };
-    if let Err(why) = still_dead(fresh, namespace, id) {
+    // A shm or an image volume is named by its pod sandbox's id.
+    let kind = if what == leaked_mount::TASK_ROOTFS {
+        IdKind::Task
+    } else {
+        IdKind::Sandbox
+    };
+    if let Err(why) = still_dead(fresh, namespace, id, kind) {
         return Verdict::Refuse(why);
     }
     let Some(mount) = fresh.mounts.iter().find(|m| m.mount_point == mount_point) else {
@@ -291,6 +297,55 @@ mod tests {
         let mut fresh = before.clone();
         fresh.containerd = None;
         assert!(matches!(verify(&fresh, &point), Verdict::Refuse(w) if w.contains("did not")));
+    }
+
+    #[test]
+    fn an_app_containers_rootfs_is_refused_while_its_pods_shim_lives() {
+        let mut fresh = leaked();
+        let point = PathBuf::from(rootfs(&id('a')));
+        fresh
+            .bundles
+            .insert(id('a'), bundle(&id('a'), &id('p'), "app"));
+        // Another pod's shim: not this container's.
+        with_live_shim(&mut fresh, shim(70, &id('q'), ADDRESS, &[]));
+        assert_eq!(verify(&fresh, &point), Verdict::Go);
+        // The grouped shim of its pod, started with the sandbox's id (here
+        // another containerd's, whose API nodectl did not ask).
+        with_live_shim(
+            &mut fresh,
+            shim(71, &id('p'), "/run/b/containerd.sock", &[]),
+        );
+        let verdict = verify(&fresh, &point);
+        assert!(
+            matches!(&verdict, Verdict::Refuse(w) if w.contains("its pod's shim is alive (pid 71")),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_pods_shm_and_image_volume_are_judged_by_the_pods_own_shim() {
+        let mut fresh = leaked();
+        let volume = PathBuf::from(format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/image-volumes/{}/{}",
+            id('c'),
+            id('9')
+        ));
+        fresh.mounts.push(mount(&volume.to_string_lossy()));
+        // No bundle names sandbox `c` or `s`; a live shim of another pod
+        // does not serve them (their ids are their pods').
+        with_live_shim(&mut fresh, shim(70, &id('q'), ADDRESS, &[]));
+        let shm = targets(&fresh)
+            .into_iter()
+            .find(|p| p.ends_with("shm"))
+            .unwrap();
+        assert_eq!(verify(&fresh, &volume), Verdict::Go);
+        assert_eq!(verify(&fresh, &shm), Verdict::Go);
+        with_live_shim(&mut fresh, shim(71, &id('c'), ADDRESS, &[]));
+        let verdict = verify(&fresh, &volume);
+        assert!(
+            matches!(&verdict, Verdict::Refuse(w) if w.contains("shim for it is alive (pid 71")),
+            "{verdict:?}"
+        );
     }
 
     #[test]

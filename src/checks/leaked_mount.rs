@@ -66,6 +66,9 @@ fn owner_below_state(rest: &str) -> Option<Owner<'_>> {
     next().is_none().then_some(owner)
 }
 
+/// What [`mount_owner`] calls a task's rootfs.
+pub const TASK_ROOTFS: &str = "task rootfs";
+
 /// The containerd namespace and id a mount below containerd's state belongs
 /// to, and what it is (`task rootfs`, `sandbox shm`, `image volume`).
 pub fn mount_owner<'a>(
@@ -73,7 +76,7 @@ pub fn mount_owner<'a>(
     mount_point: &'a Path,
 ) -> Option<(&'a str, &'a str, &'static str)> {
     Some(match owner(snapshot, mount_point)? {
-        Owner::TaskRootfs { namespace, id } => (namespace, id, "task rootfs"),
+        Owner::TaskRootfs { namespace, id } => (namespace, id, TASK_ROOTFS),
         Owner::SandboxShm { id } => (snapshot.namespace.as_str(), id, "sandbox shm"),
         Owner::ImageVolume { id } => (snapshot.namespace.as_str(), id, "image volume"),
     })

@@ -178,6 +178,7 @@ pub fn bundle(container: &str, sandbox: &str, name: &str) -> Bundle {
             "/run/containerd/io.containerd.runtime.v2.task/k8s.io/{container}"
         )),
         annotations,
+        spec_error: None,
         shim_pid: None,
         shim_socket: None,
     }
@@ -204,6 +205,16 @@ pub fn shim(pid: i32, sandbox: &str, address: &str, syscalls: &[&str]) -> Shim {
             })
             .collect(),
     }
+}
+
+/// `shim`, with its process as procfs shows a live shim.
+pub fn with_live_shim(s: &mut Snapshot, shim: Shim) {
+    let process = ProcessInfo {
+        comm: "containerd-shim".to_string(),
+        ..process(shim.pid, 'S', NOW - 60 * SEC)
+    };
+    s.processes.insert(shim.pid, process);
+    s.shims.push(shim);
 }
 
 pub(crate) const NS: NamespaceIds = NamespaceIds {

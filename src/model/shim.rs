@@ -129,7 +129,7 @@ pub fn is_idle_wait(syscall: &str) -> bool {
 }
 
 /// The prefix of every shim binary's name (`-runc-v2`, `-kata-v2`, ...).
-const SHIM_PREFIX: &str = "containerd-shim";
+pub const SHIM_PREFIX: &str = "containerd-shim";
 
 /// What a process that looks like a shim is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -281,14 +281,24 @@ pub fn timestamp(nanos: i64) -> serde_json::Value {
     serde_json::Value::String(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
+/// The annotation runc's v2 shim groups tasks by before CRI's sandbox id
+/// (its `groupLabels`): any workload can set it, so a shim may serve
+/// containers of other pods than its own.
+pub const RUNC_GROUP_ANNOTATION: &str = "io.containerd.runc.v2.group";
+
 /// A task bundle: `<state>/io.containerd.runtime.v2.task/<namespace>/<id>/`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Bundle {
     pub id: String,
     #[serde(with = "crate::model::path_json")]
     pub path: PathBuf,
-    /// `io.kubernetes.cri.*` annotations from the bundle's OCI `config.json`.
+    /// `io.kubernetes.cri.*` annotations from the bundle's OCI `config.json`,
+    /// and runc's [`RUNC_GROUP_ANNOTATION`].
     pub annotations: BTreeMap<String, String>,
+    /// Why `config.json` could not be read (missing, unreadable, corrupt):
+    /// its annotations are then unknown, not absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_error: Option<String>,
     /// Content of the bundle's `shim.pid`, when the shim wrote one.
     pub shim_pid: Option<i32>,
     /// Content of the bundle's `address`: the shim's ttrpc socket.
@@ -323,6 +333,19 @@ impl Bundle {
     }
     pub fn sandbox_id(&self) -> Option<&str> {
         self.annotation("io.kubernetes.cri.sandbox-id")
+    }
+    /// The id runc's v2 shim groups this task under, as it reads the spec:
+    /// [`RUNC_GROUP_ANNOTATION`], else the pod's sandbox id, else the task's
+    /// own. One shim, started with `-id` of the group's first task, serves
+    /// every task of the group. `Err` with why when the spec was not read.
+    pub fn shim_group(&self) -> Result<&str, &str> {
+        if let Some(why) = &self.spec_error {
+            return Err(why);
+        }
+        Ok(self
+            .annotation(RUNC_GROUP_ANNOTATION)
+            .or(self.sandbox_id())
+            .unwrap_or(&self.id))
     }
 }
 

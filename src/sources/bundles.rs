@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::model::{Bundle, Gap, Source};
+use crate::model::{Bundle, Gap, Source, RUNC_GROUP_ANNOTATION};
 use crate::sources::{open_dir, read_regular_at, reading, Links};
 
 pub(crate) const SOURCE: Source = Source::Bundles;
@@ -76,15 +76,17 @@ pub fn read(bundles_dir: &Path, sockets: bool, gaps: &mut Vec<Gap>) -> BTreeMap<
             continue;
         }
         let spec_path = path.join("config.json");
-        let annotations = match read_annotations(&dir, &name.join("config.json"), &spec_path) {
-            Ok(annotations) => annotations,
-            // Deleted while we looked: the task is gone.
-            Err(err) if err.kind() == io::ErrorKind::NotFound && !path.exists() => continue,
-            Err(err) => {
-                gaps.push(Gap::item(SOURCE, &spec_path, err));
-                BTreeMap::new()
-            }
-        };
+        let (annotations, spec_error) =
+            match read_annotations(&dir, &name.join("config.json"), &spec_path) {
+                Ok(annotations) => (annotations, None),
+                // Deleted while we looked: the task is gone.
+                Err(err) if err.kind() == io::ErrorKind::NotFound && !path.exists() => continue,
+                Err(err) => {
+                    let why = err.to_string();
+                    gaps.push(Gap::item(SOURCE, &spec_path, err));
+                    (BTreeMap::new(), Some(why))
+                }
+            };
         // Missing or odd (a 2.x bundle has no `address`): no gap, as before.
         let small = |file: &str| {
             let shown = path.join(file);
@@ -110,6 +112,7 @@ pub fn read(bundles_dir: &Path, sockets: bool, gaps: &mut Vec<Gap>) -> BTreeMap<
                 id,
                 path,
                 annotations,
+                spec_error,
                 shim_pid,
                 shim_socket,
             },
@@ -134,7 +137,7 @@ fn read_annotations(
     Ok(spec
         .annotations
         .into_iter()
-        .filter(|(key, _)| key.starts_with(CRI_ANNOTATION_PREFIX))
+        .filter(|(key, _)| key.starts_with(CRI_ANNOTATION_PREFIX) || key == RUNC_GROUP_ANNOTATION)
         .collect())
 }
 
@@ -169,6 +172,31 @@ mod tests {
         assert_eq!(b.sandbox_id(), Some("s1"));
         assert_eq!(b.shim_pid, Some(4711));
         assert_eq!(b.annotations.len(), 4);
+    }
+
+    #[test]
+    fn runcs_group_is_kept_and_a_spec_not_read_is_told_from_one_without_annotations() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = |id: &str, text: &str| {
+            fs::create_dir(dir.path().join(id)).unwrap();
+            fs::write(dir.path().join(id).join("config.json"), text).unwrap();
+        };
+        spec(
+            "grouped",
+            r#"{"annotations":{"io.containerd.runc.v2.group":"g1",
+                "io.kubernetes.cri.sandbox-id":"s1"}}"#,
+        );
+        spec("plain", r#"{"annotations":{"org.example":"x"}}"#);
+        spec("corrupt", "{");
+        fs::create_dir(dir.path().join("specless")).unwrap();
+        let mut gaps = Vec::new();
+        let bundles = read(dir.path(), false, &mut gaps);
+        let group = |id: &str| bundles[id].shim_group();
+        assert_eq!(group("grouped"), Ok("g1"));
+        assert_eq!(group("plain"), Ok("plain"));
+        assert!(group("corrupt").is_err_and(|why| why.contains("corrupt")));
+        assert!(group("specless").is_err());
+        assert_eq!(gaps.len(), 2, "{gaps:?}");
     }
 
     #[test]
