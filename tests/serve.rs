@@ -324,6 +324,42 @@ fn at_the_connection_cap_the_longest_silent_make_room_for_scrapes() {
     }
 }
 
+/// The status line of the answer to a GET of `/healthz` whose head carries
+/// a header of `size` bytes.
+fn status_of_a_head_with(address: SocketAddr, size: usize) -> String {
+    use std::io::Write;
+    let mut stream = silent_client(address);
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: {}\r\n\r\n",
+        "a".repeat(size)
+    );
+    // The server may answer and close before reading it all.
+    let _ = stream.write_all(head.as_bytes());
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_request_head_over_8_kib_is_refused() {
+    let node = Node::new();
+    let served = node.serve(&[]);
+    served.first_metrics(Duration::from_secs(30));
+    // A scrape with a long bearer token still fits.
+    assert_eq!(
+        status_of_a_head_with(served.address, 6000),
+        "HTTP/1.1 200 OK"
+    );
+    for size in [9000, 500_000] {
+        assert_eq!(
+            status_of_a_head_with(served.address, size),
+            "HTTP/1.1 431 Request Header Fields Too Large",
+            "a header of {size} bytes"
+        );
+    }
+}
+
 #[test]
 fn an_address_in_use_is_exit_2_with_the_reason() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
