@@ -26,12 +26,12 @@
 mod support;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
-use support::serve::{request, Served};
+use support::serve::{scrapes_at_once, Served};
 
 const WAVES: usize = 4;
 const ROUNDS: usize = 5;
@@ -145,7 +145,7 @@ fn measure(flood: &Flood) -> Measured {
             .collect();
         std::thread::sleep(Duration::from_millis(100));
         for _ in 0..ROUNDS {
-            for scrape in scrapes(served.address, AT_ONCE) {
+            for scrape in scrapes_at_once(served.address, AT_ONCE) {
                 match scrape {
                     Ok(took) => latencies.push(took),
                     Err(failure) => failures.push(failure),
@@ -174,24 +174,6 @@ fn measure(flood: &Flood) -> Measured {
         rss_before_kib,
         rss_peak_kib: peak_rss_kib(served.pid()),
     }
-}
-
-/// `count` scrapes of `/metrics` at once: how long each took, connecting
-/// included, or why it failed.
-fn scrapes(address: SocketAddr, count: usize) -> Vec<Result<Duration, String>> {
-    let threads: Vec<_> = (0..count)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let asked = Instant::now();
-                let answer = request(address, "GET", "/metrics")?;
-                if answer.status != 200 || !answer.body.contains("nodectl_up") {
-                    return Err(format!("{answer:?}"));
-                }
-                Ok(asked.elapsed())
-            })
-        })
-        .collect();
-    threads.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
 /// A process's peak resident set (VmHWM), in KiB.

@@ -13,7 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::serve::{families, series, value, Served};
+use support::serve::{families, scrapes_at_once, series, value, Served};
 
 /// A hand-made node whose socket accepts and never answers: every run has
 /// a report, with the API families (the calls time out).
@@ -173,25 +173,12 @@ fn closed_by_server(stream: &mut TcpStream) -> bool {
     }
 }
 
-/// `count` scrapes of `/metrics` at once, each on its own connection: how
-/// long the slowest took. Each must be answered 200 and whole.
+/// How long the slowest of `count` scrapes at once took; each must be
+/// answered 200 and whole.
 fn concurrent_scrapes(served: &Served, count: usize) -> Duration {
-    let address = served.address;
-    let scrapes: Vec<_> = (0..count)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let asked = Instant::now();
-                let answer = support::serve::request(address, "GET", "/metrics");
-                (answer, asked.elapsed())
-            })
-        })
-        .collect();
     let mut slowest = Duration::ZERO;
-    for scrape in scrapes {
-        let (answer, took) = scrape.join().unwrap();
-        let answer = answer.unwrap_or_else(|e| panic!("a scrape: {e}; stderr:\n{}", served.log()));
-        assert_eq!(answer.status, 200, "{answer:?}");
-        assert!(answer.body.contains("nodectl_up"), "{answer:?}");
+    for scrape in scrapes_at_once(served.address, count) {
+        let took = scrape.unwrap_or_else(|e| panic!("a scrape: {e}; stderr:\n{}", served.log()));
         slowest = slowest.max(took);
     }
     slowest
