@@ -2,14 +2,20 @@
 //! (never runs a check itself), `/healthz` says whether the loop keeps
 //! running, anything else is 404.
 //!
-//! A scrape can neither hold the loop nor crowd out another scrape for long:
-//! at most [`CONNECTIONS`] connections are served at once (the next ones
-//! wait in the kernel's backlog); a client gets [`REQUEST_HEAD`] to send its
-//! request and [`CONNECTION`] in all, then is cut off; one request per
-//! connection (no keep-alive, so an idle client holds nothing). The answer
-//! is a clone of bytes rendered once per run, so a scrape costs no
+//! No client can keep a scrape waiting, however many connections it opens
+//! and leaves silent: every connection is accepted at once (none waits for
+//! a slot behind silent ones), up to a cap on open connections kept under
+//! the descriptor limit. At the cap, the connection that has waited longest
+//! without sending its request is closed to make room (only when none is
+//! waiting, the oldest being answered: a slow reader), so a flood of idle
+//! connections costs its own oldest, never a scraper that sends its request
+//! as it connects. A client gets [`REQUEST_HEAD`] from connecting to send
+//! its request (at most [`MAX_REQUEST_HEAD`] bytes) and [`CONNECTION`] in
+//! all, then is cut off; one request per connection (no keep-alive). The
+//! answer is a clone of bytes rendered once per run, so a scrape costs no
 //! rendering either.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,15 +28,29 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 
-/// Connections served at once.
-pub const CONNECTIONS: usize = 4;
-/// How long a client has to send its request line and headers.
-pub const REQUEST_HEAD: Duration = Duration::from_secs(5);
+/// The most connections held open at once, when the descriptor limit
+/// allows (see [`connection_cap`]). Each costs about 1 KiB while silent and
+/// at most about 20 KiB once it sends (hyper's buffers, bounded by
+/// [`MAX_REQUEST_HEAD`]), so the cap bounds the server's memory to a few
+/// tens of MiB, under the DaemonSet's limit beside a check.
+pub const MAX_CONNECTIONS: usize = 2048;
+/// Descriptors left to the check loop (procfs, the store, the API
+/// sockets) beside the connections, so a flood never makes a check fail to
+/// open a file.
+pub const RESERVED_DESCRIPTORS: u64 = 256;
+/// The cap when the descriptor limit is tiny.
+const MIN_CONNECTIONS: usize = 8;
+/// How long a client has from connecting to send its request line and
+/// headers: Prometheus sends them at once.
+pub const REQUEST_HEAD: Duration = Duration::from_secs(3);
 /// How long a connection may last in all, answer included.
 pub const CONNECTION: Duration = Duration::from_secs(10);
+/// The largest request head read (hyper's smallest buffer; a scrape's head,
+/// a bearer token included, is a few hundred bytes). Larger is 431.
+pub const MAX_REQUEST_HEAD: usize = 8192;
 
 /// Prometheus's text exposition format.
 const METRICS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -57,15 +77,20 @@ pub struct Health {
     pub stale_after: Duration,
 }
 
-/// Serves `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, latest: Shared, health: Health) {
-    let slots = Arc::new(Semaphore::new(CONNECTIONS));
+/// How many connections to hold open with `open_files` descriptors
+/// (RLIMIT_NOFILE's soft limit): [`MAX_CONNECTIONS`], less when the limit
+/// leaves fewer beside [`RESERVED_DESCRIPTORS`].
+pub fn connection_cap(open_files: u64) -> usize {
+    let spare =
+        usize::try_from(open_files.saturating_sub(RESERVED_DESCRIPTORS)).unwrap_or(usize::MAX);
+    spare.clamp(MIN_CONNECTIONS, MAX_CONNECTIONS)
+}
+
+/// Serves `listener`, holding at most `cap` connections open, until the
+/// task is dropped.
+pub async fn serve(listener: TcpListener, latest: Shared, health: Health, cap: usize) {
+    let open = Arc::new(Mutex::new(Open::new(cap)));
     loop {
-        // Taken before accepting: beyond the limit, clients wait in the
-        // backlog and cost nothing here.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(err) => {
@@ -76,21 +101,145 @@ pub async fn serve(listener: TcpListener, latest: Shared, health: Health) {
                 continue;
             }
         };
-        let latest = latest.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let service = service_fn(move |request| {
-                let answer = respond(&request, &latest, health);
-                async move { Ok::<_, Infallible>(answer) }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(REQUEST_HEAD)
-                .keep_alive(false)
-                .serve_connection(TokioIo::new(stream), service);
-            // A client that reads its answer too slowly is dropped too.
-            let _ = tokio::time::timeout(CONNECTION, connection).await;
-        });
+        let admitted = lock(&open).admit();
+        tokio::spawn(connection(
+            stream,
+            admitted,
+            open.clone(),
+            latest.clone(),
+            health,
+        ));
+    }
+}
+
+/// One connection, from accepting it to closing it: cut off when made room
+/// for, at its deadlines, or once answered.
+async fn connection(
+    stream: TcpStream,
+    admitted: Admitted,
+    open: Arc<Mutex<Open>>,
+    latest: Shared,
+    health: Health,
+) {
+    let accepted = tokio::time::Instant::now();
+    let id = admitted.id;
+    let _registered = Registered {
+        open: open.clone(),
+        id,
+    };
+    let closing = admitted.closing;
+    // Silent until its first byte, a connection costs only its socket and
+    // this task: hyper's buffers are made once there is something to read.
+    // (A peek, as `readable()` may report a silent socket ready.)
+    let head_deadline = accepted + REQUEST_HEAD;
+    let mut first_byte = [0u8; 1];
+    tokio::select! {
+        () = closing.notified() => return,
+        peeked = tokio::time::timeout_at(head_deadline, stream.peek(&mut first_byte)) => {
+            // Closed before sending anything, or silent until the deadline.
+            if !matches!(peeked, Ok(Ok(1..))) {
+                return;
+            }
+        }
+    }
+    let service = service_fn(move |request| {
+        // From here it is closed to make room only after every silent one.
+        // (Chosen just as its head came in, it is closed all the same.)
+        lock(&open).answering(id);
+        let answer = respond(&request, &latest, health);
+        async move { Ok::<_, Infallible>(answer) }
+    });
+    let answered = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(head_deadline.saturating_duration_since(tokio::time::Instant::now()))
+        .max_buf_size(MAX_REQUEST_HEAD)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    // Boxed: the silent phase above keeps the task small.
+    let answered = Box::pin(tokio::time::timeout_at(accepted + CONNECTION, answered));
+    tokio::select! {
+        () = closing.notified() => {}
+        _ = answered => {}
+    }
+}
+
+fn lock(open: &Mutex<Open>) -> std::sync::MutexGuard<'_, Open> {
+    open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The open connections, by the order they were accepted in: those still
+/// waiting for their request, and those being answered.
+#[derive(Debug)]
+struct Open {
+    cap: usize,
+    next_id: u64,
+    waiting: BTreeMap<u64, Arc<Notify>>,
+    answering: BTreeMap<u64, Arc<Notify>>,
+}
+
+/// A connection let in: its id, and what tells it to close.
+struct Admitted {
+    id: u64,
+    closing: Arc<Notify>,
+}
+
+/// Takes a connection off the open ones when its task ends, however.
+struct Registered {
+    open: Arc<Mutex<Open>>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.open).remove(self.id);
+    }
+}
+
+impl Open {
+    fn new(cap: usize) -> Open {
+        Open {
+            cap: cap.max(1),
+            next_id: 0,
+            waiting: BTreeMap::new(),
+            answering: BTreeMap::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.waiting.len() + self.answering.len()
+    }
+
+    /// Lets a new connection in, first closing one when at the cap: the
+    /// one waiting longest for its request, else the one answered longest
+    /// (it reads its answer slowly: a scrape's is sent in one go).
+    fn admit(&mut self) -> Admitted {
+        while self.len() >= self.cap {
+            let oldest = self
+                .waiting
+                .pop_first()
+                .or_else(|| self.answering.pop_first());
+            if let Some((_, closing)) = oldest {
+                closing.notify_one();
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let closing = Arc::new(Notify::new());
+        self.waiting.insert(id, closing.clone());
+        Admitted { id, closing }
+    }
+
+    /// `id` has sent its request: it is made room for only after every
+    /// connection still waiting.
+    fn answering(&mut self, id: u64) {
+        if let Some(closing) = self.waiting.remove(&id) {
+            self.answering.insert(id, closing);
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        self.waiting.remove(&id);
+        self.answering.remove(&id);
     }
 }
 
@@ -177,6 +326,51 @@ fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `admitted` has been told to close.
+    async fn told_to_close(admitted: &Admitted) -> bool {
+        tokio::time::timeout(Duration::ZERO, admitted.closing.notified())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn at_the_cap_the_longest_silent_connection_makes_room() {
+        let mut open = Open::new(3);
+        let first = open.admit();
+        let second = open.admit();
+        let third = open.admit();
+        // The first has sent its request: the silent second goes first.
+        open.answering(first.id);
+        let fourth = open.admit();
+        assert!(told_to_close(&second).await);
+        assert!(!told_to_close(&first).await);
+        assert!(!told_to_close(&third).await);
+        let fifth = open.admit();
+        assert!(told_to_close(&third).await);
+        assert!(!told_to_close(&first).await);
+        assert_eq!(open.len(), 3);
+        // All being answered (slow readers): the one answered longest.
+        open.answering(fourth.id);
+        open.answering(fifth.id);
+        let sixth = open.admit();
+        assert!(told_to_close(&first).await);
+        assert!(!told_to_close(&fourth).await);
+        // A connection that ended leaves room without closing another.
+        open.remove(fifth.id);
+        let _seventh = open.admit();
+        assert!(!told_to_close(&fourth).await);
+        assert!(!told_to_close(&sixth).await);
+        assert_eq!(open.len(), 3);
+    }
+
+    #[test]
+    fn the_cap_leaves_descriptors_to_the_check_loop() {
+        assert_eq!(connection_cap(1_048_576), MAX_CONNECTIONS);
+        assert_eq!(connection_cap(1024), 1024 - RESERVED_DESCRIPTORS as usize);
+        assert_eq!(connection_cap(100), MIN_CONNECTIONS);
+        assert_eq!(connection_cap(u64::MAX), MAX_CONNECTIONS);
+    }
 
     #[test]
     fn healthz_is_ok_only_while_runs_keep_ending() {

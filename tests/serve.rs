@@ -1,17 +1,19 @@
 //! `nodectl serve` on a hand-made node, scraped over loopback: the metrics
 //! are `check -o prometheus`'s plus the loop's own, scrapes are answered
 //! from the last run (they never add runs), `/healthz` answers, anything
-//! else is 404, a client that never sends its request holds no one else
-//! up, and SIGTERM ends it cleanly.
+//! else is 404, clients that never send their request (hundreds of them,
+//! or more than the connection cap) hold no scrape up and are closed, and
+//! SIGTERM ends it cleanly.
 
 mod support;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::serve::{families, series, value, Served};
+use support::serve::{families, scrapes_at_once, series, value, Served};
 
 /// A hand-made node whose socket accepts and never answers: every run has
 /// a report, with the API families (the calls time out).
@@ -158,7 +160,8 @@ fn silent_client(address: SocketAddr) -> TcpStream {
     stream
 }
 
-/// Whether the server has closed `stream` (EOF or reset), waiting for it.
+/// Whether the server has closed `stream` (EOF or reset), waiting for it
+/// as long as its read timeout.
 fn closed_by_server(stream: &mut TcpStream) -> bool {
     let mut byte = [0u8; 1];
     match stream.read(&mut byte) {
@@ -169,6 +172,21 @@ fn closed_by_server(stream: &mut TcpStream) -> bool {
         }
     }
 }
+
+/// How long the slowest of `count` scrapes at once took; each must be
+/// answered 200 and whole.
+fn concurrent_scrapes(served: &Served, count: usize) -> Duration {
+    let mut slowest = Duration::ZERO;
+    for scrape in scrapes_at_once(served.address, count) {
+        let took = scrape.unwrap_or_else(|e| panic!("a scrape: {e}; stderr:\n{}", served.log()));
+        slowest = slowest.max(took);
+    }
+    slowest
+}
+
+/// Well before Prometheus's default scrape timeout (10 s), with room for a
+/// loaded test machine; the server answers in milliseconds.
+const ANSWERED_WITHIN: Duration = Duration::from_secs(3);
 
 #[test]
 fn a_client_that_never_sends_its_request_holds_no_one_up() {
@@ -185,7 +203,7 @@ fn a_client_that_never_sends_its_request_holds_no_one_up() {
         "a scrape beside a silent client took {:?}",
         asked.elapsed()
     );
-    // And the silent one is cut off after the request-head deadline (5 s).
+    // And the silent one is cut off after the request-head deadline (3 s).
     let connected = Instant::now();
     assert!(
         closed_by_server(&mut silent),
@@ -196,21 +214,136 @@ fn a_client_that_never_sends_its_request_holds_no_one_up() {
         dropped_after < Duration::from_secs(10),
         "dropped after {dropped_after:?}"
     );
+}
 
-    // More silent clients than are served at once (4): the first four hold
-    // their slots until the deadline, no longer, and the scrape behind
-    // them is answered then, with the last two.
-    let mut crowd: Vec<TcpStream> = (0..6).map(|_| silent_client(served.address)).collect();
+#[test]
+fn hundreds_of_silent_connections_delay_no_scrape_and_are_closed() {
+    let node = Node::new();
+    let served = node.serve(&[]);
+    served.first_metrics(Duration::from_secs(30));
+
+    let opened = Instant::now();
+    let mut crowd: Vec<TcpStream> = (0..300).map(|_| silent_client(served.address)).collect();
     std::thread::sleep(Duration::from_millis(200));
-    let asked = Instant::now();
-    assert_eq!(served.get("/metrics").status, 200, "{}", served.log());
-    let waited = asked.elapsed();
+    // 50 scrapes at once, three times over, while all 300 stay open.
+    for round in 0..3 {
+        let slowest = concurrent_scrapes(&served, 50);
+        assert!(
+            slowest < ANSWERED_WITHIN,
+            "round {round}: a scrape beside 300 silent connections took {slowest:?}"
+        );
+    }
     assert!(
-        waited > Duration::from_secs(4) && waited < Duration::from_secs(9),
-        "a scrape behind 6 silent clients, 4 served at once, waits for their 5 s deadline: {waited:?}"
+        opened.elapsed() < Duration::from_secs(3),
+        "the scrapes ended before any silent connection could be cut off (3 s); \
+         too slow a machine to tell: {:?}",
+        opened.elapsed()
     );
+    // Then the server closes every silent one, at its request-head deadline.
     for stream in &mut crowd {
         assert!(closed_by_server(stream), "every silent client is dropped");
+    }
+    let all_dropped = opened.elapsed();
+    assert!(
+        all_dropped < Duration::from_secs(10),
+        "the silent clients were dropped after {all_dropped:?}"
+    );
+}
+
+#[test]
+fn at_the_connection_cap_the_longest_silent_make_room_for_scrapes() {
+    // An open-files limit of 300 (hard too, so serve cannot raise it)
+    // leaves room for 44 connections beside the check loop's reserve.
+    let node = Node::new();
+    let mut command = node.command(&["serve", "--listen", "127.0.0.1:0"]);
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of
+    // the parent.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 300, 300)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let served = Served::start(command);
+    served.first_metrics(Duration::from_secs(30));
+    assert!(
+        served.log().contains("at most 44 connections open at once"),
+        "{}",
+        served.log()
+    );
+
+    // Four times as many silent connections as the cap, then scrapes.
+    let mut crowd: Vec<TcpStream> = (0..200).map(|_| silent_client(served.address)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let opened = Instant::now();
+    for round in 0..3 {
+        let slowest = concurrent_scrapes(&served, 20);
+        assert!(
+            slowest < ANSWERED_WITHIN,
+            "round {round}: a scrape at the cap took {slowest:?}"
+        );
+    }
+    // The oldest silent ones made room, before their deadline: closed
+    // already.
+    for (n, stream) in crowd.iter_mut().take(100).enumerate() {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        assert!(
+            closed_by_server(stream),
+            "silent connection {n} of 200 is still open beside a cap of 44"
+        );
+    }
+    // The newest stay open until their own deadline.
+    assert!(
+        opened.elapsed() < Duration::from_secs(2),
+        "too slow a machine to tell: {:?}",
+        opened.elapsed()
+    );
+    for (n, stream) in crowd.iter_mut().enumerate().skip(190) {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(10)))
+            .unwrap();
+        assert!(
+            !closed_by_server(stream),
+            "silent connection {n} of 200, among the newest, was closed before an older one"
+        );
+    }
+}
+
+/// The status line of the answer to a GET of `/healthz` whose head carries
+/// a header of `size` bytes.
+fn status_of_a_head_with(address: SocketAddr, size: usize) -> String {
+    use std::io::Write;
+    let mut stream = silent_client(address);
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: {}\r\n\r\n",
+        "a".repeat(size)
+    );
+    // The server may answer and close before reading it all.
+    let _ = stream.write_all(head.as_bytes());
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_request_head_over_8_kib_is_refused() {
+    let node = Node::new();
+    let served = node.serve(&[]);
+    served.first_metrics(Duration::from_secs(30));
+    // A scrape with a long bearer token still fits.
+    assert_eq!(
+        status_of_a_head_with(served.address, 6000),
+        "HTTP/1.1 200 OK"
+    );
+    for size in [9000, 500_000] {
+        assert_eq!(
+            status_of_a_head_with(served.address, size),
+            "HTTP/1.1 431 Request Header Fields Too Large",
+            "a header of {size} bytes"
+        );
     }
 }
 

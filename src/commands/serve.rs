@@ -50,6 +50,13 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
         );
     }
 
+    let cap = exporter::connection_cap(open_files_raised());
+    if cap < exporter::MAX_CONNECTIONS && !global.quiet {
+        eprintln!(
+            "nodectl: serve: at most {cap} connections open at once (the open-files limit leaves no more)"
+        );
+    }
+
     let latest = Shared::default();
     let health = Health {
         started: Instant::now(),
@@ -73,7 +80,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
     let served = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .and_then(|runtime| runtime.block_on(serve_until_signalled(listener, latest, health)));
+        .and_then(|runtime| runtime.block_on(serve_until_signalled(listener, latest, health, cap)));
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -101,10 +108,24 @@ fn bind(address: SocketAddr) -> io::Result<TcpListener> {
     }
 }
 
+/// The open-files limit, its soft value raised to the hard one first: each
+/// connection is a descriptor, and a soft limit of 1,024 (common) would cap
+/// them well below what a flood of idle ones needs to be outlasted.
+fn open_files_raised() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    // Linux's default soft limit, should the kernel not say.
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap_or((1024, 1024));
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
+    }
+    soft
+}
+
 async fn serve_until_signalled(
     listener: TcpListener,
     latest: Shared,
     health: Health,
+    cap: usize,
 ) -> io::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     listener.set_nonblocking(true)?;
@@ -112,7 +133,7 @@ async fn serve_until_signalled(
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     tokio::select! {
-        () = exporter::serve(listener, latest, health) => {}
+        () = exporter::serve(listener, latest, health, cap) => {}
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
     }

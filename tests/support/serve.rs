@@ -187,6 +187,25 @@ pub fn request(address: SocketAddr, method: &str, path: &str) -> Result<Answer, 
     Ok(answer)
 }
 
+/// `count` scrapes of `/metrics` at once, each on its own connection: how
+/// long each took, from connecting to the last byte, or why it failed (an
+/// answer other than a whole 200 with `nodectl_up` in it).
+pub fn scrapes_at_once(address: SocketAddr, count: usize) -> Vec<Result<Duration, String>> {
+    let threads: Vec<_> = (0..count)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let asked = Instant::now();
+                let answer = request(address, "GET", "/metrics")?;
+                if answer.status != 200 || !answer.body.contains("nodectl_up") {
+                    return Err(format!("{answer:?}"));
+                }
+                Ok(asked.elapsed())
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
 /// The series of a metrics text (sample lines without their values).
 pub fn series(text: &str) -> Vec<String> {
     let mut series: Vec<String> = text
