@@ -289,6 +289,32 @@ mod tests {
     }
 
     #[test]
+    fn with_another_namespace_a_live_pods_shm_is_no_target_and_is_refused() {
+        // `-n moby`: k8s.io's records know sandbox `s`, moby has none.
+        let mut s = snapshot();
+        s.namespace = "moby".to_string();
+        with_records(&mut s, &[id('s')]);
+        let moby = crate::model::NamespaceView {
+            containers: Some(Default::default()),
+            tasks: Some(Vec::new()),
+            ..Default::default()
+        };
+        let view = s.containerd.as_mut().unwrap();
+        view.namespaces.insert("moby".to_string(), moby);
+        let shm = PathBuf::from(format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
+            id('s')
+        ));
+        s.mounts.push(mount(shm.to_str().unwrap()));
+        assert!(targets(&s).is_empty());
+        let verdict = verify(&s, &shm);
+        assert!(
+            matches!(&verdict, Verdict::Refuse(w) if w.contains("record")),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
     fn a_mount_gone_since_the_scan_is_already_gone_unless_the_table_was_unread() {
         let before = leaked();
         let point = PathBuf::from(rootfs(&id('a')));

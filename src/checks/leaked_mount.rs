@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::json;
 
 use crate::checks::shared::{served_ids, shim_serves, short, Records};
-use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot};
+use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot, CRI_NAMESPACE};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let records = Records::indexed(snapshot);
@@ -74,8 +74,10 @@ pub fn mount_owner<'a>(
 ) -> Option<(&'a str, &'a str, &'static str)> {
     Some(match owner(snapshot, mount_point)? {
         Owner::TaskRootfs { namespace, id } => (namespace, id, "task rootfs"),
-        Owner::SandboxShm { id } => (snapshot.namespace.as_str(), id, "sandbox shm"),
-        Owner::ImageVolume { id } => (snapshot.namespace.as_str(), id, "image volume"),
+        // CRI's sandboxes are always in its namespace, whatever `-n` names
+        // for tasks.
+        Owner::SandboxShm { id } => (CRI_NAMESPACE, id, "sandbox shm"),
+        Owner::ImageVolume { id } => (CRI_NAMESPACE, id, "image volume"),
     })
 }
 
@@ -303,6 +305,65 @@ mod tests {
         assert_eq!(
             names(&findings[1]),
             [Value::from("batch"), Value::from("job-1"), Value::Null]
+        );
+    }
+
+    fn shm(sandbox: &str) -> String {
+        format!("/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{sandbox}/shm")
+    }
+
+    fn image_volume(sandbox: &str) -> String {
+        format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/image-volumes/{sandbox}/{}",
+            id('9')
+        )
+    }
+
+    /// `-n moby`: containerd answered for moby (no records) and for k8s.io,
+    /// which knows sandbox `s`; `d`'s pod is gone, CRI still names it.
+    fn looked_at_in_moby() -> Snapshot {
+        let mut s = snapshot();
+        s.namespace = "moby".to_string();
+        with_records(&mut s, &[id('s')]);
+        let moby = crate::model::NamespaceView {
+            containers: Some(Default::default()),
+            tasks: Some(Vec::new()),
+            ..Default::default()
+        };
+        let view = s.containerd.as_mut().unwrap();
+        view.namespaces.insert("moby".to_string(), moby);
+        s.cri = Some(crate::model::CriView {
+            sandboxes: Some(vec![cri_sandbox(&id('d'), "batch", "job-1")]),
+            ..Default::default()
+        });
+        for point in [shm(&id('s')), image_volume(&id('s')), shm(&id('d'))] {
+            s.mounts.push(mount(&point));
+        }
+        s
+    }
+
+    #[test]
+    fn cris_mounts_are_judged_in_k8s_io_whatever_namespace_tasks_are_read_in() {
+        let s = looked_at_in_moby();
+        let findings = check(&s);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [id('d')],
+            "the live pod's shm and volume are not leaked"
+        );
+        let evidence = &findings[0].evidence;
+        assert_eq!(evidence["namespace"], "k8s.io");
+        assert_eq!(
+            evidence["pod_name"], "job-1",
+            "CRI names its pods in k8s.io"
+        );
+        // One by one (as the re-check before an unmount asks) the same.
+        assert!(leaked_mount(&s, &s.mounts[0]).is_none());
+        assert!(leaked_mount(&s, &s.mounts[1]).is_none());
+        assert_eq!(
+            mount_owner(&s, &s.mounts[2].mount_point),
+            Some(("k8s.io", id('d').as_str(), "sandbox shm"))
         );
     }
 

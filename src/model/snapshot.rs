@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::api::{ContainerdView, CriView};
 use crate::model::gap::{Gap, Source};
-use crate::model::names::{PodRef, KIND_LABEL};
+use crate::model::names::{PodRef, CRI_NAMESPACE, KIND_LABEL};
 use crate::model::node::NodeContext;
 use crate::model::paths::Paths;
 use crate::model::shim::Shim;
@@ -243,18 +243,20 @@ impl Snapshot {
     /// then the bundle's annotations (gone with the task in containerd 1.7 and
     /// 2.x). A sandbox gets no container name. Unknown names stay `None`.
     pub fn names_in(&self, namespace: &str, id: &str) -> PodRef {
-        // CRI serves one namespace, and bundles were read for that one only.
+        // CRI keeps its pods in one namespace whatever `-n` says; bundles
+        // were read for `-n`'s only.
+        let cris = namespace == CRI_NAMESPACE;
         let ours = namespace == self.namespace;
         let record = self
             .containerd
             .as_ref()
             .and_then(|view| view.labels(namespace, id));
-        let cri = self.cri.as_ref().filter(|_| ours);
+        let cri = self.cri.as_ref().filter(|_| cris);
         let bundle = self.bundles.get(id).filter(|_| ours);
         let sandbox = record.is_some_and(|l| l.get(KIND_LABEL).is_some_and(|k| k == "sandbox"))
             || cri.is_some_and(|cri| cri.is_sandbox(id))
             || bundle.is_some_and(Bundle::is_sandbox)
-            || (ours && self.cri_sandboxes.contains(id));
+            || (cris && self.cri_sandboxes.contains(id));
         let mut names = record
             .map(PodRef::from_labels)
             .unwrap_or_default()
