@@ -5,8 +5,6 @@
 //! shm when it stops the sandbox; a delete that timed out or a shim that died
 //! mid-way leaves them behind, pinning the snapshot and its disk space.
 
-use std::path::Path;
-
 use serde_json::json;
 
 use crate::checks::shared::{served_ids, shim_serves, short, Records};
@@ -36,8 +34,14 @@ enum Owner<'a> {
     ImageVolume { id: &'a str },
 }
 
-fn owner<'a>(snapshot: &Snapshot, mount_point: &'a Path) -> Option<Owner<'a>> {
-    let below_state = mount_point.strip_prefix(&snapshot.paths.state.path).ok()?;
+/// The owner of `mount`, from its path below the state directory as
+/// nodectl spells it (the table may spell it otherwise: a symlink, a bind
+/// mount; see `Mount::as_given`).
+fn owner<'a>(snapshot: &Snapshot, mount: &'a Mount) -> Option<Owner<'a>> {
+    let below_state = mount
+        .path_as_given()
+        .strip_prefix(&snapshot.paths.state.path)
+        .ok()?;
     owner_below_state(below_state.to_str()?)
 }
 
@@ -69,10 +73,10 @@ fn owner_below_state(rest: &str) -> Option<Owner<'_>> {
 /// The containerd namespace and id a mount below containerd's state belongs
 /// to, and what it is (`task rootfs`, `sandbox shm`, `image volume`).
 pub fn mount_owner<'a>(
-    snapshot: &'a Snapshot,
-    mount_point: &'a Path,
+    snapshot: &Snapshot,
+    mount: &'a Mount,
 ) -> Option<(&'a str, &'a str, &'static str)> {
-    Some(match owner(snapshot, mount_point)? {
+    Some(match owner(snapshot, mount)? {
         Owner::TaskRootfs { namespace, id } => (namespace, id, "task rootfs"),
         // CRI's sandboxes are always in its namespace, whatever `-n` names
         // for tasks.
@@ -99,7 +103,7 @@ fn judge(
     served: impl Fn(&str) -> bool,
     mount: &Mount,
 ) -> Option<Finding> {
-    let (namespace, id, what) = mount_owner(snapshot, &mount.mount_point)?;
+    let (namespace, id, what) = mount_owner(snapshot, mount)?;
     let (owned, basis) = records.has(namespace, id);
     if owned {
         return None;
@@ -154,7 +158,7 @@ mod tests {
     use crate::model::fixtures::*;
     use crate::model::Mount;
     use serde_json::Value;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     fn mount(point: &str) -> Mount {
         Mount {
@@ -162,6 +166,7 @@ mod tests {
             fs_type: "overlay".to_string(),
             source: Some("overlay".to_string()),
             options: vec!["rw".to_string()],
+            ..Mount::default()
         }
     }
 
@@ -255,10 +260,13 @@ mod tests {
                 }
             }
             let s = snapshot();
-            let mount_point = s.paths.state.path.join(parts.join("/"));
+            let mount = Mount {
+                mount_point: s.paths.state.path.join(parts.join("/")),
+                ..Mount::default()
+            };
             prop_assert_eq!(
-                owner(&s, &mount_point),
-                owner_by_components(&s.paths.state.path, &mount_point)
+                owner(&s, &mount),
+                owner_by_components(&s.paths.state.path, &mount.mount_point)
             );
         });
     }
@@ -362,8 +370,33 @@ mod tests {
         assert!(leaked_mount(&s, &s.mounts[0]).is_none());
         assert!(leaked_mount(&s, &s.mounts[1]).is_none());
         assert_eq!(
-            mount_owner(&s, &s.mounts[2].mount_point),
+            mount_owner(&s, &s.mounts[2]),
             Some(("k8s.io", id('d').as_str(), "sandbox shm"))
+        );
+    }
+
+    #[test]
+    fn a_mount_is_judged_by_the_state_directory_as_given_whatever_the_table_spells() {
+        // `--state /srv/link` with the mount table's `/run/containerd`
+        // (a symlink, a bind mount): the source spells it both ways.
+        let mut s = snapshot();
+        s.paths.state.path = PathBuf::from("/srv/link");
+        with_records(&mut s, &[id('b')]);
+        for id in [id('a'), id('b')] {
+            s.mounts.push(Mount {
+                as_given: Some(PathBuf::from(format!(
+                    "/srv/link/io.containerd.runtime.v2.task/k8s.io/{id}/rootfs"
+                ))),
+                ..mount(&rootfs(&id))
+            });
+        }
+        let findings = check(&s);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, [id('a')]);
+        assert_eq!(
+            findings[0].evidence["mount_point"],
+            rootfs(&id('a')),
+            "the mount point the kernel has, the one to unmount"
         );
     }
 

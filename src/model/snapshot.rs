@@ -5,7 +5,7 @@
 //! what it could not read as a [`Gap`] instead of failing the whole run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -353,12 +353,32 @@ impl ProcessInfo {
 /// One mount from mountinfo.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Mount {
+    /// Where the mount table has it: what is unmounted.
     #[serde(with = "crate::model::path_json")]
     pub mount_point: PathBuf,
+    /// The same place spelled below the directory as nodectl was given it
+    /// (`--state`, `--root`), when the table names that directory otherwise
+    /// (through a symlink, `..`, `/var/run`, or a bind mount of it): paths
+    /// nodectl builds (bundles, owners) are spelled that way. `None` when
+    /// both spellings agree. See [`Mount::path_as_given`].
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::model::path_json::option"
+    )]
+    pub as_given: Option<PathBuf>,
     pub fs_type: String,
     pub source: Option<String>,
     /// Mount and superblock options, sorted (`volatile` shows up here).
     pub options: Vec<String>,
+}
+
+impl Mount {
+    /// The mount point as nodectl spells the directory it is below: what
+    /// to compare with a bundle's path or strip the state directory from.
+    pub fn path_as_given(&self) -> &Path {
+        self.as_given.as_deref().unwrap_or(&self.mount_point)
+    }
 }
 
 /// The containerd version in every report: from the API's Version answer,
