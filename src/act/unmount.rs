@@ -348,6 +348,33 @@ mod tests {
     }
 
     #[test]
+    fn a_leaked_mount_whose_id_is_not_utf8_is_shown_but_never_unmounted() {
+        use std::os::unix::ffi::OsStrExt;
+        let mut s = leaked();
+        let odd = Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io")
+            .join(std::ffi::OsStr::from_bytes(b"a\x80"))
+            .join("rootfs");
+        s.mounts = vec![Mount {
+            mount_point: odd.clone(),
+            ..mount("")
+        }];
+        let done = run(
+            &s,
+            Options::default(),
+            Ok(()),
+            Path::new("/nonexistent"),
+            || s.clone(),
+        );
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!((done[0].id.as_str(), &done[0].path), (r"a\x80", &odd));
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused);
+        assert!(
+            done[0].detail.contains("not a mount containerd makes"),
+            "{done:?}"
+        );
+    }
+
+    #[test]
     fn a_mount_gone_since_the_scan_is_already_gone_unless_the_table_was_unread() {
         let before = leaked();
         let point = mount(&rootfs(&id('a')));
