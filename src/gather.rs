@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{
-    ContainerdView, CriView, Gap, Paths, Snapshot, SnapshotterView, Source, Suspects,
+    ContainerdView, CriView, Gap, Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
 use crate::sources::Bounded;
 use crate::sources::{
@@ -160,15 +160,14 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     node::count_rootfs_mounts(&mut node, &mounts);
 
-    // The shims' own namespaces too: a leaked shim is judged against the
-    // records of the namespace it was started for.
-    let mut namespaces: BTreeSet<String> = proc_scan
-        .shims
-        .iter()
-        .filter(|s| s.serves(&paths.address.path))
-        .filter_map(|s| s.namespace.clone())
-        .collect();
-    namespaces.insert(options.namespace.clone());
+    let namespaces = namespaces_to_ask(
+        options,
+        proc_scan
+            .shims
+            .iter()
+            .filter(|s| s.serves(&paths.address.path))
+            .filter_map(|s| s.namespace.as_deref()),
+    );
     // The APIs get `--timeout`, less what the files ate of the grace second.
     let api_timeout = options
         .api_timeout
@@ -239,6 +238,24 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         snapshotter,
         gaps,
     }
+}
+
+/// The containerd namespaces whose records and tasks are asked for: `-n`'s;
+/// those our shims were started for (a leaked shim is judged against the
+/// records of its own namespace); and CRI's when the mounts are read: CRI's
+/// sandboxes and containers, and so their shm and rootfs mounts, are in its
+/// namespace whatever `-n` names, and are judged (and re-checked before an
+/// unmount) against its records.
+fn namespaces_to_ask<'a>(
+    options: &GatherOptions,
+    shim_namespaces: impl Iterator<Item = &'a str>,
+) -> BTreeSet<String> {
+    let mut namespaces: BTreeSet<String> = shim_namespaces.map(str::to_string).collect();
+    namespaces.insert(options.namespace.clone());
+    if options.mounts {
+        namespaces.insert(CRI_NAMESPACE.to_string());
+    }
+    namespaces
 }
 
 /// A later, cheap look to confirm what a first snapshot suggested (a zombie
@@ -403,4 +420,39 @@ pub fn now_nanos() -> i64 {
     chrono::Utc::now()
         .timestamp_nanos_opt()
         .expect("the clock is between 1677 and 2262")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(namespace: &str, mounts: bool) -> GatherOptions {
+        GatherOptions {
+            namespace: namespace.to_string(),
+            proc_root: PathBuf::from("/proc"),
+            mountinfo: PathBuf::from("/proc/self/mountinfo"),
+            api_timeout: None,
+            cri_address: None,
+            progress: false,
+            shim_threads: false,
+            bundle_sockets: false,
+            snapshots: false,
+            mounts,
+            timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn cris_namespace_is_asked_whenever_its_mounts_are_judged() {
+        // `-n moby leaked-mounts`: the pods' shm and rootfs mounts are
+        // judged against k8s.io's records, so those are asked for too.
+        let asked = namespaces_to_ask(&options("moby", true), ["buildkit"].into_iter());
+        assert_eq!(
+            asked,
+            BTreeSet::from(["buildkit", "k8s.io", "moby"].map(String::from))
+        );
+        // Without the mounts (`zombies`), nothing more than `-n` and the shims'.
+        let asked = namespaces_to_ask(&options("moby", false), std::iter::empty());
+        assert_eq!(asked, BTreeSet::from(["moby".to_string()]));
+    }
 }

@@ -523,6 +523,90 @@ fn cleanup_refuses_what_containerd_cannot_confirm() {
     assert!(bundle.is_dir());
 }
 
+/// Mounts a test made, undone when it ends however it ends (deepest, that
+/// is last made, first).
+struct Mounted(Vec<PathBuf>);
+
+impl Mounted {
+    fn tmpfs(&mut self, at: &Path) {
+        support::mount_tmpfs(at);
+        self.0.push(at.to_path_buf());
+    }
+
+    fn bind(&mut self, from: &Path, at: &Path) {
+        let flags = nix::mount::MsFlags::MS_BIND;
+        nix::mount::mount(Some(from), at, None::<&str>, flags, None::<&str>)
+            .unwrap_or_else(|e| panic!("binding {} at {}: {e}", from.display(), at.display()));
+        self.0.push(at.to_path_buf());
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        for point in self.0.iter().rev() {
+            let _ = nix::mount::umount2(point, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+/// `--state` through a symlink, through `..` or as a bind mount of the
+/// directory finds the mounts the table lists below the directory itself:
+/// the same leaked mount, where the kernel has it.
+#[test]
+fn every_spelling_of_state_finds_the_same_leaked_mount() {
+    if !nix::unistd::geteuid().is_root() {
+        return support::skip(
+            "every_spelling_of_state_finds_the_same_leaked_mount",
+            "needs root (mount)",
+        );
+    }
+    let node = Node::new();
+    node.write_config();
+    let dir = node.dir.path();
+    let state = dir.join("state");
+    // An image volume of a sandbox no file names: leaked (inferred).
+    let sandbox = "c".repeat(64);
+    let volume = state
+        .join("io.containerd.grpc.v1.cri/image-volumes")
+        .join(&sandbox)
+        .join("9".repeat(64));
+    fs::create_dir_all(&volume).unwrap();
+    let (link, bind) = (dir.join("link"), dir.join("bind"));
+    std::os::unix::fs::symlink(&state, &link).unwrap();
+    fs::create_dir(&bind).unwrap();
+    let mut mounted = Mounted(Vec::new());
+    mounted.bind(&state, &bind);
+    mounted.tmpfs(&volume);
+    let [root, _, address, config] = support::hand_made_paths(dir);
+    for given in [state.clone(), link, state.join("../state"), bind] {
+        let paths = [root.as_path(), &given, &address, &config];
+        let args = ["leaked-mounts", "-o", "json", "--timeout", "300ms"];
+        let output = support::nodectl_at(&args, paths).unwrap();
+        let doc = json(&output);
+        let findings: Vec<_> = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let evidence = &f["evidence"];
+                (
+                    f["kind"].clone(),
+                    f["id"].clone(),
+                    evidence["mount_point"].clone(),
+                )
+            })
+            .collect();
+        let expected = ("leaked-mount", sandbox.as_str(), volume.to_str().unwrap());
+        assert_eq!(
+            findings,
+            [(expected.0.into(), expected.1.into(), expected.2.into())],
+            "--state {}: {doc}",
+            given.display()
+        );
+        assert_eq!(output.status.code(), Some(1), "--state {}", given.display());
+    }
+}
+
 #[test]
 fn closed_pipe_ends_quietly() {
     let node = Node::new();

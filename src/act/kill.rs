@@ -242,7 +242,7 @@ fn remains(snapshot: &Snapshot, shim: &Shim) -> Vec<String> {
     for mount in snapshot
         .mounts
         .iter()
-        .filter(|m| m.mount_point.starts_with(&bundle))
+        .filter(|m| m.path_as_given().starts_with(&bundle))
     {
         left.push(format!("mount {}", mount.mount_point.display()));
     }

@@ -62,7 +62,7 @@ pub fn verify(fresh: &Snapshot, id: &str, dir: &Path, unmounting: &BTreeSet<Path
         .mounts
         .iter()
         .filter(|m| !unmounting.contains(&m.mount_point))
-        .find(|m| m.mount_point.starts_with(dir))
+        .find(|m| m.path_as_given().starts_with(dir))
     {
         return Verdict::Refuse(format!(
             "still mounted below it ({}): unmount first (--unmount)",
@@ -290,6 +290,19 @@ mod tests {
         let verdict = verify(&fresh, &id('a'), &dir, &BTreeSet::new());
         assert!(
             matches!(&verdict, Verdict::Refuse(w) if w.contains("mounted below")),
+            "{verdict:?}"
+        );
+        // The same mount as the table spells it through another spelling
+        // of the state directory (`--state` a symlink or a bind mount).
+        let mut elsewhere = fresh.clone();
+        elsewhere.mounts[0] = Mount {
+            mount_point: PathBuf::from("/elsewhere/rootfs"),
+            as_given: Some(rootfs.clone()),
+            ..Mount::default()
+        };
+        let verdict = verify(&elsewhere, &id('a'), &dir, &BTreeSet::new());
+        assert!(
+            matches!(&verdict, Verdict::Refuse(w) if w.contains("/elsewhere/rootfs")),
             "{verdict:?}"
         );
         let unmounting = [rootfs].into_iter().collect();

@@ -10,14 +10,14 @@
 //! and re-read the table once more to tell what happened.
 
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::mount::{umount2, MntFlags};
 
 use crate::act::{daemon_proven, still_dead, IdKind, Verdict};
 use crate::checks::leaked_mount;
-use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
+use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Mount, Snapshot};
 use crate::sources::mountinfo;
 
 /// How to unmount.
@@ -29,27 +29,30 @@ pub struct Options {
     pub lazy: bool,
 }
 
-/// The mount points of the leaked mounts in `snapshot`, each once (stacked
-/// mounts share a point).
-pub fn targets(snapshot: &Snapshot) -> Vec<PathBuf> {
-    let mut points: Vec<PathBuf> = snapshot
+/// The leaked mounts of `snapshot`, one per mount point (stacked mounts
+/// share a point), with the id each finding names.
+pub fn targets(snapshot: &Snapshot) -> Vec<(&Mount, String)> {
+    let mut targets: Vec<(&Mount, String)> = snapshot
         .mounts
         .iter()
-        .filter(|m| leaked_mount::leaked_mount(snapshot, m).is_some())
-        .map(|m| m.mount_point.clone())
+        .filter_map(|m| Some((m, leaked_mount::leaked_mount(snapshot, m)?.id)))
         .collect();
-    points.dedup();
-    points.sort();
-    points.dedup();
-    points
+    targets.sort_by(|(a, _), (b, _)| a.mount_point.cmp(&b.mount_point));
+    targets.dedup_by(|(a, _), (b, _)| a.mount_point == b.mount_point);
+    targets
 }
 
-/// Whether `mount_point` may be unmounted now, judged on `fresh`: it is
-/// exactly a mount point in the fresh mount table, still a leaked mount, and
-/// nothing lives under its owner's id (see [`still_dead`]).
-pub fn verify(fresh: &Snapshot, mount_point: &Path) -> Verdict {
-    let Some((namespace, id, what)) = leaked_mount::mount_owner(fresh, mount_point) else {
-        return Verdict::Refuse("not a mount containerd makes".to_string());
+/// Whether `target` (a mount of the first snapshot) may be unmounted now,
+/// judged on `fresh`: its point is exactly a mount point in the fresh mount
+/// table, still a leaked mount, and nothing lives under its owner's id
+/// (see [`still_dead`]).
+pub fn verify(fresh: &Snapshot, target: &Mount) -> Verdict {
+    let Some((namespace, id, what)) = leaked_mount::mount_owner(fresh, target) else {
+        return Verdict::Refuse(
+            "not a mount containerd makes (a task rootfs, sandbox shm or image volume of an \
+             id containerd could have made)"
+                .to_string(),
+        );
     };
     // A shm or an image volume is named by its pod sandbox's id.
     let kind = if what == leaked_mount::TASK_ROOTFS {
@@ -60,7 +63,8 @@ pub fn verify(fresh: &Snapshot, mount_point: &Path) -> Verdict {
     if let Err(why) = still_dead(fresh, namespace, id, kind) {
         return Verdict::Refuse(why);
     }
-    let Some(mount) = fresh.mounts.iter().find(|m| m.mount_point == mount_point) else {
+    let point = &target.mount_point;
+    let Some(mount) = fresh.mounts.iter().find(|m| m.mount_point == *point) else {
         return Verdict::Gone("no longer mounted".to_string());
     };
     if leaked_mount::leaked_mount(fresh, mount).is_none() {
@@ -91,13 +95,11 @@ pub fn run(
     let proven = daemon_proven(before, &fresh);
     targets
         .into_iter()
-        .map(|point| {
-            let id = leaked_mount::mount_owner(before, &point)
-                .map(|(_, id, _)| id.to_string())
-                .unwrap_or_default();
+        .map(|(target, id)| {
+            let point = &target.mount_point;
             let verdict = match &proven {
                 Err(why) => Verdict::Refuse(why.clone()),
-                Ok(()) => verify(&fresh, &point),
+                Ok(()) => verify(&fresh, target),
             };
             let (outcome, detail) = match (verdict, &allowed) {
                 (Verdict::Gone(why), _) => (CleanupOutcome::AlreadyGone, why),
@@ -107,12 +109,12 @@ pub fn run(
                     CleanupOutcome::WouldUnmount,
                     "run with --unmount --yes to unmount it".to_string(),
                 ),
-                (Verdict::Go, Ok(())) => detach(&point, options.lazy, own_mountinfo),
+                (Verdict::Go, Ok(())) => detach(point, options.lazy, own_mountinfo),
             };
             Cleanup {
                 action: CleanupAction::Unmount,
                 id,
-                path: point,
+                path: point.clone(),
                 outcome,
                 detail,
             }
@@ -123,7 +125,7 @@ pub fn run(
 /// How many mounts sit exactly at `point` in the mount table now.
 fn mounted_at(mountinfo: &Path, point: &Path) -> Result<usize, String> {
     let mut gaps = Vec::new();
-    let mounts = mountinfo::read(mountinfo, &[point], &mut gaps);
+    let mounts = mountinfo::read_as_spelled(mountinfo, &[point], &mut gaps);
     if let Some(gap) = gaps.first() {
         return Err(format!("re-reading the mount table: {}", gap.error));
     }
@@ -227,7 +229,8 @@ pub fn allowed(
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{Gap, Mount, Source, TaskStatus, TaskView};
+    use crate::model::{Gap, Source, TaskStatus, TaskView};
+    use std::path::PathBuf;
 
     fn mount(point: &str) -> Mount {
         Mount {
@@ -258,15 +261,15 @@ mod tests {
     fn a_leaked_mount_unchanged_since_the_scan_may_go() {
         let s = leaked();
         assert_eq!(targets(&s).len(), 2);
-        for point in targets(&s) {
-            assert_eq!(verify(&s, &point), Verdict::Go, "{}", point.display());
+        for (target, _) in targets(&s) {
+            assert_eq!(verify(&s, target), Verdict::Go, "{target:?}");
         }
     }
 
     #[test]
     fn a_mount_whose_container_came_back_is_refused() {
         let before = leaked();
-        let point = PathBuf::from(rootfs(&id('a')));
+        let point = mount(&rootfs(&id('a')));
         // A record again.
         let mut fresh = before.clone();
         with_records(&mut fresh, &[id('a')]);
@@ -276,10 +279,10 @@ mod tests {
         fresh.shims.push(shim(70, &id('a'), ADDRESS, &[]));
         assert!(matches!(verify(&fresh, &point), Verdict::Refuse(w) if w.contains("shim")));
         // The sandbox's shm, whose sandbox has a running task again.
-        let shm = targets(&before)
-            .into_iter()
-            .find(|p| p.ends_with("shm"))
-            .unwrap();
+        let shm = mount(&format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
+            id('s')
+        ));
         let mut fresh = before.clone();
         let ns = fresh
             .containerd
@@ -302,7 +305,7 @@ mod tests {
     #[test]
     fn an_app_containers_rootfs_is_refused_while_its_pods_shim_lives() {
         let mut fresh = leaked();
-        let point = PathBuf::from(rootfs(&id('a')));
+        let point = mount(&rootfs(&id('a')));
         fresh
             .bundles
             .insert(id('a'), bundle(&id('a'), &id('p'), "app"));
@@ -325,18 +328,19 @@ mod tests {
     #[test]
     fn a_pods_shm_and_image_volume_are_judged_by_the_pods_own_shim() {
         let mut fresh = leaked();
-        let volume = PathBuf::from(format!(
+        let volume = mount(&format!(
             "/run/containerd/io.containerd.grpc.v1.cri/image-volumes/{}/{}",
             id('c'),
             id('9')
         ));
-        fresh.mounts.push(mount(&volume.to_string_lossy()));
+        fresh.mounts.push(volume.clone());
         // No bundle names sandbox `c` or `s`; a live shim of another pod
         // does not serve them (their ids are their pods').
         with_live_shim(&mut fresh, shim(70, &id('q'), ADDRESS, &[]));
         let shm = targets(&fresh)
             .into_iter()
-            .find(|p| p.ends_with("shm"))
+            .map(|(target, _)| target.clone())
+            .find(|m| m.mount_point.ends_with("shm"))
             .unwrap();
         assert_eq!(verify(&fresh, &volume), Verdict::Go);
         assert_eq!(verify(&fresh, &shm), Verdict::Go);
@@ -349,11 +353,94 @@ mod tests {
     }
 
     #[test]
+    fn with_another_namespace_a_live_pods_shm_is_no_target_and_is_refused() {
+        // `-n moby`: k8s.io's records know sandbox `s`, moby has none.
+        let mut s = snapshot();
+        s.namespace = "moby".to_string();
+        with_records(&mut s, &[id('s')]);
+        let moby = crate::model::NamespaceView {
+            containers: Some(Default::default()),
+            tasks: Some(Vec::new()),
+            ..Default::default()
+        };
+        let view = s.containerd.as_mut().unwrap();
+        view.namespaces.insert("moby".to_string(), moby);
+        let shm = mount(&format!(
+            "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
+            id('s')
+        ));
+        s.mounts.push(shm.clone());
+        assert!(targets(&s).is_empty());
+        let verdict = verify(&s, &shm);
+        assert!(
+            matches!(&verdict, Verdict::Refuse(w) if w.contains("record")),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn a_mount_found_through_another_spelling_of_state_is_unmounted_where_the_kernel_has_it() {
+        // `--state /srv/link`, a symlink to the table's `/run/containerd`.
+        let mut s = leaked();
+        s.paths.state.path = PathBuf::from("/srv/link");
+        for m in &mut s.mounts {
+            let below = m.mount_point.strip_prefix("/run/containerd").unwrap();
+            m.as_given = Some(Path::new("/srv/link").join(below));
+        }
+        let done = run(
+            &s,
+            Options::default(),
+            Ok(()),
+            Path::new("/nonexistent"),
+            || s.clone(),
+        );
+        let planned: Vec<_> = done.iter().map(|c| (c.outcome, c.path.clone())).collect();
+        assert_eq!(
+            planned,
+            [
+                PathBuf::from(format!(
+                    "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
+                    id('s')
+                )),
+                PathBuf::from(rootfs(&id('a')))
+            ]
+            .map(|p| (CleanupOutcome::WouldUnmount, p))
+        );
+    }
+
+    #[test]
+    fn a_leaked_mount_whose_id_is_not_utf8_is_shown_but_never_unmounted() {
+        use std::os::unix::ffi::OsStrExt;
+        let mut s = leaked();
+        let odd = Path::new("/run/containerd/io.containerd.runtime.v2.task/k8s.io")
+            .join(std::ffi::OsStr::from_bytes(b"a\x80"))
+            .join("rootfs");
+        s.mounts = vec![Mount {
+            mount_point: odd.clone(),
+            ..mount("")
+        }];
+        let done = run(
+            &s,
+            Options::default(),
+            Ok(()),
+            Path::new("/nonexistent"),
+            || s.clone(),
+        );
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert_eq!((done[0].id.as_str(), &done[0].path), (r"a\x80", &odd));
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused);
+        assert!(
+            done[0].detail.contains("not a mount containerd makes"),
+            "{done:?}"
+        );
+    }
+
+    #[test]
     fn a_mount_gone_since_the_scan_is_already_gone_unless_the_table_was_unread() {
         let before = leaked();
-        let point = PathBuf::from(rootfs(&id('a')));
+        let point = mount(&rootfs(&id('a')));
         let mut fresh = before.clone();
-        fresh.mounts.retain(|m| m.mount_point != point);
+        fresh.mounts.retain(|m| *m != point);
         assert!(matches!(verify(&fresh, &point), Verdict::Gone(_)));
         fresh.gaps.push(Gap::source(
             Source::Mountinfo,

@@ -42,7 +42,7 @@ pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
     let mounted = snapshot
         .mounts
         .iter()
-        .any(|m| m.mount_point.starts_with(&bundle.path));
+        .any(|m| m.path_as_given().starts_with(&bundle.path));
     Some(Finding {
         kind: Kind::OrphanBundle,
         severity: Severity::Warning,
@@ -84,6 +84,7 @@ pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
+    use std::path::PathBuf;
 
     #[test]
     fn bundle_without_record_or_shim_is_orphaned() {
@@ -117,6 +118,17 @@ mod tests {
                 &id('a')[..13]
             )
         );
+        assert_eq!(findings[0].evidence["has_mounts"], false);
+        // Its rootfs still mounted, as the table spells it through another
+        // spelling of the state directory (`--state` a symlink, a bind mount).
+        let mut mounted = s.clone();
+        let rootfs = mounted.bundles[&id('a')].path.join("rootfs");
+        mounted.mounts.push(crate::model::Mount {
+            mount_point: PathBuf::from("/elsewhere/rootfs"),
+            as_given: Some(rootfs),
+            ..Default::default()
+        });
+        assert_eq!(check(&mounted)[0].evidence["has_mounts"], true);
         // containerd has a record of it: not orphaned, shim or no shim.
         with_records(&mut s, &[id('a')]);
         let orphans: Vec<_> = check(&s)

@@ -30,7 +30,8 @@ pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
 pub use names::{
-    name_labels, PodRef, CONTAINER_NAME_LABEL, KIND_LABEL, POD_NAMESPACE_LABEL, POD_NAME_LABEL,
+    name_labels, PodRef, CONTAINER_NAME_LABEL, CRI_NAMESPACE, KIND_LABEL, POD_NAMESPACE_LABEL,
+    POD_NAME_LABEL,
 };
 pub use node::NodeContext;
 pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths};

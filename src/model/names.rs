@@ -14,6 +14,10 @@ pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 /// CRI's own label on a containerd record: `sandbox` or `container`.
 pub const KIND_LABEL: &str = "io.cri-containerd.kind";
+/// The containerd namespace CRI keeps every sandbox and container in,
+/// whatever namespace nodectl looks at for tasks (`-n`): a constant of the
+/// CRI plugin, not a setting.
+pub const CRI_NAMESPACE: &str = "k8s.io";
 
 /// The labels that name an id, and none of the others: a sandbox carries all
 /// of its pod's labels, whose number and size the pod's author decides.

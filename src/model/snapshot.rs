@@ -5,13 +5,13 @@
 //! what it could not read as a [`Gap`] instead of failing the whole run.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::api::{ContainerdView, CriView};
 use crate::model::gap::{Gap, Source};
-use crate::model::names::{PodRef, KIND_LABEL};
+use crate::model::names::{PodRef, CRI_NAMESPACE, KIND_LABEL};
 use crate::model::node::NodeContext;
 use crate::model::paths::Paths;
 use crate::model::shim::Shim;
@@ -243,18 +243,20 @@ impl Snapshot {
     /// then the bundle's annotations (gone with the task in containerd 1.7 and
     /// 2.x). A sandbox gets no container name. Unknown names stay `None`.
     pub fn names_in(&self, namespace: &str, id: &str) -> PodRef {
-        // CRI serves one namespace, and bundles were read for that one only.
+        // CRI keeps its pods in one namespace whatever `-n` says; bundles
+        // were read for `-n`'s only.
+        let cris = namespace == CRI_NAMESPACE;
         let ours = namespace == self.namespace;
         let record = self
             .containerd
             .as_ref()
             .and_then(|view| view.labels(namespace, id));
-        let cri = self.cri.as_ref().filter(|_| ours);
+        let cri = self.cri.as_ref().filter(|_| cris);
         let bundle = self.bundles.get(id).filter(|_| ours);
         let sandbox = record.is_some_and(|l| l.get(KIND_LABEL).is_some_and(|k| k == "sandbox"))
             || cri.is_some_and(|cri| cri.is_sandbox(id))
             || bundle.is_some_and(Bundle::is_sandbox)
-            || (ours && self.cri_sandboxes.contains(id));
+            || (cris && self.cri_sandboxes.contains(id));
         let mut names = record
             .map(PodRef::from_labels)
             .unwrap_or_default()
@@ -374,12 +376,32 @@ impl ProcessInfo {
 /// One mount from mountinfo.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Mount {
+    /// Where the mount table has it: what is unmounted.
     #[serde(with = "crate::model::path_json")]
     pub mount_point: PathBuf,
+    /// The same place spelled below the directory as nodectl was given it
+    /// (`--state`, `--root`), when the table names that directory otherwise
+    /// (through a symlink, `..`, `/var/run`, or a bind mount of it): paths
+    /// nodectl builds (bundles, owners) are spelled that way. `None` when
+    /// both spellings agree. See [`Mount::path_as_given`].
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::model::path_json::option"
+    )]
+    pub as_given: Option<PathBuf>,
     pub fs_type: String,
     pub source: Option<String>,
     /// Mount and superblock options, sorted (`volatile` shows up here).
     pub options: Vec<String>,
+}
+
+impl Mount {
+    /// The mount point as nodectl spells the directory it is below: what
+    /// to compare with a bundle's path or strip the state directory from.
+    pub fn path_as_given(&self) -> &Path {
+        self.as_given.as_deref().unwrap_or(&self.mount_point)
+    }
 }
 
 /// The containerd version in every report: from the API's Version answer,

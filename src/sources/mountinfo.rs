@@ -1,7 +1,9 @@
 //! Mount table: the mounts containerd left behind (task rootfs, sandbox shm).
 
 use std::ffi::OsString;
+use std::fs;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use procfs::process::MountInfo;
@@ -13,22 +15,180 @@ const SOURCE: Source = Source::Mountinfo;
 const MOUNTINFO_LIMIT: u64 = 256 * 1024 * 1024;
 
 /// Reads a mountinfo file (normally `/proc/self/mountinfo`), keeping only the
-/// mounts below `under` (containerd's state and root): a node has thousands of
-/// other mounts that no check looks at.
-pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount> {
-    let text = match crate::sources::read_proc(mountinfo, MOUNTINFO_LIMIT) {
-        Ok(bytes) => escape_invalid_utf8(bytes),
+/// mounts below `dirs` (containerd's root and state) in every spelling of
+/// them the table uses (see [`spellings`]): a node has thousands of other
+/// mounts that no check looks at. A mount found below another spelling than
+/// the one given carries the given one too (`Mount::as_given`).
+pub fn read(mountinfo: &Path, dirs: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount> {
+    let Some(text) = table_text(mountinfo, gaps) else {
+        return Vec::new();
+    };
+    let spellings = spellings(&text, dirs);
+    mounts_below(&text, mountinfo, &spellings, gaps)
+}
+
+/// [`read`] with `dirs` taken only as spelled, no directory looked at: for
+/// the re-read around an unmount, which must not `stat` the very mount it
+/// detaches (a stuck FUSE or NFS mount hangs a `stat`).
+pub fn read_as_spelled(mountinfo: &Path, dirs: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount> {
+    let Some(text) = table_text(mountinfo, gaps) else {
+        return Vec::new();
+    };
+    let spellings: Vec<Spelling> = dirs.iter().map(|dir| Spelling::given(dir)).collect();
+    mounts_below(&text, mountinfo, &spellings, gaps)
+}
+
+fn table_text(mountinfo: &Path, gaps: &mut Vec<Gap>) -> Option<String> {
+    match crate::sources::read_proc(mountinfo, MOUNTINFO_LIMIT) {
+        Ok(bytes) => Some(escape_invalid_utf8(bytes)),
         Err(err) => {
             gaps.push(Gap::source(SOURCE, mountinfo, err));
-            return Vec::new();
+            None
         }
-    };
+    }
+}
+
+/// One way the mount table may name a directory nodectl was given.
+#[derive(Debug, PartialEq)]
+struct Spelling<'a> {
+    /// As the kernel writes it: an absolute path, no symlink, no `..`.
+    in_table: PathBuf,
+    /// The directory as nodectl was given it.
+    given: &'a Path,
+}
+
+impl<'a> Spelling<'a> {
+    fn given(dir: &'a Path) -> Spelling<'a> {
+        Spelling {
+            in_table: dir.to_path_buf(),
+            given: dir,
+        }
+    }
+}
+
+/// Every spelling of each of `dirs` the mount table may use, each proven
+/// to be that directory by its (device, inode), never by its name: the
+/// directory as given (a table captured elsewhere, `--mountinfo`, spells
+/// it so), its canonical path (through symlinks, `..`, `/var/run` →
+/// `/run`), and every place `table` mounts it again: a bind mount of it or
+/// of a directory above it, found by the mount's device and root (the
+/// fourth field: where in its filesystem the mount starts).
+///
+/// A place below a spelling already found is left out: it is the
+/// directory seen from inside a container (a `hostPath` in its rootfs),
+/// and the mounts below it are that container's.
+fn spellings<'a>(table: &str, dirs: &[&'a Path]) -> Vec<Spelling<'a>> {
+    let mut found: Vec<Spelling<'a>> = dirs.iter().map(|dir| Spelling::given(dir)).collect();
+    // A directory not here is known by its spelling alone.
+    let here: Vec<(&Path, fs::Metadata, PathBuf)> = dirs
+        .iter()
+        .filter_map(|&dir| Some((dir, fs::metadata(dir).ok()?, fs::canonicalize(dir).ok()?)))
+        .collect();
+    for (given, _, canonical) in &here {
+        if !found.iter().any(|s| s.in_table == *canonical) {
+            found.push(Spelling {
+                in_table: canonical.clone(),
+                given,
+            });
+        }
+    }
+    let devices: Vec<String> = here
+        .iter()
+        .map(|(_, meta, _)| device_field(meta.dev()))
+        .collect();
+    // One search of the table for all of them, as for the mount points.
+    let searched: Vec<String> = devices.iter().map(|d| format!(" {d} ")).collect();
+    let same_devices: Vec<[&str; 3]> = lines_naming(table, &searched)
+        .filter_map(|line| {
+            let mut fields = line.split(' ').skip(2);
+            Some([fields.next()?, fields.next()?, fields.next()?])
+        })
+        .collect();
+    for ((given, meta, canonical), device) in here.iter().zip(&devices) {
+        // (root, mount point) of each mount of the directory's filesystem,
+        // as the table writes them: compared as they are, the thousands of
+        // a node's bind mounts from its root filesystem cost no allocation.
+        let mounts: Vec<(&str, &str)> = same_devices
+            .iter()
+            .filter(|[dev, _, _]| dev == device)
+            .map(|&[_, root, point]| (root, point))
+            .collect();
+        let Some(inside) = path_in_filesystem(canonical, &mounts) else {
+            continue;
+        };
+        let escaped_inside = escape(&inside);
+        for (root, point) in &mounts {
+            if !is_ancestor(root, &escaped_inside) {
+                continue;
+            }
+            let Ok(rest) = inside.strip_prefix(unescape(root.as_bytes())) else {
+                continue;
+            };
+            let place = join_below(&unescape(point.as_bytes()), rest);
+            if found.iter().any(|s| place.starts_with(&s.in_table)) {
+                continue;
+            }
+            let same =
+                fs::metadata(&place).is_ok_and(|m| (m.dev(), m.ino()) == (meta.dev(), meta.ino()));
+            if same {
+                found.push(Spelling {
+                    in_table: place,
+                    given,
+                });
+            }
+        }
+    }
+    found
+}
+
+/// Whether the escaped path `ancestor` is `path` or a directory above it,
+/// both as mountinfo writes them (absolute, no `.`, `..` or doubled `/`).
+fn is_ancestor(ancestor: &str, path: &str) -> bool {
+    path.strip_prefix(ancestor)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/') || ancestor.ends_with('/'))
+}
+
+/// A device as mountinfo's third field writes it (`major:minor`).
+fn device_field(dev: u64) -> String {
+    format!("{}:{}", rustix::fs::major(dev), rustix::fs::minor(dev))
+}
+
+/// Where `canonical` lies inside its filesystem, from the mount of it
+/// (`(root, mount point)` in `mounts`, escaped) whose point is its nearest
+/// ancestor; of mounts stacked on one point, the last one, which is on top.
+fn path_in_filesystem(canonical: &Path, mounts: &[(&str, &str)]) -> Option<PathBuf> {
+    let escaped = escape(canonical);
+    let (root, point) = mounts
+        .iter()
+        .filter(|(_, point)| is_ancestor(point, &escaped))
+        .max_by_key(|(_, point)| point.len())?;
+    let rest = canonical.strip_prefix(unescape(point.as_bytes())).ok()?;
+    Some(join_below(&unescape(root.as_bytes()), rest))
+}
+
+/// `base` joined with `rest`, without the trailing `/` that joining an
+/// empty `rest` adds (a mount table never writes one).
+fn join_below(base: &Path, rest: &Path) -> PathBuf {
+    if rest.as_os_str().is_empty() {
+        base.to_path_buf()
+    } else {
+        base.join(rest)
+    }
+}
+
+/// The mounts `table` names below one of `spellings`.
+fn mounts_below(
+    table: &str,
+    mountinfo: &Path,
+    spellings: &[Spelling],
+    gaps: &mut Vec<Gap>,
+) -> Vec<Mount> {
     // Full parsing (procfs's) is kept for the few lines whose raw mount point
-    // could be below `under`: on a node with ten thousand mounts, parsing
+    // could be below a spelling: on a node with ten thousand mounts, parsing
     // every line's options is most of the cost of this source.
-    let prefixes: Vec<String> = under.iter().map(|dir| escape(dir)).collect();
+    let prefixes: Vec<String> = spellings.iter().map(|s| escape(&s.in_table)).collect();
     let mut infos = Vec::new();
-    for line in lines_naming(&text, &prefixes) {
+    for line in lines_naming(table, &prefixes) {
         if !mount_point_under(line, &prefixes) {
             continue;
         }
@@ -45,8 +205,19 @@ pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount
     }
     infos
         .into_iter()
-        .filter(|m| under.iter().any(|dir| m.mount_point.starts_with(dir)))
-        .map(|m| {
+        .filter_map(|m| {
+            // The nearest spelling: a directory may lie below another.
+            let spelling = spellings
+                .iter()
+                .filter(|s| m.mount_point.starts_with(&s.in_table))
+                .max_by_key(|s| s.in_table.components().count())?;
+            let as_given = (spelling.in_table != spelling.given).then(|| {
+                let rest = m
+                    .mount_point
+                    .strip_prefix(&spelling.in_table)
+                    .unwrap_or(Path::new(""));
+                join_below(spelling.given, rest)
+            });
             let mut options: Vec<String> = m
                 .mount_options
                 .iter()
@@ -58,12 +229,13 @@ pub fn read(mountinfo: &Path, under: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount
                 .collect();
             options.sort();
             options.dedup();
-            Mount {
+            Some(Mount {
                 mount_point: m.mount_point,
+                as_given,
                 fs_type: m.fs_type,
                 source: m.mount_source,
                 options,
-            }
+            })
         })
         .collect()
 }
@@ -236,6 +408,139 @@ mod tests {
         assert_eq!(
             mounts[0].mount_point.as_os_str().as_bytes(),
             b"/run/containerd/\x80 x"
+        );
+    }
+
+    /// Where each mount read below `dir` (not on it: a bind mount of it
+    /// is one) is, as spelled below `dir` and as the table has it.
+    fn found_below(mountinfo: &Path, dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+        let mut gaps = Vec::new();
+        let mounts = read(mountinfo, &[dir], &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        mounts
+            .into_iter()
+            .map(|m| (m.path_as_given().to_path_buf(), m.mount_point))
+            .filter(|(as_given, _)| as_given != dir)
+            .collect()
+    }
+
+    #[test]
+    fn every_spelling_of_the_state_directory_finds_its_mounts() {
+        // The table has the canonical path; nodectl is given a symlink to
+        // it, a path through `..`, or (where /var/run is /run's symlink)
+        // /var/run.
+        let dir = tempfile::tempdir_in("/run").unwrap();
+        let state = dir.path().join("state");
+        let shm = "io.containerd.grpc.v1.cri/sandboxes/abc/shm";
+        fs::create_dir_all(state.join(shm)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&state, &link).unwrap();
+        let table = dir.path().join("mountinfo");
+        fs::write(
+            &table,
+            format!(
+                "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                 311 22 0:53 / {} rw - tmpfs shm rw\n",
+                escape(&state.join(shm))
+            ),
+        )
+        .unwrap();
+        let via_var_run = Path::new("/var/run").join(dir.path().strip_prefix("/run").unwrap());
+        let mut spellings = vec![state.clone(), link, state.join("../state")];
+        if fs::canonicalize("/var/run").is_ok_and(|p| p == Path::new("/run")) {
+            spellings.push(via_var_run.join("state"));
+        }
+        for given in spellings {
+            assert_eq!(
+                found_below(&table, &given),
+                [(given.join(shm), state.join(shm))],
+                "--state {}",
+                given.display()
+            );
+        }
+    }
+
+    /// Mounts made by a test, undone when it ends however it ends.
+    struct Mounted(Vec<PathBuf>);
+
+    impl Mounted {
+        fn tmpfs(&mut self, at: &Path) {
+            let flags = nix::mount::MsFlags::empty();
+            nix::mount::mount(Some("tmpfs"), at, Some("tmpfs"), flags, None::<&str>).unwrap();
+            self.0.push(at.to_path_buf());
+        }
+
+        fn bind(&mut self, from: &Path, at: &Path) {
+            let flags = nix::mount::MsFlags::MS_BIND;
+            nix::mount::mount(Some(from), at, None::<&str>, flags, None::<&str>).unwrap();
+            self.0.push(at.to_path_buf());
+        }
+    }
+
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            for point in self.0.iter().rev() {
+                let _ = nix::mount::umount2(point, nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+    }
+
+    #[test]
+    fn a_bind_mounted_state_directory_finds_the_mounts_below_the_original() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting needs root");
+            return;
+        }
+        // containerd's state is `real`; nodectl is given a bind mount of
+        // it (`bind`), or of the directory above it (`above/real`).
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        let shm = "io.containerd.grpc.v1.cri/sandboxes/abc/shm";
+        fs::create_dir_all(real.join(shm)).unwrap();
+        let (bind, above) = (dir.path().join("bind"), dir.path().join("above"));
+        fs::create_dir(&bind).unwrap();
+        fs::create_dir(&above).unwrap();
+        let mut mounted = Mounted(Vec::new());
+        mounted.bind(&real, &bind);
+        mounted.bind(dir.path(), &above);
+        // Mounted after the binds, it is in the table below `real` only.
+        mounted.tmpfs(&real.join(shm));
+        let table = Path::new("/proc/self/mountinfo");
+        for given in [bind, above.join("real"), real.clone()] {
+            assert_eq!(
+                found_below(table, &given),
+                [(given.join(shm), real.join(shm))],
+                "--state {}",
+                given.display()
+            );
+        }
+    }
+
+    #[test]
+    fn a_view_of_the_state_directory_from_inside_a_container_is_not_a_spelling_of_it() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting needs root");
+            return;
+        }
+        // A container's hostPath of the state directory, bound into its
+        // rootfs, and a tmpfs its process mounted there: the container's
+        // own mount, never taken for a sandbox's shm of the node.
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let rootfs = state.join("io.containerd.runtime.v2.task/k8s.io/abc/rootfs");
+        let host_path = rootfs.join("host-state");
+        let shm = "io.containerd.grpc.v1.cri/sandboxes/abc/shm";
+        fs::create_dir_all(&host_path).unwrap();
+        fs::create_dir_all(state.join(shm)).unwrap();
+        let mut mounted = Mounted(Vec::new());
+        mounted.bind(&state, &host_path);
+        mounted.tmpfs(&host_path.join(shm));
+        let found = found_below(Path::new("/proc/self/mountinfo"), &state);
+        let inside = host_path.join(shm);
+        assert!(
+            found.contains(&(inside.clone(), inside)),
+            "read where it is, not as {}: {found:?}",
+            state.join(shm).display()
         );
     }
 
