@@ -2,6 +2,8 @@
 //! `check` needs (plus raw copies of the files they came from, for people),
 //! and `nodectl check --from` runs every check on them elsewhere.
 
+mod kept_config;
+
 use std::cell::Cell;
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -15,6 +17,8 @@ use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Snapshot;
+
+pub use kept_config::{keep_config, KeptConfig};
 
 const SNAPSHOTS: &str = "snapshots.json";
 /// Archives are small (status files, annotations): a synthetic node of
@@ -39,7 +43,7 @@ pub struct Evidence {
 }
 
 /// Writes `evidence` to a gzipped tar at `path`, with the containerd config
-/// (credentials redacted, see [`redact_config`]), the CRI status files and
+/// (only the keys nodectl keeps, see [`keep_config`]), the CRI status files and
 /// the mount table alongside as they were on disk. Returns what it left out.
 ///
 /// The archive is private (0600: the config and mount table describe the
@@ -159,10 +163,22 @@ fn fill(
     append(&mut tar, SNAPSHOTS, &serde_json::to_vec_pretty(evidence)?)?;
     if let Some(config) = config {
         if let Ok(bytes) = fs::read(config) {
-            match redact_config(&bytes) {
-                Ok(redacted) => append(&mut tar, "files/containerd-config.toml", &redacted)?,
+            match keep_config(&bytes) {
+                Ok(kept) => {
+                    if kept.dropped > 0 {
+                        left_out.push(format!(
+                            "{}: archived with the {} keys nodectl keeps; {} other keys dropped, \
+                             their values not archived",
+                            config.display(),
+                            kept.kept,
+                            kept.dropped
+                        ));
+                    }
+                    append(&mut tar, "files/containerd-config.toml", &kept.toml)?
+                }
                 Err(e) => left_out.push(format!(
-                    "{}: not archived, it could not be parsed to redact credentials: {e}",
+                    "{}: not archived, it could not be parsed to keep only the keys nodectl \
+                     keeps: {e}",
                     config.display()
                 )),
             }
@@ -184,57 +200,6 @@ fn fill(
         .and_then(GzEncoder::finish)
         .context("finishing the archive")?;
     Ok(left_out)
-}
-
-/// What replaces a credential in the archived config.
-pub const REDACTED: &str = "<redacted>";
-
-/// The containerd config with its credentials replaced by `"<redacted>"`:
-/// the values of keys named `password`, `auth`, `identitytoken`, `token`,
-/// `secret` (or ending in `_password`, `_token`, `_secret`; any case), as in
-/// `[plugins."io.containerd.grpc.v1.cri".registry.configs."<host>".auth]`,
-/// and any string holding PEM key material (`-----BEGIN … PRIVATE KEY`).
-/// Paths (`key_file`, `config_path`) stay: they name files, not secrets.
-/// Parsed, not pattern-matched: a TOML string can span lines or be quoted
-/// four ways. A config that does not parse is not archived at all.
-pub fn redact_config(bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-    let mut table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| e.message().to_string())?;
-    redact_table(&mut table);
-    Ok(toml::to_string(&table)
-        .map_err(|e| e.to_string())?
-        .into_bytes())
-}
-
-fn secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    matches!(
-        key.as_str(),
-        "password" | "auth" | "identitytoken" | "token" | "secret"
-    ) || ["_password", "_token", "_secret", "token", "password"]
-        .iter()
-        .any(|end| key.ends_with(end))
-}
-
-fn redact_table(table: &mut toml::Table) {
-    for (key, value) in table.iter_mut() {
-        if secret_key(key) {
-            *value = toml::Value::String(REDACTED.to_string());
-        } else {
-            redact_value(value);
-        }
-    }
-}
-
-fn redact_value(value: &mut toml::Value) {
-    match value {
-        toml::Value::String(s) if s.contains("PRIVATE KEY") => *s = REDACTED.to_string(),
-        toml::Value::Table(table) => redact_table(table),
-        toml::Value::Array(items) => items.iter_mut().for_each(redact_value),
-        _ => {}
-    }
 }
 
 fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
