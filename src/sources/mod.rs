@@ -514,6 +514,47 @@ impl<T: Send + 'static> Bounded<T> {
     }
 }
 
+/// `work` done on each of `items` in order, on a thread of its own, until
+/// `until`: the answers given by then, in order, each kept as soon as it is
+/// given. Fewer answers than items: the work on the next item had not
+/// returned by `until` (a read stuck in the kernel: a stalled disk, FUSE or
+/// NFS), or it panicked; that thread is left behind, as [`Bounded`] leaves a
+/// source.
+pub(crate) fn each_until<T, R>(
+    items: &[T],
+    until: Instant,
+    work: impl Fn(&T) -> R + Send + 'static,
+) -> Vec<R>
+where
+    T: Clone + Send + 'static,
+    R: Send + 'static,
+{
+    let (send, answers) = mpsc::channel();
+    let owned = items.to_vec();
+    let spawned = std::thread::Builder::new()
+        .name("nodectl-each".into())
+        .spawn(move || {
+            for item in &owned {
+                // The waiter may have given up: nobody to tell then.
+                if send.send(work(item)).is_err() {
+                    return;
+                }
+            }
+        });
+    if let Err(err) = spawned {
+        eprintln!("nodectl: cannot start a thread: {err}");
+        return Vec::new();
+    }
+    let mut answered = Vec::with_capacity(items.len());
+    while answered.len() < items.len() {
+        match answers.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(answer) => answered.push(answer),
+            Err(_) => break,
+        }
+    }
+    answered
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,6 +794,26 @@ mod bounded_tests {
         assert_eq!(
             slot.lock().unwrap().as_deref(),
             Some(Path::new("/proc/1/stat"))
+        );
+    }
+
+    #[test]
+    fn each_answer_is_kept_as_it_comes_and_the_work_is_given_up_at_the_deadline() {
+        let started = Instant::now();
+        let answered = each_until(&[1u32, 2, 3], started + Duration::from_millis(300), |&n| {
+            if n == 2 {
+                // As a read stuck in the kernel would.
+                std::thread::sleep(Duration::from_secs(60));
+            }
+            n * 10
+        });
+        assert_eq!(answered, [10]);
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        assert_eq!(
+            each_until(&[1u32, 2, 3], deadline, |&n| n * 10),
+            [10, 20, 30]
         );
     }
 
