@@ -4,12 +4,12 @@
 
 mod kept_config;
 
-use std::cell::Cell;
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -22,7 +22,7 @@ use crate::model::Snapshot;
 use crate::paths::config::CONFIG_SIZE_LIMIT;
 use crate::sources::cri_store::STATUS_SIZE_LIMIT;
 use crate::sources::mountinfo::MOUNTINFO_LIMIT;
-use crate::sources::{each_until, read_regular, Links, RECORD_CAP};
+use crate::sources::{each_until, open_regular, read_regular, Links, RECORD_CAP};
 
 pub use kept_config::{keep_config, KeptConfig};
 
@@ -336,20 +336,63 @@ fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> 
 }
 
 /// Reads the snapshots back from an archive written by [`write`].
-pub fn read(path: &Path) -> anyhow::Result<Evidence> {
-    read_snapshots(path).with_context(|| path.display().to_string())
+///
+/// The archive is opened by the bounded reader (a FIFO, a device or a
+/// directory is an error at once) and read on a thread of its own, given up
+/// once it has read nothing for `stall`: a stalled disk, FUSE or NFS under
+/// it must not hang nodectl, and a large archive still takes what it takes.
+pub fn read(path: &Path, stall: Duration) -> anyhow::Result<Evidence> {
+    let progress = Arc::new(AtomicU64::new(0));
+    let (send, answer) = mpsc::sync_channel(1);
+    let (owned, counter) = (path.to_path_buf(), Arc::clone(&progress));
+    // Detached, as sources are: a read stuck in the kernel is left behind.
+    std::thread::Builder::new()
+        .name("nodectl-from".into())
+        .spawn(move || {
+            let _ = send.send(read_snapshots(&owned, counter));
+        })
+        .with_context(|| path.display().to_string())?;
+    // Looked at ten times a window, so that a stall is told within a
+    // tenth of `stall` of its end, wherever it starts.
+    let (mut seen, mut last_read) = (0, Instant::now());
+    loop {
+        match answer.recv_timeout(stall / 10) {
+            Ok(read) => return read.with_context(|| path.display().to_string()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = progress.load(Ordering::Relaxed);
+                if now != seen {
+                    (seen, last_read) = (now, Instant::now());
+                } else if last_read.elapsed() >= stall {
+                    bail!(
+                        "{}: blocked: nothing read for {} (after {seen} bytes); not checked \
+                         (a read stuck in the kernel cannot be interrupted: a stalled disk, \
+                         FUSE or NFS)",
+                        path.display(),
+                        humantime::format_duration(stall)
+                    );
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!(
+                "{}: failed: its reading thread ended without an answer",
+                path.display()
+            ),
+        }
+    }
 }
 
-fn read_snapshots(path: &Path) -> anyhow::Result<Evidence> {
-    let file = File::open(path)?;
+fn read_snapshots(path: &Path, progress: Arc<AtomicU64>) -> anyhow::Result<Evidence> {
+    let file = Counted {
+        inner: open_regular(path, Links::Follow)?,
+        count: progress,
+    };
     // `write` puts snapshots.json first: an archive that inflates past it
     // before reaching it is not one, and inflating a bomb in front of it
     // would hold nodectl for seconds per GiB.
     let cap = SNAPSHOTS_LIMIT + INFLATE_HEADROOM;
-    let inflated = Rc::new(Cell::new(0u64));
+    let inflated = Arc::new(AtomicU64::new(0));
     let mut archive = tar::Archive::new(Counted {
         inner: GzDecoder::new(file).take(cap),
-        count: Rc::clone(&inflated),
+        count: Arc::clone(&inflated),
     });
     let not_found = || {
         anyhow!(
@@ -359,7 +402,7 @@ fn read_snapshots(path: &Path) -> anyhow::Result<Evidence> {
     };
     // Past the cap the stream ends, which tar reports as a cut archive.
     let fail_read = |e: io::Error| {
-        if inflated.get() >= cap {
+        if inflated.load(Ordering::Relaxed) >= cap {
             not_found()
         } else {
             e.into()
@@ -397,23 +440,24 @@ fn read_snapshots(path: &Path) -> anyhow::Result<Evidence> {
         }
         return parsed.context(SNAPSHOTS);
     }
-    Err(if inflated.get() >= cap {
+    Err(if inflated.load(Ordering::Relaxed) >= cap {
         not_found()
     } else {
         anyhow!("no {SNAPSHOTS} inside: not a nodectl evidence archive")
     })
 }
 
-/// A reader that counts the bytes it hands out.
+/// A reader that counts the bytes it hands out, where another thread can
+/// see them.
 struct Counted<R> {
     inner: R,
-    count: Rc<Cell<u64>>,
+    count: Arc<AtomicU64>,
 }
 
 impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.count.set(self.count.get() + n as u64);
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
 }
@@ -483,6 +527,9 @@ mod tests {
     use super::*;
     use crate::model::fixtures::*;
 
+    /// Long enough for any archive of these tests.
+    const STALL: Duration = Duration::from_secs(10);
+
     #[test]
     fn an_archive_round_trips_the_snapshots() {
         let dir = tempfile::tempdir().unwrap();
@@ -507,7 +554,7 @@ mod tests {
             false,
         )
         .unwrap();
-        let back = read(&path).unwrap();
+        let back = read(&path, STALL).unwrap();
         assert_eq!(back.first.cri_containers, evidence.first.cri_containers);
         assert_eq!(
             back.second.unwrap().shims,
@@ -606,7 +653,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.tar.gz");
         fs::write(&path, b"not gzip").unwrap();
-        let err = format!("{:#}", read(&path).unwrap_err());
+        let err = format!("{:#}", read(&path, STALL).unwrap_err());
         assert!(err.starts_with(&format!("{}: ", path.display())), "{err}");
         // What gzip said, after the path.
         assert!(err.len() > path.display().to_string().len() + 2, "{err}");

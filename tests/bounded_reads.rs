@@ -243,6 +243,22 @@ fn a_fifo_or_dev_zero_as_collects_mount_table_is_a_gap_in_time() {
     }
 }
 
+#[test]
+fn check_from_a_fifo_is_refused_in_time_naming_it() {
+    let node = Node::new();
+    let fifo = node.dir.path().join("evidence.tar.gz");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let (output, took) = node.run(&["check", "--from", fifo.to_str().unwrap()]);
+    in_time(took);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    let said = format!(
+        "nodectl: {}: a FIFO, where a regular file belongs: not read",
+        fifo.display()
+    );
+    assert!(stderr.contains(&said), "{stderr}");
+}
+
 /// A FUSE file system that never answers: `/dev/fuse` is opened and
 /// mounted (as root, mount(2) takes the descriptor directly, no libfuse or
 /// fusermount needed) and nobody ever reads the kernel's requests. The
@@ -338,6 +354,21 @@ fn a_file_system_that_never_answers_blocks_no_command() {
         let gap = gap_for(&doc, &node.bundles(), "blocked: no answer after");
         assert_eq!(gap["source"], "bundles", "{args:?}");
     }
+    // An archive on such a file system: `check --from` gives up once it
+    // has read nothing for `--timeout` + 1 s.
+    let archive = node.bundles().join("evidence.tar.gz");
+    let (output, took) = node.run(&["check", "--from", archive.to_str().unwrap()]);
+    in_time(took);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: blocked: nothing read for 2s",
+            archive.display()
+        )),
+        "{stderr}"
+    );
+
     let evidence = node.dir.path().join("evidence.tar.gz");
     let (output, took) = node.run(&["collect", evidence.to_str().unwrap()]);
     // collect's status says whether the archive was written (0); what it

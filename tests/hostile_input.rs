@@ -1058,7 +1058,7 @@ fn archives_are_read_in_memory_and_any_odd_entry_is_a_clear_error() {
             bytes.truncate(bytes.len() * cut_percent / 100);
             let path = dir.path().join("evidence.tar.gz");
             fs::write(&path, &bytes).unwrap();
-            let result = evidence::read(&path).map_err(|e| format!("{e:#}"));
+            let result = evidence::read(&path, HANG).map_err(|e| format!("{e:#}"));
             fs::remove_file(&path).unwrap();
             prop_assert_eq!(files_below(dir.path()), before.clone());
             prop_assert!(!Path::new("/tmp/nodectl-fuzz-escaped").exists());

@@ -58,13 +58,27 @@ pub(crate) struct FileRead {
 ///   or hostile file must not make a diagnostic tool on a sick node eat memory.
 pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<FileRead> {
     reading(path);
+    read_opened(open_path(path, links)?, limit)
+}
+
+/// Opens `path` as [`read_regular`] does, for a reader that streams it
+/// rather than reading it whole (an archive, read only as far as it needs):
+/// a FIFO, a device, a socket or a directory is the same error at once,
+/// never a blocked open or read.
+pub(crate) fn open_regular(path: &Path, links: Links) -> io::Result<File> {
+    reading(path);
+    let file = open_path(path, links)?;
+    regular(&file)?;
+    Ok(file)
+}
+
+fn open_path(path: &Path, links: Links) -> io::Result<File> {
     // std adds O_RDONLY (read only) and O_CLOEXEC.
-    let file = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .custom_flags(open_flags(links).bits())
         .open(path)
-        .map_err(|err| open_error(err, links))?;
-    read_opened(file, limit)
+        .map_err(|err| open_error(err, links))
 }
 
 /// [`read_regular`] of `name` relative to the open directory `dir` (shown
@@ -138,11 +152,7 @@ fn open_error(err: io::Error, links: Links) -> io::Error {
 
 /// The checks and the read of [`read_regular`] once the file is open.
 fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
-    let metadata = file.metadata()?;
-    let file_type = metadata.file_type();
-    if !file_type.is_file() {
-        return Err(not_a_regular_file(type_name(&file_type)));
-    }
+    let metadata = regular(&file)?;
     if metadata.len() > limit {
         return Err(too_large(limit, metadata.len()));
     }
@@ -158,6 +168,16 @@ fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
             ctime_nanos: nanos(metadata.ctime(), metadata.ctime_nsec()),
         },
     })
+}
+
+/// The open file's own metadata, when it is a regular file.
+fn regular(file: &File) -> io::Result<std::fs::Metadata> {
+    let metadata = file.metadata()?;
+    let file_type = metadata.file_type();
+    if !file_type.is_file() {
+        return Err(not_a_regular_file(type_name(&file_type)));
+    }
+    Ok(metadata)
 }
 
 /// What a read says of `what` ("a directory", "a FIFO", ...) where a
