@@ -2,11 +2,15 @@
 //! `check` needs (plus raw copies of the files they came from, for people),
 //! and `nodectl check --from` runs every check on them elsewhere.
 
-use std::cell::Cell;
+mod kept_config;
+
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Read};
-use std::path::Path;
-use std::rc::Rc;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use flate2::read::GzDecoder;
@@ -15,6 +19,12 @@ use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Snapshot;
+use crate::paths::config::CONFIG_SIZE_LIMIT;
+use crate::sources::cri_store::STATUS_SIZE_LIMIT;
+use crate::sources::mountinfo::MOUNTINFO_LIMIT;
+use crate::sources::{each_until, open_regular, read_regular, Links, RECORD_CAP};
+
+pub use kept_config::{keep_config, KeptConfig};
 
 const SNAPSHOTS: &str = "snapshots.json";
 /// Archives are small (status files, annotations): a synthetic node of
@@ -36,32 +46,188 @@ pub struct Evidence {
     pub first: Snapshot,
     #[serde(default)]
     pub second: Option<Snapshot>,
+    /// What the raw copies under `files/` lack, and why (never a value):
+    /// no check reads them, so this is said here rather than as gaps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies_left_out: Vec<String>,
 }
 
-/// Writes `evidence` to a gzipped tar at `path`, with the containerd config
-/// (credentials redacted, see [`redact_config`]), the CRI status files and
-/// the mount table alongside as they were on disk. Returns what it left out.
+/// What an archive holds besides the snapshots, read from the node: raw
+/// copies of the files the snapshots came from, for people.
+#[derive(Debug, Default)]
+pub struct Copies {
+    /// The node's hostname (`/proc/sys/kernel/hostname`).
+    pub hostname: Option<String>,
+    /// Each copy's name in the archive and its bytes.
+    files: Vec<(String, Vec<u8>)>,
+    /// What was not copied, and why.
+    pub left_out: Vec<String>,
+}
+
+/// How long the copies may take, after the look at the node: each is a
+/// file that look has just read whole (see [`read_copies`]).
+const COPIES_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Reads the node's hostname (below `proc_root`) and the copies an archive
+/// of `snapshot` holds: the containerd config (only the keys nodectl keeps,
+/// see [`keep_config`]), the mount table at `mountinfo` and CRI's status
+/// files. Each goes through the bounded reader (regular files only, each
+/// under the cap its source has), all within [`COPIES_DEADLINE`]: what is
+/// not read by then is left out, named with the file the read is stuck in.
+/// A file the look has a gap for (or a directory it is in, for a source
+/// that gave up) is not read again: its gap already says why, and a read
+/// that blocked once would block again.
+pub fn read_copies(snapshot: &Snapshot, proc_root: &Path, mountinfo: &Path) -> Copies {
+    let started = Instant::now();
+    let mut wanted = vec![Copy {
+        part: Part::Hostname,
+        path: proc_root.join("sys/kernel/hostname"),
+        limit: RECORD_CAP as u64,
+        links: Links::Follow,
+    }];
+    if let Some(config) = &snapshot.paths.config {
+        wanted.push(Copy {
+            part: Part::Config,
+            path: config.clone(),
+            limit: CONFIG_SIZE_LIMIT,
+            links: Links::Follow,
+        });
+    }
+    wanted.push(Copy {
+        part: Part::File("files/mountinfo".to_string()),
+        path: mountinfo.to_path_buf(),
+        limit: MOUNTINFO_LIMIT,
+        links: Links::Follow,
+    });
+    wanted.extend(snapshot.cri_containers.iter().map(|c| Copy {
+        part: Part::File(format!("files/cri-status/{}", c.id)),
+        path: c.status_path.clone(),
+        limit: STATUS_SIZE_LIMIT,
+        links: Links::Refuse,
+    }));
+    let gap_paths: HashSet<&Path> = snapshot.gaps.iter().map(|g| g.path.as_path()).collect();
+    let given_up: Vec<&Path> = snapshot
+        .gaps
+        .iter()
+        .filter(|g| g.source_unavailable)
+        .map(|g| g.path.as_path())
+        .collect();
+    let blocked_before =
+        |path: &Path| gap_paths.contains(path) || given_up.iter().any(|dir| path.starts_with(dir));
+    wanted.retain(|copy| !blocked_before(&copy.path));
+
+    let read = each_until(&wanted, started + COPIES_DEADLINE, |copy| {
+        read_regular(&copy.path, copy.limit, copy.links).map(|file| file.bytes)
+    });
+    let mut copies = Copies::default();
+    let not_read = wanted.get(read.len()..).unwrap_or_default();
+    for (copy, bytes) in wanted.iter().zip(read) {
+        let bytes = match bytes {
+            Ok(bytes) => bytes,
+            // A fake `--proc-root` may have none: the archive says so by
+            // its `null`, as it always has.
+            Err(_) if matches!(copy.part, Part::Hostname) => continue,
+            Err(err) => {
+                copies
+                    .left_out
+                    .push(format!("{}: not archived: {err}", copy.path.display()));
+                continue;
+            }
+        };
+        match &copy.part {
+            Part::Hostname => {
+                copies.hostname = String::from_utf8(bytes).ok().map(|h| h.trim().to_string())
+            }
+            Part::Config => copies.add_config(&copy.path, &bytes),
+            Part::File(name) => copies.files.push((name.clone(), bytes)),
+        }
+    }
+    if let Some(stuck) = not_read.first() {
+        copies.left_out.push(format!(
+            "{}: not archived, nor the {} files after it: blocked: no answer after {} \
+             (a read stuck in the kernel cannot be interrupted: a stalled disk, FUSE or NFS)",
+            stuck.path.display(),
+            not_read.len() - 1,
+            humantime::format_duration(Duration::from_millis(started.elapsed().as_millis() as u64)),
+        ));
+    }
+    copies
+}
+
+/// Where the config's copy goes in the archive.
+const CONFIG_COPY: &str = "files/containerd-config.toml";
+
+/// A file [`read_copies`] reads: what it goes into, where it is read, and
+/// how (see [`read_regular`]).
+#[derive(Debug, Clone)]
+struct Copy {
+    part: Part,
+    path: PathBuf,
+    limit: u64,
+    links: Links,
+}
+
+#[derive(Debug, Clone)]
+enum Part {
+    Hostname,
+    /// The config, rebuilt (see [`keep_config`]) as [`CONFIG_COPY`].
+    Config,
+    /// A copy as it is, under this name in the archive.
+    File(String),
+}
+
+impl Copies {
+    /// The config at `path` as [`keep_config`] rebuilds it, or a note that
+    /// it is left out.
+    fn add_config(&mut self, path: &Path, bytes: &[u8]) {
+        match keep_config(bytes) {
+            Ok(kept) => {
+                if kept.dropped > 0 {
+                    self.left_out.push(format!(
+                        "{}: archived with the {} keys nodectl keeps; {} other keys dropped, \
+                         their values not archived",
+                        path.display(),
+                        kept.kept,
+                        kept.dropped
+                    ));
+                }
+                self.files.push((CONFIG_COPY.to_string(), kept.toml));
+            }
+            Err(e) => self.left_out.push(format!(
+                "{}: not archived, it could not be parsed to keep only the keys nodectl \
+                 keeps: {e}",
+                path.display()
+            )),
+        }
+    }
+}
+
+/// Writes `evidence` and `copies` to a gzipped tar at `path`. Returns what
+/// it left out.
 ///
 /// The archive is private (0600: the config and mount table describe the
-/// node) and never written through a symlink or over a file it collects:
-/// it is written under a fresh name in the same directory (`O_CREAT|O_EXCL|
-/// O_NOFOLLOW`) and then linked (or, with `force`, renamed) into place; a
-/// rename replaces a symlink at `path` itself, never its target.
+/// node) and never written through a symlink or over a file it collects
+/// (`mountinfo` and those of the snapshot): it is written under a fresh
+/// name in the same directory (`O_CREAT|O_EXCL|O_NOFOLLOW`) and then linked
+/// (or, with `force`, renamed) into place; a rename replaces a symlink at
+/// `path` itself, never its target.
 pub fn write(
     path: &Path,
     evidence: &Evidence,
+    copies: &Copies,
     mountinfo: &Path,
     force: bool,
-) -> anyhow::Result<Vec<String>> {
-    place(path, evidence, mountinfo, force).with_context(|| path.display().to_string())
+) -> anyhow::Result<()> {
+    place(path, evidence, copies, mountinfo, force).with_context(|| path.display().to_string())
 }
 
 fn place(
     path: &Path,
     evidence: &Evidence,
+    copies: &Copies,
     mountinfo: &Path,
     force: bool,
-) -> anyhow::Result<Vec<String>> {
+) -> anyhow::Result<()> {
     let exists = || anyhow!("already exists (pass --force to replace it)");
     let config = evidence.first.paths.config.as_deref();
     let statuses: Vec<&Path> = evidence
@@ -84,8 +250,8 @@ fn place(
     }
 
     let (tmp, file) = create_beside(path, 0o600)?;
-    let written = fill(file, evidence, config, mountinfo);
-    let placed = written.and_then(|left_out| {
+    let written = fill(file, evidence, copies);
+    let placed = written.and_then(|()| {
         if force {
             fs::rename(&tmp, path)?;
         } else {
@@ -94,7 +260,7 @@ fn place(
             fs::hard_link(&tmp, path)?;
             fs::remove_file(&tmp)?;
         }
-        Ok(left_out)
+        Ok(())
     });
     if placed.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -148,93 +314,16 @@ pub fn create_beside(path: &Path, mode: u32) -> io::Result<(std::path::PathBuf, 
     unreachable!()
 }
 
-fn fill(
-    file: File,
-    evidence: &Evidence,
-    config: Option<&Path>,
-    mountinfo: &Path,
-) -> anyhow::Result<Vec<String>> {
-    let mut left_out = Vec::new();
+fn fill(file: File, evidence: &Evidence, copies: &Copies) -> anyhow::Result<()> {
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     append(&mut tar, SNAPSHOTS, &serde_json::to_vec_pretty(evidence)?)?;
-    if let Some(config) = config {
-        if let Ok(bytes) = fs::read(config) {
-            match redact_config(&bytes) {
-                Ok(redacted) => append(&mut tar, "files/containerd-config.toml", &redacted)?,
-                Err(e) => left_out.push(format!(
-                    "{}: not archived, it could not be parsed to redact credentials: {e}",
-                    config.display()
-                )),
-            }
-        }
-    }
-    if let Ok(bytes) = fs::read(mountinfo) {
-        append(&mut tar, "files/mountinfo", &bytes)?;
-    }
-    for container in &evidence.first.cri_containers {
-        if let Ok(bytes) = fs::read(&container.status_path) {
-            append(
-                &mut tar,
-                &format!("files/cri-status/{}", container.id),
-                &bytes,
-            )?;
-        }
+    for (name, bytes) in &copies.files {
+        append(&mut tar, name, bytes)?;
     }
     tar.into_inner()
         .and_then(GzEncoder::finish)
         .context("finishing the archive")?;
-    Ok(left_out)
-}
-
-/// What replaces a credential in the archived config.
-pub const REDACTED: &str = "<redacted>";
-
-/// The containerd config with its credentials replaced by `"<redacted>"`:
-/// the values of keys named `password`, `auth`, `identitytoken`, `token`,
-/// `secret` (or ending in `_password`, `_token`, `_secret`; any case), as in
-/// `[plugins."io.containerd.grpc.v1.cri".registry.configs."<host>".auth]`,
-/// and any string holding PEM key material (`-----BEGIN … PRIVATE KEY`).
-/// Paths (`key_file`, `config_path`) stay: they name files, not secrets.
-/// Parsed, not pattern-matched: a TOML string can span lines or be quoted
-/// four ways. A config that does not parse is not archived at all.
-pub fn redact_config(bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-    let mut table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| e.message().to_string())?;
-    redact_table(&mut table);
-    Ok(toml::to_string(&table)
-        .map_err(|e| e.to_string())?
-        .into_bytes())
-}
-
-fn secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    matches!(
-        key.as_str(),
-        "password" | "auth" | "identitytoken" | "token" | "secret"
-    ) || ["_password", "_token", "_secret", "token", "password"]
-        .iter()
-        .any(|end| key.ends_with(end))
-}
-
-fn redact_table(table: &mut toml::Table) {
-    for (key, value) in table.iter_mut() {
-        if secret_key(key) {
-            *value = toml::Value::String(REDACTED.to_string());
-        } else {
-            redact_value(value);
-        }
-    }
-}
-
-fn redact_value(value: &mut toml::Value) {
-    match value {
-        toml::Value::String(s) if s.contains("PRIVATE KEY") => *s = REDACTED.to_string(),
-        toml::Value::Table(table) => redact_table(table),
-        toml::Value::Array(items) => items.iter_mut().for_each(redact_value),
-        _ => {}
-    }
+    Ok(())
 }
 
 fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
@@ -247,20 +336,63 @@ fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> 
 }
 
 /// Reads the snapshots back from an archive written by [`write`].
-pub fn read(path: &Path) -> anyhow::Result<Evidence> {
-    read_snapshots(path).with_context(|| path.display().to_string())
+///
+/// The archive is opened by the bounded reader (a FIFO, a device or a
+/// directory is an error at once) and read on a thread of its own, given up
+/// once it has read nothing for `stall`: a stalled disk, FUSE or NFS under
+/// it must not hang nodectl, and a large archive still takes what it takes.
+pub fn read(path: &Path, stall: Duration) -> anyhow::Result<Evidence> {
+    let progress = Arc::new(AtomicU64::new(0));
+    let (send, answer) = mpsc::sync_channel(1);
+    let (owned, counter) = (path.to_path_buf(), Arc::clone(&progress));
+    // Detached, as sources are: a read stuck in the kernel is left behind.
+    std::thread::Builder::new()
+        .name("nodectl-from".into())
+        .spawn(move || {
+            let _ = send.send(read_snapshots(&owned, counter));
+        })
+        .with_context(|| path.display().to_string())?;
+    // Looked at ten times a window, so that a stall is told within a
+    // tenth of `stall` of its end, wherever it starts.
+    let (mut seen, mut last_read) = (0, Instant::now());
+    loop {
+        match answer.recv_timeout(stall / 10) {
+            Ok(read) => return read.with_context(|| path.display().to_string()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let now = progress.load(Ordering::Relaxed);
+                if now != seen {
+                    (seen, last_read) = (now, Instant::now());
+                } else if last_read.elapsed() >= stall {
+                    bail!(
+                        "{}: blocked: nothing read for {} (after {seen} bytes); not checked \
+                         (a read stuck in the kernel cannot be interrupted: a stalled disk, \
+                         FUSE or NFS)",
+                        path.display(),
+                        humantime::format_duration(stall)
+                    );
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!(
+                "{}: failed: its reading thread ended without an answer",
+                path.display()
+            ),
+        }
+    }
 }
 
-fn read_snapshots(path: &Path) -> anyhow::Result<Evidence> {
-    let file = File::open(path)?;
+fn read_snapshots(path: &Path, progress: Arc<AtomicU64>) -> anyhow::Result<Evidence> {
+    let file = Counted {
+        inner: open_regular(path, Links::Follow)?,
+        count: progress,
+    };
     // `write` puts snapshots.json first: an archive that inflates past it
     // before reaching it is not one, and inflating a bomb in front of it
     // would hold nodectl for seconds per GiB.
     let cap = SNAPSHOTS_LIMIT + INFLATE_HEADROOM;
-    let inflated = Rc::new(Cell::new(0u64));
+    let inflated = Arc::new(AtomicU64::new(0));
     let mut archive = tar::Archive::new(Counted {
         inner: GzDecoder::new(file).take(cap),
-        count: Rc::clone(&inflated),
+        count: Arc::clone(&inflated),
     });
     let not_found = || {
         anyhow!(
@@ -270,7 +402,7 @@ fn read_snapshots(path: &Path) -> anyhow::Result<Evidence> {
     };
     // Past the cap the stream ends, which tar reports as a cut archive.
     let fail_read = |e: io::Error| {
-        if inflated.get() >= cap {
+        if inflated.load(Ordering::Relaxed) >= cap {
             not_found()
         } else {
             e.into()
@@ -308,23 +440,24 @@ fn read_snapshots(path: &Path) -> anyhow::Result<Evidence> {
         }
         return parsed.context(SNAPSHOTS);
     }
-    Err(if inflated.get() >= cap {
+    Err(if inflated.load(Ordering::Relaxed) >= cap {
         not_found()
     } else {
         anyhow!("no {SNAPSHOTS} inside: not a nodectl evidence archive")
     })
 }
 
-/// A reader that counts the bytes it hands out.
+/// A reader that counts the bytes it hands out, where another thread can
+/// see them.
 struct Counted<R> {
     inner: R,
-    count: Rc<Cell<u64>>,
+    count: Arc<AtomicU64>,
 }
 
 impl<R: Read> Read for Counted<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.count.set(self.count.get() + n as u64);
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
 }
@@ -394,6 +527,9 @@ mod tests {
     use super::*;
     use crate::model::fixtures::*;
 
+    /// Long enough for any archive of these tests.
+    const STALL: Duration = Duration::from_secs(10);
+
     #[test]
     fn an_archive_round_trips_the_snapshots() {
         let dir = tempfile::tempdir().unwrap();
@@ -407,16 +543,86 @@ mod tests {
             hostname: None,
             second: Some(first.clone()),
             first,
+            copies_left_out: Vec::new(),
         };
         let path = dir.path().join("evidence.tar.gz");
-        write(&path, &evidence, Path::new("/nonexistent"), false).unwrap();
-        let back = read(&path).unwrap();
+        write(
+            &path,
+            &evidence,
+            &Copies::default(),
+            Path::new("/nonexistent"),
+            false,
+        )
+        .unwrap();
+        let back = read(&path, STALL).unwrap();
         assert_eq!(back.first.cri_containers, evidence.first.cri_containers);
         assert_eq!(
             back.second.unwrap().shims,
             evidence.second.as_ref().unwrap().shims
         );
         assert_eq!(back.first.taken_at, NOW);
+    }
+
+    #[test]
+    fn copies_are_read_bounded_and_what_the_look_could_not_read_is_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        let fifo = |path: &Path| {
+            nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+        };
+        fs::create_dir_all(at("proc/sys/kernel")).unwrap();
+        fs::write(at("proc/sys/kernel/hostname"), "node-17\n").unwrap();
+        fs::write(at("config.toml"), "root = \"/r\"\nsecret = \"s-1\"\n").unwrap();
+        fs::write(at("status-a"), "{}").unwrap();
+        fifo(&at("status-b"));
+        fifo(&at("mountinfo"));
+        let mut snapshot = snapshot();
+        snapshot.paths.config = Some(at("config.toml"));
+        for (letter, status) in [('a', "status-a"), ('b', "status-b")] {
+            let mut container = running(&id(letter), 100, NOW);
+            container.status_path = at(status);
+            snapshot.cri_containers.push(container);
+        }
+        // The look found the mount table unreadable: its gap says why.
+        snapshot.gaps.push(crate::model::Gap::source(
+            crate::model::Source::Mountinfo,
+            at("mountinfo"),
+            "a FIFO, where a regular file belongs: not read",
+        ));
+
+        // On a thread of its own: a FIFO read as a plain file would block
+        // for ever, and fail this test rather than hang it.
+        let (send, answer) = std::sync::mpsc::channel();
+        let (proc_root, mountinfo) = (at("proc"), at("mountinfo"));
+        std::thread::spawn(move || send.send(read_copies(&snapshot, &proc_root, &mountinfo)));
+        let copies = answer
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the copies are read without blocking");
+        assert_eq!(copies.hostname.as_deref(), Some("node-17"));
+        let names: Vec<&str> = copies.files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                CONFIG_COPY.to_string(),
+                format!("files/cri-status/{}", id('a'))
+            ]
+        );
+        assert!(!String::from_utf8_lossy(&copies.files[0].1).contains("s-1"));
+        assert_eq!(copies.left_out.len(), 2, "{:#?}", copies.left_out);
+        assert!(
+            copies.left_out[0].contains("1 other keys dropped"),
+            "{}",
+            copies.left_out[0]
+        );
+        let fifo_note = format!(
+            "{}: not archived: a FIFO, where a regular file belongs",
+            at("status-b").display()
+        );
+        assert!(
+            copies.left_out[1].starts_with(&fifo_note),
+            "{}",
+            copies.left_out[1]
+        );
     }
 
     #[test]
@@ -432,6 +638,7 @@ mod tests {
             hostname: None,
             first: first.clone(),
             second: None,
+            copies_left_out: Vec::new(),
         })
         .unwrap();
         let status = &mut old["first"]["cri_containers"][0]["status"];
@@ -446,7 +653,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.tar.gz");
         fs::write(&path, b"not gzip").unwrap();
-        let err = format!("{:#}", read(&path).unwrap_err());
+        let err = format!("{:#}", read(&path, STALL).unwrap_err());
         assert!(err.starts_with(&format!("{}: ", path.display())), "{err}");
         // What gzip said, after the path.
         assert!(err.len() > path.display().to_string().len() + 2, "{err}");
@@ -462,13 +669,14 @@ mod tests {
             hostname: None,
             first,
             second: None,
+            copies_left_out: Vec::new(),
         };
         let mountinfo = dir.path().join("mountinfo");
         fs::write(&mountinfo, "").unwrap();
         // /dev/full: every write fails with ENOSPC, as on a full disk.
         let full = std::fs::OpenOptions::new().write(true).open("/dev/full");
         let Ok(full) = full else { return };
-        let err = fill(full, &evidence, None, &mountinfo).unwrap_err();
+        let err = fill(full, &evidence, &Copies::default()).unwrap_err();
         let text = format!("{err:#}");
         assert!(
             text.starts_with("writing snapshots.json into the archive: ")
@@ -481,12 +689,12 @@ mod tests {
         fs::create_dir(&path).unwrap();
         let err = format!(
             "{:#}",
-            write(&path, &evidence, &mountinfo, true).unwrap_err()
+            write(&path, &evidence, &Copies::default(), &mountinfo, true).unwrap_err()
         );
         assert_eq!(err, format!("{}: is a directory", path.display()));
         let err = format!(
             "{:#}",
-            write(&path, &evidence, &mountinfo, false).unwrap_err()
+            write(&path, &evidence, &Copies::default(), &mountinfo, false).unwrap_err()
         );
         assert_eq!(
             err,

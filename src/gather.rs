@@ -21,7 +21,7 @@ const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 /// The report goes out at most this long after `--timeout`, whatever the
 /// files do (README: "answers within `--timeout` + 1 s").
-const DEADLINE_GRACE: Duration = Duration::from_secs(1);
+pub const DEADLINE_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct GatherOptions {

@@ -10,11 +10,12 @@
 //!    None imports anything of the crate.
 //! 1. [`sources`] each read one kind of evidence from the node into the
 //!    model; [`checks`] are pure functions from a snapshot to findings;
-//!    [`advisories`] know containerd's bugs by version; [`evidence`] writes
-//!    and reads the archive of snapshots (`collect`, `check --from`).
+//!    [`advisories`] know containerd's bugs by version.
 //! 2. [`paths`] resolves which containerd to look at; [`report`] is what a
 //!    command hands to a renderer.
-//! 3. [`gather`] runs every source once, within one deadline.
+//! 3. [`gather`] runs every source once, within one deadline; [`evidence`]
+//!    writes and reads the archive of snapshots (`collect`, `check
+//!    --from`), reading the node's files through the sources' bounded reader.
 //! 4. [`confirm`] takes the second look before a zombie or a blocked shim is
 //!    called one; [`act`] is the only code that changes the node.
 //! 5. [`render`] prints a report as a table, JSON, Prometheus or NPD text,

@@ -9,13 +9,16 @@ use std::time::Duration;
 use crate::checks::{self, Settings};
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::evidence;
+use crate::gather;
 use crate::model::{ApiCall, Snapshot};
 use crate::report::Report;
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
     let (first, second) = match &args.from {
         Some(archive) => {
-            let evidence = evidence::read(archive)?;
+            // Given up once it reads nothing for as long as a look at the
+            // node may take.
+            let evidence = evidence::read(archive, global.timeout + gather::DEADLINE_GRACE)?;
             (evidence.first, evidence.second)
         }
         None => super::gather_pair(

@@ -12,17 +12,16 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
         &args.confirm,
         super::PairFor::Archive,
     );
-    let hostname = std::fs::read_to_string(global.proc_root.join("sys/kernel/hostname"))
-        .ok()
-        .map(|h| h.trim().to_string());
+    let mountinfo = global.gather_options(false).mountinfo;
+    let copies = evidence::read_copies(&first, &global.proc_root, &mountinfo);
     let evidence = Evidence {
         nodectl_version: env!("CARGO_PKG_VERSION").to_string(),
-        hostname,
+        hostname: copies.hostname.clone(),
         first,
         second,
+        copies_left_out: copies.left_out.clone(),
     };
-    let mountinfo = global.gather_options(false).mountinfo;
-    let left_out = evidence::write(&args.file, &evidence, &mountinfo, args.force)?;
+    evidence::write(&args.file, &evidence, &copies, &mountinfo, args.force)?;
     let file = inert_path(&args.file);
     eprintln!(
         "nodectl: wrote {file} ({} containers, {} shims, {} mounts); check it with: nodectl check --from {file}",
@@ -30,7 +29,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
         evidence.first.shims.len(),
         evidence.first.mounts.len(),
     );
-    for note in &left_out {
+    for note in &evidence.copies_left_out {
         eprintln!("nodectl: {}", shown(note));
     }
     // What could not be read is in the archive, for whoever checks it; the

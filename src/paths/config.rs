@@ -78,7 +78,7 @@ fn read_now(path: &Path) -> io::Result<ConfigPaths> {
 }
 
 /// Real configs are a few KiB; TOML this large is not one.
-const CONFIG_SIZE_LIMIT: u64 = 4 << 20;
+pub(crate) const CONFIG_SIZE_LIMIT: u64 = 4 << 20;
 
 fn parse(text: &str) -> io::Result<ConfigPaths> {
     let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);

@@ -14,7 +14,7 @@ use crate::sources::{open_dir, read_regular, read_regular_at, reading, version_a
 
 pub(crate) const SOURCE: Source = Source::CriStore;
 /// Real status files are a few hundred bytes.
-const STATUS_SIZE_LIMIT: u64 = 1 << 20;
+pub(crate) const STATUS_SIZE_LIMIT: u64 = 1 << 20;
 
 /// Reads every container's status file. A container whose file is missing,
 /// unreadable or corrupt becomes a gap naming that file.

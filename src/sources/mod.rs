@@ -60,13 +60,27 @@ pub(crate) struct FileRead {
 ///   or hostile file must not make a diagnostic tool on a sick node eat memory.
 pub(crate) fn read_regular(path: &Path, limit: u64, links: Links) -> io::Result<FileRead> {
     reading(path);
+    read_opened(open_path(path, links)?, limit)
+}
+
+/// Opens `path` as [`read_regular`] does, for a reader that streams it
+/// rather than reading it whole (an archive, read only as far as it needs):
+/// a FIFO, a device, a socket or a directory is the same error at once,
+/// never a blocked open or read.
+pub(crate) fn open_regular(path: &Path, links: Links) -> io::Result<File> {
+    reading(path);
+    let file = open_path(path, links)?;
+    regular(&file)?;
+    Ok(file)
+}
+
+fn open_path(path: &Path, links: Links) -> io::Result<File> {
     // std adds O_RDONLY (read only) and O_CLOEXEC.
-    let file = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .custom_flags(open_flags(links).bits())
         .open(path)
-        .map_err(|err| open_error(err, links))?;
-    read_opened(file, limit)
+        .map_err(|err| open_error(err, links))
 }
 
 /// [`read_regular`] of `name` relative to the open directory `dir` (shown
@@ -140,11 +154,7 @@ fn open_error(err: io::Error, links: Links) -> io::Error {
 
 /// The checks and the read of [`read_regular`] once the file is open.
 fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
-    let metadata = file.metadata()?;
-    let file_type = metadata.file_type();
-    if !file_type.is_file() {
-        return Err(not_a_regular_file(type_name(&file_type)));
-    }
+    let metadata = regular(&file)?;
     if metadata.len() > limit {
         return Err(too_large(limit, metadata.len()));
     }
@@ -160,6 +170,16 @@ fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
             ctime_nanos: nanos(metadata.ctime(), metadata.ctime_nsec()),
         },
     })
+}
+
+/// The open file's own metadata, when it is a regular file.
+fn regular(file: &File) -> io::Result<std::fs::Metadata> {
+    let metadata = file.metadata()?;
+    let file_type = metadata.file_type();
+    if !file_type.is_file() {
+        return Err(not_a_regular_file(type_name(&file_type)));
+    }
+    Ok(metadata)
 }
 
 /// What a read says of `what` ("a directory", "a FIFO", ...) where a
@@ -516,6 +536,47 @@ impl<T: Send + 'static> Bounded<T> {
     }
 }
 
+/// `work` done on each of `items` in order, on a thread of its own, until
+/// `until`: the answers given by then, in order, each kept as soon as it is
+/// given. Fewer answers than items: the work on the next item had not
+/// returned by `until` (a read stuck in the kernel: a stalled disk, FUSE or
+/// NFS), or it panicked; that thread is left behind, as [`Bounded`] leaves a
+/// source.
+pub(crate) fn each_until<T, R>(
+    items: &[T],
+    until: Instant,
+    work: impl Fn(&T) -> R + Send + 'static,
+) -> Vec<R>
+where
+    T: Clone + Send + 'static,
+    R: Send + 'static,
+{
+    let (send, answers) = mpsc::channel();
+    let owned = items.to_vec();
+    let spawned = std::thread::Builder::new()
+        .name("nodectl-each".into())
+        .spawn(move || {
+            for item in &owned {
+                // The waiter may have given up: nobody to tell then.
+                if send.send(work(item)).is_err() {
+                    return;
+                }
+            }
+        });
+    if let Err(err) = spawned {
+        eprintln!("nodectl: cannot start a thread: {err}");
+        return Vec::new();
+    }
+    let mut answered = Vec::with_capacity(items.len());
+    while answered.len() < items.len() {
+        match answers.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(answer) => answered.push(answer),
+            Err(_) => break,
+        }
+    }
+    answered
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -755,6 +816,26 @@ mod bounded_tests {
         assert_eq!(
             slot.lock().unwrap().as_deref(),
             Some(Path::new("/proc/1/stat"))
+        );
+    }
+
+    #[test]
+    fn each_answer_is_kept_as_it_comes_and_the_work_is_given_up_at_the_deadline() {
+        let started = Instant::now();
+        let answered = each_until(&[1u32, 2, 3], started + Duration::from_millis(300), |&n| {
+            if n == 2 {
+                // As a read stuck in the kernel would.
+                std::thread::sleep(Duration::from_secs(60));
+            }
+            n * 10
+        });
+        assert_eq!(answered, [10]);
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        assert_eq!(
+            each_until(&[1u32, 2, 3], deadline, |&n| n * 10),
+            [10, 20, 30]
         );
     }
 

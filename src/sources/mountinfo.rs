@@ -12,7 +12,7 @@ use crate::model::{Gap, Mount, Source};
 
 const SOURCE: Source = Source::Mountinfo;
 /// Ten thousand mounts are a few MiB of mountinfo.
-const MOUNTINFO_LIMIT: u64 = 256 * 1024 * 1024;
+pub(crate) const MOUNTINFO_LIMIT: u64 = 256 * 1024 * 1024;
 
 /// Reads a mountinfo file (normally `/proc/self/mountinfo`), keeping only the
 /// mounts below `dirs` (containerd's root and state) in every spelling of

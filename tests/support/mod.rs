@@ -500,3 +500,21 @@ pub fn promtool_accepts(text: &str) {
         String::from_utf8_lossy(&verdict.stderr)
     );
 }
+
+/// The entries of a `collect` archive: each one's name, bytes and mode.
+pub fn archive_files(path: &Path) -> Vec<(String, Vec<u8>, u32)> {
+    let file = fs::File::open(path).unwrap();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    archive
+        .entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().display().to_string();
+            let mode = e.header().mode().unwrap();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut bytes).unwrap();
+            (name, bytes, mode)
+        })
+        .collect()
+}
