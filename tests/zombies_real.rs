@@ -79,7 +79,11 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
     // upstream's releases record it, Debian's 1.6.20 does not.
     let doc = support::report(&output);
     if bed.line() == support::Line::V1_6 {
-        assert_eq!(doc["containerd"]["source"], "unknown", "{}", doc["containerd"]);
+        assert_eq!(
+            doc["containerd"]["source"], "unknown",
+            "{}",
+            doc["containerd"]
+        );
     } else {
         let version = doc["containerd"]["version"].as_str().unwrap_or_default();
         assert!(
