@@ -246,6 +246,17 @@ mod tests {
 
     /// The rootfs of `a` and the shm of sandbox `s` left mounted; containerd
     /// answered and knows neither.
+    /// The dry run on a node unchanged since `s`, its scan.
+    fn plan_unchanged(s: &Snapshot) -> Vec<Cleanup> {
+        run(
+            s,
+            Options::default(),
+            Ok(()),
+            Path::new("/nonexistent"),
+            || s.clone(),
+        )
+    }
+
     fn leaked() -> Snapshot {
         let mut s = snapshot();
         s.mounts.push(mount(&rootfs(&id('a'))));
@@ -355,16 +366,7 @@ mod tests {
     #[test]
     fn with_another_namespace_a_live_pods_shm_is_no_target_and_is_refused() {
         // `-n moby`: k8s.io's records know sandbox `s`, moby has none.
-        let mut s = snapshot();
-        s.namespace = "moby".to_string();
-        with_records(&mut s, &[id('s')]);
-        let moby = crate::model::NamespaceView {
-            containers: Some(Default::default()),
-            tasks: Some(Vec::new()),
-            ..Default::default()
-        };
-        let view = s.containerd.as_mut().unwrap();
-        view.namespaces.insert("moby".to_string(), moby);
+        let mut s = looked_at_in(&id('s'), "moby");
         let shm = mount(&format!(
             "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/{}/shm",
             id('s')
@@ -387,13 +389,7 @@ mod tests {
             let below = m.mount_point.strip_prefix("/run/containerd").unwrap();
             m.as_given = Some(Path::new("/srv/link").join(below));
         }
-        let done = run(
-            &s,
-            Options::default(),
-            Ok(()),
-            Path::new("/nonexistent"),
-            || s.clone(),
-        );
+        let done = plan_unchanged(&s);
         let planned: Vec<_> = done.iter().map(|c| (c.outcome, c.path.clone())).collect();
         assert_eq!(
             planned,
@@ -419,13 +415,7 @@ mod tests {
             mount_point: odd.clone(),
             ..mount("")
         }];
-        let done = run(
-            &s,
-            Options::default(),
-            Ok(()),
-            Path::new("/nonexistent"),
-            || s.clone(),
-        );
+        let done = plan_unchanged(&s);
         assert_eq!(done.len(), 1, "{done:?}");
         assert_eq!((done[0].id.as_str(), &done[0].path), (r"a\x80", &odd));
         assert_eq!(done[0].outcome, CleanupOutcome::Refused);
@@ -458,13 +448,7 @@ mod tests {
             .paths
             .unproven
             .push("no proven containerd serves /x.sock: it does not exist".to_string());
-        let done = run(
-            &before,
-            Options::default(),
-            Ok(()),
-            Path::new("/nonexistent"),
-            || before.clone(),
-        );
+        let done = plan_unchanged(&before);
         assert_eq!(done.len(), 2);
         for cleanup in done {
             assert_eq!(cleanup.outcome, CleanupOutcome::Refused);
@@ -481,13 +465,7 @@ mod tests {
     #[test]
     fn the_dry_run_plans_what_verify_allows_and_touches_nothing() {
         let before = leaked();
-        let done = run(
-            &before,
-            Options::default(),
-            Ok(()),
-            Path::new("/nonexistent"),
-            || before.clone(),
-        );
+        let done = plan_unchanged(&before);
         let outcomes: Vec<_> = done.iter().map(|c| c.outcome).collect();
         assert_eq!(outcomes, [CleanupOutcome::WouldUnmount; 2]);
         assert_eq!(done[0].id, id('s'), "sorted by mount point");

@@ -398,16 +398,7 @@ mod tests {
     /// `-n moby`: containerd answered for moby (no records) and for k8s.io,
     /// which knows sandbox `s`; `d`'s pod is gone, CRI still names it.
     fn looked_at_in_moby() -> Snapshot {
-        let mut s = snapshot();
-        s.namespace = "moby".to_string();
-        with_records(&mut s, &[id('s')]);
-        let moby = crate::model::NamespaceView {
-            containers: Some(Default::default()),
-            tasks: Some(Vec::new()),
-            ..Default::default()
-        };
-        let view = s.containerd.as_mut().unwrap();
-        view.namespaces.insert("moby".to_string(), moby);
+        let mut s = looked_at_in(&id('s'), "moby");
         s.cri = Some(crate::model::CriView {
             sandboxes: Some(vec![cri_sandbox(&id('d'), "batch", "job-1")]),
             ..Default::default()

@@ -103,6 +103,22 @@ pub fn with_records(s: &mut Snapshot, ids: &[String]) {
     s.containerd = Some(view);
 }
 
+/// A look with `-n namespace`: containerd answered for it (no records)
+/// and for `k8s.io`, which knows `known`.
+pub fn looked_at_in(known: &str, namespace: &str) -> Snapshot {
+    let mut s = snapshot();
+    s.namespace = namespace.to_string();
+    with_records(&mut s, &[known.to_string()]);
+    let empty = NamespaceView {
+        containers: Some(Default::default()),
+        tasks: Some(Vec::new()),
+        ..Default::default()
+    };
+    let view = s.containerd.as_mut().expect("with_records answered");
+    view.namespaces.insert(namespace.to_string(), empty);
+    s
+}
+
 /// The naming labels kubelet sets (CRI adds the kind); `container`
 /// `None` for a sandbox.
 pub fn labels(namespace: &str, pod: &str, container: Option<&str>) -> BTreeMap<String, String> {
