@@ -117,7 +117,7 @@ pub fn disqualified(facts: &DaemonFacts, host: Option<&Host>) -> Option<String> 
     ] {
         if theirs != host_ns {
             return Some(format!(
-                "it runs in another {what} namespace ({what}:[{theirs}], {} is in {what}:[{host_ns}]): a container's process",
+                "it runs in another {what} namespace ({what}:[{theirs}], {} is in {what}:[{host_ns}])",
                 host.described
             ));
         }
