@@ -25,6 +25,10 @@ pub struct Advisory {
     pub kinds: &'static [Kind],
 }
 
+/// containerd#10589: the runc shim loses an init exit to an exec being
+/// started; the zombie check tells its story when it applies.
+pub const EXIT_LOST_TO_EXEC: &str = "containerd#10589";
+
 /// The newest release the open bugs below were checked against.
 const CHECKED_UP_TO: &str = "2.3.4";
 
@@ -54,7 +58,7 @@ pub const ADVISORIES: &[Advisory] = &[
         kinds: &[Kind::LeakedShim],
     },
     Advisory {
-        id: "containerd#10589",
+        id: EXIT_LOST_TO_EXEC,
         upstream: &[
             "containerd#10589",
             "containerd#10651",
@@ -64,7 +68,8 @@ pub const ADVISORIES: &[Advisory] = &[
         affected: &[("1.6.29", "1.6.36"), ("1.7.14", "1.7.22")],
         fixed_in: &["1.6.36", "1.7.22", "2.0.0"],
         symptom: "the runc shim drops the init process's exit while an exec is starting: the \
-                  container stays RUNNING with its process gone",
+                  container stays RUNNING with its process gone, every StopContainer times out \
+                  and its pod stays Terminating",
         kinds: &[Kind::Zombie],
     },
     Advisory {
@@ -120,6 +125,10 @@ pub struct Applied {
     pub fixed_in: Vec<String>,
     /// What to do, e.g. "fixed in 2.0.7, upgrade".
     pub advice: String,
+    /// The release to upgrade to: the first with the fix after the node's
+    /// version; none when no release fixes it. Said in `advice`.
+    #[serde(skip)]
+    pub fix: Option<Version>,
 }
 
 /// A containerd version, from `1.7.34`, `v2.3.4`, `1.6.20~ds1-1` (Debian),
@@ -166,14 +175,16 @@ impl Advisory {
 
     /// The release to move to: the first fixed one after the node's, which
     /// is the fix in its own release line when that line has one.
-    fn advice(&self, node: Version) -> String {
-        let first_fix = self
-            .fixed_in
+    fn first_fix(&self, node: Version) -> Option<Version> {
+        self.fixed_in
             .iter()
             .map(|v| version(v))
             .filter(|v| *v > node)
-            .min();
-        match first_fix {
+            .min()
+    }
+
+    fn advice(&self, node: Version) -> String {
+        match self.first_fix(node) {
             Some(fix) => format!("fixed in {fix}, upgrade"),
             None => format!("no release fixes it (checked up to {CHECKED_UP_TO})"),
         }
@@ -191,6 +202,7 @@ impl Advisory {
             kinds: self.kinds.to_vec(),
             fixed_in: self.fixed_in.iter().map(|s| s.to_string()).collect(),
             advice: self.advice(node),
+            fix: self.first_fix(node),
         }
     }
 }
@@ -206,6 +218,11 @@ pub fn applying(version: Option<&str>) -> Vec<Applied> {
         .filter(|a| a.affects(node))
         .map(|a| a.applied(node))
         .collect()
+}
+
+/// The advisory `id` if it applies to `version` (see [`applying`]).
+pub fn applied(id: &str, version: Option<&str>) -> Option<Applied> {
+    applying(version).into_iter().find(|a| a.id == id)
 }
 
 /// Adds `advisory` ("containerd#12344: fixed in 2.0.7, upgrade") to the
@@ -334,6 +351,17 @@ mod tests {
             advice("1.7.20", "containerd#9770"),
             "no release fixes it (checked up to 2.3.4)"
         );
+    }
+
+    #[test]
+    fn one_advisory_is_looked_up_with_the_release_to_upgrade_to() {
+        let fix = |v: &str| applied(EXIT_LOST_TO_EXEC, Some(v)).map(|a| a.fix);
+        assert_eq!(fix("v1.7.21"), Some(Some(Version(1, 7, 22))));
+        assert_eq!(fix("1.6.30~ds1-1"), Some(Some(Version(1, 6, 36))));
+        assert_eq!(fix("1.7.22"), None, "fixed: it does not apply");
+        assert_eq!(applied(EXIT_LOST_TO_EXEC, None), None);
+        let open = applied("containerd#9770", Some("2.3.4")).unwrap();
+        assert_eq!(open.fix, None);
     }
 
     fn finding(kind: Kind) -> Finding {

@@ -316,7 +316,10 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
 /// Adds containerd's records (and so the names its container labels carry)
 /// to a snapshot gathered without the APIs: a command that found something
 /// asks only then, within `timeout`, so a clean node or a frozen containerd
-/// costs it nothing more.
+/// costs it nothing more. The version containerd answers with replaces the
+/// binary's (as in [`gather`], the API's comes first): a build that records
+/// none (Debian's, or one built with `-trimpath`, which leaves the ldflags
+/// out of the build info) is then named, and the findings' advisories with it.
 pub fn add_containerd_records(
     snapshot: &mut Snapshot,
     paths: &Paths,
@@ -337,6 +340,10 @@ pub fn add_containerd_records(
         &[],
         &mut snapshot.gaps,
     );
+    let answered = containerd.as_ref().and_then(|c| c.version.as_deref());
+    if answered.is_some_and(|v| !v.trim().is_empty()) {
+        snapshot.containerd_version = daemon_version::identify(answered, || None);
+    }
     snapshot.containerd = containerd;
 }
 

@@ -8,21 +8,22 @@
 //!    views, gaps, API calls, findings, inventory rows, actions); [`inert`]:
 //!    text made safe to print; [`parallel`]: work shared by two threads.
 //!    None imports anything of the crate.
-//! 1. [`sources`] each read one kind of evidence from the node into the
-//!    model; [`checks`] are pure functions from a snapshot to findings;
-//!    [`advisories`] know containerd's bugs by version.
-//! 2. [`paths`] resolves which containerd to look at; [`report`] is what a
+//! 1. [`advisories`] know containerd's bugs by version: facts about
+//!    releases, which a check uses to tell the story its evidence fits.
+//! 2. [`sources`] each read one kind of evidence from the node into the
+//!    model; [`checks`] are pure functions from a snapshot to findings.
+//! 3. [`paths`] resolves which containerd to look at; [`report`] is what a
 //!    command hands to a renderer.
-//! 3. [`gather`] runs every source once, within one deadline; [`evidence`]
+//! 4. [`gather`] runs every source once, within one deadline; [`evidence`]
 //!    writes and reads the archive of snapshots (`collect`, `check
 //!    --from`), reading the node's files through the sources' bounded reader.
-//! 4. [`confirm`] takes the second look before a zombie or a blocked shim is
+//! 5. [`confirm`] takes the second look before a zombie or a blocked shim is
 //!    called one; [`act`] is the only code that changes the node.
-//! 5. [`render`] prints a report as a table, JSON, Prometheus or NPD text,
+//! 6. [`render`] prints a report as a table, JSON, Prometheus or NPD text,
 //!    or writes it as a node-exporter textfile; [`exporter`] answers
 //!    `serve`'s scrapes over HTTP with the bytes it is handed.
-//! 6. [`cli`]: the command line.
-//! 7. [`commands`] wire it all per subcommand.
+//! 7. [`cli`]: the command line.
+//! 8. [`commands`] wire it all per subcommand.
 
 pub mod act;
 pub mod advisories;

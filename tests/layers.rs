@@ -336,12 +336,12 @@ fn a_forbidden_import_is_caught() {
         (
             "checks/zombie.rs",
             "use crate::sources::procfs;",
-            "checks (layer 1) imports sources",
+            "checks (layer 2) imports sources",
         ),
         (
             "sources/procfs.rs",
             "use crate::render::Format;",
-            "sources (layer 1) imports render",
+            "sources (layer 2) imports render",
         ),
     ] {
         let path = copy.path().join(file);

@@ -1,16 +1,27 @@
 //! `zombie`: CRI still says RUNNING but the container's process is dead.
 //!
-//! containerd's CRI exit handler (`handleContainerExit`) calls `task.Delete`
-//! before it records the exit. The shim's delete unmounts the overlay rootfs;
-//! when that `umount2` is slow (it syncs the upper dir under I/O pressure) the
-//! 10 s deadline passes, the handler returns early, and the status file keeps
-//! `FinishedAt = 0` until a retry succeeds, minutes later or never.
+//! CRI records an exit only when the shim publishes it and CRI's exit
+//! handler (`handleContainerExit`) gets through `task.Delete`. Two ways it
+//! does not, told apart by the evidence:
+//!
+//! - The delete is slow: the shim's delete unmounts the overlay rootfs, and
+//!   when that `umount2` is slow (it syncs the upper dir under I/O pressure)
+//!   the handler's 10 s deadline passes, it returns early, and the status
+//!   file keeps `FinishedAt = 0` until a retry succeeds, minutes later or
+//!   never. A shim thread in `umount2` shows it.
+//! - The exit is lost (containerd#10589, 1.7.14 to 1.7.21): the runc shim
+//!   holds back an init exit while an exec is being started in the
+//!   container, for that exec to publish, and an exec that subscribed to
+//!   exits after it never does. The shim never publishes the exit and still
+//!   says the task runs: nothing retries. Told by the node's version with
+//!   no thread in `umount2`.
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::advisories::{self, Applied, Version, EXIT_LOST_TO_EXEC};
 use crate::checks::shared::ShimIndex;
 use crate::model::{
     timestamp, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity, Snapshot,
@@ -195,14 +206,19 @@ fn finding(
     let in_umount2: Vec<i32> = shim
         .map(|s| s.threads_in_umount2().map(|t| t.tid).collect())
         .unwrap_or_default();
-    let cause = if in_umount2.is_empty() {
-        "CRI records an exit only after task.Delete succeeds; the delete failed or \
-         timed out (10 s), typically because the shim's unmount of the overlay \
-         rootfs was slow under disk I/O pressure, and no retry has succeeded yet."
+    let exit_lost = if in_umount2.is_empty() {
+        let version = snapshot.containerd_version.version.as_deref();
+        advisories::applied(EXIT_LOST_TO_EXEC, version)
     } else {
-        "The shim is blocked in umount2 unmounting the container's overlay rootfs \
-         (slow under disk I/O pressure). CRI records an exit only after task.Delete \
-         succeeds, and that delete timed out (10 s), so CRI still says RUNNING."
+        None
+    };
+    let (cause, remedy) = match (&exit_lost, in_umount2.is_empty()) {
+        (Some(advisory), _) => lost_exit_story(snapshot, advisory),
+        (None, false) => (UMOUNT2_CAUSE.to_string(), SLOW_DELETE_REMEDY.to_string()),
+        (None, true) => (
+            SLOW_DELETE_CAUSE.to_string(),
+            SLOW_DELETE_REMEDY.to_string(),
+        ),
     };
     let summary = format!(
         "{} is RUNNING in CRI but its process is gone ({death})",
@@ -226,22 +242,78 @@ fn finding(
         id: container.id.clone(),
         summary,
         evidence: serde_json::to_value(evidence).unwrap_or(Value::Null),
-        cause: cause.to_string(),
-        remedy: "The pod is wedged until CRI records the exit: an init container never \
-                 completes, a restart never happens. Relieve the disk I/O pressure so the \
-                 shim's unmount finishes; containerd retries the exit and the pod moves on. \
-                 If it does not within minutes, restarting containerd makes CRI reload the \
-                 task state (running containers are not stopped). Watch for leaked shims \
-                 afterwards (nodectl leaked-shims)."
-            .to_string(),
+        cause,
+        remedy,
     }
+}
+
+/// The slow delete, seen: a shim thread in `umount2`.
+const UMOUNT2_CAUSE: &str = "The shim is blocked in umount2 unmounting the container's overlay \
+    rootfs (slow under disk I/O pressure). CRI records an exit only after task.Delete succeeds, \
+    and that delete timed out (10 s), so CRI still says RUNNING.";
+
+/// The slow delete, not seen now: no known bug of the node's version loses
+/// exits, and the likeliest cause is a delete that timed out earlier.
+const SLOW_DELETE_CAUSE: &str = "CRI records an exit only after task.Delete succeeds; the \
+    delete failed or timed out (10 s), typically because the shim's unmount of the overlay \
+    rootfs was slow under disk I/O pressure, and no retry has succeeded yet.";
+
+const SLOW_DELETE_REMEDY: &str = "The pod is wedged until CRI records the exit: an init \
+    container never completes, a restart never happens. Relieve the disk I/O pressure so the \
+    shim's unmount finishes; containerd retries the exit and the pod moves on. If it does not \
+    within minutes, restarting containerd makes CRI reload the task state (running containers \
+    are not stopped). Watch for leaked shims afterwards (nodectl leaked-shims).";
+
+/// containerd#10589's story, for a zombie whose shim is in no `umount2` on
+/// a version that has the bug: the exit is lost, not late.
+fn lost_exit_story(snapshot: &Snapshot, advisory: &Applied) -> (String, String) {
+    // As the advisory applies, the version parses (`v1.7.21` says 1.7.21).
+    let version = snapshot
+        .containerd_version
+        .version
+        .as_deref()
+        .and_then(Version::parse);
+    let named = version.map_or_else(|| "?".to_string(), |v| v.to_string());
+    let cause = format!(
+        "containerd {named} has {id}: the runc shim lost this container's exit. The init \
+         exited while an exec (a probe's ExecSync) was starting; the shim held the exit back for \
+         that exec to publish, and it never did. No retry will come: CRI keeps the container \
+         RUNNING, every StopContainer fails (\"wait container: context deadline exceeded\"), a \
+         pod being deleted stays Terminating, and probes fail with \"cannot exec in a stopped \
+         container\".",
+        id = advisory.id,
+    );
+    let upgrade = match advisory.fix {
+        Some(fix) => format!("Upgrade containerd to {fix} or later"),
+        None => "Upgrade containerd to a release with the fix".to_string(),
+    };
+    // 1.7's start-up drops a task whose shim lists no process (taken for a
+    // shim whose task was never created, containerd#6860); 1.6's keeps every
+    // task its shim answers for.
+    let restart_drops_the_task = version.is_some_and(|v| Some(v) >= Version::parse("1.7.0"));
+    let clear = if restart_drops_the_task {
+        "To clear this container: restart containerd (running containers keep running); on \
+         start it finds no process left in the task, drops it, and CRI records the container \
+         EXITED (exit code 255, reason Unknown), so kubelet's next StopPodSandbox goes through. \
+         The pod's shim then outlives the pod (it still holds the container): end it with \
+         nodectl leaked-shims --kill."
+    } else {
+        "Restarting containerd does not clear this container on 1.6: it keeps the task, which \
+         the shim says runs. Ending the pod's shim does: kill -9 its shim_pid (check with nodectl \
+         shims that the pid still serves this pod); containerd cleans up after the dead shim and \
+         records the exit. Every container of the pod ends with it."
+    };
+    let remedy =
+        format!("{upgrade} (the shim there refuses execs once the init has exited). {clear}");
+    (cause, remedy)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inert::SHOWN_CAP;
     use crate::model::fixtures::*;
-    use crate::model::{Gap, Source};
+    use crate::model::{ContainerdVersion, Gap, Source, VersionSource};
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
         check(snapshot).into_iter().map(|f| f.id).collect()
@@ -287,6 +359,110 @@ mod tests {
         );
         assert_eq!(f.evidence["running_for_seconds"], 60.0);
         assert!(f.cause.contains("umount2"));
+    }
+
+    /// A zombie of `version` whose pod's shim is sampled in `syscalls`.
+    fn zombie_on(version: Option<&str>, syscalls: &[&str]) -> Finding {
+        let mut s = snapshot();
+        s.containerd_version = ContainerdVersion {
+            version: version.map(str::to_string),
+            source: VersionSource::Api,
+        };
+        let sandbox = id('s');
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.bundles.insert(id('a'), bundle(&id('a'), &sandbox, "app"));
+        s.shims.push(shim(42, &sandbox, ADDRESS, syscalls));
+        let mut findings = check(&s);
+        assert_eq!(findings.len(), 1);
+        findings.remove(0)
+    }
+
+    fn says(text: &str, words: &[&str]) {
+        // `-o wide` shows at most SHOWN_CAP bytes of a string, whole.
+        assert!(text.len() <= SHOWN_CAP, "{} bytes: {text}", text.len());
+        for word in words {
+            assert!(text.contains(word), "{word:?} in: {text}");
+        }
+    }
+
+    fn never_says(text: &str, words: &[&str]) {
+        for word in words {
+            assert!(!text.contains(word), "{word:?} in: {text}");
+        }
+    }
+
+    #[test]
+    fn a_shim_in_umount2_tells_the_slow_unmount_even_where_the_exit_can_be_lost() {
+        // 1.7.21 has containerd#10589, but the evidence shows a delete held
+        // up in umount2: that exit is late, and a retry records it.
+        let f = zombie_on(Some("v1.7.21"), &["futex", "umount2"]);
+        assert_eq!(f.evidence["shim_in_umount2"], true);
+        says(&f.cause, &["blocked in umount2", "task.Delete"]);
+        says(
+            &f.remedy,
+            &["Relieve the disk I/O pressure", "retries the exit"],
+        );
+        never_says(&f.cause, &["containerd#10589", "No retry"]);
+    }
+
+    #[test]
+    fn without_umount2_on_a_release_with_10589_the_exit_is_lost_and_a_restart_clears_it() {
+        let f = zombie_on(Some("v1.7.21"), &["futex", "epoll_pwait"]);
+        assert_eq!(f.evidence["shim_in_umount2"], false);
+        says(
+            &f.cause,
+            &[
+                "containerd 1.7.21 has containerd#10589",
+                "while an exec (a probe's ExecSync) was starting",
+                "No retry will come",
+                "every StopContainer fails (\"wait container: context deadline exceeded\")",
+                "stays Terminating",
+                "\"cannot exec in a stopped container\"",
+            ],
+        );
+        says(
+            &f.remedy,
+            &[
+                "Upgrade containerd to 1.7.22 or later",
+                "restart containerd (running containers keep running)",
+                "EXITED (exit code 255, reason Unknown)",
+                "StopPodSandbox goes through",
+                "nodectl leaked-shims --kill",
+            ],
+        );
+        for text in [&f.cause, &f.remedy] {
+            never_says(text, &["I/O pressure", "umount2", "retries", "kill -9"]);
+        }
+    }
+
+    #[test]
+    fn on_1_6_the_lost_exit_is_cleared_by_ending_the_shim_not_by_a_restart() {
+        let f = zombie_on(Some("1.6.30~ds1-1"), &["futex"]);
+        says(&f.cause, &["containerd 1.6.30 has containerd#10589"]);
+        says(
+            &f.remedy,
+            &[
+                "Upgrade containerd to 1.6.36 or later",
+                "Restarting containerd does not clear this container on 1.6",
+                "kill -9 its shim_pid",
+            ],
+        );
+    }
+
+    #[test]
+    fn without_umount2_or_the_bug_the_delete_timed_out_earlier() {
+        // Fixed, before the bug, or unknown: no advisory to tell another
+        // story, so the likeliest one, hedged.
+        for version in [Some("1.7.22"), Some("1.6.20"), Some("2.0.6"), None] {
+            let f = zombie_on(version, &["futex"]);
+            says(
+                &f.cause,
+                &["typically because", "no retry has succeeded yet"],
+            );
+            never_says(&f.cause, &["containerd#10589"]);
+            says(&f.remedy, &["Relieve the disk I/O pressure"]);
+        }
     }
 
     #[test]

@@ -315,6 +315,121 @@ impl TestBed {
         }
         false
     }
+
+    /// One StopContainer as kubelet sends it: `grace` seconds between the
+    /// stop signal and SIGKILL, and a `deadline` containerd enforces
+    /// (kubelet's is its runtime request timeout plus the grace). Ok once
+    /// CRI says the container stopped, else CRI's error.
+    pub async fn stop_container(
+        &self,
+        container_id: &str,
+        grace: i64,
+        deadline: Duration,
+    ) -> Result<(), String> {
+        let mut cri = deadline_client(self.address()).await?;
+        let request = with_deadline(
+            StopContainerRequest {
+                container_id: container_id.to_string(),
+                timeout: grace,
+            },
+            deadline,
+        );
+        let limit = deadline + Duration::from_secs(10);
+        bounded("StopContainer", limit, cri.stop_container(request))
+            .await
+            .map(drop)
+    }
+
+    /// One StopPodSandbox with a `deadline` containerd enforces, as kubelet
+    /// sends it when a pod is deleted: Ok once CRI stopped every container
+    /// of the pod and the sandbox, else CRI's error.
+    pub async fn stop_pod_within(
+        &self,
+        sandbox_id: &str,
+        deadline: Duration,
+    ) -> Result<(), String> {
+        let mut cri = deadline_client(self.address()).await?;
+        let request = with_deadline(
+            StopPodSandboxRequest {
+                pod_sandbox_id: sandbox_id.to_string(),
+            },
+            deadline,
+        );
+        let limit = deadline + Duration::from_secs(10);
+        bounded("StopPodSandbox", limit, cri.stop_pod_sandbox(request))
+            .await
+            .map(drop)
+    }
+}
+
+/// A CRI client over HTTP/2 of its own, for calls whose deadline containerd
+/// is to enforce. tonic's Channel enforces a request's `grpc-timeout` on its
+/// side too, so at the deadline the two race: the client's cancel wins as
+/// often as not, and containerd says "context canceled" where on a node
+/// (seed 004's log) it says "context deadline exceeded". This client sends
+/// the header and waits for containerd's answer.
+type Http2 = tower::util::BoxService<
+    tonic::codegen::http::Request<tonic::body::Body>,
+    tonic::codegen::http::Response<hyper::body::Incoming>,
+    hyper::Error,
+>;
+
+async fn deadline_client(address: &Path) -> Result<RuntimeServiceClient<Http2>, String> {
+    let connect = async {
+        let stream = tokio::net::UnixStream::connect(address)
+            .await
+            .map_err(|e| e.to_string())?;
+        let executor = hyper_util::rt::TokioExecutor::new();
+        hyper::client::conn::http2::handshake(executor, TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let (sender, connection) = tokio::time::timeout(CRI_READ, connect)
+        .await
+        .map_err(|_| "timed out".to_string())
+        .and_then(|connected| connected)
+        .map_err(|e| format!("connecting to {}: {e}", address.display()))?;
+    tokio::spawn(connection);
+    let service = tower::service_fn(move |request| {
+        let mut sender = sender.clone();
+        async move {
+            sender.ready().await?;
+            sender.send_request(request).await
+        }
+    });
+    let origin = tonic::codegen::http::Uri::from_static("http://localhost");
+    Ok(RuntimeServiceClient::with_origin(
+        tower::util::BoxService::new(service),
+        origin,
+    ))
+}
+
+/// `message` with a `grpc-timeout` of `deadline`, which containerd turns
+/// into its context's deadline.
+fn with_deadline<T>(message: T, deadline: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(deadline);
+    request
+}
+
+/// One ExecSync of `command` in a container, as kubelet's exec probes
+/// send it (`timeout` seconds for the command): its exit code, or why
+/// there is none. The caller gives up after `limit`.
+pub async fn exec_sync(
+    cri: &mut RuntimeServiceClient<Channel>,
+    container_id: &str,
+    command: &[&str],
+    timeout: i64,
+    limit: Duration,
+) -> Result<i32, String> {
+    let request = ExecSyncRequest {
+        container_id: container_id.to_string(),
+        cmd: command.iter().map(|s| s.to_string()).collect(),
+        timeout,
+    };
+    bounded("ExecSync", limit, cri.exec_sync(request))
+        .await
+        .map(|reply| reply.exit_code)
 }
 
 /// The labels kubelet puts on a pod's sandbox config (besides the pod's own

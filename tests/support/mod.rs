@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use cri::{runtime_version, Pod};
+pub use cri::{exec_sync, runtime_version, Pod};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
