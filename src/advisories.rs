@@ -23,6 +23,11 @@ pub struct Advisory {
     pub symptom: &'static str,
     /// The findings it explains.
     pub kinds: &'static [Kind],
+    /// How it brought such a finding about, added to the finding's cause
+    /// when it applies (empty: the finding's own cause says enough).
+    pub cause: &'static str,
+    /// What to do about it beyond the finding's own remedy, added likewise.
+    pub remedy: &'static str,
 }
 
 /// containerd#10589: the runc shim loses an init exit to an exec being
@@ -47,6 +52,10 @@ pub const ADVISORIES: &[Advisory] = &[
         symptom: "task.Delete gives up after 10 s while the shim's umount2 is slow; the shim \
                   completes the delete, forgets the task and is never shut down: leaked shims",
         kinds: &[Kind::LeakedShim],
+        cause: "a task delete gave up at its 10 s deadline while the shim's umount2 was slow \
+                (disk I/O pressure); the shim finished the delete afterwards, and containerd's \
+                retry, finding no task, sent no Shutdown.",
+        remedy: "Relieve the node's disk I/O pressure, or these keep piling up.",
     },
     Advisory {
         id: "containerd#9309",
@@ -56,6 +65,9 @@ pub const ADVISORIES: &[Advisory] = &[
         symptom: "the #7496 fix broke the v1 shim (io.containerd.runtime.v1.linux): a retried \
                   Delete fails and the shim is never shut down: leaked shims",
         kinds: &[Kind::LeakedShim],
+        cause: "with the v1 shim (io.containerd.runtime.v1.linux), a retried delete fails \
+                and no Shutdown is sent.",
+        remedy: "",
     },
     Advisory {
         id: EXIT_LOST_TO_EXEC,
@@ -71,6 +83,8 @@ pub const ADVISORIES: &[Advisory] = &[
                   container stays RUNNING with its process gone, every StopContainer times out \
                   and its pod stays Terminating",
         kinds: &[Kind::Zombie],
+        cause: "",
+        remedy: "",
     },
     Advisory {
         id: "containerd#9770",
@@ -86,6 +100,8 @@ pub const ADVISORIES: &[Advisory] = &[
                   waits on a shim stuck in umount2; ListContainers waits on that lock and \
                   kubelet's PLEG goes NotReady",
         kinds: &[Kind::CriSlow],
+        cause: "",
+        remedy: "",
     },
     Advisory {
         id: "containerd#12344",
@@ -100,6 +116,40 @@ pub const ADVISORIES: &[Advisory] = &[
         symptom: "the podsandbox controller's event monitor and its exit waiter both call \
                   task.Delete on a sandbox; the loser's Shutdown goes nowhere: leaked shims",
         kinds: &[Kind::LeakedShim],
+        cause: "two deletes of a pod sandbox's task raced (the podsandbox controller's \
+                event monitor and its exit waiter); the one that failed \"not found\" sent \
+                Shutdown before the other had made the shim forget the sandbox, and closed \
+                the shim's connection.",
+        remedy: "Every pod removal can leak one: upgrade.",
+    },
+    // Read in the source of 2.0.0, 2.0.6, 2.0.11, 2.1.0, 2.2.0 and 2.3.4:
+    // CRI creates a pod's containers `WithSandbox`, so their tasks join the
+    // sandbox's shim and their deletes are `sandboxed` (shimTask.delete
+    // sends no Shutdown); only the sandbox's delete sends one, and the runc
+    // shim ignores it while `len(s.containers) > 0`. 1.7's default CRI
+    // (pkg/cri/server) sets no sandbox, so each delete sends Shutdown.
+    Advisory {
+        id: "containerd#10421",
+        upstream: &[
+            "containerd#10421",
+            "containerd#11029",
+            "containerd#11077 (not merged)",
+        ],
+        affected: &[("2.0.0", "2.3.5")],
+        fixed_in: &[],
+        symptom: "when a pod's sandbox process dies before the pod's containers' tasks are \
+                  deleted (an OOM kill or kill -9 of the pause process, every process of the \
+                  pod killed at once), the sandbox's delete sends the pod's shim a Shutdown it \
+                  ignores while it holds a container, and a container's delete sends none: \
+                  leaked shims",
+        kinds: &[Kind::LeakedShim],
+        cause: "a pod's containers run in its sandbox's shim, and only the sandbox's task \
+                delete sends that shim Shutdown (a container's sends none): when the sandbox's \
+                process died while a container of the pod still ran, or in the same instant \
+                (the OOM killer, kill -9), the Shutdown came while the shim still held the \
+                container, and none followed.",
+        remedy: "Each death of a pod's sandbox (pause) process leaks one: find what kills \
+                 them (the kernel log names the OOM killer's victims).",
     },
     Advisory {
         id: "containerd#13848",
@@ -112,6 +162,8 @@ pub const ADVISORIES: &[Advisory] = &[
         symptom: "on start, containerd deletes a leftover shim without a deadline; a shim that \
                   never answers hangs containerd's start-up and its API stays unreachable",
         kinds: &[Kind::ApiUnreachable],
+        cause: "",
+        remedy: "",
     },
 ];
 
@@ -129,6 +181,12 @@ pub struct Applied {
     /// version; none when no release fixes it. Said in `advice`.
     #[serde(skip)]
     pub fix: Option<Version>,
+    /// [`Advisory::cause`] and [`Advisory::remedy`], for [`annotate`]: the
+    /// findings carry them, the list of advisories does not.
+    #[serde(skip)]
+    cause: &'static str,
+    #[serde(skip)]
+    remedy: &'static str,
 }
 
 /// A containerd version, from `1.7.34`, `v2.3.4`, `1.6.20~ds1-1` (Debian),
@@ -203,6 +261,8 @@ impl Advisory {
             fixed_in: self.fixed_in.iter().map(|s| s.to_string()).collect(),
             advice: self.advice(node),
             fix: self.first_fix(node),
+            cause: self.cause,
+            remedy: self.remedy,
         }
     }
 }
@@ -226,19 +286,35 @@ pub fn applied(id: &str, version: Option<&str>) -> Option<Applied> {
 }
 
 /// Adds `advisory` ("containerd#12344: fixed in 2.0.7, upgrade") to the
-/// evidence of each finding an applying advisory explains.
+/// evidence of each finding an applying advisory explains, and what that
+/// advisory says of how it came about and what to do to the finding's cause
+/// and remedy: a cause follows the evidence, and on a containerd with two
+/// bugs that explain it, both are named.
 pub fn annotate(findings: &mut [Finding], applied: &[Applied]) {
     for finding in findings {
-        let notes: Vec<String> = applied
+        let explaining: Vec<&Applied> = applied
             .iter()
             .filter(|a| a.kinds.contains(&finding.kind))
-            .map(|a| format!("{}: {}", a.id, a.advice))
             .collect();
-        if notes.is_empty() {
+        if explaining.is_empty() {
             continue;
         }
+        let notes: Vec<String> = explaining
+            .iter()
+            .map(|a| format!("{}: {}", a.id, a.advice))
+            .collect();
         if let Some(evidence) = finding.evidence.as_object_mut() {
             evidence.insert("advisory".to_string(), notes.join("; ").into());
+        }
+        for advisory in &explaining {
+            if !advisory.cause.is_empty() {
+                let cause = format!(" {} can do it here: {}", advisory.id, advisory.cause);
+                finding.cause.push_str(&cause);
+            }
+            if !advisory.remedy.is_empty() {
+                finding.remedy.push(' ');
+                finding.remedy.push_str(advisory.remedy);
+            }
         }
     }
 }
@@ -303,17 +379,46 @@ mod tests {
             ["containerd#10589", "containerd#9770", "containerd#13848"]
         );
         assert_eq!(ids("1.7.22"), ["containerd#9770", "containerd#13848"]);
+        assert_eq!(ids("1.7.34"), ["containerd#9770", "containerd#13848"]);
+        assert_eq!(
+            ids("2.0.0"),
+            [
+                "containerd#9770",
+                "containerd#12344",
+                "containerd#10421",
+                "containerd#13848"
+            ]
+        );
         assert_eq!(
             ids("2.0.6"),
-            ["containerd#9770", "containerd#12344", "containerd#13848"]
+            [
+                "containerd#9770",
+                "containerd#12344",
+                "containerd#10421",
+                "containerd#13848"
+            ]
         );
-        assert_eq!(ids("2.0.7"), ["containerd#9770", "containerd#13848"]);
+        assert_eq!(
+            ids("2.0.7"),
+            ["containerd#9770", "containerd#10421", "containerd#13848"]
+        );
         assert_eq!(
             ids("2.1.4"),
-            ["containerd#9770", "containerd#12344", "containerd#13848"]
+            [
+                "containerd#9770",
+                "containerd#12344",
+                "containerd#10421",
+                "containerd#13848"
+            ]
         );
-        assert_eq!(ids("2.2.0"), ["containerd#9770", "containerd#13848"]);
-        assert_eq!(ids("v2.3.4"), ["containerd#9770", "containerd#13848"]);
+        assert_eq!(
+            ids("2.2.0"),
+            ["containerd#9770", "containerd#10421", "containerd#13848"]
+        );
+        assert_eq!(
+            ids("v2.3.4"),
+            ["containerd#9770", "containerd#10421", "containerd#13848"]
+        );
         // Past what was checked: nothing is claimed.
         assert!(ids("2.3.5").is_empty());
         assert!(ids("2.4.0").is_empty());
@@ -382,13 +487,48 @@ mod tests {
         annotate(&mut findings, &applying(Some("2.0.3")));
         assert_eq!(
             findings[0].evidence["advisory"],
-            "containerd#12344: fixed in 2.0.7, upgrade"
+            "containerd#12344: fixed in 2.0.7, upgrade; \
+             containerd#10421: no release fixes it (checked up to 2.3.4)"
         );
         assert_eq!(findings[0].evidence["shim_pid"], 7);
         assert!(findings[1].evidence.get("advisory").is_none());
+        assert_eq!(findings[1].cause, "c");
+        assert_eq!(findings[1].remedy, "r");
 
         let mut findings = vec![finding(Kind::LeakedShim)];
-        annotate(&mut findings, &applying(Some("2.2.1")));
+        annotate(&mut findings, &applying(Some("1.7.34")));
         assert!(findings[0].evidence.get("advisory").is_none());
+        assert_eq!(findings[0].cause, "c");
+    }
+
+    #[test]
+    fn each_explaining_advisory_adds_how_it_did_it_and_what_to_do_in_table_order() {
+        let mut findings = vec![finding(Kind::LeakedShim)];
+        annotate(&mut findings, &applying(Some("2.0.3")));
+        let f = &findings[0];
+        let racing = f
+            .cause
+            .find(" containerd#12344 can do it here: two deletes");
+        let dying = f
+            .cause
+            .find(" containerd#10421 can do it here: a pod's containers");
+        assert!(f.cause.starts_with("c containerd#12344"), "{}", f.cause);
+        assert!(racing.is_some() && racing < dying, "{}", f.cause);
+        assert_eq!(
+            f.remedy,
+            "r Every pod removal can leak one: upgrade. Each death of a pod's sandbox \
+             (pause) process leaks one: find what kills them (the kernel log names the OOM \
+             killer's victims)."
+        );
+
+        // An advisory with nothing of its own to add (#10589 for a zombie)
+        // names itself in the evidence and leaves the words as they were.
+        let mut findings = vec![finding(Kind::Zombie)];
+        annotate(&mut findings, &applying(Some("1.7.21")));
+        assert_eq!(
+            findings[0].evidence["advisory"],
+            "containerd#10589: fixed in 1.7.22, upgrade"
+        );
+        assert_eq!((&*findings[0].cause, &*findings[0].remedy), ("c", "r"));
     }
 }

@@ -131,6 +131,15 @@ pub fn shown(s: &str) -> String {
     inert(&capped(s, SHOWN_CAP)).into_owned()
 }
 
+/// Text nodectl writes itself, quoting nothing of the node (a finding's
+/// cause), for a person: not held to [`SHOWN_CAP`], which bounds one node
+/// string, since each advisory that explains a finding adds a sentence or
+/// two; capped at [`STRING_CAP`] as in JSON, and made inert all the same.
+/// A remedy may quote a mount point: it is [`shown`].
+pub fn prose(s: &str) -> String {
+    inert(&capped(s, STRING_CAP)).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

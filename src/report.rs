@@ -235,3 +235,97 @@ pub const OTHER_SHIMS_LISTED: usize = 200;
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::leaked_shim;
+    use crate::model::fixtures::*;
+    use crate::model::VersionSource;
+
+    /// The leaked-shim finding `leaked-shims` shows for one shim with no
+    /// record, on a containerd of `version`.
+    fn leaked_shim_on(version: Option<&str>) -> Finding {
+        let mut s = snapshot();
+        s.shims.push(shim(500, &id('s'), ADDRESS, &["futex"]));
+        s.processes.insert(500, process(500, 'S', NOW - 60 * SEC));
+        with_records(&mut s, &[]);
+        let report = Report::new(
+            "leaked-shims",
+            "k8s.io",
+            s.paths.clone(),
+            leaked_shim::check(&s),
+            vec![],
+        )
+        .identified(ContainerdVersion {
+            version: version.map(str::to_string),
+            source: VersionSource::Api,
+        });
+        assert_eq!(report.findings.len(), 1);
+        report.findings[0].clone()
+    }
+
+    #[test]
+    fn a_leaked_shims_cause_and_remedy_are_those_of_the_bugs_its_containerd_has() {
+        // 2.1 and later: only the sandbox's death ordering (no fix yet).
+        let f = leaked_shim_on(Some("v2.3.4"));
+        assert_eq!(
+            f.evidence["advisory"],
+            "containerd#10421: no release fixes it (checked up to 2.3.4)"
+        );
+        assert!(
+            f.cause
+                .contains("containerd#10421 can do it here: a pod's containers run in"),
+            "{}",
+            f.cause
+        );
+        for other in ["#12344", "#7496", "disk I/O", "umount2"] {
+            assert!(!f.cause.contains(other), "{other}: {}", f.cause);
+            assert!(!f.remedy.contains(other), "{other}: {}", f.remedy);
+        }
+        assert!(f.remedy.contains("sandbox (pause) process"), "{}", f.remedy);
+
+        // 2.0.0 to 2.0.6: the racing deletes as well, named first.
+        let f = leaked_shim_on(Some("2.0.6"));
+        assert_eq!(
+            f.evidence["advisory"],
+            "containerd#12344: fixed in 2.0.7, upgrade; \
+             containerd#10421: no release fixes it (checked up to 2.3.4)"
+        );
+        let racing = f.cause.find("containerd#12344 can do it here: two deletes");
+        let dying = f.cause.find("containerd#10421 can do it here:");
+        assert!(racing.is_some() && racing < dying, "{}", f.cause);
+        assert!(f.remedy.contains("upgrade"), "{}", f.remedy);
+        assert!(!f.cause.contains("disk I/O"), "{}", f.cause);
+
+        // 1.6.20: the slow unmount, and the disk I/O pressure behind it.
+        let f = leaked_shim_on(Some("1.6.20~ds1"));
+        assert!(
+            f.cause.contains("containerd#7496 can do it here:")
+                && f.cause.contains("disk I/O pressure"),
+            "{}",
+            f.cause
+        );
+        assert!(
+            f.remedy
+                .ends_with("Relieve the node's disk I/O pressure, or these keep piling up."),
+            "{}",
+            f.remedy
+        );
+        assert!(!f.cause.contains("#10421"), "{}", f.cause);
+
+        // No known bug (1.7.34, or a version nodectl could not read): how a
+        // shim is left behind, and how to end it, blaming no bug.
+        for version in [Some("1.7.34"), None] {
+            let f = leaked_shim_on(version);
+            assert!(f.evidence.get("advisory").is_none(), "{:?}", f.evidence);
+            assert!(!f.cause.contains("can do it here"), "{}", f.cause);
+            assert!(f.cause.contains("Shutdown"), "{}", f.cause);
+            assert_eq!(
+                f.remedy,
+                "Safe to end: run `nodectl leaked-shims --kill`, which re-checks each shim \
+                 and signals it through a pidfd."
+            );
+        }
+    }
+}

@@ -1,11 +1,18 @@
 //! `leaked-shim`: a shim that no container record owns and that serves no
 //! live process.
 //!
-//! Under slow deletes (umount2 of the rootfs taking longer than the client's
-//! 10 s deadline) the shim finishes the delete after containerd gave up and
-//! forgets the task; containerd's retry then gets NotFound and never sends
-//! Shutdown (containerd#7496). Concurrent deletes end the same way
-//! (containerd#12344). Such shims pile up until PIDs or memory run out.
+//! The runc shim exits on a Shutdown only when it holds no container
+//! (`len(s.containers) > 0` returns at once), and containerd sends Shutdown
+//! only right after a task delete (shimTask.delete, every line), never
+//! later. Whatever makes the last Shutdown come too early, or not at all,
+//! leaves the shim running with nothing to serve: a delete that outlived its
+//! 10 s deadline on a slow umount2 (containerd#7496), two racing deletes of
+//! a sandbox's task (containerd#12344), a sandbox's process dying while a
+//! container of the pod, in the same shim on 2.x, still runs
+//! (containerd#10421), containerd restarted while the shim did not answer.
+//! Which of those the node's containerd has, the advisories say (they add
+//! their part to the finding's cause and remedy). Such shims pile up until
+//! PIDs or memory run out.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -98,13 +105,15 @@ fn finding(evidence: Evidence) -> Finding {
             evidence.shim_pid, evidence.namespace, evidence.age_seconds
         ),
         evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
-        cause: "The shim completed a task delete after containerd's client had given up \
-                (10 s deadline; a slow overlay umount2 under disk I/O pressure), forgot \
-                the task, and containerd never sent it Shutdown (containerd#7496, #12344)."
+        cause: "A shim ends only when containerd sends it Shutdown while it holds no \
+                container, and containerd sends one only as it deletes one of the shim's \
+                tasks. This one was left with nothing to serve and no Shutdown to come (the \
+                last came while it still held a container, or none came: a delete that \
+                gave up, a containerd restart the shim did not answer), and containerd has \
+                forgotten it: nothing will end it."
             .to_string(),
         remedy: "Safe to end: run `nodectl leaked-shims --kill`, which re-checks each shim \
-                 and signals it through a pidfd. Relieve the node's disk I/O pressure, or \
-                 these keep piling up."
+                 and signals it through a pidfd."
             .to_string(),
     }
 }

@@ -14,7 +14,7 @@ use comfy_table::{
 };
 use serde_json::Value;
 
-use crate::inert::{inert_path, shown};
+use crate::inert::{inert_path, prose, shown};
 use crate::model::{Finding, Located, NodeContext, Severity, ShimRow};
 use crate::report::{Report, FINDINGS_PER_KIND};
 
@@ -402,7 +402,7 @@ fn write_details(out: &mut dyn Write, finding: &Finding, layout: Layout) -> io::
         vec![readable_seconds(&shown(&finding.summary))],
     )?;
     field("Evidence", evidence_lines(&finding.evidence))?;
-    field("Likely cause", vec![shown(&finding.cause)])?;
+    field("Likely cause", vec![prose(&finding.cause)])?;
     field("What to do", vec![shown(&finding.remedy)])
 }
 
@@ -686,6 +686,32 @@ mod tests {
         // The remedy itself, not just its label (one word: cells wrap on a
         // narrow terminal).
         assert!(text.contains("leaked-shims"), "{text}");
+    }
+
+    #[test]
+    fn wide_shows_a_cause_whole_with_what_each_advisory_adds() {
+        let mut s = snapshot();
+        s.shims.push(shim(500, &id('s'), ADDRESS, &["futex"]));
+        s.processes.insert(500, process(500, 'S', NOW - 60 * SEC));
+        with_records(&mut s, &[]);
+        let findings = run_all(&s, &s, &Settings::default());
+        let report = Report::new("leaked-shims", "k8s.io", s.paths.clone(), findings, vec![])
+            .identified(crate::model::ContainerdVersion {
+                version: Some("2.0.6".to_string()),
+                source: crate::model::VersionSource::Api,
+            });
+        let finding = &report.findings[0];
+        assert!(
+            finding.cause.len() > crate::inert::SHOWN_CAP,
+            "a long cause"
+        );
+        let text = rendered(&report, WIDE);
+        let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for whole in [&finding.cause, &finding.remedy] {
+            let words = whole.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(joined.contains(&words), "{words}\nnot whole in:\n{text}");
+        }
+        assert!(!text.contains("…(+"), "{text}");
     }
 
     #[test]

@@ -29,6 +29,27 @@ pub struct Pod {
     pub container_id: String,
 }
 
+/// Which pid namespace a pod's processes live in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pids {
+    /// One for the pod, the sandbox's process its init (CRI's default; a
+    /// pod with `shareProcessNamespace`): when the sandbox's process dies,
+    /// the kernel kills every process of the pod.
+    SharedWithSandbox,
+    /// One per container, as kubelet asks for by default: the sandbox's
+    /// process can die while the pod's containers run on.
+    OwnPerContainer,
+}
+
+impl Pids {
+    fn mode(self) -> NamespaceMode {
+        match self {
+            Pids::SharedWithSandbox => NamespaceMode::Pod,
+            Pids::OwnPerContainer => NamespaceMode::Container,
+        }
+    }
+}
+
 /// A gRPC channel over a unix socket. The URI is a placeholder tonic needs;
 /// the connector ignores it.
 pub(crate) async fn connect(address: &Path, limit: Duration) -> Result<Channel, String> {
@@ -137,7 +158,7 @@ impl TestBed {
         Err(format!("CRI never listed the image {IMAGE}: {last}"))
     }
 
-    fn sandbox_config(&self, pod_name: &str) -> PodSandboxConfig {
+    fn sandbox_config(&self, pod_name: &str, pids: Pids) -> PodSandboxConfig {
         // CRI reserves sandbox names per (name, namespace, uid, attempt):
         // a unique uid lets tests reuse pod names.
         static PODS: AtomicU32 = AtomicU32::new(0);
@@ -169,6 +190,7 @@ impl TestBed {
                     // pods share the node's UTS namespace, so no hostname.
                     namespace_options: Some(NamespaceOption {
                         network: NamespaceMode::Node as i32,
+                        pid: pids.mode() as i32,
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -179,12 +201,16 @@ impl TestBed {
         }
     }
 
-    /// RunPodSandbox (host network, namespace "default", unique uid),
-    /// CreateContainer and StartContainer running `command` in the busybox
-    /// image. Panics, with containerd's log tail, if any step fails.
-    pub async fn run_pod(&self, pod_name: &str, container_name: &str, command: &[&str]) -> Pod {
+    /// RunPodSandbox (host network, namespace "default", unique uid) and
+    /// nothing else: a pod whose shim serves its sandbox alone. Returns the
+    /// sandbox id; panics, with containerd's log tail, if CRI refuses.
+    pub async fn run_sandbox(&self, pod_name: &str) -> String {
+        let config = self.sandbox_config(pod_name, Pids::SharedWithSandbox);
+        self.start_sandbox(&config).await
+    }
+
+    async fn start_sandbox(&self, config: &PodSandboxConfig) -> String {
         let mut cri = self.cri().await;
-        let config = self.sandbox_config(pod_name);
         let request = RunPodSandboxRequest {
             config: Some(config.clone()),
             runtime_handler: String::new(),
@@ -196,6 +222,29 @@ impl TestBed {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(sandbox_id.clone());
+        sandbox_id
+    }
+
+    /// RunPodSandbox (host network, namespace "default", unique uid),
+    /// CreateContainer and StartContainer running `command` in the busybox
+    /// image, the container in the sandbox's pid namespace (CRI's default).
+    /// Panics, with containerd's log tail, if any step fails.
+    pub async fn run_pod(&self, pod_name: &str, container_name: &str, command: &[&str]) -> Pod {
+        self.run_pod_with(pod_name, container_name, command, Pids::SharedWithSandbox)
+            .await
+    }
+
+    /// [`TestBed::run_pod`] with the pid namespaces of `pids`.
+    pub async fn run_pod_with(
+        &self,
+        pod_name: &str,
+        container_name: &str,
+        command: &[&str],
+        pids: Pids,
+    ) -> Pod {
+        let config = self.sandbox_config(pod_name, pids);
+        let sandbox_id = self.start_sandbox(&config).await;
+        let mut cri = self.cri().await;
         // Kubelet labels a container with its pod's names and its own.
         let mut labels = config.labels.clone();
         labels.insert(
@@ -217,6 +266,19 @@ impl TestBed {
                 command: command.iter().map(|s| s.to_string()).collect(),
                 // Relative to the sandbox's log_directory.
                 log_path: format!("{container_name}.log"),
+                // The pod's own pid namespace is CRI's default: asked for
+                // only otherwise, so that the default pod is as it was.
+                linux: (pids != Pids::SharedWithSandbox).then(|| LinuxContainerConfig {
+                    security_context: Some(LinuxContainerSecurityContext {
+                        namespace_options: Some(NamespaceOption {
+                            network: NamespaceMode::Node as i32,
+                            pid: pids.mode() as i32,
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }),
             sandbox_config: Some(config),
@@ -280,6 +342,35 @@ impl TestBed {
                 }
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        false
+    }
+
+    /// Polls PodSandboxStatus until CRI reports the sandbox NOTREADY (its
+    /// process's exit handled); false at `timeout`. Calls that fail or time
+    /// out in between are retried, not fatal.
+    pub async fn wait_sandbox_not_ready(&self, sandbox_id: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(channel) = connect(self.address(), CRI_READ).await {
+                let mut cri = RuntimeServiceClient::new(channel);
+                let request = PodSandboxStatusRequest {
+                    pod_sandbox_id: sandbox_id.to_string(),
+                    verbose: false,
+                };
+                let reply = bounded(
+                    "PodSandboxStatus",
+                    CRI_READ,
+                    cri.pod_sandbox_status(request),
+                );
+                if let Ok(reply) = reply.await {
+                    let state = reply.status.map(|s| s.state);
+                    if state == Some(PodSandboxState::SandboxNotready as i32) {
+                        return true;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         false
     }

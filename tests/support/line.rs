@@ -92,6 +92,14 @@ impl Containerd {
         })
     }
 
+    /// The version as numbers, to tell releases of one line apart (a bug
+    /// fixed in a patch release: 2.0.6 has containerd#12344, 2.0.11 not).
+    pub fn release(&self) -> (u32, u32, u32) {
+        let mut numbers = self.version.split('.').map(|n| n.parse().unwrap_or(0));
+        let mut next = || numbers.next().unwrap_or(0);
+        (next(), next(), next())
+    }
+
     /// The path to run one of [`RELEASE_BINARIES`].
     pub fn binary(&self, name: &str) -> PathBuf {
         binary_in(self.dir.as_deref(), name)

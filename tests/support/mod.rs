@@ -9,6 +9,8 @@
 //! - [`teardown`]: the cleanup behind `Drop`;
 //! - [`image`]: the busybox image (no registry on the test machines);
 //! - [`procs`]: `/proc` reading (liveness by state letter, never existence);
+//! - [`stall`]: holding one shim thread at one syscall (ptrace), for races;
+//! - [`leaked`]: nodectl finds the shims a test leaked, `--kill` ends them;
 //! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it.
 //!
 //! Below: helpers for the tests' nodectl reports.
@@ -19,10 +21,12 @@
 mod cri;
 mod fake_daemon;
 mod image;
+mod leaked;
 mod line;
 mod orphan_shim;
 pub mod procs;
 pub mod serve;
+mod stall;
 mod strace;
 mod teardown;
 mod testbed;
@@ -32,12 +36,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use cri::{exec_sync, runtime_version, Pod};
+pub use cri::{exec_sync, runtime_version, Pids, Pod};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
+pub use leaked::{findings_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use orphan_shim::OrphanShim;
 pub use procs::is_running;
+pub use stall::Stall;
 pub use strace::Strace;
 pub use teardown::{mounts_below, shim_address};
 pub use testbed::{TestBed, NAMESPACE};

@@ -244,6 +244,10 @@ impl TestBed {
     pub fn containerd_version(&self) -> &str {
         &self.release.version
     }
+    /// The containerd release running here as numbers, e.g. `(2, 0, 6)`.
+    pub fn containerd_release(&self) -> (u32, u32, u32) {
+        self.release.release()
+    }
     /// The path of the `ctr` matching the containerd under test.
     pub fn ctr(&self) -> PathBuf {
         self.release.binary("ctr")
