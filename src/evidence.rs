@@ -20,9 +20,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Snapshot;
 use crate::paths::config::CONFIG_SIZE_LIMIT;
+use crate::read::beside::create_beside;
+use crate::read::bounded::{open_regular, read_regular, Links, RECORD_CAP};
+use crate::read::deadline::each_until;
 use crate::sources::cri_store::STATUS_SIZE_LIMIT;
 use crate::sources::mountinfo::MOUNTINFO_LIMIT;
-use crate::sources::{each_until, open_regular, read_regular, Links, RECORD_CAP};
 
 pub use kept_config::{keep_config, KeptConfig};
 
@@ -281,37 +283,6 @@ fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
         .into_iter()
         .flatten()
         .any(|m| m.dev() == existing.dev() && m.ino() == existing.ino())
-}
-
-/// A new file beside `path` with `mode`, that did not exist before and is no
-/// link (O_EXCL, O_NOFOLLOW), to be renamed over `path` once whole. Its name
-/// starts with a dot and ends in `.tmp`, so no reader of `path`'s kind (an
-/// archive, node_exporter's `*.prom`) takes it for one.
-pub fn create_beside(path: &Path, mode: u32) -> io::Result<(std::path::PathBuf, File)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?
-        .to_string_lossy();
-    for attempt in 0.. {
-        let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&tmp)
-        {
-            Ok(file) => return Ok((tmp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    unreachable!()
 }
 
 fn fill(file: File, evidence: &Evidence, copies: &Copies) -> anyhow::Result<()> {

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::model::Source;
-use crate::sources::{read_regular, Bounded, Links};
+use crate::read::bounded::{read_regular, Links};
+use crate::sources::Bounded;
 
 /// The server plugin that owns the socket from config version 4 on.
 const GRPC_PLUGIN: &str = "io.containerd.server.v1.grpc";

@@ -12,8 +12,8 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use crate::model::{ContainerdProcess, Gap, ProcessInfo};
+use crate::read::bounded::{numbered, open_dir, read_proc, read_proc_record_at, read_proc_string};
 use crate::sources::procfs::Unread;
-use crate::sources::{numbered, open_dir, read_proc, read_proc_record_at, read_proc_string};
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
@@ -51,7 +51,7 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
         .collect();
     // Every process's comm: on two threads when there are many.
     let mut found = Vec::new();
-    for (processes, unread) in super::on_two_threads(&pids, 1000, |pids| {
+    for (processes, unread) in crate::read::deadline::on_two_threads(&pids, 1000, |pids| {
         let mut processes = Vec::new();
         let mut unread = Vec::new();
         // Every `comm` is opened relative to the open proc root, not by a

@@ -15,7 +15,7 @@ use nix::fcntl::{OFlag, AT_FDCWD};
 
 use crate::model::shim::is_idle_wait;
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
-use crate::sources::{
+use crate::read::bounded::{
     numbered, open_at, open_dir, read_proc_record_at, read_proc_string, RECORD_READ,
 };
 
@@ -73,7 +73,7 @@ struct Piece {
 /// table is built once, from every piece's list (a bulk build), not by an
 /// insert per process on each thread and again here, on one core.
 fn read_all(reader: &Reader, pids: &[i32], scan: &mut ProcScan, gaps: &mut Vec<Gap>) {
-    let pieces = super::on_two_threads(pids, PARALLEL_FROM, |pids| {
+    let pieces = crate::read::deadline::on_two_threads(pids, PARALLEL_FROM, |pids| {
         let mut reader = reader.clone();
         // A descriptor of its own for each piece, so each thread (see `open_dir`).
         if let Ok(own) = open_dir(&AT_FDCWD, reader.proc_root) {
@@ -533,7 +533,7 @@ fn sample_threads(
     let task = dir.join("task");
     // Named once for all its files (a read stuck in one is named by its
     // directory): a path built and noted for each thread's files cost more.
-    crate::sources::reading(&task);
+    crate::read::deadline::reading(&task);
     let listed = open_dir(opened, "task")
         .and_then(|tasks| rustix::fs::Dir::new(tasks).map_err(io::Error::from));
     let Some(mut listing) = noted(listed, &task, unread) else {
@@ -676,7 +676,7 @@ fn name_of(number: i64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::RECORD_CAP;
+    use crate::read::bounded::RECORD_CAP;
     use procfs::process::Stat;
     use procfs::FromRead;
 
@@ -800,11 +800,11 @@ mod tests {
             assert_eq!(in_umount2, [41, 42, 44]);
             // A scan watched for a read that blocks names the shim's threads'
             // directory while it reads them (the last thing read here).
-            let slot = crate::sources::Reading::default();
+            let slot = crate::read::deadline::Reading::default();
             let watched = slot.clone();
             let root_path = root.to_path_buf();
             std::thread::spawn(move || {
-                crate::sources::watch_reading(watched);
+                crate::read::deadline::watch_reading(watched);
                 super::scan(&root_path, true, &mut Vec::new())
             })
             .join()

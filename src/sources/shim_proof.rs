@@ -54,10 +54,10 @@ pub fn prove_all(
     let boot = procfs::boot_time_nanos(proc_root).ok();
     let scanned: &[Gap] = gaps;
     // A dozen reads each, independent: two cores halve them.
-    let pieces = super::on_two_threads(shims, PARALLEL_FROM, |shims| {
+    let pieces = crate::read::deadline::on_two_threads(shims, PARALLEL_FROM, |shims| {
         // Each `/proc/<pid>` opened relative to the proc root, open once
         // for each piece (see `open_dir`).
-        let root = super::open_dir(&nix::fcntl::AT_FDCWD, proc_root).ok();
+        let root = crate::read::bounded::open_dir(&nix::fcntl::AT_FDCWD, proc_root).ok();
         shims
             .iter()
             .map(|shim| {
@@ -65,8 +65,10 @@ pub fn prove_all(
                 let dir = proc_root.join(shim.pid.to_string());
                 let mut unread = Unreadable::new(&dir);
                 let opened = match &root {
-                    Some(root) => super::open_dir(root, shim.pid.to_string().as_str()),
-                    None => super::open_dir(&nix::fcntl::AT_FDCWD, &dir),
+                    Some(root) => {
+                        crate::read::bounded::open_dir(root, shim.pid.to_string().as_str())
+                    }
+                    None => crate::read::bounded::open_dir(&nix::fcntl::AT_FDCWD, &dir),
                 };
                 let proof = opened.ok().and_then(|opened| {
                     prove(&opened, shim, started_at, boot, &reference, &mut unread)
