@@ -80,23 +80,23 @@ pub(crate) fn api_gaps(source: Source, address: &Path, calls: &[ApiCall], gaps: 
 /// A source running on a thread of its own, to be waited for until a
 /// deadline and abandoned after it (see [`DeadlineThread`]); its gaps come
 /// back with its answer.
-pub(crate) struct Bounded<T> {
+pub(crate) struct SourceThread<T> {
     source: Source,
     thread: DeadlineThread<(T, Vec<Gap>)>,
 }
 
-impl<T: Send + 'static> Bounded<T> {
+impl<T: Send + 'static> SourceThread<T> {
     pub(crate) fn spawn(
         source: Source,
         path: &Path,
         read: impl FnOnce(&mut Vec<Gap>) -> T + Send + 'static,
-    ) -> Bounded<T> {
+    ) -> SourceThread<T> {
         let thread = DeadlineThread::spawn(&source.to_string(), path, move || {
             let mut gaps = Vec::new();
             let value = read(&mut gaps);
             (value, gaps)
         });
-        Bounded { source, thread }
+        SourceThread { source, thread }
     }
 
     /// The source's answer (its gaps added to `gaps`), or `None` and a gap
@@ -140,7 +140,7 @@ mod bounded_tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let path = fifo.clone();
         // Opening a FIFO for reading blocks until a writer comes: none will.
-        let source = Bounded::spawn(Source::CriStore, dir.path(), move |_| {
+        let source = SourceThread::spawn(Source::CriStore, dir.path(), move |_| {
             reading(&path);
             std::fs::read(&path)
         });
@@ -178,7 +178,7 @@ mod bounded_tests {
     #[test]
     fn a_source_that_answers_in_time_gives_its_value_and_gaps() {
         let dir = tempfile::tempdir().unwrap();
-        let source = Bounded::spawn(Source::Bundles, dir.path(), |gaps| {
+        let source = SourceThread::spawn(Source::Bundles, dir.path(), |gaps| {
             gaps.push(Gap::item(Source::Bundles, "/x/config.json", "corrupt"));
             42
         });
@@ -194,9 +194,10 @@ mod bounded_tests {
 
     #[test]
     fn a_source_that_panics_is_a_gap_not_a_crash() {
-        let source: Bounded<()> = Bounded::spawn(Source::Procfs, Path::new("/proc"), |_| {
-            panic!("a bug in a source")
-        });
+        let source: SourceThread<()> =
+            SourceThread::spawn(Source::Procfs, Path::new("/proc"), |_| {
+                panic!("a bug in a source")
+            });
         let started = Instant::now();
         let mut gaps = Vec::new();
         assert!(source
