@@ -404,9 +404,9 @@ fn read_snapshots(path: &Path, progress: Arc<AtomicU64>) -> anyhow::Result<Evide
         }
         // Parsed as it inflates: a small gzip can inflate to gigabytes, and
         // the header's size is only what the archive claims.
-        let mut bounded = Bounded::new(io::BufReader::new(entry));
-        let parsed = serde_json::from_reader(&mut bounded);
-        if bounded.exceeded {
+        let mut capped = CappedReader::new(io::BufReader::new(entry));
+        let parsed = serde_json::from_reader(&mut capped);
+        if capped.exceeded {
             return Err(too_large());
         }
         return parsed.context(SNAPSHOTS);
@@ -440,7 +440,7 @@ const INFLATE_HEADROOM: u64 = 1 << 20;
 /// A reader that stops (with an error) past [`SNAPSHOTS_LIMIT`] bytes or
 /// [`VALUES_LIMIT`] JSON values; it counts values by the separators and
 /// openers outside strings, without parsing.
-struct Bounded<R> {
+struct CappedReader<R> {
     inner: R,
     bytes: u64,
     values: u64,
@@ -449,9 +449,9 @@ struct Bounded<R> {
     exceeded: bool,
 }
 
-impl<R> Bounded<R> {
+impl<R> CappedReader<R> {
     fn new(inner: R) -> Self {
-        Bounded {
+        CappedReader {
             inner,
             bytes: 0,
             values: 0,
@@ -462,7 +462,7 @@ impl<R> Bounded<R> {
     }
 }
 
-impl<R: Read> Read for Bounded<R> {
+impl<R: Read> Read for CappedReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.bytes += n as u64;
