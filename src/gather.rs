@@ -134,7 +134,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     }
     let paths = &paths;
     // Any process can name itself a shim and carry 128 KB arguments; cap
-    // them now, before checks and reports copy them (see Report::bounded).
+    // them now, before checks and reports copy them (see Report::within_limits).
     for shim in &mut proc_scan.shims {
         let args = [
             &mut shim.namespace,

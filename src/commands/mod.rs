@@ -19,10 +19,10 @@ use crate::model::Snapshot;
 use crate::paths;
 use crate::report::Report;
 
-/// The report of the command, bounded (see [`Report::bounded`]) before any
+/// The report of the command, bounded (see [`Report::within_limits`]) before any
 /// output sees it.
 pub fn run(cli: &Cli) -> anyhow::Result<Report> {
-    run_unbounded(cli).map(Report::bounded)
+    run_unbounded(cli).map(Report::within_limits)
 }
 
 fn run_unbounded(cli: &Cli) -> anyhow::Result<Report> {
