@@ -15,7 +15,7 @@
 //!    [`advisories`] know containerd's bugs by version.
 //! 2. [`paths`] resolves which containerd to look at; [`report`] is what a
 //!    command hands to a renderer.
-//! 3. [`gather`] runs every source once, within one deadline; [`evidence`]
+//! 3. [`gather`] runs every source once, within one deadline; [`archive`]
 //!    writes and reads the archive of snapshots (`collect`, `check
 //!    --from`), reading the node's files through the floor's bounded reader.
 //! 4. [`confirm`] takes the second look before a zombie or a blocked shim is
@@ -28,11 +28,11 @@
 
 pub mod act;
 pub mod advisories;
+pub mod archive;
 pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod confirm;
-pub mod evidence;
 pub mod exporter;
 pub mod gather;
 pub mod inert;

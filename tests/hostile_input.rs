@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use nodectl::evidence;
+use nodectl::archive;
 use nodectl::model::Gap;
 use nodectl::paths::config;
 use nodectl::sources::{bundles, containerd_proc, cri_store, mountinfo, procfs};
@@ -847,7 +847,7 @@ fn configs_of_every_version_give_the_paths_containerd_reads() {
             // table's three keys are dropped), and, unless a path was dropped
             // too (one that looks like a URL's userinfo), gives nodectl the
             // same paths.
-            let kept = evidence::keep_config(text.as_bytes()).map_err(TestCaseError::fail)?;
+            let kept = archive::keep_config(text.as_bytes()).map_err(TestCaseError::fail)?;
             let dropped = kept.dropped;
             let kept = String::from_utf8(kept.toml).unwrap();
             prop_assert!(!kept.contains(&case.secret), "{}", kept);
@@ -888,7 +888,7 @@ fn configs_of_every_version_give_the_paths_containerd_reads() {
         if let Ok(read) = config::read(&file) {
             prop_assert!((1..=config::NEWEST_VERSION).contains(&read.version));
         }
-        let _ = evidence::keep_config(&bytes);
+        let _ = archive::keep_config(&bytes);
         Ok(())
     });
 }
@@ -1064,7 +1064,7 @@ fn archives_are_read_in_memory_and_any_odd_entry_is_a_clear_error() {
             bytes.truncate(bytes.len() * cut_percent / 100);
             let path = dir.path().join("evidence.tar.gz");
             fs::write(&path, &bytes).unwrap();
-            let result = evidence::read(&path, HANG).map_err(|e| format!("{e:#}"));
+            let result = archive::read(&path, HANG).map_err(|e| format!("{e:#}"));
             fs::remove_file(&path).unwrap();
             prop_assert_eq!(files_below(dir.path()), before.clone());
             prop_assert!(!Path::new("/tmp/nodectl-fuzz-escaped").exists());
@@ -1411,7 +1411,7 @@ fn edgy_i64() -> impl Strategy<Value = i64> + Clone {
 
 #[test]
 fn checks_and_every_output_take_any_values_a_snapshot_can_hold() {
-    let evidence: evidence::Evidence = serde_json::from_slice(&real_snapshots()).unwrap();
+    let evidence: archive::Evidence = serde_json::from_slice(&real_snapshots()).unwrap();
     let base = evidence.first;
     let container = (
         "[0-9a-f]{4}",
