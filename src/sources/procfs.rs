@@ -212,7 +212,7 @@ impl<'a> Reader<'a> {
         };
         if info.comm == SHIM_COMM && info.is_running() {
             let name = pid.to_string();
-            let mut unread = Unread::default();
+            let mut unread = FailedReads::default();
             let threads = self.shim_threads.then_some(ThreadReads {
                 leader_state: info.state,
                 every_state: self.every_state,
@@ -409,14 +409,14 @@ pub(crate) fn read_failure(err: &io::Error) -> Option<String> {
 /// The reads of one running process that failed, collapsed into one gap: a
 /// shim has dozens of threads, and one profile denies them all alike.
 #[derive(Debug, Default)]
-pub(crate) struct Unread {
+pub(crate) struct FailedReads {
     /// The first failed read and why.
     first: Option<(PathBuf, String)>,
     /// How many failed after it.
     more: usize,
 }
 
-impl Unread {
+impl FailedReads {
     /// Notes a failed read of `path`; nothing when the process is gone.
     pub(crate) fn note(&mut self, path: &Path, err: &io::Error) {
         let Some(reason) = read_failure(err) else {
@@ -441,7 +441,7 @@ impl Unread {
 }
 
 /// `result`'s value, or `None` with its error noted in `unread`.
-fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut Unread) -> Option<T> {
+fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut FailedReads) -> Option<T> {
     result.map_err(|err| unread.note(path, &err)).ok()
 }
 
@@ -459,7 +459,7 @@ fn read_shim(
     dir: &Path,
     pid: i32,
     threads: Option<ThreadReads>,
-    unread: &mut Unread,
+    unread: &mut FailedReads,
 ) -> Option<Shim> {
     let mut raw = Vec::with_capacity(1024);
     noted(
@@ -528,7 +528,7 @@ fn sample_threads(
     dir: &Path,
     leader: i32,
     reads: ThreadReads,
-    unread: &mut Unread,
+    unread: &mut FailedReads,
 ) -> Vec<ThreadSample> {
     let task = dir.join("task");
     // Named once for all its files (a read stuck in one is named by its
@@ -555,7 +555,7 @@ fn sample_threads(
             read.ok().and_then(|filled| state_of(&buffer[..filled]))
         };
         let read_text =
-            |name: &str, buffer: &mut Vec<u8>, path: &mut [u8; 48], unread: &mut Unread| {
+            |name: &str, buffer: &mut Vec<u8>, path: &mut [u8; 48], unread: &mut FailedReads| {
                 let read = read_proc_record_at(&tasks, numbered(path, tid, name), buffer).and_then(
                     |filled| {
                         std::str::from_utf8(&buffer[..filled])
@@ -1023,9 +1023,9 @@ mod tests {
     fn the_failed_reads_of_a_process_are_one_gap_naming_the_first() {
         let denied = io::Error::from_raw_os_error(nix::libc::EACCES);
         let gone = io::Error::from_raw_os_error(nix::libc::ENOENT);
-        let mut unread = Unread::default();
+        let mut unread = FailedReads::default();
         unread.note(Path::new("/proc/7/task/8/syscall"), &gone);
-        assert!(Unread::default().into_gap().is_none());
+        assert!(FailedReads::default().into_gap().is_none());
         unread.note(Path::new("/proc/7/cwd"), &denied);
         unread.note(Path::new("/proc/7/task/8/syscall"), &denied);
         unread.note(Path::new("/proc/7/task/9/syscall"), &denied);
@@ -1044,7 +1044,7 @@ mod tests {
             gap.error
         );
         // Only gone: no gap at all.
-        let mut unread = Unread::default();
+        let mut unread = FailedReads::default();
         unread.note(Path::new("/proc/7/cwd"), &gone);
         assert!(unread.into_gap().is_none());
     }

@@ -63,7 +63,7 @@ pub fn prove_all(
             .map(|shim| {
                 let started_at = processes.get(&shim.pid).map(|p| p.started_at);
                 let dir = proc_root.join(shim.pid.to_string());
-                let mut unread = Unreadable::new(&dir);
+                let mut unread = ProofReadFailures::new(&dir);
                 let opened = match &root {
                     Some(root) => {
                         crate::read::bounded::open_dir(root, shim.pid.to_string().as_str())
@@ -109,7 +109,7 @@ pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
         dev: m.dev(),
         ino: m.ino(),
     });
-    let mut unreadable = Unreadable::new(proc_root);
+    let mut unreadable = ProofReadFailures::new(proc_root);
     let open = |pid: &str| File::open(proc_root.join(pid)).ok();
     let (described, dir, uid) = match &paths.process {
         Some(process) => {
@@ -127,7 +127,9 @@ pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
         // host's namespaces (PID 1's, under hostPID too) and run as root.
         // PID 1 may be unreadable (a sandbox hiding it): then nodectl's own.
         None => {
-            match open("1").filter(|d| namespaces(d, &mut Unreadable::new(proc_root)).is_some()) {
+            match open("1")
+                .filter(|d| namespaces(d, &mut ProofReadFailures::new(proc_root)).is_some())
+            {
                 Some(dir) => (
                     "PID 1 (no running containerd identified)".to_string(),
                     Some(dir),
@@ -160,7 +162,7 @@ fn prove(
     started_at: Option<i64>,
     boot: Option<i64>,
     reference: &ProofReference,
-    unreadable: &mut Unreadable,
+    unreadable: &mut ProofReadFailures,
 ) -> Option<ShimProof> {
     if let (Some(started_at), Some(boot)) = (started_at, boot) {
         let stat = procfs::read_stat_at(dir, "stat", &mut Vec::new())?;
@@ -204,19 +206,19 @@ fn prove(
 
 /// What could not be read of one process: said in its proof, and noted for
 /// its gap when it failed for another reason than the process's exit.
-struct Unreadable {
+struct ProofReadFailures {
     /// `/proc/<pid>`, whose files the names are relative to.
     dir: PathBuf,
     said: Vec<String>,
-    unread: procfs::Unread,
+    unread: procfs::FailedReads,
 }
 
-impl Unreadable {
-    fn new(dir: &Path) -> Unreadable {
-        Unreadable {
+impl ProofReadFailures {
+    fn new(dir: &Path) -> ProofReadFailures {
+        ProofReadFailures {
             dir: dir.to_path_buf(),
             said: Vec::new(),
-            unread: procfs::Unread::default(),
+            unread: procfs::FailedReads::default(),
         }
     }
 
@@ -250,7 +252,7 @@ fn libc_s_ifreg() -> u32 {
 /// Real, effective, saved and filesystem uids, as seen from nodectl's user
 /// namespace (a uid 0 inside a user namespace of its own shows as the uid
 /// it maps to).
-fn uids(dir: &File, unreadable: &mut Unreadable) -> Vec<u32> {
+fn uids(dir: &File, unreadable: &mut ProofReadFailures) -> Vec<u32> {
     let file = match openat(
         dir,
         "status",
@@ -286,7 +288,7 @@ fn uids(dir: &File, unreadable: &mut Unreadable) -> Vec<u32> {
     })
 }
 
-fn namespaces(dir: &File, unreadable: &mut Unreadable) -> Option<NamespaceIds> {
+fn namespaces(dir: &File, unreadable: &mut ProofReadFailures) -> Option<NamespaceIds> {
     let mut inode = |name: &str| match fstatat(dir, name, AtFlags::empty()) {
         Ok(stat) => Some(stat.st_ino),
         Err(err) => {
@@ -306,7 +308,11 @@ fn namespaces(dir: &File, unreadable: &mut Unreadable) -> Option<NamespaceIds> {
 /// must not escape to nodectl's root), a relative one from its working
 /// directory. Opened O_PATH, which never opens the file itself: a FIFO or
 /// device there cannot block or act.
-fn resolve_in_root(dir: &File, address: &str, unreadable: &mut Unreadable) -> Option<FileId> {
+fn resolve_in_root(
+    dir: &File,
+    address: &str,
+    unreadable: &mut ProofReadFailures,
+) -> Option<FileId> {
     let path = Path::new(address.strip_prefix("unix://").unwrap_or(address));
     let path: PathBuf = if path.is_relative() {
         match readlinkat(dir, "cwd") {
