@@ -10,7 +10,7 @@ use crate::model::{
 use crate::sources::SourceThread;
 use crate::sources::{
     bundles, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, mountinfo,
-    node, procfs, shim_proof,
+    node, proc_scan, shim_proof,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -111,7 +111,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
     let mut proof_paths = paths.clone();
     let (mut proc_scan, daemon) = SourceThread::spawn(Source::Procfs, &root.clone(), move |gaps| {
-        let mut scan = procfs::scan(&root, shim_threads, gaps);
+        let mut scan = proc_scan::scan(&root, shim_threads, gaps);
         // The running containerd, when still to be found: among the
         // processes just read (their `comm` is in the `stat` read anyway).
         let found = proof_paths.daemon_lookup.take().map(|lookup| {
@@ -293,10 +293,10 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
     // Zombies are confirmed by their status files alone (see
     // `zombie::unrecorded_ids`): only suspect shims send it to procfs.
     let proc_scan = if pids.is_empty() {
-        procfs::ProcScan::default()
+        proc_scan::ProcScan::default()
     } else {
         SourceThread::spawn(Source::Procfs, &root.clone(), move |gaps| {
-            let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
+            let mut scan = proc_scan::rescan(&root, &pids, shim_threads, gaps);
             shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
             scan
         })

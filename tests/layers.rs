@@ -338,7 +338,7 @@ fn the_floor_is_a_leaf_importing_nothing_of_the_crate() {
 fn the_scan_sees_every_form_of_import() {
     let code = "use crate::model::{Gap, Snapshot};\n\
                 use crate::{checks, render::{self, Format}};\n\
-                let x = crate::sources::procfs::scan();\n\
+                let x = crate::sources::proc_scan::scan();\n\
                 // use crate::commands;\n\
                 #[serde(with = \"crate::model::path_json\")]\n\
                 let y = nodectl_crate::act;\n";
@@ -362,16 +362,16 @@ fn a_forbidden_import_is_caught() {
     for (file, import, says) in [
         (
             "model/gap.rs",
-            "use crate::sources::procfs;",
+            "use crate::sources::proc_scan;",
             "model (layer 0) imports sources",
         ),
         (
             "checks/zombie.rs",
-            "use crate::sources::procfs;",
+            "use crate::sources::proc_scan;",
             "checks (layer 1) imports sources",
         ),
         (
-            "sources/procfs.rs",
+            "sources/proc_scan.rs",
             "use crate::render::Format;",
             "sources (layer 1) imports render",
         ),

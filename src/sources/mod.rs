@@ -12,7 +12,7 @@ pub mod daemon_proof;
 pub mod daemon_version;
 pub mod mountinfo;
 pub mod node;
-pub mod procfs;
+pub mod proc_scan;
 pub mod shim_proof;
 
 use std::fs::File;
