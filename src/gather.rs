@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use crate::model::{
     ContainerdView, CriView, Gap, Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
-use crate::sources::Bounded;
+use crate::sources::SourceThread;
 use crate::sources::{
     bundles, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, mountinfo,
-    node, procfs, shim_proof,
+    node, proc_scan, shim_proof,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -69,18 +69,18 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let deadline = started + options.timeout + DEADLINE_GRACE;
 
     let dir = paths.cri_containers_dir();
-    let status_files = Bounded::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
+    let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
         cri_store::read(&dir, gaps)
     });
     let dirs = paths.cri_sandbox_dirs();
-    let sandboxes = Bounded::spawn(
+    let sandboxes = SourceThread::spawn(
         cri_store::SOURCE,
         &dirs.first().cloned().unwrap_or_default(),
         move |gaps| cri_store::sandbox_ids(&dirs, gaps),
     );
     let dir = paths.bundles_dir(&options.namespace);
     let sockets = options.bundle_sockets;
-    let bundles = Bounded::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
+    let bundles = SourceThread::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
         bundles::read(&dir, sockets, gaps)
     });
     let (file, below) = (
@@ -88,7 +88,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         [paths.root.path.clone(), paths.state.path.clone()],
     );
     let mounts = options.mounts.then(|| {
-        Bounded::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
+        SourceThread::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
             let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
             mountinfo::read(&file, &below, gaps)
         })
@@ -97,7 +97,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     // where the mounts are not.
     let root = options.proc_root.clone();
     let node = options.mounts.then(|| {
-        Bounded::spawn(Source::Node, &root.clone(), move |gaps| {
+        SourceThread::spawn(Source::Node, &root.clone(), move |gaps| {
             node::read(&root, gaps)
         })
     });
@@ -110,8 +110,8 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
     let mut proof_paths = paths.clone();
-    let (mut proc_scan, daemon) = Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
-        let mut scan = procfs::scan(&root, shim_threads, gaps);
+    let (mut proc_scan, daemon) = SourceThread::spawn(Source::Procfs, &root.clone(), move |gaps| {
+        let mut scan = proc_scan::scan(&root, shim_threads, gaps);
         // The running containerd, when still to be found: among the
         // processes just read (their `comm` is in the `stat` read anyway).
         let found = proof_paths.daemon_lookup.take().map(|lookup| {
@@ -134,7 +134,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     }
     let paths = &paths;
     // Any process can name itself a shim and carry 128 KB arguments; cap
-    // them now, before checks and reports copy them (see Report::bounded).
+    // them now, before checks and reports copy them (see Report::within_limits).
     for shim in &mut proc_scan.shims {
         let args = [
             &mut shim.namespace,
@@ -283,7 +283,7 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
         .filter(|c| ids.contains(&c.id))
         .cloned()
         .collect();
-    let cri_containers = Bounded::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
+    let cri_containers = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
         cri_store::reread(&dir, &ids, earlier, gaps)
     })
     .wait(started + options.timeout, started, &mut gaps)
@@ -293,10 +293,10 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
     // Zombies are confirmed by their status files alone (see
     // `zombie::unrecorded_ids`): only suspect shims send it to procfs.
     let proc_scan = if pids.is_empty() {
-        procfs::ProcScan::default()
+        proc_scan::ProcScan::default()
     } else {
-        Bounded::spawn(Source::Procfs, &root.clone(), move |gaps| {
-            let mut scan = procfs::rescan(&root, &pids, shim_threads, gaps);
+        SourceThread::spawn(Source::Procfs, &root.clone(), move |gaps| {
+            let mut scan = proc_scan::rescan(&root, &pids, shim_threads, gaps);
             shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
             scan
         })

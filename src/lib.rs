@@ -6,7 +6,9 @@
 //!
 //! 0. [`model`]: the values every layer passes on (the snapshot and its
 //!    views, gaps, API calls, findings, inventory rows, actions); [`inert`]:
-//!    text made safe to print; [`parallel`]: work shared by two threads.
+//!    text made safe to print; [`read`]: the floor for reading the node
+//!    (bounded reads of files and `/proc`, threads waited for until a
+//!    deadline, work shared by two threads, the atomic write beside a file).
 //!    None imports anything of the crate.
 //! 1. [`advisories`] know containerd's bugs by version: facts about
 //!    releases, which a check uses to tell the story its evidence fits.
@@ -14,9 +16,9 @@
 //!    model; [`checks`] are pure functions from a snapshot to findings.
 //! 3. [`paths`] resolves which containerd to look at; [`report`] is what a
 //!    command hands to a renderer.
-//! 4. [`gather`] runs every source once, within one deadline; [`evidence`]
+//! 4. [`gather`] runs every source once, within one deadline; [`archive`]
 //!    writes and reads the archive of snapshots (`collect`, `check
-//!    --from`), reading the node's files through the sources' bounded reader.
+//!    --from`), reading the node's files through the floor's bounded reader.
 //! 5. [`confirm`] takes the second look before a zombie or a blocked shim is
 //!    called one; [`act`] is the only code that changes the node.
 //! 6. [`render`] prints a report as a table, JSON, Prometheus or NPD text,
@@ -27,17 +29,17 @@
 
 pub mod act;
 pub mod advisories;
+pub mod archive;
 pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod confirm;
-pub mod evidence;
 pub mod exporter;
 pub mod gather;
 pub mod inert;
 pub mod model;
-pub mod parallel;
 pub mod paths;
+pub mod read;
 pub mod render;
 pub mod report;
 pub mod sources;

@@ -1030,7 +1030,7 @@ mod tests {
         let (mut paths, mut gaps) = resolve_deferring(flags, default, &node.kernel);
         if let Some(lookup) = paths.daemon_lookup.take() {
             fs::write(node.proc_root.path().join("stat"), "btime 1700000000\n").unwrap();
-            let scan = crate::sources::procfs::scan(node.proc_root.path(), false, &mut gaps);
+            let scan = crate::sources::proc_scan::scan(node.proc_root.path(), false, &mut gaps);
             daemon_among_with(
                 &lookup,
                 &scan.processes,

@@ -98,8 +98,8 @@ impl Report {
     }
 
     /// Counts `count` findings of `kind` that a command left out unbuilt
-    /// (past [`FINDINGS_PER_KIND`], which [`Report::bounded`] would drop),
-    /// as `bounded` counts those it drops.
+    /// (past [`FINDINGS_PER_KIND`], which [`Report::within_limits`] would drop),
+    /// as `within_limits` counts those it drops.
     pub fn omitting(mut self, kind: Kind, severity: Severity, count: usize) -> Report {
         if count > 0 {
             *self
@@ -117,7 +117,7 @@ impl Report {
     /// the findings of one kind at [`FINDINGS_PER_KIND`] (the first ones
     /// kept, the rest counted in `findings_omitted`). Every output renders
     /// the bounded report.
-    pub fn bounded(mut self) -> Report {
+    pub fn within_limits(mut self) -> Report {
         let mut seen: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut omitted = std::mem::take(&mut self.findings_omitted);
         let mut by_severity = self.omitted_by_severity;

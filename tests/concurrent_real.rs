@@ -103,7 +103,7 @@ async fn collect_beside_a_kill_writes_a_whole_archive_and_the_kill_ends_only_the
             "{}",
             support::stderr(&collect)
         );
-        let evidence = nodectl::evidence::read(&archive, Duration::from_secs(10))
+        let evidence = nodectl::archive::read(&archive, Duration::from_secs(10))
             .unwrap_or_else(|e| panic!("round {round}: the archive is whole: {e}"));
         assert!(
             evidence.first.shims.iter().any(|s| s.pid == healthy_shim),

@@ -195,7 +195,7 @@ fn collects_to_the_same_archive_never_leave_it_half_written() {
         "the reader never overlapped the writers ({reads} reads)"
     );
     assert_eq!(whole_or_absent(&archive), Ok(true));
-    let evidence = nodectl::evidence::read(&archive, Duration::from_secs(10)).unwrap();
+    let evidence = nodectl::archive::read(&archive, Duration::from_secs(10)).unwrap();
     assert_eq!(evidence.first.cri_containers.len(), CONTAINERS);
     assert_eq!(
         support::temp_files_left_in(node.dir.path()),

@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use nodectl::evidence;
+use nodectl::archive;
 use nodectl::model::Gap;
 use nodectl::paths::config;
-use nodectl::sources::{bundles, containerd_proc, cri_store, mountinfo, procfs};
+use nodectl::sources::{bundles, containerd_proc, cri_store, mountinfo, proc_scan};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -585,7 +585,7 @@ fn stat_lines_with_any_comm_read_back_and_broken_ones_are_skipped() {
                 .collect();
             let root = fake_proc(&files);
             let mut gaps = Vec::new();
-            let scan = procfs::scan(root.path(), true, &mut gaps);
+            let scan = proc_scan::scan(root.path(), true, &mut gaps);
             prop_assert!(gaps.is_empty(), "{:?}", gaps);
             for (pid, comm, state) in &processes {
                 let Some(info) = scan.processes.get(pid) else {
@@ -607,14 +607,14 @@ fn stat_lines_with_any_comm_read_back_and_broken_ones_are_skipped() {
     fuzz("/proc/<pid>/stat (broken)", CASES, broken, |stat| {
         let root = fake_proc(&[(42, stat, Vec::new())]);
         let mut gaps = Vec::new();
-        let scan = procfs::scan(root.path(), false, &mut gaps);
+        let scan = proc_scan::scan(root.path(), false, &mut gaps);
         prop_assert!(gaps.is_empty(), "{:?}", gaps);
         prop_assert!(scan.processes.len() <= 1);
         Ok(())
     });
 }
 
-/// What a shim's command line is read up to (`CMDLINE_CAP` in procfs.rs).
+/// What a shim's command line is read up to (`CMDLINE_CAP` in proc_scan.rs).
 const CMDLINE_CAP: usize = 16 * 1024;
 
 #[test]
@@ -659,7 +659,7 @@ fn shim_command_lines_read_back_within_the_cap() {
                 .collect();
             let root = fake_proc(&[(42, stat_line(42, b"containerd-shim", 'S'), cmdline)]);
             let mut gaps = Vec::new();
-            let scan = procfs::scan(root.path(), true, &mut gaps);
+            let scan = proc_scan::scan(root.path(), true, &mut gaps);
             prop_assert_eq!(scan.shims.len(), 1, "{:?}", gaps);
             let shim = &scan.shims[0];
             let lossy = |b: &[u8]| Some(String::from_utf8_lossy(b).into_owned());
@@ -683,7 +683,7 @@ fn shim_command_lines_read_back_within_the_cap() {
         |cmdline| {
             let root = fake_proc(&[(42, stat_line(42, b"containerd-shim", 'S'), cmdline)]);
             let mut gaps = Vec::new();
-            let scan = procfs::scan(root.path(), true, &mut gaps);
+            let scan = proc_scan::scan(root.path(), true, &mut gaps);
             prop_assert!(scan.shims.len() <= 1);
             Ok(())
         },
@@ -847,7 +847,7 @@ fn configs_of_every_version_give_the_paths_containerd_reads() {
             // table's three keys are dropped), and, unless a path was dropped
             // too (one that looks like a URL's userinfo), gives nodectl the
             // same paths.
-            let kept = evidence::keep_config(text.as_bytes()).map_err(TestCaseError::fail)?;
+            let kept = archive::keep_config(text.as_bytes()).map_err(TestCaseError::fail)?;
             let dropped = kept.dropped;
             let kept = String::from_utf8(kept.toml).unwrap();
             prop_assert!(!kept.contains(&case.secret), "{}", kept);
@@ -888,7 +888,7 @@ fn configs_of_every_version_give_the_paths_containerd_reads() {
         if let Ok(read) = config::read(&file) {
             prop_assert!((1..=config::NEWEST_VERSION).contains(&read.version));
         }
-        let _ = evidence::keep_config(&bytes);
+        let _ = archive::keep_config(&bytes);
         Ok(())
     });
 }
@@ -1064,7 +1064,7 @@ fn archives_are_read_in_memory_and_any_odd_entry_is_a_clear_error() {
             bytes.truncate(bytes.len() * cut_percent / 100);
             let path = dir.path().join("evidence.tar.gz");
             fs::write(&path, &bytes).unwrap();
-            let result = evidence::read(&path, HANG).map_err(|e| format!("{e:#}"));
+            let result = archive::read(&path, HANG).map_err(|e| format!("{e:#}"));
             fs::remove_file(&path).unwrap();
             prop_assert_eq!(files_below(dir.path()), before.clone());
             prop_assert!(!Path::new("/tmp/nodectl-fuzz-escaped").exists());
@@ -1104,7 +1104,7 @@ fn procfs_system_files_with_any_content_are_read_or_a_gap() {
         let root = fake_proc(&[(42, stat_line(42, b"sleep", 'S'), b"sleep\0".to_vec())]);
         fs::write(root.path().join("stat"), &stat).unwrap();
         let mut gaps = Vec::new();
-        let scan = procfs::scan(root.path(), false, &mut gaps);
+        let scan = proc_scan::scan(root.path(), false, &mut gaps);
         // Either the processes, or one gap naming the file that failed.
         prop_assert!(
             scan.processes.len() == 1
@@ -1193,7 +1193,7 @@ fn shim_threads_with_any_syscall_and_wchan_are_sampled_or_skipped() {
                 fs::write(dir.join("wchan"), wchan).unwrap();
             }
             let mut gaps = Vec::new();
-            let scan = procfs::scan(root.path(), true, &mut gaps);
+            let scan = proc_scan::scan(root.path(), true, &mut gaps);
             prop_assert_eq!(scan.shims.len(), 1);
             let sampled = &scan.shims[0].threads;
             // The leader (tid 42) has the process's state, from `42/stat`:
@@ -1277,7 +1277,7 @@ fn shim_threads_on_a_node_without_swap_keep_every_state_but_an_idle_waits() {
                 fs::write(dir.join("syscall"), syscall).unwrap();
             }
             let mut gaps = Vec::new();
-            let scan = procfs::scan(root.path(), true, &mut gaps);
+            let scan = proc_scan::scan(root.path(), true, &mut gaps);
             prop_assert_eq!(scan.shims.len(), 1);
             for sample in &scan.shims[0].threads {
                 let (state, syscall, good_stat) = &threads[&sample.tid];
@@ -1356,7 +1356,7 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 std::os::unix::fs::symlink(&exe, dir.join("exe")).unwrap();
             }
             let mut gaps = Vec::new();
-            let mut scan = procfs::scan(root.path(), true, &mut gaps);
+            let mut scan = proc_scan::scan(root.path(), true, &mut gaps);
             fs::write(dir.join("stat"), &restat).unwrap();
             let located = |path: &str| Located {
                 path: PathBuf::from(path),
@@ -1411,7 +1411,7 @@ fn edgy_i64() -> impl Strategy<Value = i64> + Clone {
 
 #[test]
 fn checks_and_every_output_take_any_values_a_snapshot_can_hold() {
-    let evidence: evidence::Evidence = serde_json::from_slice(&real_snapshots()).unwrap();
+    let evidence: archive::Evidence = serde_json::from_slice(&real_snapshots()).unwrap();
     let base = evidence.first;
     let container = (
         "[0-9a-f]{4}",

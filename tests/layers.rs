@@ -1,6 +1,7 @@
 //! The crate's layers, as `src/lib.rs` lists them, hold: every module
 //! imports only from layers below its own (so there is no import cycle),
-//! and the model imports nothing outside itself.
+//! and the model and the floor (`src/read/`) import nothing outside
+//! themselves.
 //!
 //! A text scan: every `crate::<module>` in a file under `src/<module>` (or
 //! `src/<module>.rs`), including `use crate::{a, b::c}` groups; comments are
@@ -302,11 +303,42 @@ fn the_model_is_a_leaf_and_checks_read_only_the_model() {
     }
 }
 
+/// What the files of the floor (`src/read/`) name of the crate, as
+/// "file: crate::module". The floor is held to naming nothing, whatever
+/// src/lib.rs says of its layer: every layer stands on it.
+fn floor_imports(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&src.join("read"), &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in files {
+        for import in imports(&fs::read_to_string(&file).unwrap()) {
+            if import != "read" {
+                found.push(format!("{}: crate::{import}", file.display()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_floor_is_a_leaf_importing_nothing_of_the_crate() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = fs::read_to_string(src.join("lib.rs")).unwrap();
+    assert_eq!(layers(&lib)["read"], 0);
+    let found = floor_imports(&src);
+    assert!(
+        found.is_empty(),
+        "the floor imports the crate:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_scan_sees_every_form_of_import() {
     let code = "use crate::model::{Gap, Snapshot};\n\
                 use crate::{checks, render::{self, Format}};\n\
-                let x = crate::sources::procfs::scan();\n\
+                let x = crate::sources::proc_scan::scan();\n\
                 // use crate::commands;\n\
                 #[serde(with = \"crate::model::path_json\")]\n\
                 let y = nodectl_crate::act;\n";
@@ -330,16 +362,16 @@ fn a_forbidden_import_is_caught() {
     for (file, import, says) in [
         (
             "model/gap.rs",
-            "use crate::sources::procfs;",
+            "use crate::sources::proc_scan;",
             "model (layer 0) imports sources",
         ),
         (
             "checks/zombie.rs",
-            "use crate::sources::procfs;",
+            "use crate::sources::proc_scan;",
             "checks (layer 2) imports sources",
         ),
         (
-            "sources/procfs.rs",
+            "sources/proc_scan.rs",
             "use crate::render::Format;",
             "sources (layer 2) imports render",
         ),
@@ -351,4 +383,16 @@ fn a_forbidden_import_is_caught() {
         assert!(wrong.iter().any(|w| w.contains(says)), "{file}: {wrong:?}");
         fs::write(&path, original).unwrap();
     }
+    // The floor naming the model: against the layers, and against the floor.
+    let path = copy.path().join("read/bounded.rs");
+    let original = fs::read_to_string(&path).unwrap();
+    fs::write(&path, format!("use crate::model::Gap;\n{original}")).unwrap();
+    let wrong = violations(copy.path());
+    assert!(
+        wrong
+            .iter()
+            .any(|w| w.contains("read (layer 0) imports model")),
+        "{wrong:?}"
+    );
+    assert_eq!(floor_imports(copy.path()).len(), 1);
 }

@@ -104,7 +104,7 @@ fn on_two_threads(looks: &Looks) -> Vec<Finding> {
     let each = |checks: &[Check]| -> Vec<Finding> {
         checks.iter().flat_map(|check| (check.run)(looks)).collect()
     };
-    crate::parallel::on_two_threads(CHECKS, 2, || (), each)
+    crate::read::parallel::on_two_threads(CHECKS, 2, || (), each)
         .into_iter()
         .flatten()
         .collect()

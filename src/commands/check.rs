@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
+use crate::archive;
 use crate::checks::{self, Settings};
 use crate::cli::{CheckArgs, GlobalArgs};
-use crate::evidence;
 use crate::gather;
 use crate::model::{ApiCall, Snapshot};
 use crate::report::Report;
@@ -18,7 +18,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
         Some(archive) => {
             // Given up once it reads nothing for as long as a look at the
             // node may take.
-            let evidence = evidence::read(archive, global.timeout + gather::DEADLINE_GRACE)?;
+            let evidence = archive::read(archive, global.timeout + gather::DEADLINE_GRACE)?;
             (evidence.first, evidence.second)
         }
         None => super::gather_pair(

@@ -1,7 +1,7 @@
 //! `nodectl collect FILE.tar.gz`: the evidence of this node, for someone else.
 
+use crate::archive::{self, Evidence};
 use crate::cli::{CollectArgs, GlobalArgs};
-use crate::evidence::{self, Evidence};
 use crate::inert::{inert_path, shown};
 use crate::report::Report;
 
@@ -13,7 +13,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
         super::PairFor::Archive,
     );
     let mountinfo = global.gather_options(false).mountinfo;
-    let copies = evidence::read_copies(&first, &global.proc_root, &mountinfo);
+    let copies = archive::read_copies(&first, &global.proc_root, &mountinfo);
     let evidence = Evidence {
         nodectl_version: env!("CARGO_PKG_VERSION").to_string(),
         hostname: copies.hostname.clone(),
@@ -21,7 +21,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
         second,
         copies_left_out: copies.left_out.clone(),
     };
-    evidence::write(&args.file, &evidence, &copies, &mountinfo, args.force)?;
+    archive::write(&args.file, &evidence, &copies, &mountinfo, args.force)?;
     let file = inert_path(&args.file);
     eprintln!(
         "nodectl: wrote {file} ({} containers, {} shims, {} mounts); check it with: nodectl check --from {file}",

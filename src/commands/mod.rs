@@ -19,13 +19,13 @@ use crate::model::Snapshot;
 use crate::paths;
 use crate::report::Report;
 
-/// The report of the command, bounded (see [`Report::bounded`]) before any
+/// The report of the command, capped (see [`Report::within_limits`]) before any
 /// output sees it.
 pub fn run(cli: &Cli) -> anyhow::Result<Report> {
-    run_unbounded(cli).map(Report::bounded)
+    run_before_limits(cli).map(Report::within_limits)
 }
 
-fn run_unbounded(cli: &Cli) -> anyhow::Result<Report> {
+fn run_before_limits(cli: &Cli) -> anyhow::Result<Report> {
     match &cli.command {
         Command::Check(args) => check::run(&cli.global, args),
         Command::Collect(args) => collect::run(&cli.global, args),

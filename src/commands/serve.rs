@@ -156,7 +156,7 @@ fn check_loop(global: &GlobalArgs, args: &CheckArgs, interval: Duration, latest:
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
             // `{:#}`: the error with each context it went through.
             check::run(global, args)
-                .map(Report::bounded)
+                .map(Report::within_limits)
                 .map_err(|err| format!("{err:#}"))
         }))
         .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));

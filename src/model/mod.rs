@@ -17,7 +17,7 @@ pub mod node;
 pub mod path_json;
 pub mod paths;
 pub mod shim;
-pub mod shims;
+pub mod shim_row;
 pub mod snapshot;
 pub mod snapshotter;
 
@@ -36,7 +36,7 @@ pub use names::{
 pub use node::NodeContext;
 pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths};
 pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
-pub use shims::ShimRow;
+pub use shim_row::ShimRow;
 pub use snapshot::*;
 pub use snapshotter::{
     ContainerSnapshot, Lease, LeaseResource, SnapshotInfo, SnapshotKind, SnapshotterView,

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::model::Source;
-use crate::sources::{read_regular, Bounded, Links};
+use crate::read::bounded::{read_regular, Links};
+use crate::sources::SourceThread;
 
 /// The server plugin that owns the socket from config version 4 on.
 const GRPC_PLUGIN: &str = "io.containerd.server.v1.grpc";
@@ -58,7 +59,7 @@ struct GrpcSection {
 pub fn read(path: &Path) -> io::Result<ConfigPaths> {
     let owned = path.to_path_buf();
     let started = Instant::now();
-    match Bounded::spawn(Source::Config, path, move |_| read_now(&owned))
+    match SourceThread::spawn(Source::Config, path, move |_| read_now(&owned))
         .answer(started + CONFIG_DEADLINE, started)
     {
         Ok((result, _)) => result,

@@ -811,7 +811,10 @@ mod tests {
         let mut shims = Report::new("shims", "k8s.io", s.paths.clone(), vec![], vec![]);
         shims.shims = Some(vec![shim_row(id, text)]);
         let mut outputs = Vec::new();
-        for (report, npd) in [(report.bounded(), true), (shims.bounded(), false)] {
+        for (report, npd) in [
+            (report.within_limits(), true),
+            (shims.within_limits(), false),
+        ] {
             for layout in [NARROW, WIDE] {
                 outputs.push(rendered(&report, layout).into_bytes());
             }
@@ -868,7 +871,8 @@ mod tests {
         let findings = (0..300)
             .map(|n| finding(&format!("{n}{huge}"), &huge))
             .collect();
-        let report = Report::new("check", "k8s.io", s.paths.clone(), findings, vec![]).bounded();
+        let report =
+            Report::new("check", "k8s.io", s.paths.clone(), findings, vec![]).within_limits();
         assert_eq!(report.findings.len(), FINDINGS_PER_KIND);
         assert_eq!(report.findings_omitted["leaked-shim"], 100);
         assert_eq!(report.count("leaked-shim"), 300);
@@ -941,7 +945,8 @@ mod tests {
             format!("/{}", "d".repeat(150)),
             "an error with a reason that takes more than one line to tell, as they do",
         )];
-        let mut report = Report::new("check", "k8s.io", s.paths.clone(), findings, gaps).bounded();
+        let mut report =
+            Report::new("check", "k8s.io", s.paths.clone(), findings, gaps).within_limits();
         let left = format!("bundle dir /run/containerd/{}", "b".repeat(100));
         assert_eq!(&left[11..16], "/run/");
         report.actions = vec![crate::model::Action {

@@ -20,8 +20,8 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
+use crate::read::bounded::{read_regular, Links};
 use crate::report::Report;
-use crate::sources::{read_regular, Links};
 
 /// Writes the report's metrics to `path`.
 pub fn write_report(path: &Path, report: &Report) -> io::Result<()> {
@@ -255,7 +255,7 @@ fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
     // A leading dot and a suffix other than .prom: node_exporter reads only
     // *.prom, so it never sees a file being written.
-    let (tmp, mut file) = crate::evidence::create_beside(path, 0o644).map_err(named)?;
+    let (tmp, mut file) = crate::read::beside::create_beside(path, 0o644).map_err(named)?;
     let placed = file
         .write_all(bytes)
         .and_then(|()| file.sync_all())

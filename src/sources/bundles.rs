@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::model::{Bundle, Gap, Source, RUNC_GROUP_ANNOTATION};
-use crate::sources::{open_dir, read_regular_at, reading, Links};
+use crate::read::bounded::{open_dir, read_regular_at, Links};
+use crate::read::deadline::reading;
 
 pub(crate) const SOURCE: Source = Source::Bundles;
 const CRI_ANNOTATION_PREFIX: &str = "io.kubernetes.cri.";

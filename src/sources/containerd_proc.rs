@@ -12,8 +12,8 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
 use crate::model::{ContainerdProcess, Gap, ProcessInfo};
-use crate::sources::procfs::Unread;
-use crate::sources::{numbered, open_dir, read_proc, read_proc_record_at, read_proc_string};
+use crate::read::bounded::{numbered, open_dir, read_proc, read_proc_record_at, read_proc_string};
+use crate::sources::proc_scan::FailedReads;
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.
@@ -51,7 +51,7 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
         .collect();
     // Every process's comm: on two threads when there are many.
     let mut found = Vec::new();
-    for (processes, unread) in super::on_two_threads(&pids, 1000, |pids| {
+    for (processes, unread) in crate::read::deadline::on_two_threads(&pids, 1000, |pids| {
         let mut processes = Vec::new();
         let mut unread = Vec::new();
         // Every `comm` is opened relative to the open proc root, not by a
@@ -63,7 +63,7 @@ pub fn find(proc_root: &Path, gaps: &mut Vec<Gap>) -> Vec<ContainerdProcess> {
         let mut buffer = Vec::new();
         let mut path = [0; 48];
         for &pid in pids {
-            let mut noted = Unread::default();
+            let mut noted = FailedReads::default();
             if comm_is(
                 &root_dir,
                 numbered(&mut path, pid, "comm"),
@@ -92,7 +92,7 @@ pub fn read_daemons(
 ) -> Vec<ContainerdProcess> {
     let mut found = Vec::new();
     for process in processes.values().filter(|p| p.comm == NAME) {
-        let mut noted = Unread::default();
+        let mut noted = FailedReads::default();
         found.extend(read(proc_root, process.pid, &mut noted));
         gaps.extend(noted.into_gap());
     }
@@ -102,7 +102,7 @@ pub fn read_daemons(
 /// `<proc_root>/<pid>`, whose `comm` says containerd, as a containerd
 /// daemon, if it is one. argv alone can lie (any process can call itself
 /// containerd), so the executable's name must say containerd too.
-fn read(proc_root: &Path, pid: i32, unread: &mut Unread) -> Option<ContainerdProcess> {
+fn read(proc_root: &Path, pid: i32, unread: &mut FailedReads) -> Option<ContainerdProcess> {
     let dir = proc_root.join(pid.to_string());
     let exe_link = dir.join("exe");
     let exe = fs::read_link(&exe_link)

@@ -10,7 +10,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::model::{CriContainer, CriStatus, FileVersion, Gap, Source};
-use crate::sources::{open_dir, read_regular, read_regular_at, reading, version_at, Links};
+use crate::read::bounded::{open_dir, read_regular, read_regular_at, Links};
+use crate::read::deadline::reading;
+use crate::sources::{file_version, version_at};
 
 pub(crate) const SOURCE: Source = Source::CriStore;
 /// Real status files are a few hundred bytes.
@@ -91,7 +93,7 @@ fn read_all<'a>(
 ) -> Vec<Looked<'a>> {
     let ids: Vec<&String> = ids.into_iter().collect();
     let mut readings = Vec::with_capacity(ids.len());
-    for (read, unread) in super::on_two_threads(&ids, PARALLEL_FROM, |ids| {
+    for (read, unread) in crate::read::deadline::on_two_threads(&ids, PARALLEL_FROM, |ids| {
         // Each file is opened relative to the directory: a walk of
         // `<id>/status`, not of the whole path again; a descriptor of its
         // own for each piece, so each thread (see `open_dir`). Not a
@@ -186,7 +188,7 @@ fn read_one(
             status_path,
             status_written_at: file.modified_nanos,
             status,
-            status_file: Some(file.version),
+            status_file: Some(file_version(&file.metadata)),
         }),
         Err(err)
             if err.kind() == io::ErrorKind::NotFound

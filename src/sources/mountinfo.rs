@@ -39,7 +39,7 @@ pub fn read_as_spelled(mountinfo: &Path, dirs: &[&Path], gaps: &mut Vec<Gap>) ->
 }
 
 fn table_text(mountinfo: &Path, gaps: &mut Vec<Gap>) -> Option<String> {
-    match crate::sources::read_proc(mountinfo, MOUNTINFO_LIMIT) {
+    match crate::read::bounded::read_proc(mountinfo, MOUNTINFO_LIMIT) {
         Ok(bytes) => Some(escape_invalid_utf8(bytes)),
         Err(err) => {
             gaps.push(Gap::source(SOURCE, mountinfo, err));

@@ -16,7 +16,7 @@ const PRESSURE_LIMIT: u64 = 4096;
 pub fn read(proc_root: &Path, gaps: &mut Vec<Gap>) -> NodeContext {
     let mut context = NodeContext::default();
     let pressure_path = proc_root.join("pressure/io");
-    let pressure = crate::sources::read_proc(&pressure_path, PRESSURE_LIMIT)
+    let pressure = crate::read::bounded::read_proc(&pressure_path, PRESSURE_LIMIT)
         .and_then(|bytes| IoPressure::from_read(bytes.as_slice()).map_err(std::io::Error::other));
     match pressure {
         Ok(pressure) => {
@@ -30,7 +30,7 @@ pub fn read(proc_root: &Path, gaps: &mut Vec<Gap>) -> NodeContext {
         Err(err) => gaps.push(Gap::item(Source::Node, &pressure_path, err)),
     }
     let meminfo_path = proc_root.join("meminfo");
-    match crate::sources::read_proc_string(&meminfo_path, 1024 * 1024)
+    match crate::read::bounded::read_proc_string(&meminfo_path, 1024 * 1024)
         .map_err(|e| e.to_string())
         .and_then(|text| Ok((kib_line(&text, "Dirty")?, kib_line(&text, "Writeback")?)))
     {

@@ -29,7 +29,7 @@ use crate::model::shim::{bundle_dir, identity, is_identifier, Identity};
 use crate::model::{
     FileId, Gap, NamespaceIds, Paths, ProcessInfo, ProofReference, Shim, ShimProof,
 };
-use crate::sources::procfs;
+use crate::sources::proc_scan;
 
 /// Start times tick at 100 Hz; two readings of one process agree within this.
 const SAME_START: i64 = 10_000_000;
@@ -51,22 +51,24 @@ pub fn prove_all(
         return;
     }
     let reference = reference(proc_root, paths);
-    let boot = procfs::boot_time_nanos(proc_root).ok();
+    let boot = proc_scan::boot_time_nanos(proc_root).ok();
     let scanned: &[Gap] = gaps;
     // A dozen reads each, independent: two cores halve them.
-    let pieces = super::on_two_threads(shims, PARALLEL_FROM, |shims| {
+    let pieces = crate::read::deadline::on_two_threads(shims, PARALLEL_FROM, |shims| {
         // Each `/proc/<pid>` opened relative to the proc root, open once
         // for each piece (see `open_dir`).
-        let root = super::open_dir(&nix::fcntl::AT_FDCWD, proc_root).ok();
+        let root = crate::read::bounded::open_dir(&nix::fcntl::AT_FDCWD, proc_root).ok();
         shims
             .iter()
             .map(|shim| {
                 let started_at = processes.get(&shim.pid).map(|p| p.started_at);
                 let dir = proc_root.join(shim.pid.to_string());
-                let mut unread = Unreadable::new(&dir);
+                let mut unread = ProofReadFailures::new(&dir);
                 let opened = match &root {
-                    Some(root) => super::open_dir(root, shim.pid.to_string().as_str()),
-                    None => super::open_dir(&nix::fcntl::AT_FDCWD, &dir),
+                    Some(root) => {
+                        crate::read::bounded::open_dir(root, shim.pid.to_string().as_str())
+                    }
+                    None => crate::read::bounded::open_dir(&nix::fcntl::AT_FDCWD, &dir),
                 };
                 let proof = opened.ok().and_then(|opened| {
                     prove(&opened, shim, started_at, boot, &reference, &mut unread)
@@ -107,7 +109,7 @@ pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
         dev: m.dev(),
         ino: m.ino(),
     });
-    let mut unreadable = Unreadable::new(proc_root);
+    let mut unreadable = ProofReadFailures::new(proc_root);
     let open = |pid: &str| File::open(proc_root.join(pid)).ok();
     let (described, dir, uid) = match &paths.process {
         Some(process) => {
@@ -125,7 +127,9 @@ pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
         // host's namespaces (PID 1's, under hostPID too) and run as root.
         // PID 1 may be unreadable (a sandbox hiding it): then nodectl's own.
         None => {
-            match open("1").filter(|d| namespaces(d, &mut Unreadable::new(proc_root)).is_some()) {
+            match open("1")
+                .filter(|d| namespaces(d, &mut ProofReadFailures::new(proc_root)).is_some())
+            {
                 Some(dir) => (
                     "PID 1 (no running containerd identified)".to_string(),
                     Some(dir),
@@ -158,13 +162,13 @@ fn prove(
     started_at: Option<i64>,
     boot: Option<i64>,
     reference: &ProofReference,
-    unreadable: &mut Unreadable,
+    unreadable: &mut ProofReadFailures,
 ) -> Option<ShimProof> {
     if let (Some(started_at), Some(boot)) = (started_at, boot) {
-        let stat = procfs::read_stat_at(dir, "stat", &mut Vec::new())?;
-        let now = boot.saturating_add(procfs::ticks_to_nanos(
+        let stat = proc_scan::read_stat_at(dir, "stat", &mut Vec::new())?;
+        let now = boot.saturating_add(proc_scan::ticks_to_nanos(
             stat.starttime,
-            ::procfs::ticks_per_second() as i64,
+            procfs::ticks_per_second() as i64,
         ));
         if now.abs_diff(started_at) >= SAME_START.unsigned_abs() {
             return None;
@@ -202,19 +206,19 @@ fn prove(
 
 /// What could not be read of one process: said in its proof, and noted for
 /// its gap when it failed for another reason than the process's exit.
-struct Unreadable {
+struct ProofReadFailures {
     /// `/proc/<pid>`, whose files the names are relative to.
     dir: PathBuf,
     said: Vec<String>,
-    unread: procfs::Unread,
+    unread: proc_scan::FailedReads,
 }
 
-impl Unreadable {
-    fn new(dir: &Path) -> Unreadable {
-        Unreadable {
+impl ProofReadFailures {
+    fn new(dir: &Path) -> ProofReadFailures {
+        ProofReadFailures {
             dir: dir.to_path_buf(),
             said: Vec::new(),
-            unread: procfs::Unread::default(),
+            unread: proc_scan::FailedReads::default(),
         }
     }
 
@@ -248,7 +252,7 @@ fn libc_s_ifreg() -> u32 {
 /// Real, effective, saved and filesystem uids, as seen from nodectl's user
 /// namespace (a uid 0 inside a user namespace of its own shows as the uid
 /// it maps to).
-fn uids(dir: &File, unreadable: &mut Unreadable) -> Vec<u32> {
+fn uids(dir: &File, unreadable: &mut ProofReadFailures) -> Vec<u32> {
     let file = match openat(
         dir,
         "status",
@@ -284,7 +288,7 @@ fn uids(dir: &File, unreadable: &mut Unreadable) -> Vec<u32> {
     })
 }
 
-fn namespaces(dir: &File, unreadable: &mut Unreadable) -> Option<NamespaceIds> {
+fn namespaces(dir: &File, unreadable: &mut ProofReadFailures) -> Option<NamespaceIds> {
     let mut inode = |name: &str| match fstatat(dir, name, AtFlags::empty()) {
         Ok(stat) => Some(stat.st_ino),
         Err(err) => {
@@ -304,7 +308,11 @@ fn namespaces(dir: &File, unreadable: &mut Unreadable) -> Option<NamespaceIds> {
 /// must not escape to nodectl's root), a relative one from its working
 /// directory. Opened O_PATH, which never opens the file itself: a FIFO or
 /// device there cannot block or act.
-fn resolve_in_root(dir: &File, address: &str, unreadable: &mut Unreadable) -> Option<FileId> {
+fn resolve_in_root(
+    dir: &File,
+    address: &str,
+    unreadable: &mut ProofReadFailures,
+) -> Option<FileId> {
     let path = Path::new(address.strip_prefix("unix://").unwrap_or(address));
     let path: PathBuf = if path.is_relative() {
         match readlinkat(dir, "cwd") {

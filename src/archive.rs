@@ -20,9 +20,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Snapshot;
 use crate::paths::config::CONFIG_SIZE_LIMIT;
+use crate::read::beside::create_beside;
+use crate::read::bounded::{open_regular, read_regular, Links, RECORD_CAP};
+use crate::read::deadline::each_until;
 use crate::sources::cri_store::STATUS_SIZE_LIMIT;
 use crate::sources::mountinfo::MOUNTINFO_LIMIT;
-use crate::sources::{each_until, open_regular, read_regular, Links, RECORD_CAP};
 
 pub use kept_config::{keep_config, KeptConfig};
 
@@ -283,37 +285,6 @@ fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
         .any(|m| m.dev() == existing.dev() && m.ino() == existing.ino())
 }
 
-/// A new file beside `path` with `mode`, that did not exist before and is no
-/// link (O_EXCL, O_NOFOLLOW), to be renamed over `path` once whole. Its name
-/// starts with a dot and ends in `.tmp`, so no reader of `path`'s kind (an
-/// archive, node_exporter's `*.prom`) takes it for one.
-pub fn create_beside(path: &Path, mode: u32) -> io::Result<(std::path::PathBuf, File)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?
-        .to_string_lossy();
-    for attempt in 0.. {
-        let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&tmp)
-        {
-            Ok(file) => return Ok((tmp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    unreachable!()
-}
-
 fn fill(file: File, evidence: &Evidence, copies: &Copies) -> anyhow::Result<()> {
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     append(&mut tar, SNAPSHOTS, &serde_json::to_vec_pretty(evidence)?)?;
@@ -433,9 +404,9 @@ fn read_snapshots(path: &Path, progress: Arc<AtomicU64>) -> anyhow::Result<Evide
         }
         // Parsed as it inflates: a small gzip can inflate to gigabytes, and
         // the header's size is only what the archive claims.
-        let mut bounded = Bounded::new(io::BufReader::new(entry));
-        let parsed = serde_json::from_reader(&mut bounded);
-        if bounded.exceeded {
+        let mut capped = CappedReader::new(io::BufReader::new(entry));
+        let parsed = serde_json::from_reader(&mut capped);
+        if capped.exceeded {
             return Err(too_large());
         }
         return parsed.context(SNAPSHOTS);
@@ -469,7 +440,7 @@ const INFLATE_HEADROOM: u64 = 1 << 20;
 /// A reader that stops (with an error) past [`SNAPSHOTS_LIMIT`] bytes or
 /// [`VALUES_LIMIT`] JSON values; it counts values by the separators and
 /// openers outside strings, without parsing.
-struct Bounded<R> {
+struct CappedReader<R> {
     inner: R,
     bytes: u64,
     values: u64,
@@ -478,9 +449,9 @@ struct Bounded<R> {
     exceeded: bool,
 }
 
-impl<R> Bounded<R> {
+impl<R> CappedReader<R> {
     fn new(inner: R) -> Self {
-        Bounded {
+        CappedReader {
             inner,
             bytes: 0,
             values: 0,
@@ -491,7 +462,7 @@ impl<R> Bounded<R> {
     }
 }
 
-impl<R: Read> Read for Bounded<R> {
+impl<R: Read> Read for CappedReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.bytes += n as u64;

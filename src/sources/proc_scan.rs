@@ -15,7 +15,7 @@ use nix::fcntl::{OFlag, AT_FDCWD};
 
 use crate::model::shim::is_idle_wait;
 use crate::model::{Gap, ProcessInfo, Shim, Source, ThreadSample, UnixNanos};
-use crate::sources::{
+use crate::read::bounded::{
     numbered, open_at, open_dir, read_proc_record_at, read_proc_string, RECORD_READ,
 };
 
@@ -73,7 +73,7 @@ struct Piece {
 /// table is built once, from every piece's list (a bulk build), not by an
 /// insert per process on each thread and again here, on one core.
 fn read_all(reader: &Reader, pids: &[i32], scan: &mut ProcScan, gaps: &mut Vec<Gap>) {
-    let pieces = super::on_two_threads(pids, PARALLEL_FROM, |pids| {
+    let pieces = crate::read::deadline::on_two_threads(pids, PARALLEL_FROM, |pids| {
         let mut reader = reader.clone();
         // A descriptor of its own for each piece, so each thread (see `open_dir`).
         if let Ok(own) = open_dir(&AT_FDCWD, reader.proc_root) {
@@ -212,7 +212,7 @@ impl<'a> Reader<'a> {
         };
         if info.comm == SHIM_COMM && info.is_running() {
             let name = pid.to_string();
-            let mut unread = Unread::default();
+            let mut unread = FailedReads::default();
             let threads = self.shim_threads.then_some(ThreadReads {
                 leader_state: info.state,
                 every_state: self.every_state,
@@ -409,14 +409,14 @@ pub(crate) fn read_failure(err: &io::Error) -> Option<String> {
 /// The reads of one running process that failed, collapsed into one gap: a
 /// shim has dozens of threads, and one profile denies them all alike.
 #[derive(Debug, Default)]
-pub(crate) struct Unread {
+pub(crate) struct FailedReads {
     /// The first failed read and why.
     first: Option<(PathBuf, String)>,
     /// How many failed after it.
     more: usize,
 }
 
-impl Unread {
+impl FailedReads {
     /// Notes a failed read of `path`; nothing when the process is gone.
     pub(crate) fn note(&mut self, path: &Path, err: &io::Error) {
         let Some(reason) = read_failure(err) else {
@@ -441,7 +441,7 @@ impl Unread {
 }
 
 /// `result`'s value, or `None` with its error noted in `unread`.
-fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut Unread) -> Option<T> {
+fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut FailedReads) -> Option<T> {
     result.map_err(|err| unread.note(path, &err)).ok()
 }
 
@@ -459,7 +459,7 @@ fn read_shim(
     dir: &Path,
     pid: i32,
     threads: Option<ThreadReads>,
-    unread: &mut Unread,
+    unread: &mut FailedReads,
 ) -> Option<Shim> {
     let mut raw = Vec::with_capacity(1024);
     noted(
@@ -528,12 +528,12 @@ fn sample_threads(
     dir: &Path,
     leader: i32,
     reads: ThreadReads,
-    unread: &mut Unread,
+    unread: &mut FailedReads,
 ) -> Vec<ThreadSample> {
     let task = dir.join("task");
     // Named once for all its files (a read stuck in one is named by its
     // directory): a path built and noted for each thread's files cost more.
-    crate::sources::reading(&task);
+    crate::read::deadline::reading(&task);
     let listed = open_dir(opened, "task")
         .and_then(|tasks| rustix::fs::Dir::new(tasks).map_err(io::Error::from));
     let Some(mut listing) = noted(listed, &task, unread) else {
@@ -555,7 +555,7 @@ fn sample_threads(
             read.ok().and_then(|filled| state_of(&buffer[..filled]))
         };
         let read_text =
-            |name: &str, buffer: &mut Vec<u8>, path: &mut [u8; 48], unread: &mut Unread| {
+            |name: &str, buffer: &mut Vec<u8>, path: &mut [u8; 48], unread: &mut FailedReads| {
                 let read = read_proc_record_at(&tasks, numbered(path, tid, name), buffer).and_then(
                     |filled| {
                         std::str::from_utf8(&buffer[..filled])
@@ -676,7 +676,7 @@ fn name_of(number: i64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sources::RECORD_CAP;
+    use crate::read::bounded::RECORD_CAP;
     use procfs::process::Stat;
     use procfs::FromRead;
 
@@ -800,11 +800,11 @@ mod tests {
             assert_eq!(in_umount2, [41, 42, 44]);
             // A scan watched for a read that blocks names the shim's threads'
             // directory while it reads them (the last thing read here).
-            let slot = crate::sources::Reading::default();
+            let slot = crate::read::deadline::Reading::default();
             let watched = slot.clone();
             let root_path = root.to_path_buf();
             std::thread::spawn(move || {
-                crate::sources::watch_reading(watched);
+                crate::read::deadline::watch_reading(watched);
                 super::scan(&root_path, true, &mut Vec::new())
             })
             .join()
@@ -1023,9 +1023,9 @@ mod tests {
     fn the_failed_reads_of_a_process_are_one_gap_naming_the_first() {
         let denied = io::Error::from_raw_os_error(nix::libc::EACCES);
         let gone = io::Error::from_raw_os_error(nix::libc::ENOENT);
-        let mut unread = Unread::default();
+        let mut unread = FailedReads::default();
         unread.note(Path::new("/proc/7/task/8/syscall"), &gone);
-        assert!(Unread::default().into_gap().is_none());
+        assert!(FailedReads::default().into_gap().is_none());
         unread.note(Path::new("/proc/7/cwd"), &denied);
         unread.note(Path::new("/proc/7/task/8/syscall"), &denied);
         unread.note(Path::new("/proc/7/task/9/syscall"), &denied);
@@ -1044,7 +1044,7 @@ mod tests {
             gap.error
         );
         // Only gone: no gap at all.
-        let mut unread = Unread::default();
+        let mut unread = FailedReads::default();
         unread.note(Path::new("/proc/7/cwd"), &gone);
         assert!(unread.into_gap().is_none());
     }
