@@ -139,6 +139,7 @@ fn resolve_with(
             &mut paths,
             chosen,
             default_config,
+            flags.config.is_some(),
             flags.proc_root.as_deref(),
             kernel,
             &mut gaps,
@@ -216,6 +217,7 @@ fn daemon_among_with(
         paths,
         chosen,
         &lookup.default_config,
+        true,
         Some(&lookup.proc_root),
         kernel,
         gaps,
@@ -402,6 +404,7 @@ fn settle(
     paths: &mut Paths,
     chosen: Chosen,
     default_config: &Path,
+    config_by_flag: bool,
     proc_root: Option<&Path>,
     kernel: &dyn Kernel,
     gaps: &mut Vec<Gap>,
@@ -440,9 +443,16 @@ fn settle(
         ("root", &paths.root, own_root),
         ("state", &paths.state, own_state),
     ] {
-        // Taken from the daemon's own flags or config: its own by
-        // construction (whether or not the directory exists yet).
-        if located.origin == Origin::Process || located.path == own {
+        // Taken from the daemon's own flags or from the config it reads
+        // (not `--config`'s): its own by construction, whether or not the
+        // directory exists yet. Anything else is compared by identity, never
+        // by spelling: the same words may name another directory here.
+        let from_daemon = match located.origin {
+            Origin::Process => true,
+            Origin::Config => !config_by_flag,
+            Origin::Flag | Origin::Default => false,
+        };
+        if from_daemon {
             continue;
         }
         let reason = match (kernel.file_id(&located.path), kernel.file_id_in(pid, &own)) {
@@ -611,6 +621,9 @@ mod tests {
         contained: std::cell::RefCell<Vec<i32>>,
         /// Directories that are one directory under two spellings.
         aliases: std::cell::RefCell<BTreeMap<PathBuf, PathBuf>>,
+        /// Paths the daemon resolves to another directory than nodectl
+        /// does (its own root: nodectl in a container, say).
+        elsewhere_for_daemon: std::cell::RefCell<BTreeMap<PathBuf, PathBuf>>,
     }
 
     const HOST: NamespaceIdsFake = NamespaceIdsFake;
@@ -664,7 +677,10 @@ mod tests {
             })
         }
         fn file_id_in(&self, _pid: i32, path: &Path) -> Result<FileId, String> {
-            self.file_id(path)
+            match self.elsewhere_for_daemon.borrow().get(path) {
+                Some(there) => self.file_id(there),
+                None => self.file_id(path),
+            }
         }
     }
 
@@ -952,6 +968,19 @@ mod tests {
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(paths.process.as_ref().map(|p| p.pid), Some(10));
         assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+
+        // The same words, another directory for the daemon than for
+        // nodectl: not its own.
+        node.kernel.elsewhere_for_daemon.borrow_mut().insert(
+            PathBuf::from("/run/containerd"),
+            PathBuf::from("/in/its/root"),
+        );
+        let (paths, _) = node.resolve(&PathFlags {
+            state: Some(PathBuf::from("/run/containerd")),
+            ..node.flags()
+        });
+        assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
+        node.kernel.elsewhere_for_daemon.borrow_mut().clear();
 
         // Another containerd's state: read, but never acted on.
         let (paths, _) = node.resolve(&PathFlags {
