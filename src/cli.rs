@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueHint};
 
 use crate::gather::GatherOptions;
+use crate::model::{Ask, Reads};
 use crate::paths::PathFlags;
 use crate::render::Format;
 
@@ -85,8 +86,11 @@ impl Cli {
 }
 
 impl GlobalArgs {
-    /// What to gather; `ask_api` adds the containerd API, bounded by `--timeout`.
-    pub fn gather_options(&self, ask_api: bool) -> GatherOptions {
+    /// What to gather for what a command runs (see `checks::registry::reads`):
+    /// the sources its checks, views and actions read, each API call bounded
+    /// by `--timeout`. An API asked only once something is found is asked
+    /// by the command then (`gather::add_containerd_records`).
+    pub fn gather_options(&self, reads: Reads) -> GatherOptions {
         GatherOptions {
             namespace: self.namespace.clone(),
             proc_root: self.proc_root.clone(),
@@ -94,13 +98,14 @@ impl GlobalArgs {
                 .mountinfo
                 .clone()
                 .unwrap_or_else(|| self.proc_root.join("self/mountinfo")),
-            api_timeout: ask_api.then_some(self.timeout),
+            api_timeout: (reads.containerd_api == Ask::Always).then_some(self.timeout),
+            cri_api: reads.cri_api,
             cri_address: None,
             progress: !self.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            shim_threads: true,
-            bundle_sockets: false,
-            snapshots: false,
-            mounts: true,
+            shim_threads: reads.shim_threads,
+            bundle_sockets: reads.bundle_sockets,
+            snapshots: reads.snapshots,
+            mounts: reads.mounts,
             timeout: self.timeout,
         }
     }

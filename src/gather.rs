@@ -32,7 +32,9 @@ pub struct GatherOptions {
     pub mountinfo: PathBuf,
     /// Ask the containerd API, every call done within this; `None` skips it.
     pub api_timeout: Option<Duration>,
-    /// Also ask CRI (at this socket), within the same deadline.
+    /// Also ask CRI, within the same deadline.
+    pub cri_api: bool,
+    /// CRI's socket when it is not containerd's (`--cri-address`).
     pub cri_address: Option<PathBuf>,
     /// Say on stderr when the APIs keep us waiting (a person is watching).
     pub progress: bool,
@@ -67,6 +69,14 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let taken_at = now_nanos();
     let started = Instant::now();
     let deadline = started + options.timeout + DEADLINE_GRACE;
+    // CRI serves containerd's socket unless told otherwise: the one given,
+    // before any daemon is found.
+    let cri_socket = options.cri_api.then(|| {
+        options
+            .cri_address
+            .clone()
+            .unwrap_or_else(|| paths.address.path.clone())
+    });
 
     let dir = paths.cri_containers_dir();
     let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
@@ -193,13 +203,14 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         }
         Some(timeout) => {
             // The ids CRI is asked about: only when it is asked.
-            let container_ids: Vec<String> = match options.cri_address {
+            let container_ids: Vec<String> = match cri_socket {
                 Some(_) => cri_containers.iter().map(|c| c.id.clone()).collect(),
                 None => Vec::new(),
             };
             ask_apis(
                 paths,
                 options,
+                cri_socket.as_deref(),
                 timeout,
                 &namespaces,
                 &container_ids,
@@ -328,13 +339,13 @@ pub fn add_containerd_records(
 ) {
     let namespaces = BTreeSet::from([options.namespace.clone()]);
     let options = GatherOptions {
-        cri_address: None,
         snapshots: false,
         ..options.clone()
     };
     let (containerd, _, _) = ask_apis(
         paths,
         &options,
+        None,
         timeout,
         &namespaces,
         &[],
@@ -358,6 +369,7 @@ type Answers = (
 fn ask_apis(
     paths: &Paths,
     options: &GatherOptions,
+    cri_socket: Option<&Path>,
     timeout: Duration,
     namespaces: &BTreeSet<String>,
     container_ids: &[String],
@@ -382,7 +394,7 @@ fn ask_apis(
         let deadline = tokio::time::Instant::now() + timeout;
         let containerd = containerd_api::query(&paths.address.path, namespaces, deadline);
         let cri = async {
-            match &options.cri_address {
+            match cri_socket {
                 Some(address) => Some(cri_api::query(address, container_ids, deadline).await),
                 None => None,
             }
@@ -439,6 +451,7 @@ mod tests {
             proc_root: PathBuf::from("/proc"),
             mountinfo: PathBuf::from("/proc/self/mountinfo"),
             api_timeout: None,
+            cri_api: false,
             cri_address: None,
             progress: false,
             shim_threads: false,

@@ -1,6 +1,8 @@
-//! The check registry: every check once, with its kind, the function that
-//! runs it and, when it calls nothing on one look alone, what a second look
-//! must read again. The kind list ([`Kind::ALL`]), the Prometheus kinds, the
+//! The check registry: every check once, with its kind, what it reads, the
+//! function that runs it and, when it calls nothing on one look alone, what
+//! a second look must read again. A command is a selection of kinds: what
+//! it gathers is the join of their [`Reads`] ([`reads`]), and it runs them
+//! here ([`run`]). The kind list ([`Kind::ALL`]), the Prometheus kinds, the
 //! schema's kind enums and README's list of findings are held to this table
 //! by the tests below.
 
@@ -9,7 +11,7 @@ use crate::checks::{
     api_unreachable, cri_drift, cri_slow, late_exit, leaked_mount, leaked_shim, leaked_snapshot,
     orphan_bundle, shim_blocked, zombie,
 };
-use crate::model::{Finding, Kind, Snapshot, Suspects};
+use crate::model::{Ask, Finding, Kind, Reads, Snapshot, Suspects};
 
 /// What a check is given: the snapshot, a later look at the same node (the
 /// first again when there was no reason for one), and the thresholds.
@@ -22,6 +24,8 @@ pub struct Looks<'a> {
 /// One check.
 pub struct Check {
     pub kind: Kind,
+    /// What its looks must read beyond the files and procfs.
+    pub reads: Reads,
     pub run: fn(&Looks) -> Vec<Finding>,
     /// `Some` for a check that must see its finding twice: what in a first
     /// snapshot the second look must read again.
@@ -32,51 +36,103 @@ pub struct Check {
 pub const CHECKS: &[Check] = &[
     Check {
         kind: Kind::Zombie,
+        reads: Reads {
+            // The names come from containerd's records once there is a zombie
+            // (1.7 and later remove the bundle, whose annotations name the
+            // pod, with the task); the shim's threads tell a stuck unmount.
+            containerd_api: Ask::WhenFound,
+            shim_threads: true,
+            ..Reads::NOTHING
+        },
         run: |l| zombie::confirmed(l.first, l.second),
         second_look: Some(zombie::suspects),
     },
     Check {
         kind: Kind::LateExit,
+        reads: Reads {
+            containerd_api: Ask::WhenFound,
+            ..Reads::NOTHING
+        },
         run: |l| late_exit::check(l.first, l.settings),
         second_look: None,
     },
     Check {
         kind: Kind::LeakedShim,
+        reads: Reads {
+            // Owned is what containerd's records say: without them nothing is
+            // called leaked.
+            containerd_api: Ask::Always,
+            ..Reads::NOTHING
+        },
         run: |l| leaked_shim::check(l.first),
         second_look: None,
     },
     Check {
         kind: Kind::LeakedMount,
+        reads: Reads {
+            containerd_api: Ask::Always,
+            mounts: true,
+            ..Reads::NOTHING
+        },
         run: |l| leaked_mount::check(l.first),
         second_look: None,
     },
     Check {
         kind: Kind::OrphanBundle,
+        reads: Reads {
+            containerd_api: Ask::Always,
+            ..Reads::NOTHING
+        },
         run: |l| orphan_bundle::check(l.first),
         second_look: None,
     },
     Check {
         kind: Kind::LeakedSnapshot,
+        reads: Reads {
+            containerd_api: Ask::Always,
+            snapshots: true,
+            ..Reads::NOTHING
+        },
         run: |l| leaked_snapshot::check(l.first, l.settings),
         second_look: None,
     },
     Check {
         kind: Kind::CriDrift,
+        reads: Reads {
+            containerd_api: Ask::Always,
+            cri_api: true,
+            ..Reads::NOTHING
+        },
         run: |l| cri_drift::check(l.first),
         second_look: None,
     },
     Check {
         kind: Kind::CriSlow,
+        reads: Reads {
+            // A slow CRI call is explained by the shim thread it waits on.
+            containerd_api: Ask::Always,
+            cri_api: true,
+            shim_threads: true,
+            ..Reads::NOTHING
+        },
         run: |l| cri_slow::check(l.first, l.settings.slow),
         second_look: None,
     },
     Check {
         kind: Kind::ShimBlocked,
+        reads: Reads {
+            shim_threads: true,
+            ..Reads::NOTHING
+        },
         run: |l| shim_blocked::check(l.first, l.second),
         second_look: Some(shim_blocked::suspects),
     },
     Check {
         kind: Kind::ApiUnreachable,
+        reads: Reads {
+            containerd_api: Ask::Always,
+            ..Reads::NOTHING
+        },
         run: |l| api_unreachable::check(l.first),
         second_look: None,
     },
@@ -85,26 +141,49 @@ pub const CHECKS: &[Check] = &[
 /// Every check. `second` is a later snapshot of the same node: zombies must
 /// show in both, and shim threads must be blocked in both.
 pub fn run_all(first: &Snapshot, second: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    run(&Kind::ALL, first, second, settings)
+}
+
+/// The checks of `kinds`, most severe finding first.
+pub fn run(
+    kinds: &[Kind],
+    first: &Snapshot,
+    second: &Snapshot,
+    settings: &Settings,
+) -> Vec<Finding> {
     let looks = Looks {
         first,
         second,
         settings,
     };
-    let mut findings = on_two_threads(&looks);
+    let selected: Vec<&Check> = selected(kinds).collect();
+    let mut findings = on_two_threads(&selected, &looks);
     sort(&mut findings);
     findings
 }
 
-/// Runs every check, two at a time: they are pure and independent, and on a
+/// What a look must read for the checks of `kinds`.
+pub fn reads(kinds: &[Kind]) -> Reads {
+    Reads::all(selected(kinds).map(|check| check.reads))
+}
+
+/// The registered checks of `kinds`, in the order of [`CHECKS`].
+fn selected(kinds: &[Kind]) -> impl Iterator<Item = &'static Check> + '_ {
+    CHECKS
+        .iter()
+        .filter(move |check| kinds.contains(&check.kind))
+}
+
+/// Runs the checks, two at a time: they are pure and independent, and on a
 /// node of a thousand containers they are a millisecond and a half at the
 /// very end of `check`, where the other core has nothing left to do. The
 /// findings come back in the order of [`CHECKS`], as if run one after
 /// another.
-fn on_two_threads(looks: &Looks) -> Vec<Finding> {
-    let each = |checks: &[Check]| -> Vec<Finding> {
+fn on_two_threads(checks: &[&Check], looks: &Looks) -> Vec<Finding> {
+    let each = |checks: &[&Check]| -> Vec<Finding> {
         checks.iter().flat_map(|check| (check.run)(looks)).collect()
     };
-    crate::read::parallel::on_two_threads(CHECKS, 2, || (), each)
+    crate::read::parallel::on_two_threads(checks, 2, || (), each)
         .into_iter()
         .flatten()
         .collect()
@@ -168,6 +247,26 @@ mod tests {
         let mut stuck = snapshot();
         stuck.shims.push(shim(40, &id('a'), ADDRESS, &["umount2"]));
         assert_eq!(suspects(&stuck).pids, [40].into());
+    }
+
+    #[test]
+    fn a_selection_runs_its_kinds_and_no_other() {
+        // A zombie (running, its pid gone) and an exit recorded 5 min late.
+        let mut s = snapshot();
+        s.cri_containers.push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.cri_containers
+            .push(exited(&id('b'), NOW - 600 * SEC, NOW - 300 * SEC));
+        let settings = Settings::default();
+        let kinds = |kinds: &[Kind]| -> Vec<Kind> {
+            run(kinds, &s, &s, &settings)
+                .into_iter()
+                .map(|f| f.kind)
+                .collect()
+        };
+        assert_eq!(kinds(&Kind::ALL), [Kind::Zombie, Kind::LateExit]);
+        assert_eq!(kinds(&[Kind::LateExit]), [Kind::LateExit]);
+        assert_eq!(kinds(&[Kind::Zombie, Kind::LeakedShim]), [Kind::Zombie]);
+        assert_eq!(kinds(&[]), []);
     }
 
     #[test]

@@ -12,7 +12,9 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
         &args.confirm,
         super::PairFor::Archive,
     );
-    let mountinfo = global.gather_options(false).mountinfo;
+    let mountinfo = global
+        .gather_options(crate::model::Reads::NOTHING)
+        .mountinfo;
     let copies = archive::read_copies(&first, &global.proc_root, &mountinfo);
     let evidence = Evidence {
         nodectl_version: env!("CARGO_PKG_VERSION").to_string(),

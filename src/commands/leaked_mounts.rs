@@ -8,26 +8,25 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use crate::act::{remove_bundle, unmount};
-use crate::checks::{self, leaked_mount, orphan_bundle};
+use crate::checks::{registry, Settings};
 use crate::cli::{GlobalArgs, LeakedMountsArgs};
-use crate::gather::{gather, GatherOptions};
-use crate::model::CleanupOutcome;
+use crate::gather::gather;
+use crate::model::{CleanupOutcome, Kind};
 use crate::paths;
 use crate::report::Report;
+
+/// What `leaked-mounts` runs. Its cleanups read what these checks read:
+/// the mount table and the bundles.
+pub const KINDS: &[Kind] = &[Kind::LeakedMount, Kind::OrphanBundle];
 
 pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Report> {
     if args.yes && !nix::unistd::geteuid().is_root() {
         bail!("--yes needs root: the mounts and bundles are root's");
     }
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
-    let options = GatherOptions {
-        shim_threads: false,
-        ..global.gather_options(true)
-    };
+    let options = global.gather_options(registry::reads(KINDS));
     let snapshot = gather(&paths, &options, config_gaps.clone());
-    let mut findings = leaked_mount::check(&snapshot);
-    findings.extend(orphan_bundle::check(&snapshot));
-    checks::sort(&mut findings);
+    let findings = registry::run(KINDS, &snapshot, &snapshot, &Settings::default());
 
     // The daemon proven again right before acting, not only at the scan
     // (see `act::daemon_proven`).

@@ -5,24 +5,31 @@ use std::io::{self, BufRead, IsTerminal, Write};
 use anyhow::{bail, Context};
 
 use crate::act::kill;
-use crate::checks::{self, leaked_shim};
+use crate::checks::{registry, Settings};
 use crate::cli::{GlobalArgs, LeakedShimsArgs};
-use crate::gather::{gather, GatherOptions};
+use crate::gather::gather;
+use crate::model::{Kind, Reads};
 use crate::paths;
 use crate::report::Report;
+
+/// What `leaked-shims` runs.
+pub const KINDS: &[Kind] = &[Kind::LeakedShim];
+
+/// What `--kill` reads beyond the check: the mounts a killed shim leaves
+/// behind under its bundle, reported with the kill.
+const KILL_READS: Reads = Reads {
+    mounts: true,
+    ..Reads::NOTHING
+};
 
 pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> anyhow::Result<Report> {
     if args.kill && !nix::unistd::geteuid().is_root() {
         bail!("--kill needs root: shims run as root");
     }
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
-    let options = GatherOptions {
-        shim_threads: false,
-        ..global.gather_options(true)
-    };
+    let options = global.gather_options(registry::reads(KINDS).and(KILL_READS));
     let snapshot = gather(&paths, &options, config_gaps.clone());
-    let mut findings = leaked_shim::check(&snapshot);
-    checks::sort(&mut findings);
+    let findings = registry::run(KINDS, &snapshot, &snapshot, &Settings::default());
 
     // The daemon proven again right before acting, not only at the scan
     // (see `act::daemon_proven`).

@@ -5,30 +5,29 @@
 use anyhow::bail;
 
 use crate::act::remove_snapshot;
-use crate::checks::{self, leaked_snapshot, Settings};
+use crate::checks::{registry, Settings};
 use crate::cli::{GlobalArgs, LeakedSnapshotsArgs};
-use crate::gather::{gather, GatherOptions};
+use crate::gather::gather;
+use crate::model::Kind;
 use crate::paths;
 use crate::report::Report;
 use crate::sources::containerd_snapshots;
+
+/// What `leaked-snapshots` runs. `--remove` reads what the check reads.
+pub const KINDS: &[Kind] = &[Kind::LeakedSnapshot];
 
 pub fn run(global: &GlobalArgs, args: &LeakedSnapshotsArgs) -> anyhow::Result<Report> {
     if args.yes && !nix::unistd::geteuid().is_root() {
         bail!("--yes needs root: containerd's socket is root's");
     }
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
-    let options = GatherOptions {
-        shim_threads: false,
-        snapshots: true,
-        ..global.gather_options(true)
-    };
+    let options = global.gather_options(registry::reads(KINDS));
     let settings = Settings {
         snapshot_grace: args.grace,
         ..Settings::default()
     };
     let snapshot = gather(&paths, &options, config_gaps.clone());
-    let mut findings = leaked_snapshot::check(&snapshot, &settings);
-    checks::sort(&mut findings);
+    let findings = registry::run(KINDS, &snapshot, &snapshot, &settings);
 
     let mut cleanups = Vec::new();
     if args.remove {

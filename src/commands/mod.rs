@@ -10,12 +10,13 @@ pub mod serve;
 pub mod shims;
 pub mod zombies;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use crate::checks::registry;
 use crate::cli::{Cli, Command, GlobalArgs, SettleArgs};
 use crate::confirm;
 use crate::gather::GatherOptions;
-use crate::model::Snapshot;
+use crate::model::{Kind, Snapshot};
 use crate::paths;
 use crate::report::Report;
 
@@ -69,21 +70,26 @@ fn gather_pair(
 ) -> (Snapshot, Option<Snapshot>) {
     // Every look is gather's: it can find the running containerd itself.
     let (paths, config_gaps) = paths::resolve_for_gather(&global.path_flags());
-    let cri_address = cri_address.map_or(paths.address.path.clone(), Path::to_path_buf);
     let options = pair_options(global, cri_address, purpose);
     let settle = confirm::settle(settle.settle, global.timeout);
     confirm::gather_pair(&paths, &options, config_gaps, settle)
 }
 
-fn pair_options(global: &GlobalArgs, cri_address: PathBuf, purpose: PairFor) -> GatherOptions {
+/// `check` is every check, so it reads what every check reads, both APIs
+/// within one deadline (a silent containerd flags nothing, it is a gap); an
+/// archive keeps what `shims` shows too.
+fn pair_options(
+    global: &GlobalArgs,
+    cri_address: Option<&Path>,
+    purpose: PairFor,
+) -> GatherOptions {
+    let mut reads = registry::reads(&Kind::ALL);
+    if purpose == PairFor::Archive {
+        reads = reads.and(shims::READS);
+    }
     GatherOptions {
-        cri_address: Some(cri_address),
-        // `check` is every check: it lists snapshots and leases too, within
-        // the same API deadline (a silent containerd flags nothing, it is a
-        // gap).
-        snapshots: true,
-        bundle_sockets: purpose == PairFor::Archive,
-        ..global.gather_options(true)
+        cri_address: cri_address.map(Path::to_path_buf),
+        ..global.gather_options(reads)
     }
 }
 
@@ -110,15 +116,52 @@ mod tests {
     use super::*;
     use clap::Parser;
 
+    /// What each command reads, as (containerd API asked on every look,
+    /// CRI API, shim threads, bundle sockets, snapshots, mount table).
+    fn read_by(options: &GatherOptions) -> (bool, bool, bool, bool, bool, bool) {
+        (
+            options.api_timeout.is_some(),
+            options.cri_api,
+            options.shim_threads,
+            options.bundle_sockets,
+            options.snapshots,
+            options.mounts,
+        )
+    }
+
     #[test]
-    fn only_an_archive_and_shims_read_the_bundles_sockets() {
+    fn each_command_reads_what_its_checks_declare_and_nothing_more() {
         let cli = Cli::try_parse_from(["nodectl", "check"]).unwrap();
-        let options = |purpose| pair_options(&cli.global, PathBuf::from("/cri.sock"), purpose);
-        assert!(!options(PairFor::Checks).bundle_sockets);
-        assert!(options(PairFor::Archive).bundle_sockets);
-        // zombies and the leak commands start from these.
-        assert!(!cli.global.gather_options(true).bundle_sockets);
-        assert!(!cli.global.gather_options(false).bundle_sockets);
-        assert!(shims::gather_options(&cli.global).bundle_sockets);
+        let global = &cli.global;
+        let options = |kinds: &[Kind]| global.gather_options(registry::reads(kinds));
+        // check: everything but the bundles' sockets, which only an archive
+        // keeps (for `shims` elsewhere) and only `shims` shows.
+        let check = pair_options(global, None, PairFor::Checks);
+        assert_eq!(read_by(&check), (true, true, true, false, true, true));
+        assert_eq!(check.cri_address, None, "CRI at containerd's socket");
+        let archive = pair_options(global, Some(Path::new("/cri.sock")), PairFor::Archive);
+        assert_eq!(read_by(&archive), (true, true, true, true, true, true));
+        assert_eq!(archive.cri_address.as_deref(), Some(Path::new("/cri.sock")));
+        // zombies: no API until something is found, no mount table.
+        let zombies = options(zombies::KINDS);
+        assert_eq!(read_by(&zombies), (false, false, true, false, false, false));
+        // The leak commands: the API on every look, no shim threads.
+        assert_eq!(
+            read_by(&options(leaked_shims::KINDS)),
+            (true, false, false, false, false, false)
+        );
+        assert_eq!(
+            read_by(&options(leaked_mounts::KINDS)),
+            (true, false, false, false, false, true)
+        );
+        assert_eq!(
+            read_by(&options(leaked_snapshots::KINDS)),
+            (true, false, false, false, true, false)
+        );
+        // shims: no API at all, so that it answers when containerd does not.
+        assert_eq!(
+            read_by(&shims::gather_options(global)),
+            (false, false, true, true, false, false)
+        );
     }
 }

@@ -4,15 +4,22 @@ use crate::cli::GlobalArgs;
 use crate::gather::{gather, GatherOptions};
 use crate::model::shim::{bundle_dir, identity, is_idle_wait, Identity};
 use crate::model::{timestamp, PodRef, ShimRow, Snapshot};
+use crate::model::{Ask, Reads};
 use crate::paths;
 use crate::report::{Report, OTHER_SHIMS_LISTED};
 
-/// The rows show each shim's socket, from its bundle.
+/// What the inventory reads (it runs no check): each shim's socket, from
+/// its bundle, and what its threads wait in; no API, so that it answers
+/// when containerd does not.
+pub const READS: Reads = Reads {
+    containerd_api: Ask::Never,
+    shim_threads: true,
+    bundle_sockets: true,
+    ..Reads::NOTHING
+};
+
 pub(crate) fn gather_options(global: &GlobalArgs) -> GatherOptions {
-    GatherOptions {
-        bundle_sockets: true,
-        ..global.gather_options(false)
-    }
+    global.gather_options(READS)
 }
 
 pub fn run(global: &GlobalArgs) -> Report {

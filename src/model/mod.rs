@@ -16,6 +16,7 @@ pub mod names;
 pub mod node;
 pub mod path_json;
 pub mod paths;
+pub mod reads;
 pub mod shim;
 pub mod shim_row;
 pub mod snapshot;
@@ -35,6 +36,7 @@ pub use names::{
 };
 pub use node::NodeContext;
 pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths};
+pub use reads::{Ask, Reads};
 pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
 pub use shim_row::ShimRow;
 pub use snapshot::*;

@@ -1,0 +1,97 @@
+//! What a look at the node reads beyond what every look reads (CRI's status
+//! files, the bundles and procfs). Each check declares its own in the
+//! registry, as do the views and actions that read more than their checks
+//! (`shims`' sockets, a kill's leftover mounts); a command joins those of
+//! what it runs, and the join is turned into gather's options once. So a
+//! new kind says what it needs where it is registered, and no command is
+//! patched by hand.
+
+/// When the containerd API is asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ask {
+    #[default]
+    Never,
+    /// Only once something is found, for the names its records carry: a
+    /// clean node, or a frozen containerd, then costs nothing more.
+    WhenFound,
+    /// On every look, within `--timeout`.
+    Always,
+}
+
+/// The sources a look reads beyond the files and procfs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    pub containerd_api: Ask,
+    /// CRI's own API (its view set against the files and containerd's).
+    pub cri_api: bool,
+    /// What every shim thread is blocked in (zombie evidence, blocked
+    /// shims, slow CRI).
+    pub shim_threads: bool,
+    /// Each bundle's `address`, the socket a 1.x shim serves: hundreds of
+    /// files more on a node of 1,000 containers.
+    pub bundle_sockets: bool,
+    /// containerd's snapshots, leases and the containers' snapshots.
+    pub snapshots: bool,
+    /// The mount table and, with it, the node's pressure and memory (a
+    /// node's mount table can be megabytes).
+    pub mounts: bool,
+}
+
+impl Reads {
+    /// Nothing beyond the files and procfs.
+    pub const NOTHING: Reads = Reads {
+        containerd_api: Ask::Never,
+        cri_api: false,
+        shim_threads: false,
+        bundle_sockets: false,
+        snapshots: false,
+        mounts: false,
+    };
+
+    /// What both read.
+    pub const fn and(self, other: Reads) -> Reads {
+        Reads {
+            containerd_api: if (self.containerd_api as u8) >= (other.containerd_api as u8) {
+                self.containerd_api
+            } else {
+                other.containerd_api
+            },
+            cri_api: self.cri_api || other.cri_api,
+            shim_threads: self.shim_threads || other.shim_threads,
+            bundle_sockets: self.bundle_sockets || other.bundle_sockets,
+            snapshots: self.snapshots || other.snapshots,
+            mounts: self.mounts || other.mounts,
+        }
+    }
+
+    /// What all of `each` read.
+    pub fn all(each: impl IntoIterator<Item = Reads>) -> Reads {
+        each.into_iter().fold(Reads::NOTHING, Reads::and)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_join_reads_what_either_reads_and_asks_the_api_as_often_as_either() {
+        let zombie = Reads {
+            containerd_api: Ask::WhenFound,
+            shim_threads: true,
+            ..Reads::NOTHING
+        };
+        let mounts = Reads {
+            containerd_api: Ask::Always,
+            mounts: true,
+            ..Reads::NOTHING
+        };
+        let both = zombie.and(mounts);
+        assert_eq!(both.containerd_api, Ask::Always);
+        assert!(both.shim_threads && both.mounts);
+        assert!(!both.cri_api && !both.snapshots && !both.bundle_sockets);
+        assert_eq!(mounts.and(zombie), both);
+        assert_eq!(Reads::all([zombie, Reads::NOTHING]), zombie);
+        assert_eq!(Reads::all([]), Reads::NOTHING);
+    }
+}
