@@ -5,7 +5,8 @@ use std::net::{Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueHint};
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
 
 use crate::gather::GatherOptions;
 use crate::model::{Ask, Reads};
@@ -344,6 +345,33 @@ fn namespace(value: &str) -> Result<String, String> {
         Err(format!(
             "not a containerd namespace: letters and digits joined by single '.', '_' or '-', at most {MAX} characters"
         ))
+    }
+}
+
+/// `-o`'s names and help: the command line's words for [`Format`], kept
+/// here so that the renderers know nothing of clap.
+impl ValueEnum for Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            Format::Table,
+            Format::Wide,
+            Format::Json,
+            Format::Prometheus,
+            Format::Npd,
+            Format::NpdEvent,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let (name, help) = match self {
+            Format::Table => ("table", "For people: a list that fits the terminal (80 columns into a pipe)"),
+            Format::Wide => ("wide", "For people: the list, then each finding's evidence, cause and remedy"),
+            Format::Json => ("json", "One JSON document (schema/report-v1.schema.json)"),
+            Format::Prometheus => ("prometheus", "node_exporter textfile-collector metrics"),
+            Format::Npd => ("npd", "node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check"),
+            Format::NpdEvent => ("npd-event", "node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings"),
+        };
+        Some(PossibleValue::new(name).help(help))
     }
 }
 

@@ -8,8 +8,9 @@
 //!    views, gaps, API calls, findings, inventory rows, actions); [`inert`]:
 //!    text made safe to print; [`read`]: the floor for reading the node
 //!    (bounded reads of files and `/proc`, threads waited for until a
-//!    deadline, work shared by two threads, the atomic write beside a file).
-//!    None imports anything of the crate.
+//!    deadline, work shared by two threads, the atomic write beside a file);
+//!    [`exit_codes`]: the exit statuses, named once. None imports anything
+//!    of the crate.
 //! 1. [`advisories`] know containerd's bugs by version: facts about
 //!    releases, which a check uses to tell the story its evidence fits.
 //! 2. [`sources`] each read one kind of evidence from the node into the
@@ -34,6 +35,7 @@ pub mod checks;
 pub mod cli;
 pub mod commands;
 pub mod confirm;
+pub mod exit_codes;
 pub mod exporter;
 pub mod gather;
 pub mod inert;

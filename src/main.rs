@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use nodectl::cli::{Cli, Command};
+use nodectl::exit_codes::{exit, COULD_NOT_CHECK};
 use nodectl::{commands, inert, render};
 
 fn main() -> ExitCode {
@@ -23,30 +24,30 @@ fn main() -> ExitCode {
                     let _ = writeln!(io::stderr(), "nodectl: --textfile: {err}");
                 }
             }
-            return ExitCode::from(2);
+            return exit(COULD_NOT_CHECK);
         }
     };
     if let Some(path) = textfile {
         if let Err(err) = render::textfile::write_report(path, &report) {
             let _ = writeln!(io::stderr(), "nodectl: --textfile: {err}");
-            return ExitCode::from(2);
+            return exit(COULD_NOT_CHECK);
         }
     }
-    let exit = render::exit_code(&report, cli.global.output);
+    let status = render::exit_code(&report, cli.global.output);
     if cli.global.quiet {
-        return exit;
+        return status;
     }
     // Buffered: a report is many small writes, and the node is already busy.
     // 64 KiB: a JSON report of 10,000 containers went out in 155 writes of
     // the default 8 KiB.
     let mut stdout = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
     match render::render(&report, cli.global.output, &mut stdout) {
-        Ok(()) => exit,
+        Ok(()) => status,
         // Piped into `head` and the like: the reader has what it wanted.
-        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => exit,
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => status,
         Err(err) => {
             let _ = writeln!(io::stderr(), "nodectl: writing the report: {err}");
-            ExitCode::from(2)
+            exit(COULD_NOT_CHECK)
         }
     }
 }

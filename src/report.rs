@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::advisories::{self, Applied};
+use crate::exit_codes;
 use crate::inert::{cap_in_place, cap_value, STRING_CAP};
 use crate::model::{
     Action, ApiCall, Cleanup, ContainerdVersion, Finding, Gap, Kind, NodeContext, Paths, Severity,
@@ -201,13 +202,15 @@ impl Report {
     /// 1 when something was found; otherwise 2 when part of the node could not
     /// be checked; 0 when everything was checked and nothing found.
     pub fn exit_code(&self) -> ExitCode {
-        if !self.findings.is_empty() || !self.findings_omitted.is_empty() {
-            ExitCode::from(1)
-        } else if !self.gaps.is_empty() {
-            ExitCode::from(2)
-        } else {
-            ExitCode::SUCCESS
-        }
+        exit_codes::exit(
+            if !self.findings.is_empty() || !self.findings_omitted.is_empty() {
+                exit_codes::FOUND
+            } else if !self.gaps.is_empty() {
+                exit_codes::COULD_NOT_CHECK
+            } else {
+                exit_codes::NOTHING_FOUND
+            },
+        )
     }
 }
 

@@ -253,7 +253,8 @@ mod tests {
     fn a_selection_runs_its_kinds_and_no_other() {
         // A zombie (running, its pid gone) and an exit recorded 5 min late.
         let mut s = snapshot();
-        s.cri_containers.push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
         s.cri_containers
             .push(exited(&id('b'), NOW - 600 * SEC, NOW - 300 * SEC));
         let settings = Settings::default();

@@ -23,6 +23,7 @@ use bytes::Bytes;
 
 use crate::cli::{CheckArgs, GlobalArgs, ServeArgs};
 use crate::commands::check;
+use crate::exit_codes::{exit, COULD_NOT_CHECK, NOTHING_FOUND};
 use crate::exporter::{self, Health, Shared};
 use crate::inert;
 use crate::render::{prometheus, textfile};
@@ -37,7 +38,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
         Ok(listener) => listener,
         Err(err) => {
             eprintln!("nodectl: serve: cannot listen on {}: {err}", args.listen);
-            return ExitCode::from(2);
+            return exit(COULD_NOT_CHECK);
         }
     };
     let address = listener
@@ -74,7 +75,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
         .spawn(move || check_loop(&quiet, &check_args, interval, &loop_latest));
     if let Err(err) = spawned {
         eprintln!("nodectl: serve: starting the check loop: {err}");
-        return ExitCode::from(2);
+        return exit(COULD_NOT_CHECK);
     }
 
     let served = tokio::runtime::Builder::new_current_thread()
@@ -82,10 +83,10 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
         .build()
         .and_then(|runtime| runtime.block_on(serve_until_signalled(listener, latest, health, cap)));
     match served {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => exit(NOTHING_FOUND),
         Err(err) => {
             eprintln!("nodectl: serve: {err}");
-            ExitCode::from(2)
+            exit(COULD_NOT_CHECK)
         }
     }
 }

@@ -9,23 +9,23 @@ pub mod textfile;
 
 use std::io::{self, Write};
 
-use clap::ValueEnum;
-
 use crate::report::Report;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// How a report is printed (`-o`; the command line's names and help for
+/// each are in `cli`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
-    /// For people: a list that fits the terminal (80 columns into a pipe)
+    /// A list that fits the terminal.
     Table,
-    /// For people: the list, then each finding's evidence, cause and remedy
+    /// The list, then each finding's evidence, cause and remedy.
     Wide,
-    /// One JSON document (schema/report-v1.schema.json)
+    /// One JSON document (schema/report-v1.schema.json).
     Json,
-    /// node_exporter textfile-collector metrics
+    /// node_exporter textfile-collector metrics.
     Prometheus,
-    /// node-problem-detector custom plugin, permanent rule (the condition): one line, exit 1 only for a critical finding, 2 could not check
+    /// node-problem-detector's permanent rule (the condition).
     Npd,
-    /// node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings
+    /// node-problem-detector's temporary rule (events).
     NpdEvent,
 }
 

@@ -20,6 +20,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use crate::exit_codes::{exit, COULD_NOT_CHECK, FOUND, NOTHING_FOUND};
 use crate::model::{Finding, Severity};
 use crate::report::Report;
 
@@ -48,10 +49,10 @@ pub fn render_for(report: &Report, rule: Rule, out: &mut dyn Write) -> io::Resul
 pub fn exit_code(report: &Report, rule: Rule) -> ExitCode {
     let found = |severity| count(report, severity) > 0;
     match rule {
-        Rule::Condition if found(Severity::Critical) => ExitCode::from(1),
-        Rule::Condition if !report.gaps.is_empty() => ExitCode::from(2),
-        Rule::Event if found(Severity::Warning) => ExitCode::from(1),
-        _ => ExitCode::SUCCESS,
+        Rule::Condition if found(Severity::Critical) => exit(FOUND),
+        Rule::Condition if !report.gaps.is_empty() => exit(COULD_NOT_CHECK),
+        Rule::Event if found(Severity::Warning) => exit(FOUND),
+        _ => exit(NOTHING_FOUND),
     }
 }
 
