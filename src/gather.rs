@@ -1,12 +1,14 @@
 //! Gather: runs every source once and assembles the snapshot.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{
-    ContainerdView, CriView, Gap, Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
+    Bundle, ContainerdVersion, ContainerdView, CriContainer, CriView, Gap, Mount, NodeContext,
+    Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
+use crate::sources::proc_scan::ProcScan;
 use crate::sources::SourceThread;
 use crate::sources::{
     bundles, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, mountinfo,
@@ -57,14 +59,17 @@ pub struct GatherOptions {
     pub timeout: Duration,
 }
 
-/// Reads the node. Status files are read before procfs so that a container
-/// started in between cannot look dead; one that exits in between can, which
-/// is why callers confirm zombies with a second snapshot.
+/// Reads the node, in four steps: the file sources start, each on a thread
+/// of its own; procfs is scanned once CRI's status files are read; the
+/// other files are waited for; then the APIs are asked. Status files are
+/// read before procfs so that a container started in between cannot look
+/// dead; one that exits in between can, which is why callers confirm
+/// zombies with a second snapshot.
 ///
-/// Every file source runs on a thread of its own and is waited for until one
-/// deadline, `timeout` + [`DEADLINE_GRACE`] after the start: a read stuck in
-/// the kernel (a FIFO, a stalled disk, FUSE or NFS) cannot be interrupted,
-/// so it is left behind and the snapshot goes out with a gap naming it.
+/// Every file source is waited for until one deadline, `timeout` +
+/// [`DEADLINE_GRACE`] after the start: a read stuck in the kernel (a FIFO,
+/// a stalled disk, FUSE or NFS) cannot be interrupted, so it is left behind
+/// and the snapshot goes out with a gap naming it.
 pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Snapshot {
     let taken_at = now_nanos();
     let started = Instant::now();
@@ -78,46 +83,161 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             .unwrap_or_else(|| paths.address.path.clone())
     });
 
-    let dir = paths.cri_containers_dir();
-    let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-        cri_store::read(&dir, gaps)
-    });
-    let dirs = paths.cri_sandbox_dirs();
-    let sandboxes = SourceThread::spawn(
-        cri_store::SOURCE,
-        &dirs.first().cloned().unwrap_or_default(),
-        move |gaps| cri_store::sandbox_ids(&dirs, gaps),
-    );
-    let dir = paths.bundles_dir(&options.namespace);
-    let sockets = options.bundle_sockets;
-    let bundles = SourceThread::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
-        bundles::read(&dir, sockets, gaps)
-    });
-    let (file, below) = (
-        options.mountinfo.clone(),
-        [paths.root.path.clone(), paths.state.path.clone()],
-    );
-    let mounts = options.mounts.then(|| {
-        SourceThread::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
-            let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
-            mountinfo::read(&file, &below, gaps)
-        })
-    });
-    // The node's context goes with the mount table: neither is needed
-    // where the mounts are not.
-    let root = options.proc_root.clone();
-    let node = options.mounts.then(|| {
-        SourceThread::spawn(Source::Node, &root.clone(), move |gaps| {
-            node::read(&root, gaps)
-        })
-    });
-
+    let (status_files, files) = FileSources::start(paths, options);
     // procfs starts once the status files are read, so the order above
     // holds; if they have not been read by `timeout`, it starts anyway and
     // the status files are given up (a late answer would break the order).
     let cri_containers = status_files
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
+    let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
+    let files = files.wait(deadline, started, &mut gaps);
+
+    let namespaces = namespaces_to_ask(
+        options,
+        proc_scan
+            .shims
+            .iter()
+            .filter(|s| s.serves(&paths.address.path))
+            .filter_map(|s| s.namespace.as_deref()),
+    );
+    // The ids CRI is asked about: only when it is asked.
+    let cri_asked: Vec<String> = match cri_socket {
+        Some(_) => cri_containers.iter().map(|c| c.id.clone()).collect(),
+        None => Vec::new(),
+    };
+    let questions = Questions {
+        cri_socket: cri_socket.as_deref(),
+        namespaces: &namespaces,
+        container_ids: &cri_asked,
+    };
+    let (containerd, cri, snapshotter, containerd_version) =
+        ask_within(&paths, options, &questions, deadline, &mut gaps);
+    Snapshot {
+        taken_at,
+        paths,
+        namespace: options.namespace.clone(),
+        cri_containers,
+        bundles: files.bundles,
+        processes: proc_scan.processes,
+        unread_pids: proc_scan.unread_pids,
+        shims: proc_scan.shims,
+        cri_sandboxes: files.cri_sandboxes,
+        mounts: files.mounts,
+        containerd,
+        cri,
+        node: files.node,
+        containerd_version,
+        snapshotter,
+        gaps,
+    }
+}
+
+/// The file sources of one look other than CRI's status files (read
+/// first, see [`gather`]), each reading on a thread of its own.
+struct FileSources {
+    sandboxes: SourceThread<BTreeSet<String>>,
+    bundles: SourceThread<BTreeMap<String, Bundle>>,
+    /// The mount table and the node's context, when read.
+    mounts: Option<SourceThread<Vec<Mount>>>,
+    node: Option<SourceThread<NodeContext>>,
+}
+
+/// What the file sources other than the status files answered (each one
+/// that did not answer in time is empty, with a gap).
+struct FilesRead {
+    cri_sandboxes: BTreeSet<String>,
+    bundles: BTreeMap<String, Bundle>,
+    mounts: Vec<Mount>,
+    node: NodeContext,
+}
+
+impl FileSources {
+    /// Starts every file source: the status files' thread, and the others.
+    fn start(
+        paths: &Paths,
+        options: &GatherOptions,
+    ) -> (SourceThread<Vec<CriContainer>>, FileSources) {
+        let dir = paths.cri_containers_dir();
+        let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
+            cri_store::read(&dir, gaps)
+        });
+        let dirs = paths.cri_sandbox_dirs();
+        let sandboxes = SourceThread::spawn(
+            cri_store::SOURCE,
+            &dirs.first().cloned().unwrap_or_default(),
+            move |gaps| cri_store::sandbox_ids(&dirs, gaps),
+        );
+        let dir = paths.bundles_dir(&options.namespace);
+        let sockets = options.bundle_sockets;
+        let bundles = SourceThread::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
+            bundles::read(&dir, sockets, gaps)
+        });
+        let (file, below) = (
+            options.mountinfo.clone(),
+            [paths.root.path.clone(), paths.state.path.clone()],
+        );
+        let mounts = options.mounts.then(|| {
+            SourceThread::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
+                let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
+                mountinfo::read(&file, &below, gaps)
+            })
+        });
+        // The node's context goes with the mount table: neither is needed
+        // where the mounts are not.
+        let root = options.proc_root.clone();
+        let node = options.mounts.then(|| {
+            SourceThread::spawn(Source::Node, &root.clone(), move |gaps| {
+                node::read(&root, gaps)
+            })
+        });
+        let others = FileSources {
+            sandboxes,
+            bundles,
+            mounts,
+            node,
+        };
+        (status_files, others)
+    }
+
+    /// Waits for them until `deadline`.
+    fn wait(self, deadline: Instant, started: Instant, gaps: &mut Vec<Gap>) -> FilesRead {
+        let cri_sandboxes = self
+            .sandboxes
+            .wait(deadline, started, gaps)
+            .unwrap_or_default();
+        let bundles = self
+            .bundles
+            .wait(deadline, started, gaps)
+            .unwrap_or_default();
+        let mounts = self
+            .mounts
+            .and_then(|mounts| mounts.wait(deadline, started, gaps))
+            .unwrap_or_default();
+        let mut node = self
+            .node
+            .and_then(|node| node.wait(deadline, started, gaps))
+            .unwrap_or_default();
+        node::count_rootfs_mounts(&mut node, &mounts);
+        FilesRead {
+            cri_sandboxes,
+            bundles,
+            mounts,
+            node,
+        }
+    }
+}
+
+/// Scans procfs and, among its processes, finds the running containerd
+/// when it is still to be found: the paths come back with it (or with why
+/// it could not be looked for). Every shim's arguments are capped.
+fn scan_procfs(
+    paths: &Paths,
+    options: &GatherOptions,
+    deadline: Instant,
+    started: Instant,
+    gaps: &mut Vec<Gap>,
+) -> (ProcScan, Paths) {
     let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
     let mut proof_paths = paths.clone();
     let (mut proc_scan, daemon) = SourceThread::spawn(Source::Procfs, &root.clone(), move |gaps| {
@@ -131,7 +251,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
         (scan, found.map(|()| proof_paths))
     })
-    .wait(deadline, started, &mut gaps)
+    .wait(deadline, started, gaps)
     .unwrap_or_default();
     let mut paths = daemon.unwrap_or_else(|| paths.clone());
     if paths.daemon_lookup.take().is_some() {
@@ -142,7 +262,6 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
                 .to_string(),
         );
     }
-    let paths = &paths;
     // Any process can name itself a shim and carry 128 KB arguments; cap
     // them now, before checks and reports copy them (see Report::within_limits).
     for shim in &mut proc_scan.shims {
@@ -156,29 +275,34 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             crate::inert::cap_in_place(arg, crate::inert::STRING_CAP);
         }
     }
-    let cri_sandboxes = sandboxes
-        .wait(deadline, started, &mut gaps)
-        .unwrap_or_default();
-    let bundles = bundles
-        .wait(deadline, started, &mut gaps)
-        .unwrap_or_default();
-    let mounts = mounts
-        .and_then(|mounts| mounts.wait(deadline, started, &mut gaps))
-        .unwrap_or_default();
-    let mut node = node
-        .and_then(|node| node.wait(deadline, started, &mut gaps))
-        .unwrap_or_default();
-    node::count_rootfs_mounts(&mut node, &mounts);
+    (proc_scan, paths)
+}
 
-    let namespaces = namespaces_to_ask(
-        options,
-        proc_scan
-            .shims
-            .iter()
-            .filter(|s| s.serves(&paths.address.path))
-            .filter_map(|s| s.namespace.as_deref()),
-    );
-    // The APIs get `--timeout`, less what the files ate of the grace second.
+/// What the APIs are asked about.
+struct Questions<'a> {
+    /// CRI's socket, when CRI is asked.
+    cri_socket: Option<&'a Path>,
+    namespaces: &'a BTreeSet<String>,
+    /// The containers CRI is asked about.
+    container_ids: &'a [String],
+}
+
+/// Asks the APIs, when this look asks them, within `--timeout` less what
+/// the files ate of the grace second; and names the version: the API's
+/// answer, or else (or when it did not answer) the one the daemon's binary
+/// records, so every command's report names it.
+fn ask_within(
+    paths: &Paths,
+    options: &GatherOptions,
+    questions: &Questions,
+    deadline: Instant,
+    gaps: &mut Vec<Gap>,
+) -> (
+    Option<ContainerdView>,
+    Option<CriView>,
+    Option<SnapshotterView>,
+    ContainerdVersion,
+) {
     let api_timeout = options
         .api_timeout
         .map(|timeout| timeout.min(deadline.saturating_duration_since(Instant::now())));
@@ -201,25 +325,16 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             ));
             (None, None, None)
         }
-        Some(timeout) => {
-            // The ids CRI is asked about: only when it is asked.
-            let container_ids: Vec<String> = match cri_socket {
-                Some(_) => cri_containers.iter().map(|c| c.id.clone()).collect(),
-                None => Vec::new(),
-            };
-            ask_apis(
-                paths,
-                options,
-                cri_socket.as_deref(),
-                timeout,
-                &namespaces,
-                &container_ids,
-                &mut gaps,
-            )
-        }
+        Some(timeout) => ask_apis(
+            paths,
+            options,
+            questions.cri_socket,
+            timeout,
+            questions.namespaces,
+            questions.container_ids,
+            gaps,
+        ),
     };
-    // The API's answer when asked; otherwise (or when it did not answer) the
-    // binary's, so every command's report names the version.
     let containerd_version = daemon_version::identify(
         containerd.as_ref().and_then(|c| c.version.as_deref()),
         || {
@@ -231,24 +346,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             binary_version?.recv_timeout(wait).ok().flatten()
         },
     );
-    Snapshot {
-        taken_at,
-        paths: paths.clone(),
-        namespace: options.namespace.clone(),
-        cri_containers,
-        bundles,
-        processes: proc_scan.processes,
-        unread_pids: proc_scan.unread_pids,
-        shims: proc_scan.shims,
-        cri_sandboxes,
-        mounts,
-        containerd,
-        cri,
-        node,
-        containerd_version,
-        snapshotter,
-        gaps,
-    }
+    (containerd, cri, snapshotter, containerd_version)
 }
 
 /// The containerd namespaces whose records and tasks are asked for: `-n`'s;
