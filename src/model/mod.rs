@@ -7,6 +7,7 @@
 
 pub mod action;
 pub mod api;
+pub mod api_views;
 pub mod cleanup;
 pub mod finding;
 #[cfg(test)]
@@ -23,9 +24,10 @@ pub mod snapshot;
 pub mod snapshotter;
 
 pub use action::{Action, Outcome};
-pub use api::{
-    Api, ApiCall, ContainerdView, CriApiState, CriItem, CriView, Method, NamespaceView,
-    StatusProbe, TaskStatus, TaskView, NO_SOCKET,
+pub use api::{Api, ApiCall, Method};
+pub use api_views::{
+    ContainerdView, CriApiState, CriItem, CriView, NamespaceView, StatusProbe, TaskStatus,
+    TaskView, NO_SOCKET,
 };
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
 pub use finding::{Basis, Finding, Kind, Severity};

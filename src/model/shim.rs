@@ -109,7 +109,7 @@ pub struct ThreadSample {
     pub tid: i32,
     /// The kernel's state letter; `None` when not read: a thread in an
     /// [`idle wait`](is_idle_wait) on a node without swap (see
-    /// `sources::proc_scan`).
+    /// `sources::shim_threads`).
     pub state: Option<char>,
     /// Name of the syscall the thread is blocked in (numbers are per
     /// architecture, resolved when sampled); the number if not known by name.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::api::{ContainerdView, CriView};
+use crate::model::api_views::{ContainerdView, CriView};
 use crate::model::gap::{Gap, Source};
 use crate::model::names::{PodRef, CRI_NAMESPACE, KIND_LABEL};
 use crate::model::node::NodeContext;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{ContainerdProcess, Gap, ProcessInfo};
 use crate::read::bounded::{numbered, open_dir, read_proc, read_proc_record_at, read_proc_string};
-use crate::sources::proc_scan::FailedReads;
+use crate::sources::proc_stat::FailedReads;
 
 /// `comm` and the executable's name of the daemon; shims are
 /// `containerd-shim*` and never match.

@@ -13,7 +13,9 @@ pub mod daemon_version;
 pub mod mountinfo;
 pub mod node;
 pub mod proc_scan;
+mod proc_stat;
 pub mod shim_proof;
+mod shim_threads;
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;

@@ -29,7 +29,7 @@ use crate::model::shim::{bundle_dir, identity, is_identifier, Identity};
 use crate::model::{
     FileId, Gap, NamespaceIds, Paths, ProcessInfo, ProofReference, Shim, ShimProof,
 };
-use crate::sources::proc_scan;
+use crate::sources::proc_stat;
 
 /// Start times tick at 100 Hz; two readings of one process agree within this.
 const SAME_START: i64 = 10_000_000;
@@ -51,7 +51,7 @@ pub fn prove_all(
         return;
     }
     let reference = reference(proc_root, paths);
-    let boot = proc_scan::boot_time_nanos(proc_root).ok();
+    let boot = proc_stat::boot_time_nanos(proc_root).ok();
     let scanned: &[Gap] = gaps;
     // A dozen reads each, independent: two cores halve them.
     let pieces = crate::read::deadline::on_two_threads(shims, PARALLEL_FROM, |shims| {
@@ -165,8 +165,8 @@ fn prove(
     unreadable: &mut ProofReadFailures,
 ) -> Option<ShimProof> {
     if let (Some(started_at), Some(boot)) = (started_at, boot) {
-        let stat = proc_scan::read_stat_at(dir, "stat", &mut Vec::new())?;
-        let now = boot.saturating_add(proc_scan::ticks_to_nanos(
+        let stat = proc_stat::read_stat_at(dir, "stat", &mut Vec::new())?;
+        let now = boot.saturating_add(proc_stat::ticks_to_nanos(
             stat.starttime,
             procfs::ticks_per_second() as i64,
         ));
@@ -210,7 +210,7 @@ struct ProofReadFailures {
     /// `/proc/<pid>`, whose files the names are relative to.
     dir: PathBuf,
     said: Vec<String>,
-    unread: proc_scan::FailedReads,
+    unread: proc_stat::FailedReads,
 }
 
 impl ProofReadFailures {
@@ -218,7 +218,7 @@ impl ProofReadFailures {
         ProofReadFailures {
             dir: dir.to_path_buf(),
             said: Vec::new(),
-            unread: proc_scan::FailedReads::default(),
+            unread: proc_stat::FailedReads::default(),
         }
     }
 
