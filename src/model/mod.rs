@@ -9,6 +9,7 @@ pub mod action;
 pub mod api;
 pub mod api_views;
 pub mod cleanup;
+pub mod cri_status;
 pub mod finding;
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -30,6 +31,7 @@ pub use api_views::{
     TaskView, NO_SOCKET,
 };
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
+pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
 pub use names::{
