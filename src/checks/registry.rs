@@ -141,7 +141,7 @@ pub const CHECKS: &[Check] = &[
 /// Every check. `second` is a later snapshot of the same node: zombies must
 /// show in both, and shim threads must be blocked in both.
 pub fn run_all(first: &Snapshot, second: &Snapshot, settings: &Settings) -> Vec<Finding> {
-    run(&Kind::ALL, first, second, settings)
+    run(Kind::ALL, first, second, settings)
 }
 
 /// The checks of `kinds`, most severe finding first.
@@ -264,7 +264,7 @@ mod tests {
                 .map(|f| f.kind)
                 .collect()
         };
-        assert_eq!(kinds(&Kind::ALL), [Kind::Zombie, Kind::LateExit]);
+        assert_eq!(kinds(Kind::ALL), [Kind::Zombie, Kind::LateExit]);
         assert_eq!(kinds(&[Kind::LateExit]), [Kind::LateExit]);
         assert_eq!(kinds(&[Kind::Zombie, Kind::LeakedShim]), [Kind::Zombie]);
         assert_eq!(kinds(&[]), []);

@@ -83,7 +83,7 @@ fn pair_options(
     cri_address: Option<&Path>,
     purpose: PairFor,
 ) -> GatherOptions {
-    let mut reads = registry::reads(&Kind::ALL);
+    let mut reads = registry::reads(Kind::ALL);
     if purpose == PairFor::Archive {
         reads = reads.and(shims::READS);
     }

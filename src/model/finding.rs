@@ -12,9 +12,23 @@ pub enum Severity {
     Warning,
 }
 
-/// What a finding is about. Its name (in JSON, Prometheus and tables) is
+/// What a finding is about, one variant per kind in the order of the check
+/// registry (`checks::registry::CHECKS`, which a test holds to it). Its name
+/// (in JSON, Prometheus and tables) is the variant's in kebab case,
 /// [`Kind::as_str`]'s, and nowhere else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    strum::VariantArray,
+    strum::IntoStaticStr,
+)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Kind {
     Zombie,
     LateExit,
@@ -29,34 +43,11 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind, in the order of the check registry
-    /// (`checks::registry::CHECKS`, which a test holds to it).
-    pub const ALL: [Kind; 10] = [
-        Kind::Zombie,
-        Kind::LateExit,
-        Kind::LeakedShim,
-        Kind::LeakedMount,
-        Kind::OrphanBundle,
-        Kind::LeakedSnapshot,
-        Kind::CriDrift,
-        Kind::CriSlow,
-        Kind::ShimBlocked,
-        Kind::ApiUnreachable,
-    ];
+    /// Every kind, in the order above.
+    pub const ALL: &'static [Kind] = <Kind as strum::VariantArray>::VARIANTS;
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Zombie => "zombie",
-            Kind::LateExit => "late-exit",
-            Kind::LeakedShim => "leaked-shim",
-            Kind::LeakedMount => "leaked-mount",
-            Kind::OrphanBundle => "orphan-bundle",
-            Kind::LeakedSnapshot => "leaked-snapshot",
-            Kind::CriDrift => "cri-drift",
-            Kind::CriSlow => "cri-slow",
-            Kind::ShimBlocked => "shim-blocked",
-            Kind::ApiUnreachable => "api-unreachable",
-        }
+        self.into()
     }
 }
 
