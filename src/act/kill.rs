@@ -13,6 +13,8 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::act::walk::{walk, Act};
+use crate::act::Verdict;
 use crate::checks::leaked_shim;
 use crate::model::shim::{bundle_dir, identity, Identity};
 use crate::model::{Action, Basis, Outcome, ProcessInfo, Shim, Snapshot};
@@ -114,24 +116,54 @@ fn act(before: &Snapshot, grace: Option<Duration>, regather: impl Fn() -> Snapsh
             )),
         }
     }
-    if handles.is_empty() {
-        return actions;
-    }
-    let fresh = regather();
-    let proven = crate::act::daemon_proven(before, &fresh);
-    for (shim, pidfd) in handles {
-        let verdict = proven.clone().and_then(|()| verify(before, &fresh, shim));
-        let mut done = match (verdict, grace) {
-            (Err(why), _) => action(shim, Outcome::Refused, &why),
-            (Ok(()), None) => action(shim, Outcome::WouldKill, "run with --kill to end it"),
-            (Ok(()), Some(grace)) => end(shim, &pidfd, grace),
-        };
-        if matches!(done.outcome, Outcome::Terminated | Outcome::Killed) {
-            done.remains = remains(&fresh, shim);
-        }
-        actions.push(done);
-    }
+    let mut kill = Kill {
+        before,
+        grace: grace.unwrap_or_default(),
+    };
+    actions.extend(walk(before, handles, grace.is_some(), &mut kill, regather));
     actions
+}
+
+/// The signal, to shims pinned by their pidfds before the fresh gather.
+struct Kill<'a> {
+    before: &'a Snapshot,
+    grace: Duration,
+}
+
+impl<'a> Act for Kill<'a> {
+    type Target = (&'a Shim, PidFd);
+    type Outcome = Outcome;
+    type Row = Action;
+
+    fn verdict(&self, fresh: &Snapshot, (shim, _): &Self::Target) -> Verdict {
+        match verify(self.before, fresh, shim) {
+            Ok(()) => Verdict::Go,
+            Err(why) => Verdict::Refuse(why),
+        }
+    }
+
+    fn would(&self, _: &Self::Target) -> (Outcome, String) {
+        (Outcome::WouldKill, "run with --kill to end it".to_string())
+    }
+
+    fn act(&mut self, (_, pidfd): &Self::Target) -> (Outcome, String) {
+        end(pidfd, self.grace)
+    }
+
+    fn record(
+        &self,
+        (shim, _): Self::Target,
+        outcome: Outcome,
+        detail: String,
+        fresh: &Snapshot,
+    ) -> Action {
+        let ended = matches!(outcome, Outcome::Terminated | Outcome::Killed);
+        let mut done = action(shim, outcome, &detail);
+        if ended {
+            done.remains = remains(fresh, shim);
+        }
+        done
+    }
 }
 
 /// Why the shim must not be killed, if it must not. Pure: every fact about
@@ -186,7 +218,7 @@ fn same_process(a: &ProcessInfo, b: &ProcessInfo) -> bool {
     a.pid == b.pid && (a.started_at - b.started_at).abs() < SAME_START && b.is_running()
 }
 
-fn end(shim: &Shim, pidfd: &PidFd, grace: Duration) -> Action {
+fn end(pidfd: &PidFd, grace: Duration) -> (Outcome, String) {
     for (signal, wait, outcome) in [
         (Signal::SIGTERM, grace, Outcome::Terminated),
         (Signal::SIGKILL, KILL_WAIT, Outcome::Killed),
@@ -194,19 +226,16 @@ fn end(shim: &Shim, pidfd: &PidFd, grace: Duration) -> Action {
         match pidfd.signal(signal) {
             Ok(()) => {}
             Err(nix::Error::ESRCH) => {
-                return action(shim, Outcome::AlreadyGone, "exited before we acted")
+                return (Outcome::AlreadyGone, "exited before we acted".to_string())
             }
-            Err(err) => return action(shim, Outcome::Failed, &format!("{signal}: {err}")),
+            Err(err) => return (Outcome::Failed, format!("{signal}: {err}")),
         }
         if pidfd.wait_exit(wait) {
-            return action(shim, outcome, &format!("exited after {signal}"));
+            return (outcome, format!("exited after {signal}"));
         }
     }
-    action(
-        shim,
-        Outcome::Failed,
-        "still running after SIGKILL (stuck in the kernel?)",
-    )
+    let stuck = "still running after SIGKILL (stuck in the kernel?)";
+    (Outcome::Failed, stuck.to_string())
 }
 
 fn action(shim: &Shim, outcome: Outcome, detail: &str) -> Action {
@@ -446,9 +475,8 @@ mod tests {
             .unwrap();
         let pid = child.id() as i32;
         let pidfd = PidFd::open(pid).unwrap();
-        let shim = shim(pid, &id('s'), ADDRESS, &[]);
-        let done = end(&shim, &pidfd, Duration::from_secs(2));
-        assert_eq!(done.outcome, Outcome::Terminated, "{}", done.detail);
+        let (outcome, detail) = end(&pidfd, Duration::from_secs(2));
+        assert_eq!(outcome, Outcome::Terminated, "{detail}");
         // Reaped here; the pidfd told us it exited even before that.
         assert!(!child.wait().unwrap().success());
     }

@@ -2,12 +2,14 @@
 //!
 //! Every action re-gathers the node after the scan that found its targets and
 //! re-judges each target on that fresh snapshot, with pure functions, right
-//! before it acts; whatever came back to life in between is refused.
+//! before it acts; whatever came back to life in between is refused. They
+//! all do so through one walk ([`walk::walk`]).
 
 pub mod kill;
 pub mod remove_bundle;
 pub mod remove_snapshot;
 pub mod unmount;
+pub mod walk;
 
 use crate::checks::shared::short;
 use crate::model::shim::SHIM_PREFIX;

@@ -23,7 +23,8 @@ use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use crate::act::{daemon_proven, still_dead, IdKind, Verdict};
+use crate::act::walk::{walk, Act};
+use crate::act::{still_dead, IdKind, Verdict};
 use crate::checks::orphan_bundle;
 use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 
@@ -81,44 +82,58 @@ pub fn run(
     unmounting: &BTreeSet<PathBuf>,
     regather: impl FnOnce() -> Snapshot,
 ) -> Vec<Cleanup> {
-    let targets = targets(before);
-    if targets.is_empty() {
-        return Vec::new();
+    walk(
+        before,
+        targets(before),
+        act,
+        &mut Remove(unmounting),
+        regather,
+    )
+}
+
+/// The removal, with the mount points a dry run would unmount first.
+struct Remove<'a>(&'a BTreeSet<PathBuf>);
+
+impl Act for Remove<'_> {
+    type Target = (String, PathBuf);
+    type Outcome = CleanupOutcome;
+    type Row = Cleanup;
+
+    fn verdict(&self, fresh: &Snapshot, (id, dir): &Self::Target) -> Verdict {
+        verify(fresh, id, dir, self.0)
     }
-    let fresh = regather();
-    let proven = daemon_proven(before, &fresh);
-    targets
-        .into_iter()
-        .map(|(id, dir)| {
-            let verdict = match &proven {
-                Err(why) => Verdict::Refuse(why.clone()),
-                Ok(()) => verify(&fresh, &id, &dir, unmounting),
-            };
-            let (outcome, detail) = match verdict {
-                Verdict::Gone(why) => (CleanupOutcome::AlreadyGone, why),
-                Verdict::Refuse(why) => (CleanupOutcome::Refused, why),
-                Verdict::Go if !act => (
-                    CleanupOutcome::WouldRemove,
-                    if unmounting.iter().any(|m| m.starts_with(&dir)) {
-                        "after the unmounts; run with --unmount --remove-bundles --yes".to_string()
-                    } else {
-                        "run with --remove-bundles --yes to remove it".to_string()
-                    },
-                ),
-                Verdict::Go => match remove(&dir) {
-                    Ok(()) => (CleanupOutcome::Removed, "removed".to_string()),
-                    Err((outcome, why)) => (outcome, why),
-                },
-            };
-            Cleanup {
-                action: CleanupAction::RemoveBundle,
-                id,
-                path: dir,
-                outcome,
-                detail,
-            }
-        })
-        .collect()
+
+    fn would(&self, (_, dir): &Self::Target) -> (CleanupOutcome, String) {
+        let how = if self.0.iter().any(|m| m.starts_with(dir)) {
+            "after the unmounts; run with --unmount --remove-bundles --yes"
+        } else {
+            "run with --remove-bundles --yes to remove it"
+        };
+        (CleanupOutcome::WouldRemove, how.to_string())
+    }
+
+    fn act(&mut self, (_, dir): &Self::Target) -> (CleanupOutcome, String) {
+        match remove(dir) {
+            Ok(()) => (CleanupOutcome::Removed, "removed".to_string()),
+            Err((outcome, why)) => (outcome, why),
+        }
+    }
+
+    fn record(
+        &self,
+        (id, dir): Self::Target,
+        outcome: CleanupOutcome,
+        detail: String,
+        _: &Snapshot,
+    ) -> Cleanup {
+        Cleanup {
+            action: CleanupAction::RemoveBundle,
+            id,
+            path: dir,
+            outcome,
+            detail,
+        }
+    }
 }
 
 /// Removes the directory `dir` and everything in it, never through a

@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 
+use crate::act::walk::{walk, Act};
 use crate::act::Verdict;
 use crate::checks::leaked_snapshot::{self, Held};
 use crate::checks::Settings;
@@ -44,44 +45,62 @@ pub fn run(
     settings: &Settings,
     act: bool,
     regather: impl FnOnce() -> Snapshot,
-    mut remove: impl FnMut(&str, &str) -> Result<(), String>,
+    remove: impl FnMut(&str, &str) -> Result<(), String>,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
-    if targets.is_empty() {
-        return Vec::new();
+    walk(
+        before,
+        targets,
+        act,
+        &mut Remove { settings, remove },
+        regather,
+    )
+}
+
+struct Remove<'a, F> {
+    settings: &'a Settings,
+    remove: F,
+}
+
+impl<F: FnMut(&str, &str) -> Result<(), String>> Act for Remove<'_, F> {
+    /// (snapshotter, key)
+    type Target = (String, String);
+    type Outcome = CleanupOutcome;
+    type Row = Cleanup;
+
+    fn verdict(&self, fresh: &Snapshot, (snapshotter, key): &Self::Target) -> Verdict {
+        verify(fresh, snapshotter, key, self.settings)
     }
-    let fresh = regather();
-    let proven = crate::act::daemon_proven(before, &fresh);
-    targets
-        .into_iter()
-        .map(|(snapshotter, key)| {
-            let verdict = match &proven {
-                Err(why) => Verdict::Refuse(why.clone()),
-                Ok(()) => verify(&fresh, &snapshotter, &key, settings),
-            };
-            let (outcome, detail) = match verdict {
-                Verdict::Gone(why) => (CleanupOutcome::AlreadyGone, why),
-                Verdict::Refuse(why) => (CleanupOutcome::Refused, why),
-                Verdict::Go if !act => (
-                    CleanupOutcome::WouldRemove,
-                    "run with --remove --yes to remove it".to_string(),
-                ),
-                Verdict::Go => match remove(&snapshotter, &key) {
-                    Ok(()) => (CleanupOutcome::Removed, "removed".to_string()),
-                    // Removed meanwhile (GC, another run).
-                    Err(err) if err.starts_with("NotFound") => (CleanupOutcome::AlreadyGone, err),
-                    Err(err) => (CleanupOutcome::Failed, format!("Snapshots.Remove: {err}")),
-                },
-            };
-            Cleanup {
-                action: CleanupAction::RemoveSnapshot,
-                path: PathBuf::from(format!("{snapshotter}/{key}")),
-                id: key,
-                outcome,
-                detail,
-            }
-        })
-        .collect()
+
+    fn would(&self, _: &Self::Target) -> (CleanupOutcome, String) {
+        let how = "run with --remove --yes to remove it";
+        (CleanupOutcome::WouldRemove, how.to_string())
+    }
+
+    fn act(&mut self, (snapshotter, key): &Self::Target) -> (CleanupOutcome, String) {
+        match (self.remove)(snapshotter, key) {
+            Ok(()) => (CleanupOutcome::Removed, "removed".to_string()),
+            // Removed meanwhile (GC, another run).
+            Err(err) if err.starts_with("NotFound") => (CleanupOutcome::AlreadyGone, err),
+            Err(err) => (CleanupOutcome::Failed, format!("Snapshots.Remove: {err}")),
+        }
+    }
+
+    fn record(
+        &self,
+        (snapshotter, key): Self::Target,
+        outcome: CleanupOutcome,
+        detail: String,
+        _: &Snapshot,
+    ) -> Cleanup {
+        Cleanup {
+            action: CleanupAction::RemoveSnapshot,
+            path: PathBuf::from(format!("{snapshotter}/{key}")),
+            id: key,
+            outcome,
+            detail,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@ use std::path::Path;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::mount::{umount2, MntFlags};
 
-use crate::act::{daemon_proven, still_dead, IdKind, Verdict};
+use crate::act::walk::{walk, Act};
+use crate::act::{still_dead, IdKind, Verdict};
 use crate::checks::leaked_mount;
 use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Mount, Snapshot};
 use crate::sources::mountinfo;
@@ -87,39 +88,56 @@ pub fn run(
     own_mountinfo: &Path,
     regather: impl FnOnce() -> Snapshot,
 ) -> Vec<Cleanup> {
-    let targets = targets(before);
-    if targets.is_empty() {
-        return Vec::new();
+    let mut unmount = Unmount {
+        lazy: options.lazy,
+        allowed,
+        own_mountinfo,
+    };
+    walk(before, targets(before), options.act, &mut unmount, regather)
+}
+
+struct Unmount<'a> {
+    lazy: bool,
+    allowed: Result<(), String>,
+    own_mountinfo: &'a Path,
+}
+
+impl<'a> Act for Unmount<'a> {
+    type Target = (&'a Mount, String);
+    type Outcome = CleanupOutcome;
+    type Row = Cleanup;
+
+    fn verdict(&self, fresh: &Snapshot, (target, _): &Self::Target) -> Verdict {
+        match (verify(fresh, target), &self.allowed) {
+            (Verdict::Go, Err(why)) => Verdict::Refuse(why.clone()),
+            (verdict, _) => verdict,
+        }
     }
-    let fresh = regather();
-    let proven = daemon_proven(before, &fresh);
-    targets
-        .into_iter()
-        .map(|(target, id)| {
-            let point = &target.mount_point;
-            let verdict = match &proven {
-                Err(why) => Verdict::Refuse(why.clone()),
-                Ok(()) => verify(&fresh, target),
-            };
-            let (outcome, detail) = match (verdict, &allowed) {
-                (Verdict::Gone(why), _) => (CleanupOutcome::AlreadyGone, why),
-                (Verdict::Refuse(why), _) => (CleanupOutcome::Refused, why),
-                (Verdict::Go, Err(why)) => (CleanupOutcome::Refused, why.clone()),
-                (Verdict::Go, Ok(())) if !options.act => (
-                    CleanupOutcome::WouldUnmount,
-                    "run with --unmount --yes to unmount it".to_string(),
-                ),
-                (Verdict::Go, Ok(())) => detach(point, options.lazy, own_mountinfo),
-            };
-            Cleanup {
-                action: CleanupAction::Unmount,
-                id,
-                path: point.clone(),
-                outcome,
-                detail,
-            }
-        })
-        .collect()
+
+    fn would(&self, _: &Self::Target) -> (CleanupOutcome, String) {
+        let how = "run with --unmount --yes to unmount it";
+        (CleanupOutcome::WouldUnmount, how.to_string())
+    }
+
+    fn act(&mut self, (target, _): &Self::Target) -> (CleanupOutcome, String) {
+        detach(&target.mount_point, self.lazy, self.own_mountinfo)
+    }
+
+    fn record(
+        &self,
+        (target, id): Self::Target,
+        outcome: CleanupOutcome,
+        detail: String,
+        _: &Snapshot,
+    ) -> Cleanup {
+        Cleanup {
+            action: CleanupAction::Unmount,
+            id,
+            path: target.mount_point.clone(),
+            outcome,
+            detail,
+        }
+    }
 }
 
 /// How many mounts sit exactly at `point` in the mount table now.
