@@ -396,3 +396,39 @@ fn a_forbidden_import_is_caught() {
     );
     assert_eq!(floor_imports(copy.path()).len(), 1);
 }
+
+/// The code of a file before its `#[cfg(test)]` module, in lines.
+fn code_lines(text: &str) -> usize {
+    text.lines()
+        .take_while(|line| line.trim() != "#[cfg(test)]")
+        .count()
+}
+
+/// Files over `limit` lines of code (tests not counted), with their count.
+fn long_rooms(src: &Path, limit: usize) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files
+        .iter()
+        .filter_map(|file| {
+            let lines = code_lines(&fs::read_to_string(file).unwrap());
+            (lines > limit).then(|| format!("{}: {lines} lines", file.display()))
+        })
+        .collect()
+}
+
+/// A room holds one concern: no file of `src/` is over 600 lines outside
+/// its tests (issue 27). A longer one is split by what it does.
+#[test]
+fn no_file_of_src_is_over_600_lines_outside_its_tests() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let long = long_rooms(&src, 600);
+    assert!(long.is_empty(), "split these:\n{}", long.join("\n"));
+    // The same scan, held to a limit every real room passes, names them.
+    assert!(long_rooms(&src, 100).len() > 10, "the scan reads src/");
+    assert_eq!(
+        code_lines("fn a() {}\n\n#[cfg(test)]\nmod tests {\n}\n"),
+        2,
+        "tests are not counted"
+    );
+}
