@@ -1,6 +1,6 @@
 //! The syscall floor of a nodectl command: the least reading its answer
 //! needs, done as cheaply as std allows, single-threaded. bench/run measures
-//! it beside nodectl in the same run and prints the ratio (BENCHMARKS.md).
+//! it beside nodectl in the same run and prints the ratio (docs/benchmarks.md).
 //!
 //! ```sh
 //! floor zombies --root ROOT [--proc-root /proc] [--stages]
@@ -21,7 +21,7 @@
 //! `--with threads` adds, per shim, the listing of `task/` and each thread's
 //! `stat` and `syscall`; `--with bundle-files` adds each bundle's
 //! `config.json`, `address` and `shim.pid`. Neither is in the floor bench/run
-//! measures; they are there to price those sources (BENCHMARKS.md).
+//! measures; they are there to price those sources (docs/benchmarks.md).
 //!
 //! `leaked-shims`: the proc root's `<pid>/stat`, the shims' `cmdline` and
 //! the bundle listing, as in `check`. `leaked-mounts`: mountinfo once, the

@@ -109,16 +109,16 @@ mod tests {
             .collect();
         let ours: Vec<&str> = Source::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(names, ours);
-        let readme = include_str!("../../README.md").replace("\n  ", " ");
+        let readme = include_str!("../../docs/json.md").replace("\n  ", " ");
         let listed = readme
             .split_once("- `gaps`: what a source (")
             .and_then(|(_, rest)| rest.split_once(')'))
-            .expect("README lists the gap sources")
+            .expect("docs/json.md lists the gap sources")
             .0;
         for source in Source::ALL.iter().filter(|s| **s != Source::Nodectl) {
             assert!(
                 listed.contains(&format!("`{source}`")),
-                "README's gap sources lack {source}: {listed}"
+                "docs/json.md's gap sources lack {source}: {listed}"
             );
         }
     }

@@ -1,7 +1,7 @@
 //! A containerd nodectl can prove, for the tests on a hand-made node.
 //!
 //! nodectl talks to a containerd only when the kernel proves it the daemon
-//! (README, Security): the listener of the socket (`SO_PEERCRED`), in the
+//! (docs/security.md): the listener of the socket (`SO_PEERCRED`), in the
 //! host's mount and pid namespaces, running a root-owned binary called
 //! containerd. Here the kernel's facts are real: the test process itself
 //! listens on the node's socket (or already does, serving a fake API), and
