@@ -107,6 +107,7 @@ impl GlobalArgs {
             bundle_sockets: reads.bundle_sockets,
             snapshots: reads.snapshots,
             mounts: reads.mounts,
+            cni: reads.cni,
             timeout: self.timeout,
         }
     }

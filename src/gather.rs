@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{
-    Bundle, ContainerdVersion, ContainerdView, CriContainer, CriView, Gap, Mount, NodeContext,
-    Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
+    Bundle, CniView, ContainerdVersion, ContainerdView, CriContainer, CriView, Gap, Mount,
+    NodeContext, Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
 use crate::sources::proc_scan::ProcScan;
 use crate::sources::SourceThread;
 use crate::sources::{
-    bundles, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, mountinfo,
-    node, proc_scan, shim_proof,
+    bundles, cni, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version,
+    mountinfo, node, proc_scan, shim_proof,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -54,6 +54,8 @@ pub struct GatherOptions {
     /// checks, `check`'s context); `zombies` needs neither, and a node's
     /// mount table can be megabytes.
     pub mounts: bool,
+    /// Read CNI's network configs and host-local's reservations.
+    pub cni: bool,
     /// `--timeout`: a look at the node ends this (plus [`DEADLINE_GRACE`])
     /// after it starts, with a gap for whatever source has not answered.
     pub timeout: Duration,
@@ -129,6 +131,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         node: files.node,
         containerd_version,
         snapshotter,
+        cni: files.cni,
         gaps,
     }
 }
@@ -141,6 +144,7 @@ struct FileSources {
     /// The mount table and the node's context, when read.
     mounts: Option<SourceThread<Vec<Mount>>>,
     node: Option<SourceThread<NodeContext>>,
+    cni: Option<SourceThread<CniView>>,
 }
 
 /// What the file sources other than the status files answered (each one
@@ -150,6 +154,7 @@ struct FilesRead {
     bundles: BTreeMap<String, Bundle>,
     mounts: Vec<Mount>,
     node: NodeContext,
+    cni: Option<CniView>,
 }
 
 impl FileSources {
@@ -191,11 +196,18 @@ impl FileSources {
                 node::read(&root, gaps)
             })
         });
+        let conf_dir = cni::conf_dir(paths.cni_conf_dir.as_deref());
+        let cni = options.cni.then(|| {
+            SourceThread::spawn(cni::SOURCE, &conf_dir.clone(), move |gaps| {
+                cni::read(&conf_dir, Path::new(cni::RESULT_CACHE), gaps)
+            })
+        });
         let others = FileSources {
             sandboxes,
             bundles,
             mounts,
             node,
+            cni,
         };
         (status_files, others)
     }
@@ -219,11 +231,13 @@ impl FileSources {
             .and_then(|node| node.wait(deadline, started, gaps))
             .unwrap_or_default();
         node::count_rootfs_mounts(&mut node, &mounts);
+        let cni = self.cni.and_then(|cni| cni.wait(deadline, started, gaps));
         FilesRead {
             cri_sandboxes,
             bundles,
             mounts,
             node,
+            cni,
         }
     }
 }
@@ -556,6 +570,7 @@ mod tests {
             bundle_sockets: false,
             snapshots: false,
             mounts,
+            cni: false,
             timeout: Duration::from_secs(1),
         }
     }

@@ -132,6 +132,7 @@ fn resolve_with(
         other_containerds: Vec::new(),
         unproven: Vec::new(),
         snapshotter: file.as_ref().and_then(|c| c.snapshotter.clone()),
+        cni_conf_dir: file.as_ref().and_then(|c| c.cni_conf_dir.clone()),
         daemon_lookup: None,
     };
     if flags.proc_root.is_some() {

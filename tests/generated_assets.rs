@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use clap::{Arg, Command, CommandFactory};
 use clap_complete::Shell;
 use nodectl::cli::Cli;
+use nodectl::commands;
+use nodectl::model::Kind;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -202,6 +204,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "An active snapshot no container uses, no lease holds and no GC label keeps, unchanged for --grace (only leaked-snapshots lists snapshots).",
     ),
     (
+        "leaked-ip",
+        "warning",
+        "An address host-local holds for a pod sandbox that neither containerd nor CRI knows any more (its CNI DEL failed or never ran); a used-up range stops every new pod.",
+    ),
+    (
         "cri-drift",
         "warning",
         "CRI's view disagrees with containerd's (RUNNING against a stopped task, or a record only one side has).",
@@ -223,14 +230,19 @@ const KINDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The kinds a command reports.
+/// The names of `kinds`.
+fn names(kinds: &[Kind]) -> Vec<&'static str> {
+    kinds.iter().map(|k| k.as_str()).collect()
+}
+
+/// The kinds a command reports: what it runs.
 fn kinds_of(command: &str) -> Vec<&'static str> {
     match command {
         "nodectl" | "check" | "serve" => KINDS.iter().map(|k| k.0).collect(),
-        "zombies" => vec!["zombie", "late-exit"],
-        "leaked-shims" => vec!["leaked-shim"],
-        "leaked-mounts" => vec!["leaked-mount", "orphan-bundle"],
-        "leaked-snapshots" => vec!["leaked-snapshot"],
+        "zombies" => names(commands::zombies::KINDS),
+        "leaked-shims" => names(commands::leaked_shims::KINDS),
+        "leaked-mounts" => names(commands::leaked_mounts::KINDS),
+        "leaked-snapshots" => names(commands::leaked_snapshots::KINDS),
         _ => vec![],
     }
 }

@@ -1372,6 +1372,7 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 other_containerds: Vec::new(),
                 unproven: Vec::new(),
                 snapshotter: None,
+                cni_conf_dir: None,
                 daemon_lookup: None,
             };
             shim_proof::prove_all(

@@ -5,6 +5,7 @@ pub mod api_unreachable;
 pub mod cri_drift;
 pub mod cri_slow;
 pub mod late_exit;
+pub mod leaked_ip;
 pub mod leaked_mount;
 pub mod leaked_shim;
 pub mod leaked_snapshot;

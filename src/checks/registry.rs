@@ -8,8 +8,8 @@
 
 use crate::checks::settings::Settings;
 use crate::checks::{
-    api_unreachable, cri_drift, cri_slow, late_exit, leaked_mount, leaked_shim, leaked_snapshot,
-    orphan_bundle, shim_blocked, zombie,
+    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_shim,
+    leaked_snapshot, orphan_bundle, shim_blocked, zombie,
 };
 use crate::model::{Ask, Finding, Kind, Reads, Snapshot, Suspects};
 
@@ -94,6 +94,19 @@ pub const CHECKS: &[Check] = &[
             ..Reads::NOTHING
         },
         run: |l| leaked_snapshot::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::LeakedIp,
+        reads: Reads {
+            // A sandbox is gone when containerd's records and CRI's list
+            // say so, never by the files alone.
+            containerd_api: Ask::Always,
+            cri_api: true,
+            cni: true,
+            ..Reads::NOTHING
+        },
+        run: |l| leaked_ip::check(l.first, l.settings),
         second_look: None,
     },
     Check {

@@ -13,6 +13,9 @@ pub struct Settings {
     pub slow: Duration,
     /// An unheld active snapshot younger than this is not called leaked.
     pub snapshot_grace: Duration,
+    /// An address reserved this long ago for a sandbox no API knows is
+    /// leaked: a sandbox being set up has its address before its record.
+    pub ip_grace: Duration,
 }
 
 impl Default for Settings {
@@ -22,6 +25,7 @@ impl Default for Settings {
             since: Duration::from_secs(24 * 3600),
             slow: Duration::from_secs(1),
             snapshot_grace: Duration::from_secs(600),
+            ip_grace: Duration::from_secs(300),
         }
     }
 }

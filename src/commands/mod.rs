@@ -117,8 +117,8 @@ mod tests {
     use clap::Parser;
 
     /// What each command reads, as (containerd API asked on every look,
-    /// CRI API, shim threads, bundle sockets, snapshots, mount table).
-    fn read_by(options: &GatherOptions) -> (bool, bool, bool, bool, bool, bool) {
+    /// CRI API, shim threads, bundle sockets, snapshots, mount table, CNI).
+    fn read_by(options: &GatherOptions) -> (bool, bool, bool, bool, bool, bool, bool) {
         (
             options.api_timeout.is_some(),
             options.cri_api,
@@ -126,6 +126,7 @@ mod tests {
             options.bundle_sockets,
             options.snapshots,
             options.mounts,
+            options.cni,
         )
     }
 
@@ -137,31 +138,31 @@ mod tests {
         // check: everything but the bundles' sockets, which only an archive
         // keeps (for `shims` elsewhere) and only `shims` shows.
         let check = pair_options(global, None, PairFor::Checks);
-        assert_eq!(read_by(&check), (true, true, true, false, true, true));
+        assert_eq!(read_by(&check), (true, true, true, false, true, true, true));
         assert_eq!(check.cri_address, None, "CRI at containerd's socket");
         let archive = pair_options(global, Some(Path::new("/cri.sock")), PairFor::Archive);
-        assert_eq!(read_by(&archive), (true, true, true, true, true, true));
+        assert_eq!(read_by(&archive), (true, true, true, true, true, true, true));
         assert_eq!(archive.cri_address.as_deref(), Some(Path::new("/cri.sock")));
         // zombies: no API until something is found, no mount table.
         let zombies = options(zombies::KINDS);
-        assert_eq!(read_by(&zombies), (false, false, true, false, false, false));
+        assert_eq!(read_by(&zombies), (false, false, true, false, false, false, false));
         // The leak commands: the API on every look, no shim threads.
         assert_eq!(
             read_by(&options(leaked_shims::KINDS)),
-            (true, false, false, false, false, false)
+            (true, false, false, false, false, false, false)
         );
         assert_eq!(
             read_by(&options(leaked_mounts::KINDS)),
-            (true, false, false, false, false, true)
+            (true, false, false, false, false, true, false)
         );
         assert_eq!(
             read_by(&options(leaked_snapshots::KINDS)),
-            (true, false, false, false, true, false)
+            (true, false, false, false, true, false, false)
         );
         // shims: no API at all, so that it answers when containerd does not.
         assert_eq!(
             read_by(&shims::gather_options(global)),
-            (false, false, true, true, false, false)
+            (false, false, true, true, false, false, false)
         );
     }
 }

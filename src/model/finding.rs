@@ -36,6 +36,7 @@ pub enum Kind {
     LeakedMount,
     OrphanBundle,
     LeakedSnapshot,
+    LeakedIp,
     CriDrift,
     CriSlow,
     ShimBlocked,

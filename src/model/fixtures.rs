@@ -28,6 +28,7 @@ pub fn snapshot() -> Snapshot {
         other_containerds: Vec::new(),
         unproven: Vec::new(),
         snapshotter: None,
+        cni_conf_dir: None,
         daemon_lookup: None,
     };
     Snapshot::empty(NOW, paths, "k8s.io".to_string())

@@ -22,13 +22,15 @@ pub enum Source {
     Node,
     ContainerdApi,
     CriApi,
+    /// CNI's network configs and host-local's reservations.
+    Cni,
     /// nodectl itself: what a report left out.
     Nodectl,
 }
 
 impl Source {
     /// Every source, in the order of the schema's enum.
-    pub const ALL: [Source; 9] = [
+    pub const ALL: [Source; 10] = [
         Source::Config,
         Source::CriStore,
         Source::Bundles,
@@ -37,6 +39,7 @@ impl Source {
         Source::Node,
         Source::ContainerdApi,
         Source::CriApi,
+        Source::Cni,
         Source::Nodectl,
     ];
 
@@ -51,6 +54,7 @@ impl Source {
             Source::Node => "node",
             Source::ContainerdApi => "containerd-api",
             Source::CriApi => "cri-api",
+            Source::Cni => "cni",
             Source::Nodectl => "nodectl",
         }
     }

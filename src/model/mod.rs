@@ -9,6 +9,7 @@ pub mod action;
 pub mod api;
 pub mod api_views;
 pub mod cleanup;
+pub mod cni;
 pub mod cri_status;
 pub mod finding;
 #[cfg(test)]
@@ -31,6 +32,7 @@ pub use api_views::{
     TaskView, NO_SOCKET,
 };
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
+pub use cni::{CniNetwork, CniView, IpReservation};
 pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};

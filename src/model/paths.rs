@@ -52,6 +52,13 @@ pub struct Paths {
     /// The snapshotter CRI uses for images, when the config names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshotter: Option<String>,
+    /// CRI's CNI config directory (`conf_dir`), when the config names one.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::model::path_json::option"
+    )]
+    pub cni_conf_dir: Option<PathBuf>,
     /// Every other process called containerd (by `comm` and executable),
     /// and why it is not the daemon: it supplied no path, version or
     /// namespace reference.

@@ -35,6 +35,8 @@ pub struct Reads {
     /// The mount table and, with it, the node's pressure and memory (a
     /// node's mount table can be megabytes).
     pub mounts: bool,
+    /// CNI's network configs and host-local's reservations.
+    pub cni: bool,
 }
 
 impl Reads {
@@ -46,6 +48,7 @@ impl Reads {
         bundle_sockets: false,
         snapshots: false,
         mounts: false,
+        cni: false,
     };
 
     /// What both read.
@@ -61,6 +64,7 @@ impl Reads {
             bundle_sockets: self.bundle_sockets || other.bundle_sockets,
             snapshots: self.snapshots || other.snapshots,
             mounts: self.mounts || other.mounts,
+            cni: self.cni || other.cni,
         }
     }
 

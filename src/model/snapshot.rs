@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::model::api_views::{ContainerdView, CriView};
+use crate::model::cni::CniView;
 use crate::model::cri_status::CriContainer;
 use crate::model::gap::{Gap, Source};
 use crate::model::names::{PodRef, CRI_NAMESPACE, KIND_LABEL};
@@ -59,6 +60,10 @@ pub struct Snapshot {
     /// `None` when not asked (only `leaked-snapshots` asks).
     #[serde(default)]
     pub snapshotter: Option<SnapshotterView>,
+    /// CNI's networks and the addresses host-local holds; `None` when not
+    /// read.
+    #[serde(default)]
+    pub cni: Option<CniView>,
     /// What some source could not read, and why.
     pub gaps: Vec<Gap>,
 }
@@ -94,6 +99,7 @@ impl Snapshot {
             mounts: Vec::new(),
             containerd: None,
             cri: None,
+            cni: None,
             node: NodeContext::default(),
             containerd_version: ContainerdVersion::default(),
             snapshotter: None,

@@ -32,6 +32,8 @@ pub struct ConfigPaths {
     pub address: Option<PathBuf>,
     /// The snapshotter CRI unpacks images into (and so its containers use).
     pub snapshotter: Option<String>,
+    /// CRI's CNI config directory.
+    pub cni_conf_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -116,6 +118,7 @@ fn parse(text: &str) -> io::Result<ConfigPaths> {
         state: nonempty(file.state),
         address: nonempty(address),
         snapshotter: cri_snapshotter(&file.plugins, version),
+        cni_conf_dir: cri_cni_conf_dir(&file.plugins, version).map(PathBuf::from),
     })
 }
 
@@ -124,19 +127,38 @@ fn parse(text: &str) -> io::Result<ConfigPaths> {
 /// a file), `[plugins."io.containerd.cri.v1.images"] snapshotter` from
 /// version 3 (2.x reads only that one there). `None`: the default.
 fn cri_snapshotter(plugins: &toml::Table, version: i64) -> Option<String> {
-    let at = |path: &[&str]| {
-        let mut value = plugins.get(path[0])?;
-        for key in &path[1..] {
-            value = value.get(key)?;
-        }
-        value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
-    };
-    let legacy = at(&["io.containerd.grpc.v1.cri", "containerd", "snapshotter"]);
     if version >= 3 {
-        at(&["io.containerd.cri.v1.images", "snapshotter"])
+        plugin_string(plugins, &["io.containerd.cri.v1.images", "snapshotter"])
     } else {
-        legacy
+        plugin_string(
+            plugins,
+            &["io.containerd.grpc.v1.cri", "containerd", "snapshotter"],
+        )
     }
+}
+
+/// CRI's CNI config directory: `[plugins."io.containerd.grpc.v1.cri".cni]
+/// conf_dir` up to version 2, `[plugins."io.containerd.cri.v1.runtime".cni]
+/// conf_dir` from version 3 (2.x's runtime plugin holds the CNI config).
+/// `None`: the default, /etc/cni/net.d.
+fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<String> {
+    if version >= 3 {
+        plugin_string(
+            plugins,
+            &["io.containerd.cri.v1.runtime", "cni", "conf_dir"],
+        )
+    } else {
+        plugin_string(plugins, &["io.containerd.grpc.v1.cri", "cni", "conf_dir"])
+    }
+}
+
+/// A non-empty string at `path` below `[plugins]`.
+fn plugin_string(plugins: &toml::Table, path: &[&str]) -> Option<String> {
+    let mut value = plugins.get(path[0])?;
+    for key in &path[1..] {
+        value = value.get(key)?;
+    }
+    value.as_str().filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 #[cfg(test)]
@@ -152,6 +174,7 @@ mod tests {
             state: Some(PathBuf::from(state)),
             address: address.map(PathBuf::from),
             snapshotter: None,
+            cni_conf_dir: None,
         }
     }
 
@@ -220,6 +243,28 @@ mod tests {
                 version: 2,
                 ..ConfigPaths::default()
             }
+        );
+    }
+
+    #[test]
+    fn cri_s_cni_conf_dir_is_read_from_the_key_of_the_config_s_version() {
+        let old = "[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/k3s/cni\"\n";
+        let new = "[plugins.\"io.containerd.cri.v1.runtime\".cni]\nconf_dir = \"/rke2/cni\"\n";
+        let read = |text: &str| parse(text).unwrap().cni_conf_dir;
+        assert_eq!(read(old), Some(PathBuf::from("/k3s/cni")));
+        assert_eq!(
+            read(&format!("version = 2\n{old}")),
+            Some(PathBuf::from("/k3s/cni"))
+        );
+        assert_eq!(read(&format!("version = 2\n{new}")), None);
+        assert_eq!(
+            read(&format!("version = 3\n{new}")),
+            Some(PathBuf::from("/rke2/cni"))
+        );
+        assert_eq!(read(&format!("version = 3\n{old}")), None);
+        assert_eq!(
+            read("[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"\"\n"),
+            None
         );
     }
 

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod bundles;
+pub mod cni;
 pub mod containerd_api;
 pub mod containerd_proc;
 pub mod containerd_snapshots;

@@ -1,0 +1,62 @@
+//! Pod networking as CNI leaves it on disk: the networks CRI sets pods up
+//! with (the conflists of its `conf_dir`) and, for each network whose IPAM
+//! is host-local, the addresses it holds reserved. host-local keeps one
+//! file per address, `<dataDir>/<network>/<ip>`, whose first line is the id
+//! of the container (for CRI: the sandbox) it was given to; CRI's teardown
+//! (CNI DEL) removes it. containerd has no CNI garbage collection
+//! (containerd#12130, #5768): a DEL that failed or never ran leaves the
+//! file, and the range runs dry ("no IP addresses available in range set").
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::cri_status::UnixNanos;
+
+/// CNI's default network config directory, CRI's `conf_dir` default.
+pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
+/// host-local's default `dataDir`.
+pub const DEFAULT_HOST_LOCAL_DIR: &str = "/var/lib/cni/networks";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CniView {
+    /// The directory the network configs were read from.
+    #[serde(with = "crate::model::path_json")]
+    pub conf_dir: PathBuf,
+    /// Each network with host-local IPAM, in the order CNI loads them.
+    pub networks: Vec<CniNetwork>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CniNetwork {
+    pub name: String,
+    /// The config file that names it.
+    #[serde(with = "crate::model::path_json")]
+    pub conf_file: PathBuf,
+    /// host-local's store for it: `<dataDir>/<name>`.
+    #[serde(with = "crate::model::path_json")]
+    pub store: PathBuf,
+    /// How many addresses its ranges give out, when the config says.
+    pub capacity: Option<u64>,
+    pub reservations: Vec<IpReservation>,
+}
+
+/// One address host-local holds reserved.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IpReservation {
+    pub ip: String,
+    /// The container (for CRI, the sandbox) it was given to.
+    pub container_id: String,
+    /// The interface in the pod it was given for (second line; absent in
+    /// files written by host-local before v0.9).
+    pub ifname: Option<String>,
+    /// When the reservation was written (the file's mtime).
+    pub reserved_at: UnixNanos,
+    /// The pod it was for, from libcni's result cache
+    /// (`/var/lib/cni/results/<network>-<id>-<ifname>`, whose CNI_ARGS carry
+    /// K8S_POD_NAMESPACE and K8S_POD_NAME), which outlives the sandbox.
+    #[serde(default)]
+    pub pod_namespace: Option<String>,
+    #[serde(default)]
+    pub pod_name: Option<String>,
+}

@@ -1,0 +1,387 @@
+//! CNI on disk: the network configs in CRI's `conf_dir` (as libcni loads
+//! them: `*.conf`, `*.conflist` and `*.json`, by name), and for each network
+//! whose IPAM is host-local, the addresses its store holds
+//! (`<dataDir>/<network>/<ip>`: the container id, then the interface), each
+//! with the pod libcni's result cache names. Read as data, never run: no
+//! plugin is executed.
+
+use std::fs;
+use std::io;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::model::cni::{DEFAULT_CNI_CONF_DIR, DEFAULT_HOST_LOCAL_DIR};
+use crate::model::{CniNetwork, CniView, Gap, IpReservation, Source};
+use crate::read::bounded::{read_regular, Links};
+use crate::read::deadline::reading;
+
+pub(crate) const SOURCE: Source = Source::Cni;
+/// A network config: a few KiB.
+const CONF_LIMIT: u64 = 1 << 20;
+/// A reservation: an id and an interface name.
+const RESERVATION_LIMIT: u64 = 4096;
+/// A cached CNI result: the config and the result, some KiB.
+const RESULT_LIMIT: u64 = 1 << 20;
+/// libcni's cache of results (its default `CacheDir`, which CRI keeps).
+pub const RESULT_CACHE: &str = "/var/lib/cni/results";
+
+/// The CNI config directory CRI reads: the config's, else the default.
+pub fn conf_dir(configured: Option<&Path>) -> PathBuf {
+    configured.map_or_else(|| PathBuf::from(DEFAULT_CNI_CONF_DIR), Path::to_path_buf)
+}
+
+/// Reads every network config of `conf_dir` and what host-local holds for
+/// each. No directory is no CNI (a node of host-network pods), not a gap.
+pub fn read(conf_dir: &Path, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniView {
+    let mut view = CniView {
+        conf_dir: conf_dir.to_path_buf(),
+        networks: Vec::new(),
+    };
+    reading(conf_dir);
+    let mut files: Vec<PathBuf> = match fs::read_dir(conf_dir) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("conf" | "conflist" | "json")
+                )
+            })
+            .collect(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return view,
+        Err(err) => {
+            gaps.push(Gap::source(SOURCE, conf_dir, err));
+            return view;
+        }
+    };
+    files.sort();
+    for file in files {
+        reading(&file);
+        // Config files are often symlinks (config management, a
+        // DaemonSet's copy); followed, but only to a regular file.
+        let config = match read_regular(&file, CONF_LIMIT, Links::Follow)
+            .and_then(|read| serde_json::from_slice::<Value>(&read.bytes).map_err(io::Error::other))
+        {
+            Ok(config) => config,
+            Err(err) => {
+                gaps.push(Gap::item(SOURCE, &file, err));
+                continue;
+            }
+        };
+        if let Some(network) = network_of(&file, &config) {
+            view.networks.push(read_store(network, result_cache, gaps));
+        }
+    }
+    view
+}
+
+/// The network a config sets up, when its IPAM is host-local: a conflist's
+/// plugins or a single plugin's config.
+fn network_of(file: &Path, config: &Value) -> Option<CniNetwork> {
+    let name = config["name"].as_str()?.to_string();
+    let plugins = match config["plugins"].as_array() {
+        Some(plugins) => plugins.iter().collect(),
+        None => vec![config],
+    };
+    let ipam = plugins
+        .iter()
+        .map(|plugin| &plugin["ipam"])
+        .find(|ipam| ipam["type"] == "host-local")?;
+    let data_dir = ipam["dataDir"]
+        .as_str()
+        .filter(|d| !d.is_empty())
+        .unwrap_or(DEFAULT_HOST_LOCAL_DIR);
+    Some(CniNetwork {
+        store: Path::new(data_dir).join(&name),
+        name,
+        conf_file: file.to_path_buf(),
+        capacity: capacity(ipam),
+        reservations: Vec::new(),
+    })
+}
+
+/// How many addresses host-local can give out: per range, from
+/// `rangeStart` (default: the subnet's first host) to `rangeEnd` (default:
+/// its last, the broadcast address excluded for IPv4), less the gateway
+/// (default: the first host) when it falls inside. `None` when a range
+/// cannot be read.
+fn capacity(ipam: &Value) -> Option<u64> {
+    let ranges: Vec<&Value> = match ipam["ranges"].as_array() {
+        Some(sets) => sets
+            .iter()
+            .flat_map(|set| set.as_array().into_iter().flatten())
+            .collect(),
+        // The older form: one range, in the IPAM section itself.
+        None if ipam.get("subnet").is_some() => vec![ipam],
+        None => return None,
+    };
+    ranges
+        .iter()
+        .map(|range| range_size(range))
+        .sum::<Option<u128>>()
+        .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
+}
+
+fn range_size(range: &Value) -> Option<u128> {
+    let (address, prefix) = range["subnet"].as_str()?.split_once('/')?;
+    let address: IpAddr = address.parse().ok()?;
+    let prefix: u32 = prefix.parse().ok()?;
+    let (bits, value) = match address {
+        IpAddr::V4(v4) => (32, u128::from(u32::from(v4))),
+        IpAddr::V6(v6) => (128, u128::from(v6)),
+    };
+    if prefix > bits {
+        return None;
+    }
+    let size = 1u128.checked_shl(bits - prefix).unwrap_or(0);
+    let network = if size == 0 { 0 } else { value & !(size - 1) };
+    let last = network.wrapping_add(size.wrapping_sub(1));
+    let at = |key: &str| -> Option<Option<u128>> {
+        match range[key].as_str() {
+            None => Some(None),
+            Some(ip) => Some(Some(match ip.parse::<IpAddr>().ok()? {
+                IpAddr::V4(v4) => u128::from(u32::from(v4)),
+                IpAddr::V6(v6) => u128::from(v6),
+            })),
+        }
+    };
+    let start = at("rangeStart")?.unwrap_or(network + 1);
+    let broadcast_excluded = if bits == 32 { last - 1 } else { last };
+    let end = at("rangeEnd")?.unwrap_or(broadcast_excluded);
+    if end < start {
+        return Some(0);
+    }
+    let gateway = at("gateway")?.unwrap_or(network + 1);
+    let gateway_inside = u128::from((start..=end).contains(&gateway));
+    Some(end - start + 1 - gateway_inside)
+}
+
+/// Every address reserved in `network`'s store. No store is nothing
+/// reserved yet (host-local makes it with its first address).
+fn read_store(mut network: CniNetwork, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniNetwork {
+    reading(&network.store);
+    let entries = match fs::read_dir(&network.store) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return network,
+        Err(err) => {
+            gaps.push(Gap::item(SOURCE, &network.store, err));
+            return network;
+        }
+    };
+    let mut addresses: Vec<(IpAddr, PathBuf)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            // `lock` and `last_reserved_ip.<n>` are host-local's own.
+            let ip = entry.file_name().to_str()?.parse().ok()?;
+            Some((ip, entry.path()))
+        })
+        .collect();
+    addresses.sort();
+    for (ip, file) in addresses {
+        reading(&file);
+        // host-local writes these itself, never as symlinks.
+        let read = match read_regular(&file, RESERVATION_LIMIT, Links::Refuse) {
+            Ok(read) => read,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                gaps.push(Gap::item(SOURCE, &file, err));
+                continue;
+            }
+        };
+        let text = String::from_utf8_lossy(&read.bytes);
+        let mut lines = text.lines().map(str::trim);
+        let container_id = lines.next().unwrap_or_default().to_string();
+        let ifname = lines.next().filter(|l| !l.is_empty()).map(str::to_string);
+        let (pod_namespace, pod_name) = pod_in_cache(
+            result_cache,
+            &network.name,
+            &container_id,
+            ifname.as_deref(),
+        );
+        network.reservations.push(IpReservation {
+            ip: ip.to_string(),
+            container_id,
+            ifname,
+            reserved_at: read.modified_nanos,
+            pod_namespace,
+            pod_name,
+        });
+    }
+    network
+}
+
+/// The pod libcni's result cache names for a container's interface:
+/// `<cache>/<network>-<id>-<ifname>`, whose `cniArgs` are CRI's CNI_ARGS.
+fn pod_in_cache(
+    cache: &Path,
+    network: &str,
+    container_id: &str,
+    ifname: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let none = (None, None);
+    let Some(ifname) = ifname else {
+        return none;
+    };
+    // An id from a file on the node is part of a name here: only a plain
+    // one is looked up, never one that walks elsewhere.
+    if container_id.is_empty() || !container_id.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return none;
+    }
+    let file = cache.join(format!("{network}-{container_id}-{ifname}"));
+    if file.parent() != Some(cache) {
+        return none;
+    }
+    reading(&file);
+    let Ok(read) = read_regular(&file, RESULT_LIMIT, Links::Refuse) else {
+        return none;
+    };
+    let Ok(cached) = serde_json::from_slice::<Value>(&read.bytes) else {
+        return none;
+    };
+    let arg = |key: &str| {
+        cached["cniArgs"].as_array()?.iter().find_map(|pair| {
+            let pair = pair.as_array()?;
+            (pair.first()?.as_str()? == key).then(|| pair.get(1)?.as_str().map(str::to_string))?
+        })
+    };
+    (arg("K8S_POD_NAMESPACE"), arg("K8S_POD_NAME"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn capacity_is_the_range_less_network_broadcast_and_gateway() {
+        // The measured /29: five pods got .2 to .6, the sixth none.
+        let ipam = json!({"type": "host-local", "ranges": [[{"subnet": "10.251.0.0/29"}]]});
+        assert_eq!(capacity(&ipam), Some(5));
+        // The older form, the subnet in the IPAM section itself.
+        let legacy = json!({"type": "host-local", "subnet": "10.88.0.0/16"});
+        assert_eq!(capacity(&legacy), Some(65_536 - 3));
+        // A range narrowed by start and end, the gateway outside it.
+        let narrowed = json!({"ranges": [[{
+            "subnet": "10.0.0.0/24", "rangeStart": "10.0.0.100", "rangeEnd": "10.0.0.109"
+        }]]});
+        assert_eq!(capacity(&narrowed), Some(10));
+        // Dual stack: both ranges' addresses.
+        let dual = json!({"ranges": [[{"subnet": "10.0.0.0/30"}], [{"subnet": "fd00::/126"}]]});
+        assert_eq!(capacity(&dual), Some(1 + 2));
+        // What cannot be read says so.
+        assert_eq!(
+            capacity(&json!({"ranges": [[{"subnet": "nonsense"}]]})),
+            None
+        );
+        assert_eq!(capacity(&json!({"type": "host-local"})), None);
+    }
+
+    fn write(path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn reservations_of_host_local_networks_are_read_with_their_pods() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("net.d");
+        let data = dir.path().join("networks");
+        let cache = dir.path().join("results");
+        let sandbox = "a".repeat(64);
+        write(
+            &conf.join("10-pods.conflist"),
+            &json!({
+                "cniVersion": "1.0.0", "name": "pods",
+                "plugins": [
+                    {"type": "bridge", "ipam": {
+                        "type": "host-local", "dataDir": data,
+                        "ranges": [[{"subnet": "10.251.0.0/29"}]]}},
+                    {"type": "portmap"}
+                ]
+            })
+            .to_string(),
+        );
+        // Not host-local: no store to read.
+        write(
+            &conf.join("20-other.conf"),
+            &json!({"name": "dhcp", "type": "macvlan", "ipam": {"type": "dhcp"}}).to_string(),
+        );
+        write(&conf.join("30-broken.conflist"), "{not json");
+        write(&conf.join("README"), "not a config");
+        write(&data.join("pods/10.251.0.2"), &format!("{sandbox}\r\neth0"));
+        write(&data.join("pods/10.251.0.3"), "b\neth0\n");
+        write(&data.join("pods/last_reserved_ip.0"), "10.251.0.3");
+        write(&data.join("pods/lock"), "");
+        write(
+            &cache.join(format!("pods-{sandbox}-eth0")),
+            &json!({"kind": "cniCacheV1", "cniArgs": [
+                ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "cart-7d9"]
+            ]})
+            .to_string(),
+        );
+
+        let mut gaps = Vec::new();
+        let view = read(&conf, &cache, &mut gaps);
+        assert_eq!(gaps.len(), 1, "the broken config is a gap: {gaps:?}");
+        assert!(gaps[0].path.ends_with("30-broken.conflist"));
+        assert_eq!(view.networks.len(), 1);
+        let pods = &view.networks[0];
+        assert_eq!((pods.name.as_str(), pods.capacity), ("pods", Some(5)));
+        assert_eq!(pods.store, data.join("pods"));
+        let held: Vec<(&str, &str, Option<&str>, Option<&str>)> = pods
+            .reservations
+            .iter()
+            .map(|r| {
+                (
+                    r.ip.as_str(),
+                    r.container_id.as_str(),
+                    r.ifname.as_deref(),
+                    r.pod_name.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            held,
+            [
+                (
+                    "10.251.0.2",
+                    sandbox.as_str(),
+                    Some("eth0"),
+                    Some("cart-7d9")
+                ),
+                ("10.251.0.3", "b", Some("eth0"), None),
+            ]
+        );
+        assert_eq!(pods.reservations[0].pod_namespace.as_deref(), Some("shop"));
+        assert!(pods.reservations[0].reserved_at > 0);
+    }
+
+    #[test]
+    fn no_config_directory_is_no_cni_and_no_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gaps = Vec::new();
+        let view = read(&dir.path().join("absent"), dir.path(), &mut gaps);
+        assert!(view.networks.is_empty() && gaps.is_empty());
+    }
+
+    #[test]
+    fn a_reservation_that_is_not_a_regular_file_is_a_gap_and_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("pods");
+        fs::create_dir_all(&store).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", store.join("10.0.0.2")).unwrap();
+        nix::unistd::mkfifo(&store.join("10.0.0.3"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let network = CniNetwork {
+            name: "pods".into(),
+            store,
+            ..CniNetwork::default()
+        };
+        let mut gaps = Vec::new();
+        let network = read_store(network, dir.path(), &mut gaps);
+        assert!(network.reservations.is_empty());
+        assert_eq!(gaps.len(), 2, "{gaps:?}");
+    }
+}
