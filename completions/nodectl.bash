@@ -168,7 +168,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --settle --slow --cri-address --from --textfile --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --slow --ip-grace --cri-address --from --textfile --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -196,6 +196,13 @@ _nodectl() {
                     return 0
                     ;;
                 --slow)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --ip-grace)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o nospace
@@ -850,7 +857,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__serve)
-            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --cri-address --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --ip-grace --cri-address --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -887,6 +894,13 @@ _nodectl() {
                     ;;
                 --slow)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ip-grace)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --cri-address)

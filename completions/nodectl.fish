@@ -53,6 +53,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l late-after -d 
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l since -d 'Only report late exits that happened within this window (at most 10 years)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l slow -d 'A CRI call slower than this is reported (kubelet\'s PLEG gives up at 3 min; at most 10m)' -r -f
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l ip-grace -d 'An address host-local holds for a sandbox no API knows counts as leaked once reserved this long (a sandbox being set up has its address before its record; at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l from -d 'Check an evidence archive written by `nodectl collect` instead of this node' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l textfile -d 'Also write the metrics of `-o prometheus` to PATH for node_exporter\'s textfile collector, replaced atomically; after a run that fails, the last good series stay, with nodectl_up 0 and the error as a comment' -r -F
@@ -183,6 +184,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l late-after -d 
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l since -d 'Only report late exits that happened within this window (at most 10 years)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l slow -d 'A CRI call slower than this is reported (kubelet\'s PLEG gives up at 3 min; at most 10m)' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l ip-grace -d 'An address host-local holds for a sandbox no API knows counts as leaked once reserved this long (a sandbox being set up has its address before its record; at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -f -a "(__fish_complete_directories)"

@@ -215,6 +215,9 @@ pub struct CheckArgs {
     /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
     pub slow: Duration,
+    /// An address host-local holds for a sandbox no API knows counts as leaked once reserved this long (a sandbox being set up has its address before its record; at most 10m)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "5m", value_parser = at_most::<TEN_MINUTES>)]
+    pub ip_grace: Duration,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
@@ -241,6 +244,9 @@ pub struct ServeArgs {
     /// A CRI call slower than this is reported (kubelet's PLEG gives up at 3 min; at most 10m)
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = at_most::<TEN_MINUTES>)]
     pub slow: Duration,
+    /// An address host-local holds for a sandbox no API knows counts as leaked once reserved this long (a sandbox being set up has its address before its record; at most 10m)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "5m", value_parser = at_most::<TEN_MINUTES>)]
+    pub ip_grace: Duration,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
@@ -253,6 +259,7 @@ impl ServeArgs {
             late: self.late.clone(),
             confirm: self.confirm.clone(),
             slow: self.slow,
+            ip_grace: self.ip_grace,
             cri_address: self.cri_address.clone(),
             from: None,
             textfile: None,

@@ -32,6 +32,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
         late_after: args.late.late_after,
         since: args.late.since,
         slow: args.slow,
+        ip_grace: args.ip_grace,
         ..Settings::default()
     };
     let findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
