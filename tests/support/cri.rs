@@ -22,6 +22,23 @@ const CRI_CALL: Duration = Duration::from_secs(60);
 /// Bound on the CRI calls that only read (ContainerStatus and the like).
 const CRI_READ: Duration = Duration::from_secs(10);
 
+/// A RunPodSandbox that failed: CRI's message, and the sandbox id it names.
+#[derive(Clone, Debug)]
+pub struct SandboxFailure {
+    pub message: String,
+    pub sandbox_id: Option<String>,
+}
+
+/// The sandbox id a RunPodSandbox error names: `... for sandbox "<id>"`
+/// (quoted, or quoted and escaped as tonic prints the message).
+fn named_sandbox(message: &str) -> Option<String> {
+    message.match_indices("sandbox ").find_map(|(at, word)| {
+        let quoted = message[at + word.len()..].trim_start_matches(['\\', '"']);
+        let id: String = quoted.chars().take_while(char::is_ascii_hexdigit).collect();
+        (id.len() == 64).then_some(id)
+    })
+}
+
 /// What [`TestBed::run_pod`] created.
 #[derive(Clone, Debug)]
 pub struct Pod {
@@ -186,10 +203,11 @@ impl TestBed {
                 // teardown finds (and removes) exactly ours.
                 cgroup_parent: self.cgroup_parent().to_string(),
                 security_context: Some(LinuxSandboxSecurityContext {
-                    // No CNI here: only host-network pods can start. Such
-                    // pods share the node's UTS namespace, so no hostname.
+                    // Without CNI (the default bed) only host-network pods
+                    // can start. Such pods share the node's UTS namespace,
+                    // so no hostname.
                     namespace_options: Some(NamespaceOption {
-                        network: NamespaceMode::Node as i32,
+                        network: self.pod_network() as i32,
                         pid: pids.mode() as i32,
                         ..Default::default()
                     }),
@@ -201,28 +219,99 @@ impl TestBed {
         }
     }
 
-    /// RunPodSandbox (host network, namespace "default", unique uid) and
-    /// nothing else: a pod whose shim serves its sandbox alone. Returns the
-    /// sandbox id; panics, with containerd's log tail, if CRI refuses.
+    /// The pods' network: host's, or their own with CNI wiring it
+    /// ([`TestBed::start_networked`]).
+    fn pod_network(&self) -> NamespaceMode {
+        match self.cni {
+            Some(_) => NamespaceMode::Pod,
+            None => NamespaceMode::Node,
+        }
+    }
+
+    /// RunPodSandbox (host network unless the bed is networked, namespace
+    /// "default", unique uid) and nothing else: a pod whose shim serves its
+    /// sandbox alone. Returns the sandbox id; panics, with containerd's log
+    /// tail, if CRI refuses.
     pub async fn run_sandbox(&self, pod_name: &str) -> String {
         let config = self.sandbox_config(pod_name, Pids::SharedWithSandbox);
         self.start_sandbox(&config).await
     }
 
     async fn start_sandbox(&self, config: &PodSandboxConfig) -> String {
+        let started = self.try_start_sandbox(config).await;
+        self.must(started.map_err(|e| e.message))
+    }
+
+    /// [`TestBed::run_sandbox`], its failure returned: CRI's message and
+    /// the sandbox id it names (`... for sandbox "<id>"`), if any. Either
+    /// id is torn down with the bed.
+    pub async fn try_run_sandbox(&self, pod_name: &str) -> Result<String, SandboxFailure> {
+        let config = self.sandbox_config(pod_name, Pids::SharedWithSandbox);
+        self.try_start_sandbox(&config).await
+    }
+
+    async fn try_start_sandbox(&self, config: &PodSandboxConfig) -> Result<String, SandboxFailure> {
         let mut cri = self.cri().await;
         let request = RunPodSandboxRequest {
             config: Some(config.clone()),
             runtime_handler: String::new(),
         };
-        let sandbox_id = self
-            .must(bounded("RunPodSandbox", CRI_CALL, cri.run_pod_sandbox(request)).await)
-            .pod_sandbox_id;
-        self.sandboxes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(sandbox_id.clone());
-        sandbox_id
+        let started = bounded("RunPodSandbox", CRI_CALL, cri.run_pod_sandbox(request)).await;
+        let id = match &started {
+            Ok(reply) => Some(reply.pod_sandbox_id.clone()),
+            Err(message) => named_sandbox(message),
+        };
+        if let Some(id) = &id {
+            self.sandboxes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id.clone());
+        }
+        started
+            .map(|reply| reply.pod_sandbox_id)
+            .map_err(|message| SandboxFailure {
+                message,
+                sandbox_id: id,
+            })
+    }
+
+    /// The ids of every sandbox CRI lists, whatever its state.
+    pub async fn listed_sandboxes(&self) -> Vec<String> {
+        let mut cri = self.cri().await;
+        let request = ListPodSandboxRequest { filter: None };
+        let reply = bounded("ListPodSandbox", CRI_READ, cri.list_pod_sandbox(request)).await;
+        let mut ids: Vec<String> = self.must(reply).items.into_iter().map(|s| s.id).collect();
+        ids.sort();
+        ids
+    }
+
+    /// CRI's PodSandboxStatus of a sandbox (state, IPs), bounded.
+    pub async fn sandbox_status(&self, sandbox_id: &str) -> Result<PodSandboxStatus, String> {
+        let mut cri = RuntimeServiceClient::new(connect(self.address(), CRI_READ).await?);
+        let request = PodSandboxStatusRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+            verbose: false,
+        };
+        bounded(
+            "PodSandboxStatus",
+            CRI_READ,
+            cri.pod_sandbox_status(request),
+        )
+        .await?
+        .status
+        .ok_or_else(|| format!("PodSandboxStatus {sandbox_id}: no status in the reply"))
+    }
+
+    /// One RemovePodSandbox: Ok once CRI removed the sandbox (it stops it
+    /// first), else CRI's error.
+    pub async fn remove_pod(&self, sandbox_id: &str) -> Result<(), String> {
+        let mut cri = RuntimeServiceClient::new(connect(self.address(), CRI_READ).await?);
+        let remove = RemovePodSandboxRequest {
+            pod_sandbox_id: sandbox_id.to_string(),
+        };
+        bounded("RemovePodSandbox", CRI_CALL, cri.remove_pod_sandbox(remove))
+            .await
+            .map(drop)
     }
 
     /// RunPodSandbox (host network, namespace "default", unique uid),
@@ -271,7 +360,7 @@ impl TestBed {
                 linux: (pids != Pids::SharedWithSandbox).then(|| LinuxContainerConfig {
                     security_context: Some(LinuxContainerSecurityContext {
                         namespace_options: Some(NamespaceOption {
-                            network: NamespaceMode::Node as i32,
+                            network: self.pod_network() as i32,
                             pid: pids.mode() as i32,
                             ..Default::default()
                         }),

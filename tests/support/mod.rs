@@ -11,13 +11,15 @@
 //! - [`procs`]: `/proc` reading (liveness by state letter, never existence);
 //! - [`stall`]: holding one shim thread at one syscall (ptrace), for races;
 //! - [`leaked`]: nodectl finds the shims a test leaked, `--kill` ends them;
-//! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it.
+//! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it;
+//! - [`cni`]: real CNI networking for the networked bed, and a leaked pod IP.
 //!
 //! Below: helpers for the tests' nodectl reports.
 // Each test crate includes this module and uses a different part of it
 // (re-exports included).
 #![allow(dead_code, unused_imports)]
 
+mod cni;
 mod cri;
 mod fake_daemon;
 mod image;
@@ -36,7 +38,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use cri::{exec_sync, runtime_version, Pids, Pod};
+pub use cni::{IpFile, LeakedIp, CHAINED, DEL_NOT_FOUND, EXHAUSTED, POD_ADDRESSES, SUBNET};
+pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
 pub use leaked::{findings_of_kind, LeakedShim};

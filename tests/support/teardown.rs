@@ -60,6 +60,13 @@ impl TestBed {
                 .iter()
                 .cloned()
                 .collect();
+            // A test's CNI faults end here: the pods' networks are torn
+            // down, their addresses released.
+            if let Some(cni) = &self.cni {
+                if let Err(e) = cni.clear_faults() {
+                    problems.push(e);
+                }
+            }
             // Failures are expected when a test broke a pod on purpose; the
             // kill below covers them.
             let _ = teardown_pods(self.address.clone(), sandboxes, POD_TEARDOWN);
@@ -167,6 +174,18 @@ impl TestBed {
             problems.push(format!("still mounted: {left:?}"));
         }
         problems.extend(remove_cgroups(&self.cgroup_parent));
+        // libcni's cache entries outside the temp dir, of every sandbox
+        // this bed tried (host-local's files, in the temp dir, say which
+        // still had an address).
+        if let Some(cni) = &mut self.cni {
+            let mut ids = self
+                .sandboxes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            ids.extend(cni.ip_files().into_iter().map(|f| f.container_id));
+            problems.extend(cni.teardown(&ids));
+        }
         if let Some(keep) = std::env::var_os("NODECTL_TESTBED_LOGS") {
             problems.extend(self.keep_logs(Path::new(&keep)));
         }

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::cni::{self, Cni};
 use super::image::{self, IMAGE};
 use super::line::{Containerd, Line};
 use super::procs;
@@ -50,6 +51,9 @@ pub struct TestBed {
     pub(crate) seen_shims: Mutex<BTreeMap<i32, u64>>,
     /// Set once [`TestBed::teardown`] ran outside `Drop` (a failed start).
     pub(crate) torn_down: bool,
+    /// Real CNI networking ([`TestBed::start_networked`]); None: host
+    /// network pods only.
+    pub(crate) cni: Option<Cni>,
 }
 
 /// Says why the test bed cannot run: in CI that fails the test, elsewhere
@@ -72,6 +76,24 @@ impl TestBed {
     /// CI set, where that panics. A start that fails panics either way,
     /// with the tail of containerd's log.
     pub async fn start(test: &str) -> Option<TestBed> {
+        TestBed::start_with(test, false).await
+    }
+
+    /// [`TestBed::start`] with real CNI networking: containerd runs in a
+    /// network namespace of its own (loopback up, nothing else), where the
+    /// bed's conflist (bridge + host-local on [`cni::SUBNET`], a chained
+    /// plugin whose faults a test switches on: see [`Cni`]) wires every pod
+    /// to a bridge that touches nothing of the machine. Pods get their own
+    /// network namespace, mounted under containerd's state dir
+    /// (`netns_mounts_under_state_dir`), not /var/run/netns.
+    ///
+    /// One more prerequisite: the plugins of Debian's
+    /// containernetworking-plugins in /usr/lib/cni.
+    pub async fn start_networked(test: &str) -> Option<TestBed> {
+        TestBed::start_with(test, true).await
+    }
+
+    async fn start_with(test: &str, networked: bool) -> Option<TestBed> {
         if !nix::unistd::geteuid().is_root() {
             return unavailable(test, "needs root (containerd, runc and strace -p)");
         }
@@ -98,6 +120,11 @@ impl TestBed {
             let why = format!("missing {} (package busybox-static)", image::BUSYBOX);
             return unavailable(test, &why);
         }
+        if networked {
+            if let Err(why) = cni::plugins_present() {
+                return unavailable(test, &why);
+            }
+        }
         // Shims daemonize (their starter exits), so they would be reparented
         // to PID 1, which reaps late here. As a child subreaper the test
         // process inherits them, and their container processes if a shim
@@ -115,20 +142,20 @@ impl TestBed {
                 .map(|d| d.display().to_string())
                 .unwrap_or_else(|| "PATH".to_string())
         );
-        match TestBed::launch(test, release).await {
+        match TestBed::launch(test, release, networked).await {
             Ok(bed) => Some(bed),
             Err(why) => panic!("{test}: starting the test bed failed: {why}"),
         }
     }
 
-    async fn launch(test: &str, release: Containerd) -> Result<TestBed, String> {
+    async fn launch(test: &str, release: Containerd, networked: bool) -> Result<TestBed, String> {
         let dir = tempfile::Builder::new()
             .prefix("nodectl-testbed-")
             .tempdir()
             .map_err(|e| format!("creating the temp dir: {e}"))?
             // Removed by teardown, after the mounts in it are gone.
             .keep();
-        let bed = TestBed::spawn(test, dir.clone(), release);
+        let bed = TestBed::spawn(test, dir.clone(), release, networked);
         let mut bed = match bed {
             Ok(bed) => bed,
             Err(e) => {
@@ -158,7 +185,12 @@ impl TestBed {
         }
     }
 
-    fn spawn(test: &str, dir: PathBuf, release: Containerd) -> Result<TestBed, String> {
+    fn spawn(
+        test: &str,
+        dir: PathBuf,
+        release: Containerd,
+        networked: bool,
+    ) -> Result<TestBed, String> {
         let address = dir.join("containerd.sock");
         // sun_path holds 108 bytes; a long TMPDIR would make bind fail late.
         if address.as_os_str().len() > 100 {
@@ -178,9 +210,31 @@ impl TestBed {
             .to_string_lossy()
             .into_owned();
         let cgroup_parent = format!("/{name}");
-        fs::write(&config, config_toml(&dir, release.line))
+        fs::write(&config, config_toml(&dir, release.line, networked))
             .map_err(|e| format!("{}: {e}", config.display()))?;
-        let containerd = spawn_containerd(&release, &config, &log)?;
+        let cni = match networked {
+            true => Some(Cni::write(&dir)?),
+            false => None,
+        };
+        let spawned = spawn_containerd(&release, &config, &log, cni.as_ref());
+        let (containerd, cni) = match (spawned, cni) {
+            (Ok(containerd), None) => (containerd, None),
+            (Ok(mut containerd), Some(mut cni)) => match cni.hold_netns(containerd.id()) {
+                Ok(()) => (containerd, Some(cni)),
+                Err(e) => {
+                    let _ = containerd.kill();
+                    let _ = containerd.wait();
+                    cni.teardown(&BTreeSet::new());
+                    return Err(e);
+                }
+            },
+            (Err(e), cni) => {
+                if let Some(mut cni) = cni {
+                    cni.teardown(&BTreeSet::new());
+                }
+                return Err(e);
+            }
+        };
         Ok(TestBed {
             test: test.to_string(),
             root: dir.join("root"),
@@ -197,6 +251,7 @@ impl TestBed {
             extra_sockets: Default::default(),
             seen_shims: Default::default(),
             torn_down: false,
+            cni,
         })
     }
 
@@ -428,21 +483,32 @@ impl Drop for TestBed {
     }
 }
 
-/// Starts containerd on `config`, appending to `log`.
-fn spawn_containerd(release: &Containerd, config: &Path, log: &Path) -> Result<Child, String> {
+/// Starts containerd on `config`, appending to `log`; with `cni`, in the
+/// test bed's own network namespace (a new one while the bed holds none).
+fn spawn_containerd(
+    release: &Containerd,
+    config: &Path,
+    log: &Path,
+    cni: Option<&Cni>,
+) -> Result<Child, String> {
     let log_file = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .map_err(|e| format!("{}: {e}", log.display()))?;
     let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
-    Command::new(release.binary("containerd"))
+    let mut command = Command::new(release.binary("containerd"));
+    command
         .env("PATH", release.path_env())
         .arg("--config")
         .arg(config)
         .stdin(Stdio::null())
         .stdout(log_file)
-        .stderr(log_err)
+        .stderr(log_err);
+    if let Some(cni) = cni {
+        cni.own_netns(&mut command);
+    }
+    command
         .spawn()
         .map_err(|e| format!("spawning containerd: {e}"))
 }
@@ -476,7 +542,8 @@ impl TestBed {
     /// Starts containerd again on the same config after
     /// [`TestBed::stop_containerd`], waiting until CRI answers.
     pub async fn start_containerd(&mut self) {
-        self.containerd = self.must(spawn_containerd(&self.release, &self.config, &self.log));
+        let spawned = spawn_containerd(&self.release, &self.config, &self.log, self.cni.as_ref());
+        self.containerd = self.must(spawned);
         let ready = self.wait_cri_ready(Duration::from_secs(60)).await;
         self.must(ready);
     }
@@ -484,9 +551,20 @@ impl TestBed {
 
 /// containerd's config: everything in `dir`, suited to the test machines.
 /// Version 2 for every line: 2.x migrates it on load, as it does on nodes
-/// upgraded from 1.x.
-fn config_toml(dir: &Path, line: Line) -> String {
+/// upgraded from 1.x (the `cni` table and `netns_mounts_under_state_dir`
+/// move to `io.containerd.cri.v1.runtime`, `bin_dir` becomes `bin_dirs`).
+fn config_toml(dir: &Path, line: Line, networked: bool) -> String {
     let d = dir.display();
+    // Pod network namespaces are bind mounts, in /var/run/netns unless
+    // told otherwise: under the state dir they go with the bed.
+    let netns = match networked {
+        true => "\n  netns_mounts_under_state_dir = true",
+        false => "",
+    };
+    let cni = match networked {
+        true => "# The bed's own conflist and plugins (tests/support/cni.rs).",
+        false => "# No CNI on the test machines: empty dirs, host-network pods only.",
+    };
     // NRI (1.7+; on by default in 2.x) listens on /var/run/nri/nri.sock
     // unless told otherwise: a second test bed would fail to start on it.
     let nri = match line {
@@ -536,7 +614,7 @@ disabled_plugins = [
   restrict_oom_score_adj = true
   # Exec/attach streaming: loopback, a port of the kernel's choosing.
   stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
+  stream_server_port = "0"{netns}
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -546,7 +624,7 @@ disabled_plugins = [
         # runc's state would otherwise go to /run/containerd/runc and stay
         # there when teardown SIGKILLs the shims.
         Root = "{d}/runc"
-  # No CNI on the test machines: empty dirs, host-network pods only.
+  {cni}
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{d}/cni/bin"
     conf_dir = "{d}/cni/conf"

@@ -1,0 +1,431 @@
+//! Real CNI networking for the test bed ([`TestBed::start_networked`]):
+//! Debian's plugins (containernetworking-plugins) wire each pod to a bridge
+//! in a network namespace containerd has to itself, host-local hands out
+//! the addresses of [`SUBNET`] and keeps them as files in the bed's temp
+//! dir, and a chained plugin of the bed's own lets a test make the CNI
+//! calls fail the way they fail on nodes.
+//!
+//! What stays outside the temp dir, and teardown removes: libcni's cache of
+//! each ADD result, `/var/lib/cni/results/<network>-<sandbox id>-<ifname>`
+//! (containerd gives libcni no other cache dir, and libcni only deletes an
+//! entry once a DEL went through).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use super::testbed::TestBed;
+
+/// Where Debian's containernetworking-plugins puts the plugins.
+pub const PLUGINS_DIR: &str = "/usr/lib/cni";
+/// The plugins the bed's conflist runs (loopback: containerd's own `lo`
+/// network; tuning: what the chained plugin runs when it does not fail).
+const PLUGINS: &[&str] = &["bridge", "host-local", "loopback", "tuning"];
+/// host-local's range: five addresses for pods (.2–.6; .1 is the bridge's).
+pub const SUBNET: &str = "10.251.0.0/29";
+/// How many pods [`SUBNET`] holds.
+pub const POD_ADDRESSES: usize = 5;
+/// host-local's message once the range is used up (plugins 1.x).
+pub const EXHAUSTED: &str = "no IP addresses available in range set";
+/// The chained plugin's type: a script in the bed's bin dir.
+pub const CHAINED: &str = "nodectl-chained";
+/// libcni's cache of ADD results (its default; containerd sets no other).
+const RESULTS: &str = "/var/lib/cni/results";
+
+/// The bed's CNI setup: where everything is, and containerd's network
+/// namespace, held so that a restarted containerd joins it again.
+pub struct Cni {
+    /// The network's name, unique per bed: host-local's dir under
+    /// `data_dir` and the prefix of libcni's cache entries.
+    pub network: String,
+    pub bin_dir: PathBuf,
+    pub conf_dir: PathBuf,
+    /// host-local's `dataDir`: `<data_dir>/<network>/<ip>` per address.
+    pub data_dir: PathBuf,
+    /// The chained plugin's switches.
+    fault_dir: PathBuf,
+    /// containerd's network namespace, once it runs.
+    netns: Option<OwnedFd>,
+}
+
+/// An address host-local handed out: the file it keeps for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IpFile {
+    pub ip: Ipv4Addr,
+    /// The file's first line: the sandbox id CNI was called with.
+    pub container_id: String,
+    pub path: PathBuf,
+}
+
+/// A pod address whose sandbox CRI no longer lists (see [`TestBed::leak_pod_ip`]).
+#[derive(Clone, Debug)]
+pub struct LeakedIp {
+    pub ip: Ipv4Addr,
+    pub sandbox_id: String,
+    /// host-local's file for the address, naming `sandbox_id`.
+    pub file: PathBuf,
+}
+
+/// Why the plugins the networked bed needs are not there, if they are not.
+pub(crate) fn plugins_present() -> Result<(), String> {
+    let missing: Vec<&str> = PLUGINS
+        .iter()
+        .copied()
+        .filter(|p| !Path::new(PLUGINS_DIR).join(p).is_file())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "missing CNI plugins {} in {PLUGINS_DIR} (package containernetworking-plugins)",
+        missing.join(", ")
+    ))
+}
+
+/// Networked beds alive in this process, and the dirs of [`RESULTS`] the
+/// first of them found missing: the last one's teardown removes those
+/// (when empty), so that no bed leaves `/var/lib/cni` behind.
+static LIVE: Mutex<(usize, Vec<PathBuf>)> = Mutex::new((0, Vec::new()));
+
+impl Cni {
+    /// Writes the bin dir (the plugins linked from [`PLUGINS_DIR`], the
+    /// chained script) and the conflist into the bed's `dir`.
+    pub(crate) fn write(dir: &Path) -> Result<Cni, String> {
+        let suffix = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .trim_start_matches("nodectl-testbed-")
+            .to_string();
+        let cni = Cni {
+            network: format!("nodectl-{suffix}"),
+            bin_dir: dir.join("cni/bin"),
+            conf_dir: dir.join("cni/conf"),
+            data_dir: dir.join("cni/ipam"),
+            fault_dir: dir.join("cni/fault"),
+            netns: None,
+        };
+        let io = |path: &Path, e: std::io::Error| format!("{}: {e}", path.display());
+        for sub in [&cni.bin_dir, &cni.conf_dir, &cni.data_dir, &cni.fault_dir] {
+            fs::create_dir_all(sub).map_err(|e| io(sub, e))?;
+        }
+        for plugin in PLUGINS {
+            let link = cni.bin_dir.join(plugin);
+            std::os::unix::fs::symlink(Path::new(PLUGINS_DIR).join(plugin), &link)
+                .map_err(|e| io(&link, e))?;
+        }
+        cni.restore_chained_plugin()?;
+        let conflist = cni.conf_dir.join("10-nodectl.conflist");
+        fs::write(&conflist, cni.conflist()).map_err(|e| io(&conflist, e))?;
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        if live.0 == 0 {
+            live.1 = [RESULTS, "/var/lib/cni"]
+                .iter()
+                .map(PathBuf::from)
+                .filter(|d| !d.exists())
+                .collect();
+        }
+        live.0 += 1;
+        Ok(cni)
+    }
+
+    /// Bridge + host-local (no masquerading: nothing of the machine's
+    /// iptables is touched), then the chained plugin.
+    fn conflist(&self) -> String {
+        let network = &self.network;
+        let data_dir = self.data_dir.display();
+        format!(
+            r#"{{
+  "cniVersion": "1.0.0",
+  "name": "{network}",
+  "plugins": [
+    {{
+      "type": "bridge",
+      "bridge": "nodectl0",
+      "isGateway": true,
+      "ipMasq": false,
+      "ipam": {{
+        "type": "host-local",
+        "ranges": [[{{"subnet": "{SUBNET}"}}]],
+        "dataDir": "{data_dir}"
+      }}
+    }},
+    {{
+      "type": "{CHAINED}"
+    }}
+  ]
+}}
+"#
+        )
+    }
+
+    /// Sets `command` to run in the bed's network namespace: a new one
+    /// (loopback up, for CRI's streaming server on 127.0.0.1) until
+    /// [`Cni::hold_netns`] holds one, that one after.
+    pub(crate) fn own_netns(&self, command: &mut Command) {
+        let held = self.netns.as_ref().map(|fd| fd.as_raw_fd());
+        // SAFETY: between fork and exec the closure makes only raw system
+        // calls (setns, unshare, socket, ioctl, close) and allocates nothing.
+        unsafe {
+            command.pre_exec(move || match held {
+                Some(fd) => match nix::libc::setns(fd, nix::libc::CLONE_NEWNET) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                },
+                None => {
+                    if nix::libc::unshare(nix::libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    loopback_up()
+                }
+            });
+        }
+    }
+
+    /// Holds the network namespace of `pid` (containerd, just started),
+    /// which must not be the test's: a bridge there would be the machine's.
+    pub(crate) fn hold_netns(&mut self, pid: u32) -> Result<(), String> {
+        let path = format!("/proc/{pid}/ns/net");
+        let file = fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        let theirs = fs::read_link(&path).map_err(|e| format!("{path}: {e}"))?;
+        let ours = fs::read_link("/proc/self/ns/net").map_err(|e| format!("own netns: {e}"))?;
+        if theirs == ours {
+            return Err(format!(
+                "containerd ({pid}) runs in the test's network namespace ({})",
+                ours.display()
+            ));
+        }
+        self.netns = Some(OwnedFd::from(file));
+        Ok(())
+    }
+
+    /// The chained plugin's script, in the bin dir: what a missing binary
+    /// would fail is [`Cni::remove_chained_plugin`]'s to show.
+    pub(crate) fn restore_chained_plugin(&self) -> Result<(), String> {
+        let fail_del = self.fault_dir.join("fail-del");
+        let script = format!(
+            "#!/bin/sh\n\
+             # The nodectl test bed's chained CNI plugin: tuning with nothing to\n\
+             # tune (it passes the previous result through), unless the test made\n\
+             # DEL fail: then it prints the CNI error in fail-del and exits 1.\n\
+             if [ \"$CNI_COMMAND\" = DEL ] && [ -f '{fail}' ]; then\n\
+             \x20   cat '{fail}'\n\
+             \x20   exit 1\n\
+             fi\n\
+             exec {PLUGINS_DIR}/tuning\n",
+            fail = fail_del.display()
+        );
+        let path = self.bin_dir.join(CHAINED);
+        let io = |e: std::io::Error| format!("{}: {e}", path.display());
+        // Written aside and renamed: a plugin half written is never run.
+        let aside = self.bin_dir.join(format!(".{CHAINED}"));
+        fs::write(&aside, script).map_err(io)?;
+        fs::set_permissions(&aside, fs::Permissions::from_mode(0o755)).map_err(io)?;
+        fs::rename(&aside, &path).map_err(io)
+    }
+
+    /// Removes the chained plugin's binary, as an installer that removed a
+    /// chained plugin's binary but not its conflist entry did
+    /// (containerd#12130): every ADD and every DEL of the network fails
+    /// with libcni's `failed to find plugin "nodectl-chained" in path`.
+    pub(crate) fn remove_chained_plugin(&self) -> Result<(), String> {
+        let path = self.bin_dir.join(CHAINED);
+        fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Makes the chained plugin's DEL fail with `message` (a CNI error,
+    /// code 11: "try again later"); ADD still passes.
+    pub(crate) fn fail_del(&self, message: &str) -> Result<(), String> {
+        let path = self.fault_dir.join("fail-del");
+        let error = serde_json::json!({"cniVersion": "1.0.0", "code": 11, "msg": message});
+        fs::write(&path, format!("{error}\n")).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The chained plugin back to passing everything.
+    pub(crate) fn clear_faults(&self) -> Result<(), String> {
+        let path = self.fault_dir.join("fail-del");
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("{}: {e}", path.display()))
+            }
+            _ => {}
+        }
+        self.restore_chained_plugin()
+    }
+
+    /// The addresses host-local holds for the bed's network, by address.
+    pub fn ip_files(&self) -> Vec<IpFile> {
+        let dir = self.data_dir.join(&self.network);
+        let mut files: Vec<IpFile> = fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| {
+                let ip: Ipv4Addr = entry.file_name().to_str()?.parse().ok()?;
+                let text = fs::read_to_string(entry.path()).ok()?;
+                let container_id = text.lines().next()?.trim().to_string();
+                Some(IpFile {
+                    ip,
+                    container_id,
+                    path: entry.path(),
+                })
+            })
+            .collect();
+        files.sort_by_key(|f| f.ip);
+        files
+    }
+
+    /// Removes what libcni cached outside the bed for it: every entry of
+    /// its network, and the loopback network's of the sandboxes in `ids`;
+    /// the last networked bed of the process removes the dirs the first
+    /// one found missing, when empty. Returns what it could not remove.
+    pub(crate) fn teardown(&mut self, ids: &BTreeSet<String>) -> Vec<String> {
+        self.netns = None;
+        let ours = format!("{}-", self.network);
+        let mut problems: Vec<String> = fs::read_dir(RESULTS)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                name.starts_with(&ours)
+                    || name
+                        .strip_prefix("cni-loopback-")
+                        .and_then(|rest| rest.strip_suffix("-lo"))
+                        .is_some_and(|id| ids.contains(id))
+            })
+            .filter_map(|entry| {
+                fs::remove_file(entry.path())
+                    .err()
+                    .map(|e| format!("{}: {e}", entry.path().display()))
+            })
+            .collect();
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        live.0 = live.0.saturating_sub(1);
+        if live.0 == 0 {
+            for dir in live.1.drain(..) {
+                match fs::remove_dir(&dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        problems.push(format!("{}: {e}", dir.display()))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        problems
+    }
+}
+
+/// `ip link set lo up`, with raw system calls only (see [`Cni::own_netns`]).
+fn loopback_up() -> std::io::Result<()> {
+    use nix::libc;
+    // SAFETY: a zeroed ifreq is valid; the name fits (3 of IFNAMSIZ bytes);
+    // the socket is closed on every path.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
+            *to = *from as libc::c_char;
+        }
+        request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        let result = libc::ioctl(fd, libc::SIOCSIFFLAGS, &request);
+        let error = std::io::Error::last_os_error();
+        libc::close(fd);
+        match result {
+            0 => Ok(()),
+            _ => Err(error),
+        }
+    }
+}
+
+impl TestBed {
+    /// The bed's CNI setup; panics on a bed started without networking.
+    pub fn cni(&self) -> &Cni {
+        match &self.cni {
+            Some(cni) => cni,
+            None => self.fail("no CNI here: start the bed with TestBed::start_networked"),
+        }
+    }
+
+    /// Where containerd mounts the pods' network namespaces
+    /// (`netns_mounts_under_state_dir`): CRI's state dir, `netns`; 2.x
+    /// keeps the 1.x plugin's name for that dir.
+    pub fn netns_dir(&self) -> PathBuf {
+        self.state().join("io.containerd.grpc.v1.cri/netns")
+    }
+
+    /// The addresses host-local holds for the bed's network.
+    pub fn ip_files(&self) -> Vec<IpFile> {
+        self.cni().ip_files()
+    }
+
+    /// The chained plugin's binary gone (see [`Cni::remove_chained_plugin`]).
+    pub fn remove_chained_plugin(&self) {
+        self.must(self.cni().remove_chained_plugin())
+    }
+
+    /// The chained plugin's DEL failing with `message` (see [`Cni::fail_del`]).
+    pub fn fail_cni_del(&self, message: &str) {
+        self.must(self.cni().fail_del(message))
+    }
+
+    /// The chained plugin back in place, passing everything.
+    pub fn clear_cni_faults(&self) {
+        self.must(self.cni().clear_faults())
+    }
+}
+
+/// The CNI error [`TestBed::leak_pod_ip`]'s DEL fails with. go-cni's
+/// `Remove` (every line's) takes any error saying "not found" for "already
+/// deleted" and carries on: libcni stopped the network's DEL at the
+/// failing plugin, so the bridge's (and host-local's) DEL never ran.
+pub const DEL_NOT_FOUND: &str = "nodectl-chained: the pod's chained state was not found";
+
+impl TestBed {
+    /// Leaks a pod address through containerd's own code path, on every
+    /// line: a pod starts (host-local hands it an address), then the
+    /// chained plugin's DEL fails with [`DEL_NOT_FOUND`]; StopPodSandbox
+    /// takes that for a network already gone, RemovePodSandbox removes the
+    /// sandbox, and host-local's file for the address stays, naming a
+    /// sandbox CRI no longer lists. The chained plugin passes everything
+    /// again afterwards. Panics (with containerd's log) if any step does
+    /// not go so.
+    pub async fn leak_pod_ip(&self, pod_name: &str) -> LeakedIp {
+        let sandbox_id = self.run_sandbox(pod_name).await;
+        let files = self.ip_files();
+        let Some(file) = files.iter().find(|f| f.container_id == sandbox_id) else {
+            self.fail(&format!("no address names {sandbox_id}: {files:?}"))
+        };
+        self.fail_cni_del(DEL_NOT_FOUND);
+        let stopped = self.stop_pod(&sandbox_id).await;
+        self.must(stopped.map_err(|e| format!("StopPodSandbox with DEL failing: {e}")));
+        let removed = self.remove_pod(&sandbox_id).await;
+        self.must(removed.map_err(|e| format!("RemovePodSandbox with DEL failing: {e}")));
+        self.clear_cni_faults();
+        let listed = self.listed_sandboxes().await;
+        if listed.contains(&sandbox_id) {
+            self.fail(&format!("CRI still lists {sandbox_id}: {listed:?}"));
+        }
+        let text = fs::read_to_string(&file.path).unwrap_or_default();
+        if text.lines().next().map(str::trim) != Some(sandbox_id.as_str()) {
+            self.fail(&format!(
+                "{} no longer names {sandbox_id}: {text:?}",
+                file.path.display()
+            ));
+        }
+        LeakedIp {
+            ip: file.ip,
+            sandbox_id,
+            file: file.path.clone(),
+        }
+    }
+}
