@@ -141,11 +141,17 @@ mod tests {
         assert_eq!(read_by(&check), (true, true, true, false, true, true, true));
         assert_eq!(check.cri_address, None, "CRI at containerd's socket");
         let archive = pair_options(global, Some(Path::new("/cri.sock")), PairFor::Archive);
-        assert_eq!(read_by(&archive), (true, true, true, true, true, true, true));
+        assert_eq!(
+            read_by(&archive),
+            (true, true, true, true, true, true, true)
+        );
         assert_eq!(archive.cri_address.as_deref(), Some(Path::new("/cri.sock")));
         // zombies: no API until something is found, no mount table.
         let zombies = options(zombies::KINDS);
-        assert_eq!(read_by(&zombies), (false, false, true, false, false, false, false));
+        assert_eq!(
+            read_by(&zombies),
+            (false, false, true, false, false, false, false)
+        );
         // The leak commands: the API on every look, no shim threads.
         assert_eq!(
             read_by(&options(leaked_shims::KINDS)),
