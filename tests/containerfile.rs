@@ -41,6 +41,9 @@ fn copy_tree(from: &Path, to: &Path) {
             copy_tree(&entry.path(), &to.join(entry.file_name()));
         }
     } else {
+        // A file let through on its own (`!bench/Cargo.toml`): its
+        // directory is not, so make it.
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
         fs::copy(from, to).unwrap();
     }
 }

@@ -2,8 +2,9 @@
 //! scrape takes while a client holds a thousand connections open without
 //! sending a request, and how much memory `serve` takes for it.
 //!
-//! `cargo bench --bench serve_flood` (any user; loopback only, about half a
-//! minute). Three floods, each against a fresh `serve` on a hand-made node:
+//! Run by bench/run; by hand, `cargo build --release --bin nodectl -p
+//! nodectl-bench --bin serve_flood`, then `target/release/serve_flood` (any
+//! user; loopback only, about half a minute). Three floods, each against a fresh `serve` on a hand-made node:
 //!
 //! - 1,000 silent connections (connect, send nothing), under the default
 //!   open-files limit: below the connection cap, every one held open;
@@ -22,7 +23,7 @@
 //! RSS (VmHWM) before the flood and after it. Target: every scrape within
 //! 1 s; the bench exits 1 when one is slower or fails.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../../../tests/support/mod.rs"]
 mod support;
 
 use std::io::Write;

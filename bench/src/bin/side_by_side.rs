@@ -3,10 +3,11 @@
 //! today (`ctr shim state` for every shim, containerd#8381) and against the
 //! physical floor (`cat` of the same files nodectl reads).
 //!
-//! `cargo bench --bench side_by_side` (root; installs nothing: run
-//! scripts/test once first). `NODECTL_BENCH_PODS` sets the pod count (50).
+//! Run by bench/run; by hand, `cargo build --release --bin nodectl -p
+//! nodectl-bench --bin side_by_side`, then `target/release/side_by_side`
+//! (root; installs nothing: run scripts/test once first). `NODECTL_BENCH_PODS` sets the pod count (50).
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../../../tests/support/mod.rs"]
 mod support;
 
 use std::path::PathBuf;
@@ -36,7 +37,7 @@ fn time(mut run: impl FnMut()) -> Duration {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; there is nothing else to parse.
+    // There are no arguments to parse.
     let pods: usize = std::env::var("NODECTL_BENCH_PODS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -1,7 +1,7 @@
 //! A synthetic Kubernetes node, to benchmark nodectl at node scale.
 //!
 //! ```sh
-//! cargo run --release --example synthetic_node -- \
+//! cargo run --release -p nodectl-bench --bin synthetic_node -- \
 //!     --out DIR --containers N --mounts M --processes P [--seed S] \
 //!     [--status-pid-offset K]
 //! ```
