@@ -2,7 +2,7 @@
 //! and which findings they explain.
 //!
 //! Every range was checked against containerd's release tags (the fix
-//! commit's first tag in each release line); see README's "Advisories".
+//! commit's first tag in each release line); see docs/advisories.md.
 //! Distribution packages may carry a fix under an older number: the advice
 //! names upstream's releases.
 

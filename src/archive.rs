@@ -31,7 +31,7 @@ pub use kept_config::{keep_config, KeptConfig};
 const SNAPSHOTS: &str = "snapshots.json";
 /// Archives are small (status files, annotations): a synthetic node of
 /// 10,000 containers, 16,000 processes and 10,000 mounts writes 30 MB
-/// (README, "Security"); refuse what no node writes before parsing it.
+/// (docs/security.md); refuse what no node writes before parsing it.
 const SNAPSHOTS_LIMIT: u64 = 256 << 20;
 /// JSON values (strings, numbers, arrays, objects...) in `snapshots.json`.
 /// Each costs at least a few dozen bytes once parsed (a `String`, a struct

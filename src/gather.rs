@@ -22,7 +22,7 @@ const BINARY_VERSION_WAIT: Duration = Duration::from_secs(3);
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 /// The report goes out at most this long after `--timeout`, whatever the
-/// files do (README: "answers within `--timeout` + 1 s").
+/// files do (docs/reliability.md: "answers within `--timeout` + 1 s").
 pub const DEADLINE_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 //! a second look must read again. A command is a selection of kinds: what
 //! it gathers is the join of their [`Reads`] ([`reads`]), and it runs them
 //! here ([`run`]). The kind list ([`Kind::ALL`]), the Prometheus kinds, the
-//! schema's kind enums and README's list of findings are held to this table
+//! schema's kind enums, the man pages and docs/findings.md are held to this table
 //! by the tests below.
 
 use crate::checks::settings::Settings;

@@ -67,7 +67,7 @@ pub struct Finding {
     pub id: String,
     /// What is wrong, in one line.
     pub summary: String,
-    /// The facts behind it; keys are stable per kind (see README).
+    /// The facts behind it; keys are stable per kind (see docs/findings.md).
     pub evidence: Value,
     /// The likely cause.
     pub cause: String,

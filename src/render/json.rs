@@ -1,4 +1,4 @@
-//! `-o json`: one JSON document per run (schema in the README).
+//! `-o json`: one JSON document per run (schema/report-v1.schema.json, described in docs/json.md).
 
 use std::io::{self, Write};
 
