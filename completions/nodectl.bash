@@ -25,6 +25,9 @@ _nodectl() {
             nodectl,help)
                 cmd="nodectl__subcmd__help"
                 ;;
+            nodectl,leaked-ips)
+                cmd="nodectl__subcmd__leaked__subcmd__ips"
+                ;;
             nodectl,leaked-mounts)
                 cmd="nodectl__subcmd__leaked__subcmd__mounts"
                 ;;
@@ -52,6 +55,9 @@ _nodectl() {
             nodectl__subcmd__help,help)
                 cmd="nodectl__subcmd__help__subcmd__help"
                 ;;
+            nodectl__subcmd__help,leaked-ips)
+                cmd="nodectl__subcmd__help__subcmd__leaked__subcmd__ips"
+                ;;
             nodectl__subcmd__help,leaked-mounts)
                 cmd="nodectl__subcmd__help__subcmd__leaked__subcmd__mounts"
                 ;;
@@ -77,7 +83,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -q -h -V --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help"
+            opts="-n -o -q -h -V --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -430,7 +436,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__help)
-            opts="check collect zombies shims leaked-shims leaked-mounts leaked-snapshots serve help"
+            opts="check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -472,6 +478,20 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__help__subcmd__leaked__subcmd__ips)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -562,6 +582,104 @@ _nodectl() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__leaked__subcmd__ips)
+            opts="-n -o -q -h --release --yes --grace --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --grace)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json prometheus npd npd-event" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json prometheus npd npd-event" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --mountinfo)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -139,6 +139,8 @@ pub enum Command {
     LeakedMounts(LeakedMountsArgs),
     /// Active snapshots that no container, lease or GC root holds; --remove removes them
     LeakedSnapshots(LeakedSnapshotsArgs),
+    /// Pod addresses host-local holds for sandboxes that no longer exist; --release frees them
+    LeakedIps(LeakedIpsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
 }
@@ -170,6 +172,19 @@ pub struct LeakedSnapshotsArgs {
     pub yes: bool,
     /// How long since its last change before an unheld active snapshot is called leaked (an unpack or a container being created holds its snapshot within moments)
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub grace: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct LeakedIpsArgs {
+    /// Release the leaked addresses, as host-local does, under its lock (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub release: bool,
+    /// Act: without it, --release changes nothing
+    #[arg(long, requires = "release")]
+    pub yes: bool,
+    /// How long ago an address must have been reserved for a sandbox no API knows to count as leaked (a sandbox being set up has its address before its record; at most 10m)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "5m", value_parser = at_most::<TEN_MINUTES>)]
     pub grace: Duration,
 }
 

@@ -243,6 +243,7 @@ fn kinds_of(command: &str) -> Vec<&'static str> {
         "leaked-shims" => names(commands::leaked_shims::KINDS),
         "leaked-mounts" => names(commands::leaked_mounts::KINDS),
         "leaked-snapshots" => names(commands::leaked_snapshots::KINDS),
+        "leaked-ips" => names(commands::leaked_ips::KINDS),
         _ => vec![],
     }
 }
@@ -330,6 +331,20 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
             (
                 "nodectl leaked-snapshots --remove --yes",
                 "Remove them, each re-checked right before.",
+            ),
+        ],
+        "leaked-ips" => vec![
+            (
+                "nodectl leaked-ips -o wide",
+                "Leaked pod addresses, with their network, sandbox, pod and the range's use.",
+            ),
+            (
+                "nodectl leaked-ips --release",
+                "What the release would do; nothing is touched.",
+            ),
+            (
+                "nodectl leaked-ips --release --yes",
+                "Release them under host-local's lock, each re-checked right before.",
             ),
         ],
         _ => vec![],

@@ -6,7 +6,10 @@
 //! line). nodectl must find that address, name its sandbox, its network,
 //! its file and the range's use, judge it by containerd's records and CRI's
 //! list, and leave the live pod's address alone; within the grace it must
-//! call nothing leaked.
+//! call nothing leaked. `leaked-ips --release` plans, refuses an address
+//! host-local gave to a new pod between its scan and its release, releases
+//! the other under host-local's lock, and the node whose range was used up
+//! starts a pod again.
 
 mod support;
 
@@ -89,10 +92,79 @@ async fn an_address_whose_teardown_failed_is_found_and_the_live_pod_s_is_not() {
         "{text}"
     );
 
-    // Released as the remedy says (host-local's lock held, the file
-    // removed), the next look finds nothing.
-    std::fs::remove_file(&leak.file).expect("the reservation file");
+    // `leaked-ips --release` on a node whose range is used up: a second
+    // leak, the rest of the /29 taken, and the next pod starved.
+    let second = bed.leak_pod_ip("leaked-too").await;
+    for n in 0..2 {
+        bed.run_sandbox(&format!("filler-{n}")).await;
+    }
+    let starved = bed.try_run_sandbox("starved").await;
+    let error = format!("{:?}", starved.expect_err("the range is used up"));
+    assert!(error.contains(support::EXHAUSTED), "{error}");
+
+    // The plan touches nothing.
+    let output = bed.nodectl(&["leaked-ips", "--grace", "0s", "--release", "-o", "json"]);
+    let doc = support::report(&output);
+    assert_eq!(output.status.code(), Some(1), "{doc:#}");
+    let outcomes: Vec<&Value> = doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| &c["outcome"])
+        .collect();
+    assert_eq!(outcomes, ["would-remove", "would-remove"], "{doc:#}");
+    assert!(leak.file.exists() && second.file.exists());
+
+    // Between the scan and the release, the second address is released by
+    // someone else and host-local gives it to a new pod: refused, with the
+    // pod that holds it now; the first is released.
+    let pause = bed.scratch("pause");
+    let child = support::spawn_paused_before_act(
+        &[
+            "leaked-ips",
+            "--grace",
+            "0s",
+            "--release",
+            "--yes",
+            "-o",
+            "json",
+        ],
+        [bed.root(), bed.state(), bed.address(), bed.config_path()],
+        &pause,
+    );
+    std::fs::remove_file(&second.file).expect("the second reservation");
+    let took_it = bed.run_sandbox("took-it").await;
+    let holder = std::fs::read_to_string(&second.file).unwrap_or_default();
+    assert!(holder.starts_with(&took_it), "{holder}");
+    std::fs::remove_file(&pause).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let doc = support::report(&output);
+    eprintln!("{TEST}: released: {:#}", doc["cleanups"]);
+    let cleanups = doc["cleanups"].as_array().cloned().unwrap_or_default();
+    assert_eq!(cleanups.len(), 2, "{doc:#}");
+    let row = |file: &std::path::Path| {
+        cleanups
+            .iter()
+            .find(|c| c["path"] == file.display().to_string())
+            .unwrap_or_else(|| panic!("no cleanup of {}: {doc:#}", file.display()))
+    };
+    assert_eq!(row(&leak.file)["action"], "release-ip");
+    assert_eq!(row(&leak.file)["outcome"], "removed", "{doc:#}");
+    assert_eq!(row(&second.file)["outcome"], "refused", "{doc:#}");
+    let detail = row(&second.file)["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(&took_it), "{detail}");
+    assert!(!leak.file.exists(), "released");
+    assert!(second.file.exists(), "the new pod's address stays");
+
+    // The node that was out of addresses starts a pod again, on the
+    // address released.
+    let next = bed.run_sandbox("after-release").await;
+    let holder = std::fs::read_to_string(&leak.file).unwrap_or_default();
+    assert!(holder.starts_with(&next), "{holder}");
     let output = bed.nodectl(&["check", "--settle", "0s", "--ip-grace", "0s", "-o", "json"]);
     let doc = support::report(&output);
-    assert!(leaked_ips(&doc).is_empty(), "released: {doc:#}");
+    assert!(
+        leaked_ips(&doc).is_empty(),
+        "nothing leaked any more: {doc:#}"
+    );
 }

@@ -6,6 +6,7 @@
 //! all do so through one walk ([`walk::walk`]).
 
 pub mod kill;
+pub mod release_ip;
 pub mod remove_bundle;
 pub mod remove_snapshot;
 pub mod unmount;

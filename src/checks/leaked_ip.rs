@@ -54,6 +54,18 @@ pub struct Evidence {
 /// Without containerd's records of CRI's namespace nothing is judged: a
 /// file alone cannot tell a leak from a sandbox being set up.
 pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    leaked(snapshot, settings)
+        .into_iter()
+        .map(|(network, reservation)| finding(snapshot, network, reservation))
+        .collect()
+}
+
+/// The leaked reservations of `snapshot`, each with its network: what
+/// [`check`] reports and what a release re-judges on a fresh look.
+pub fn leaked<'a>(
+    snapshot: &'a Snapshot,
+    settings: &Settings,
+) -> Vec<(&'a CniNetwork, &'a IpReservation)> {
     let Some(cni) = &snapshot.cni else {
         return Vec::new();
     };
@@ -79,21 +91,15 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
             || snapshot.cri_sandboxes.contains(id)
             || served.contains(id)
     };
-    let mut findings = Vec::new();
-    for network in &cni.networks {
-        for reservation in &network.reservations {
+    cni.networks
+        .iter()
+        .flat_map(|network| network.reservations.iter().map(move |r| (network, r)))
+        .filter(|(_, reservation)| {
             let old_enough =
                 snapshot.taken_at.saturating_sub(reservation.reserved_at) >= grace_nanos;
-            if reservation.container_id.is_empty()
-                || !old_enough
-                || known(&reservation.container_id)
-            {
-                continue;
-            }
-            findings.push(finding(snapshot, network, reservation));
-        }
-    }
-    findings
+            !reservation.container_id.is_empty() && old_enough && !known(&reservation.container_id)
+        })
+        .collect()
 }
 
 fn finding(snapshot: &Snapshot, network: &CniNetwork, reservation: &IpReservation) -> Finding {

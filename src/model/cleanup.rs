@@ -24,6 +24,8 @@ pub enum CleanupAction {
     Unmount,
     RemoveBundle,
     RemoveSnapshot,
+    /// A leaked pod address: host-local's reservation file removed.
+    ReleaseIp,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -63,6 +65,7 @@ impl CleanupAction {
             CleanupAction::Unmount => "unmount",
             CleanupAction::RemoveBundle => "remove-bundle",
             CleanupAction::RemoveSnapshot => "remove-snapshot",
+            CleanupAction::ReleaseIp => "release-ip",
         }
     }
 }

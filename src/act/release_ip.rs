@@ -1,0 +1,350 @@
+//! Releasing leaked pod addresses, safely, as host-local itself does.
+//!
+//! Between the scan and the release a sandbox of that id may show up again
+//! in containerd's records or CRI's list, host-local may give the address
+//! to a new pod (after the file was removed by someone else), or the file
+//! may be gone. So, right before acting: re-gather, re-judge each address on
+//! that fresh snapshot with the check's own judgement
+//! ([`leaked_ip::leaked`]), and only then, holding the network's lock
+//! (`<store>/lock`, the file host-local takes an exclusive `flock` on for
+//! every ADD and DEL), read the reservation once more and remove it only if
+//! it still names the same sandbox. The store is opened without following a
+//! symlink and the file is removed relative to it (`unlinkat`): nothing
+//! that was put in its place is followed.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+use crate::act::walk::{walk, Act};
+use crate::act::Verdict;
+use crate::checks::leaked_ip;
+use crate::checks::Settings;
+use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot, CRI_NAMESPACE};
+use crate::read::bounded::{open_at, read_regular_at, Links};
+
+/// How long to wait for host-local's lock: it holds it for one ADD or DEL,
+/// milliseconds; a lock held longer is someone else's business, refused.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// One leaked address: its network's store, the address and the sandbox
+/// it is held for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub network: String,
+    pub store: PathBuf,
+    pub ip: String,
+    pub sandbox_id: String,
+}
+
+/// Every leaked address of `snapshot`.
+pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
+    leaked_ip::leaked(snapshot, settings)
+        .into_iter()
+        .map(|(network, reservation)| Target {
+            network: network.name.clone(),
+            store: network.store.clone(),
+            ip: reservation.ip.clone(),
+            sandbox_id: reservation.container_id.clone(),
+        })
+        .collect()
+}
+
+/// Whether `target` may be released now, judged on `fresh`.
+pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
+    let same = |network: &str, ip: &str| network == target.network && ip == target.ip;
+    if leaked_ip::leaked(fresh, settings)
+        .iter()
+        .any(|(n, r)| same(&n.name, &r.ip) && r.container_id == target.sandbox_id)
+    {
+        return Verdict::Go;
+    }
+    let held = fresh
+        .cni
+        .iter()
+        .flat_map(|cni| &cni.networks)
+        .find_map(|n| {
+            n.reservations
+                .iter()
+                .find(|r| same(&n.name, &r.ip))
+                .map(|r| &r.container_id)
+        });
+    match held {
+        None => Verdict::Gone("host-local no longer holds it".to_string()),
+        Some(other) if *other != target.sandbox_id => {
+            Verdict::Refuse(format!("now held for another sandbox, {other}"))
+        }
+        Some(_)
+            if fresh
+                .containerd
+                .as_ref()
+                .and_then(|v| v.containers(CRI_NAMESPACE))
+                .is_none() =>
+        {
+            Verdict::Refuse(
+                "containerd's records did not answer, so nothing is confirmed".to_string(),
+            )
+        }
+        Some(_) => Verdict::Refuse(
+            "no longer leaked: a sandbox of that id is known again (containerd's records, \
+             CRI's list, its directory or a shim)"
+                .to_string(),
+        ),
+    }
+}
+
+/// Releases (or, without `act`, plans) the leaked addresses of `before`,
+/// each re-verified on the snapshot `regather` takes.
+pub fn run(
+    before: &Snapshot,
+    settings: &Settings,
+    act: bool,
+    regather: impl FnOnce() -> Snapshot,
+) -> Vec<Cleanup> {
+    let targets = targets(before, settings);
+    walk(before, targets, act, &mut Release { settings }, regather)
+}
+
+struct Release<'a> {
+    settings: &'a Settings,
+}
+
+impl Act for Release<'_> {
+    type Target = Target;
+    type Outcome = CleanupOutcome;
+    type Row = Cleanup;
+
+    fn verdict(&self, fresh: &Snapshot, target: &Target) -> Verdict {
+        verify(fresh, target, self.settings)
+    }
+
+    fn would(&self, target: &Target) -> (CleanupOutcome, String) {
+        let how = format!(
+            "run with --release --yes to remove it under {}",
+            target.store.join("lock").display()
+        );
+        (CleanupOutcome::WouldRemove, how)
+    }
+
+    fn act(&mut self, target: &Target) -> (CleanupOutcome, String) {
+        match release(target) {
+            Ok(()) => (CleanupOutcome::Removed, "released".to_string()),
+            Err((outcome, why)) => (outcome, why),
+        }
+    }
+
+    fn record(
+        &self,
+        target: Target,
+        outcome: CleanupOutcome,
+        detail: String,
+        _: &Snapshot,
+    ) -> Cleanup {
+        Cleanup {
+            action: CleanupAction::ReleaseIp,
+            path: target.store.join(&target.ip),
+            id: target.sandbox_id,
+            outcome,
+            detail,
+        }
+    }
+}
+
+/// Removes `target`'s reservation under host-local's lock, if it still
+/// names the same sandbox.
+fn release(target: &Target) -> Result<(), (CleanupOutcome, String)> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        (CleanupOutcome::Failed, format!("{what}: {err}"))
+    };
+    let store = open_at(
+        &nix::fcntl::AT_FDCWD,
+        target.store.as_path(),
+        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
+    )
+    .map_err(|e| failed(&format!("opening {}", target.store.display()), &e))?;
+    let _lock = lock(&store, &target.store)?;
+    let file = target.store.join(&target.ip);
+    let read = match read_regular_at(&store, Path::new(&target.ip), &file, 4096, Links::Refuse) {
+        Ok(read) => read,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err((CleanupOutcome::AlreadyGone, "removed meanwhile".to_string()))
+        }
+        Err(err) => return Err(failed(&format!("reading {}", file.display()), &err)),
+    };
+    let text = String::from_utf8_lossy(&read.bytes);
+    let holder = text.lines().next().unwrap_or_default().trim();
+    if holder != target.sandbox_id {
+        return Err((
+            CleanupOutcome::Refused,
+            format!("under the lock it names another sandbox, {holder}"),
+        ));
+    }
+    unlinkat(&store, Path::new(&target.ip), UnlinkatFlags::NoRemoveDir)
+        .map_err(|e| failed(&format!("removing {}", file.display()), &e))
+}
+
+/// host-local's lock of a store, taken within [`LOCK_WAIT`] or refused.
+fn lock(store: &File, shown: &Path) -> Result<Flock<File>, (CleanupOutcome, String)> {
+    let lock = shown.join("lock");
+    let mut file = open_at(store, Path::new("lock"), OFlag::O_NOFOLLOW).map_err(|e| {
+        (
+            CleanupOutcome::Refused,
+            format!("host-local's lock {}: {e}", lock.display()),
+        )
+    })?;
+    let until = Instant::now() + LOCK_WAIT;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => return Ok(locked),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if Instant::now() < until => {
+                file = back;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err((_, err)) => {
+                return Err((
+                    CleanupOutcome::Refused,
+                    format!("host-local's lock {} not taken: {err}", lock.display()),
+                ))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+    use crate::model::{CniNetwork, CniView, IpReservation};
+    use std::fs;
+
+    fn node(store: &Path, held_for: &str, live: &[String]) -> Snapshot {
+        let mut s = of_proven_daemon(snapshot());
+        with_records(&mut s, live);
+        s.cni = Some(CniView {
+            conf_dir: PathBuf::from("/etc/cni/net.d"),
+            networks: vec![CniNetwork {
+                name: "pods".to_string(),
+                conf_file: PathBuf::from("/etc/cni/net.d/10-pods.conflist"),
+                store: store.to_path_buf(),
+                capacity: Some(5),
+                reservations: vec![IpReservation {
+                    ip: "10.251.0.2".to_string(),
+                    container_id: held_for.to_string(),
+                    ifname: Some("eth0".to_string()),
+                    reserved_at: NOW - 3600 * SEC,
+                    ..IpReservation::default()
+                }],
+            }],
+        });
+        s
+    }
+
+    fn store() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("pods");
+        fs::create_dir(&store).unwrap();
+        fs::write(store.join("lock"), "").unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_leaked_address_is_planned_then_released_under_the_lock() {
+        let (_dir, store) = store();
+        fs::write(store.join("10.251.0.2"), format!("{}\neth0", id('a'))).unwrap();
+        let before = node(&store, &id('a'), &[]);
+        let settings = Settings::default();
+        let planned = run(&before, &settings, false, || before.clone());
+        assert_eq!(planned.len(), 1);
+        assert_eq!(planned[0].outcome, CleanupOutcome::WouldRemove);
+        assert!(store.join("10.251.0.2").exists(), "a plan touches nothing");
+        let done = run(&before, &settings, true, || before.clone());
+        assert_eq!(
+            (done[0].outcome, done[0].detail.as_str()),
+            (CleanupOutcome::Removed, "released")
+        );
+        assert_eq!(done[0].path, store.join("10.251.0.2"));
+        assert!(!store.join("10.251.0.2").exists());
+        assert!(store.join("lock").exists(), "the lock stays host-local's");
+    }
+
+    #[test]
+    fn an_address_live_again_or_given_to_another_pod_is_refused() {
+        let (_dir, store) = store();
+        let file = store.join("10.251.0.2");
+        fs::write(&file, id('a')).unwrap();
+        let before = node(&store, &id('a'), &[]);
+        let settings = Settings::default();
+        // Its sandbox is known again at the fresh look.
+        let live = node(&store, &id('a'), &[id('a')]);
+        let done = run(&before, &settings, true, || live.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{:?}", done[0]);
+        // host-local gave the address to another pod in between.
+        let reassigned = node(&store, &id('b'), &[id('b')]);
+        let done = run(&before, &settings, true, || reassigned.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused);
+        assert!(done[0].detail.contains(&id('b')), "{}", done[0].detail);
+        // Reassigned after the fresh look, before the lock: read under it.
+        fs::write(&file, id('c')).unwrap();
+        let done = run(&before, &settings, true, || before.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused);
+        assert!(
+            done[0].detail.contains("under the lock"),
+            "{}",
+            done[0].detail
+        );
+        assert!(file.exists(), "nothing was removed");
+        // Released by someone else in between.
+        let gone = node(&store, &id('a'), &[]);
+        let gone = Snapshot {
+            cni: gone.cni.map(|mut cni| {
+                cni.networks[0].reservations.clear();
+                cni
+            }),
+            ..gone
+        };
+        let done = run(&before, &settings, true, || gone.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::AlreadyGone);
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_reservation_or_the_lock_is_never_followed() {
+        let (dir, store) = store();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, id('a')).unwrap();
+        std::os::unix::fs::symlink(&victim, store.join("10.251.0.2")).unwrap();
+        let before = node(&store, &id('a'), &[]);
+        let done = run(&before, &Settings::default(), true, || before.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Failed, "{:?}", done[0]);
+        assert!(victim.exists());
+        // A lock that is a symlink is not host-local's: refused.
+        fs::remove_file(store.join("10.251.0.2")).unwrap();
+        fs::write(store.join("10.251.0.2"), id('a')).unwrap();
+        fs::remove_file(store.join("lock")).unwrap();
+        std::os::unix::fs::symlink(&victim, store.join("lock")).unwrap();
+        let done = run(&before, &Settings::default(), true, || before.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{:?}", done[0]);
+        assert!(store.join("10.251.0.2").exists());
+    }
+
+    #[test]
+    fn a_lock_held_by_host_local_is_waited_for_then_refused() {
+        let (_dir, store) = store();
+        fs::write(store.join("10.251.0.2"), id('a')).unwrap();
+        let held = Flock::lock(
+            File::open(store.join("lock")).unwrap(),
+            FlockArg::LockExclusive,
+        )
+        .unwrap();
+        let before = node(&store, &id('a'), &[]);
+        let started = Instant::now();
+        let done = run(&before, &Settings::default(), true, || before.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{:?}", done[0]);
+        assert!(started.elapsed() >= LOCK_WAIT);
+        drop(held);
+        let done = run(&before, &Settings::default(), true, || before.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Removed);
+    }
+}

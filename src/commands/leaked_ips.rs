@@ -1,0 +1,52 @@
+//! `nodectl leaked-ips [--release [--yes]] [--grace DURATION]`: addresses
+//! host-local holds for pod sandboxes that no longer exist; optionally
+//! release them, each re-checked right before, under host-local's lock.
+
+use anyhow::bail;
+
+use crate::act::release_ip;
+use crate::checks::{registry, Settings};
+use crate::cli::{GlobalArgs, LeakedIpsArgs};
+use crate::gather::gather;
+use crate::model::Kind;
+use crate::paths;
+use crate::report::Report;
+
+/// What `leaked-ips` runs. `--release` reads what the check reads.
+pub const KINDS: &[Kind] = &[Kind::LeakedIp];
+
+pub fn run(global: &GlobalArgs, args: &LeakedIpsArgs) -> anyhow::Result<Report> {
+    if args.yes && !nix::unistd::geteuid().is_root() {
+        bail!("--yes needs root: host-local's store is root's");
+    }
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let options = global.gather_options(registry::reads(KINDS));
+    let settings = Settings {
+        ip_grace: args.grace,
+        ..Settings::default()
+    };
+    let snapshot = gather(&paths, &options, config_gaps.clone());
+    let findings = registry::run(KINDS, &snapshot, &snapshot, &settings);
+
+    let mut cleanups = Vec::new();
+    if args.release {
+        super::pause_for_tests();
+        // The daemon proven again right before acting, not only at the scan
+        // (see `act::daemon_proven`).
+        let regather = || {
+            let (paths, gaps) = paths::resolve(&global.path_flags());
+            gather(&paths, &options, gaps)
+        };
+        cleanups = release_ip::run(&snapshot, &settings, args.yes, regather);
+    }
+    let mut report = Report::new(
+        "leaked-ips",
+        &global.namespace,
+        paths,
+        findings,
+        snapshot.gaps,
+    )
+    .identified(snapshot.containerd_version);
+    report.cleanups = cleanups;
+    Ok(report)
+}
