@@ -39,8 +39,10 @@ const SNAPSHOTS_LIMIT: u64 = 256 << 20;
 /// what bounds memory; that synthetic node makes 1.4 million.
 const VALUES_LIMIT: u64 = 5_000_000;
 
+/// What an archive holds for `check --from`: the looks at the node (the
+/// findings' own evidence is derived from them again, never stored).
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Evidence {
+pub struct Archived {
     pub nodectl_version: String,
     pub hostname: Option<String>,
     /// The snapshot with API answers, and the later look that confirms its
@@ -215,7 +217,7 @@ impl Copies {
 /// `path` itself, never its target.
 pub fn write(
     path: &Path,
-    evidence: &Evidence,
+    evidence: &Archived,
     copies: &Copies,
     mountinfo: &Path,
     force: bool,
@@ -225,7 +227,7 @@ pub fn write(
 
 fn place(
     path: &Path,
-    evidence: &Evidence,
+    evidence: &Archived,
     copies: &Copies,
     mountinfo: &Path,
     force: bool,
@@ -285,7 +287,7 @@ fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
         .any(|m| m.dev() == existing.dev() && m.ino() == existing.ino())
 }
 
-fn fill(file: File, evidence: &Evidence, copies: &Copies) -> anyhow::Result<()> {
+fn fill(file: File, evidence: &Archived, copies: &Copies) -> anyhow::Result<()> {
     let mut tar = tar::Builder::new(GzEncoder::new(file, Compression::default()));
     append(&mut tar, SNAPSHOTS, &serde_json::to_vec_pretty(evidence)?)?;
     for (name, bytes) in &copies.files {
@@ -312,7 +314,7 @@ fn append<W: io::Write>(tar: &mut tar::Builder<W>, name: &str, bytes: &[u8]) -> 
 /// directory is an error at once) and read on a thread of its own, given up
 /// once it has read nothing for `stall`: a stalled disk, FUSE or NFS under
 /// it must not hang nodectl, and a large archive still takes what it takes.
-pub fn read(path: &Path, stall: Duration) -> anyhow::Result<Evidence> {
+pub fn read(path: &Path, stall: Duration) -> anyhow::Result<Archived> {
     let progress = Arc::new(AtomicU64::new(0));
     let (send, answer) = mpsc::sync_channel(1);
     let (owned, counter) = (path.to_path_buf(), Arc::clone(&progress));
@@ -351,7 +353,7 @@ pub fn read(path: &Path, stall: Duration) -> anyhow::Result<Evidence> {
     }
 }
 
-fn read_snapshots(path: &Path, progress: Arc<AtomicU64>) -> anyhow::Result<Evidence> {
+fn read_snapshots(path: &Path, progress: Arc<AtomicU64>) -> anyhow::Result<Archived> {
     let file = Counted {
         inner: open_regular(path, Links::Follow)?,
         count: progress,
@@ -509,7 +511,7 @@ mod tests {
             .cri_containers
             .push(running(&id('a'), 100, NOW - 60 * SEC));
         first.shims.push(shim(7, &id('s'), ADDRESS, &["umount2"]));
-        let evidence = Evidence {
+        let evidence = Archived {
             nodectl_version: "test".into(),
             hostname: None,
             second: Some(first.clone()),
@@ -604,7 +606,7 @@ mod tests {
         first
             .cri_containers
             .push(running(&id('a'), 100, NOW - 60 * SEC));
-        let mut old = serde_json::to_value(Evidence {
+        let mut old = serde_json::to_value(Archived {
             nodectl_version: "0.1.0".into(),
             hostname: None,
             first: first.clone(),
@@ -615,7 +617,7 @@ mod tests {
         let status = &mut old["first"]["cri_containers"][0]["status"];
         status["Removing"] = false.into();
         status["Unknown"] = false.into();
-        let back: Evidence = serde_json::from_value(old).unwrap();
+        let back: Archived = serde_json::from_value(old).unwrap();
         assert_eq!(back.first.cri_containers, first.cri_containers);
     }
 
@@ -635,7 +637,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut first = snapshot();
         first.cri_containers.push(running(&id('a'), 100, NOW));
-        let evidence = Evidence {
+        let evidence = Archived {
             nodectl_version: "test".to_string(),
             hostname: None,
             first,

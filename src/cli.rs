@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
 
+use crate::checks::Settings;
 use crate::gather::GatherOptions;
 use crate::model::{Ask, Reads};
 use crate::paths::PathFlags;
@@ -265,6 +266,52 @@ pub struct ServeArgs {
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
+}
+
+/// The thresholds of the checks, from the command line: each command's
+/// flags turned into the checks' settings here, and nowhere else.
+impl CheckArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            slow: self.slow,
+            ip_grace: self.ip_grace,
+            ..self.late.settings()
+        }
+    }
+}
+
+impl LateExitArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            late_after: self.late_after,
+            since: self.since,
+            ..Settings::default()
+        }
+    }
+}
+
+impl ZombiesArgs {
+    pub fn settings(&self) -> Settings {
+        self.late.settings()
+    }
+}
+
+impl LeakedSnapshotsArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            snapshot_grace: self.grace,
+            ..Settings::default()
+        }
+    }
+}
+
+impl LeakedIpsArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            ip_grace: self.grace,
+            ..Settings::default()
+        }
+    }
 }
 
 impl ServeArgs {

@@ -1412,7 +1412,7 @@ fn edgy_i64() -> impl Strategy<Value = i64> + Clone {
 
 #[test]
 fn checks_and_every_output_take_any_values_a_snapshot_can_hold() {
-    let evidence: archive::Evidence = serde_json::from_slice(&real_snapshots()).unwrap();
+    let evidence: archive::Archived = serde_json::from_slice(&real_snapshots()).unwrap();
     let base = evidence.first;
     let container = (
         "[0-9a-f]{4}",

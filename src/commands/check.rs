@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::archive;
-use crate::checks::{self, Settings};
+use crate::checks;
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::gather;
 use crate::model::{ApiCall, Snapshot};
@@ -28,13 +28,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
             super::PairFor::Checks,
         ),
     };
-    let settings = Settings {
-        late_after: args.late.late_after,
-        since: args.late.since,
-        slow: args.slow,
-        ip_grace: args.ip_grace,
-        ..Settings::default()
-    };
+    let settings = args.settings();
     let findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
     // No containerd on the node is one gap, not the APIs' (the check itself
     // then reports no api-unreachable).

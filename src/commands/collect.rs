@@ -1,6 +1,6 @@
 //! `nodectl collect FILE.tar.gz`: the evidence of this node, for someone else.
 
-use crate::archive::{self, Evidence};
+use crate::archive::{self, Archived};
 use crate::cli::{CollectArgs, GlobalArgs};
 use crate::inert::{inert_path, shown};
 use crate::report::Report;
@@ -16,7 +16,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
         .gather_options(crate::model::Reads::NOTHING)
         .mountinfo;
     let copies = archive::read_copies(&first, &global.proc_root, &mountinfo);
-    let evidence = Evidence {
+    let evidence = Archived {
         nodectl_version: env!("CARGO_PKG_VERSION").to_string(),
         hostname: copies.hostname.clone(),
         first,

@@ -5,7 +5,7 @@
 use anyhow::bail;
 
 use crate::act::release_ip;
-use crate::checks::{registry, Settings};
+use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedIpsArgs};
 use crate::gather::gather;
 use crate::model::Kind;
@@ -21,10 +21,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedIpsArgs) -> anyhow::Result<Report> 
     }
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = global.gather_options(registry::reads(KINDS));
-    let settings = Settings {
-        ip_grace: args.grace,
-        ..Settings::default()
-    };
+    let settings = args.settings();
     let snapshot = gather(&paths, &options, config_gaps.clone());
     let findings = registry::run(KINDS, &snapshot, &snapshot, &settings);
 

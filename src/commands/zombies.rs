@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::checks::{self, registry, Settings};
+use crate::checks::{self, registry};
 use crate::cli::{GlobalArgs, ZombiesArgs};
 use crate::confirm;
 use crate::gather::{add_containerd_records, gather};
@@ -21,11 +21,7 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
     // Every look is gather's: it can find the running containerd itself.
     let (paths, config_gaps) = paths::resolve_for_gather(&global.path_flags());
     let options = global.gather_options(registry::reads(KINDS));
-    let settings = Settings {
-        late_after: args.late.late_after,
-        since: args.late.since,
-        ..Settings::default()
-    };
+    let settings = args.settings();
     let mut snapshot = gather(&paths, &options, config_gaps);
     // The paths with the running containerd gather found.
     let paths = snapshot.paths.clone();
