@@ -28,22 +28,10 @@ pub fn run(global: &GlobalArgs, args: &LeakedIpsArgs) -> anyhow::Result<Report> 
     let mut cleanups = Vec::new();
     if args.release {
         super::pause_for_tests();
-        // The daemon proven again right before acting, not only at the scan
-        // (see `act::daemon_proven`).
-        let regather = || {
-            let (paths, gaps) = paths::resolve(&global.path_flags());
-            gather(&paths, &options, gaps)
-        };
+        let regather = super::look_again(global, &options);
         cleanups = release_ip::run(&snapshot, &settings, args.yes, regather);
     }
-    let mut report = Report::new(
-        "leaked-ips",
-        &global.namespace,
-        paths,
-        findings,
-        snapshot.gaps,
-    )
-    .identified(snapshot.containerd_version);
+    let mut report = super::leak_report("leaked-ips", global, paths, findings, snapshot);
     report.cleanups = cleanups;
     Ok(report)
 }

@@ -28,12 +28,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
     let snapshot = gather(&paths, &options, config_gaps.clone());
     let findings = registry::run(KINDS, &snapshot, &snapshot, &Settings::default());
 
-    // The daemon proven again right before acting, not only at the scan
-    // (see `act::daemon_proven`).
-    let regather = || {
-        let (paths, gaps) = paths::resolve(&global.path_flags());
-        gather(&paths, &options, gaps)
-    };
+    let regather = super::look_again(global, &options);
     let mut cleanups = Vec::new();
     if args.unmount || args.remove_bundles {
         super::pause_for_tests();
@@ -65,14 +60,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
             regather,
         ));
     }
-    let mut report = Report::new(
-        "leaked-mounts",
-        &global.namespace,
-        paths,
-        findings,
-        snapshot.gaps,
-    )
-    .identified(snapshot.containerd_version);
+    let mut report = super::leak_report("leaked-mounts", global, paths, findings, snapshot);
     report.cleanups = cleanups;
     Ok(report)
 }

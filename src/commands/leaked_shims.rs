@@ -31,12 +31,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> anyhow::Result<Report
     let snapshot = gather(&paths, &options, config_gaps.clone());
     let findings = registry::run(KINDS, &snapshot, &snapshot, &Settings::default());
 
-    // The daemon proven again right before acting, not only at the scan
-    // (see `act::daemon_proven`).
-    let regather = || {
-        let (paths, gaps) = paths::resolve(&global.path_flags());
-        gather(&paths, &options, gaps)
-    };
+    let regather = super::look_again(global, &options);
     let actions = if findings.is_empty() {
         Vec::new()
     } else if !args.kill {
@@ -47,14 +42,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> anyhow::Result<Report
         }
         kill::kill(&snapshot, args.grace, regather)
     };
-    let mut report = Report::new(
-        "leaked-shims",
-        &global.namespace,
-        paths,
-        findings,
-        snapshot.gaps,
-    )
-    .identified(snapshot.containerd_version);
+    let mut report = super::leak_report("leaked-shims", global, paths, findings, snapshot);
     report.actions = actions;
     Ok(report)
 }

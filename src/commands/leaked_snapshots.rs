@@ -29,12 +29,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedSnapshotsArgs) -> anyhow::Result<Re
     let mut cleanups = Vec::new();
     if args.remove {
         super::pause_for_tests();
-        // The daemon proven again right before acting, not only at the scan
-        // (see `act::daemon_proven`).
-        let regather = || {
-            let (paths, gaps) = paths::resolve(&global.path_flags());
-            gather(&paths, &options, gaps)
-        };
+        let regather = super::look_again(global, &options);
         let (address, namespace) = (&paths.address.path, &global.namespace);
         let remove = |snapshotter: &str, key: &str| {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -48,14 +43,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedSnapshotsArgs) -> anyhow::Result<Re
         };
         cleanups = remove_snapshot::run(&snapshot, &settings, args.yes, regather, remove);
     }
-    let mut report = Report::new(
-        "leaked-snapshots",
-        &global.namespace,
-        paths,
-        findings,
-        snapshot.gaps,
-    )
-    .identified(snapshot.containerd_version);
+    let mut report = super::leak_report("leaked-snapshots", global, paths, findings, snapshot);
     report.cleanups = cleanups;
     Ok(report)
 }

@@ -95,6 +95,32 @@ fn pair_options(
     }
 }
 
+/// The fresh look a cleanup takes right before acting: the paths resolved
+/// again, so the daemon is proven again on that look (see
+/// `act::daemon_proven`), and the node gathered as the scan gathered it.
+fn look_again<'a>(
+    global: &'a GlobalArgs,
+    options: &'a GatherOptions,
+) -> impl Fn() -> Snapshot + Copy + 'a {
+    move || {
+        let (paths, gaps) = paths::resolve(&global.path_flags());
+        crate::gather::gather(&paths, options, gaps)
+    }
+}
+
+/// A leak command's report: its findings, with the scan's gaps and the
+/// version it named.
+fn leak_report(
+    command: &str,
+    global: &GlobalArgs,
+    paths: crate::model::Paths,
+    findings: Vec<crate::model::Finding>,
+    snapshot: Snapshot,
+) -> Report {
+    Report::new(command, &global.namespace, paths, findings, snapshot.gaps)
+        .identified(snapshot.containerd_version)
+}
+
 /// Test-only, and only in debug builds (a release build has no such code):
 /// with `NODECTL_TEST_PAUSE_BEFORE_ACT=FILE`, creates FILE after the scan
 /// and waits (at most 2 minutes) until someone removes it before the
