@@ -72,6 +72,16 @@ pub struct LeakedIp {
     pub file: PathBuf,
 }
 
+/// A CNI ADD the chained plugin hangs in (see [`Cni::hang_add`]).
+#[derive(Clone, Debug)]
+pub struct HungAdd {
+    pub pid: i32,
+    /// The sandbox CNI was called for (`CNI_CONTAINERID`).
+    pub sandbox_id: String,
+    /// The pod's network namespace (`CNI_NETNS`), as containerd named it.
+    pub netns: PathBuf,
+}
+
 /// Why the plugins the networked bed needs are not there, if they are not.
 pub(crate) fn plugins_present() -> Result<(), String> {
     let missing: Vec<&str> = PLUGINS
@@ -218,8 +228,17 @@ impl Cni {
              \x20   cat '{fail}'\n\
              \x20   exit 1\n\
              fi\n\
+             # Or made ADD hang: it says its pid, the sandbox and its netns\n\
+             # in in-add, and sleeps.\n\
+             if [ \"$CNI_COMMAND\" = ADD ] && [ -f '{hang}' ]; then\n\
+             \x20   echo $$ \"$CNI_CONTAINERID\" \"$CNI_NETNS\" > '{in_add}.new'\n\
+             \x20   mv '{in_add}.new' '{in_add}'\n\
+             \x20   exec sleep 600\n\
+             fi\n\
              exec {PLUGINS_DIR}/tuning\n",
-            fail = fail_del.display()
+            fail = fail_del.display(),
+            hang = self.fault_dir.join("hang-add").display(),
+            in_add = self.fault_dir.join("in-add").display(),
         );
         let path = self.bin_dir.join(CHAINED);
         let io = |e: std::io::Error| format!("{}: {e}", path.display());
@@ -247,15 +266,49 @@ impl Cni {
         fs::write(&path, format!("{error}\n")).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// Makes the chained plugin's ADD hang (bridge and host-local have
+    /// run: the pod has its address and its veth) until
+    /// [`Cni::end_hung_add`].
+    pub(crate) fn hang_add(&self) -> Result<(), String> {
+        let path = self.fault_dir.join("hang-add");
+        fs::write(&path, "").map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The chained plugin hanging in ADD, once one does.
+    pub(crate) fn hung_add(&self) -> Option<HungAdd> {
+        let text = fs::read_to_string(self.fault_dir.join("in-add")).ok()?;
+        let mut fields = text.split_whitespace();
+        Some(HungAdd {
+            pid: fields.next()?.parse().ok()?,
+            sandbox_id: fields.next()?.to_string(),
+            netns: PathBuf::from(fields.next()?),
+        })
+    }
+
+    /// Kills the chained plugin hanging in ADD, if one does, and reaps
+    /// nothing: its parent (containerd) does, or PID 1 once that died.
+    pub(crate) fn end_hung_add(&self) {
+        if let Some(hung) = self.hung_add() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(hung.pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = fs::remove_file(self.fault_dir.join("in-add"));
+    }
+
     /// The chained plugin back to passing everything.
     pub(crate) fn clear_faults(&self) -> Result<(), String> {
-        let path = self.fault_dir.join("fail-del");
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("{}: {e}", path.display()))
+        for fault in ["fail-del", "hang-add"] {
+            let path = self.fault_dir.join(fault);
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(format!("{}: {e}", path.display()))
+                }
+                _ => {}
             }
-            _ => {}
         }
+        self.end_hung_add();
         self.restore_chained_plugin()
     }
 
@@ -286,6 +339,7 @@ impl Cni {
     /// the last networked bed of the process removes the dirs the first
     /// one found missing, when empty. Returns what it could not remove.
     pub(crate) fn teardown(&mut self, ids: &BTreeSet<String>) -> Vec<String> {
+        self.end_hung_add();
         self.netns = None;
         let ours = format!("{}-", self.network);
         let mut problems: Vec<String> = fs::read_dir(RESULTS)
@@ -427,5 +481,49 @@ impl TestBed {
             sandbox_id,
             file: file.path.clone(),
         }
+    }
+}
+
+impl TestBed {
+    /// Kills containerd (SIGKILL: no deferred clean-up runs) while a pod's
+    /// CNI ADD hangs in the chained plugin, after bridge and host-local
+    /// gave the pod its veth and address, then starts containerd again:
+    /// a node whose containerd was OOM-killed or crashed while starting a
+    /// pod. Returns the ADD that hung (sandbox id, netns path). Panics
+    /// (with containerd's log) if any step does not go so.
+    pub async fn crash_containerd_in_cni_add(&mut self, pod_name: &str) -> HungAdd {
+        self.must(self.cni().hang_add());
+        let pid = nix::unistd::Pid::from_raw(self.containerd_pid());
+        let crash = async {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                if let Some(hung) = self.cni().hung_add() {
+                    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                    return Some(hung);
+                }
+                if std::time::Instant::now() > deadline {
+                    return None;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        };
+        let (started, hung) = tokio::join!(self.try_run_sandbox(pod_name), crash);
+        let Some(hung) = hung else {
+            self.fail("the chained plugin's ADD did not hang within 60 s")
+        };
+        if let Ok(id) = started {
+            self.fail(&format!(
+                "RunPodSandbox returned {id} though containerd was killed"
+            ));
+        }
+        let _ = self.containerd.wait();
+        let _ = fs::remove_file(self.address());
+        self.must(self.cni().clear_faults());
+        self.sandboxes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(hung.sandbox_id.clone());
+        self.start_containerd().await;
+        hung
     }
 }
