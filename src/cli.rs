@@ -142,6 +142,8 @@ pub enum Command {
     LeakedSnapshots(LeakedSnapshotsArgs),
     /// Pod addresses host-local holds for sandboxes that no longer exist; --release frees them
     LeakedIps(LeakedIpsArgs),
+    /// Pod sandboxes left NotReady with no container; --remove stops and removes them through CRI
+    LeakedSandboxes(LeakedSandboxesArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
 }
@@ -190,6 +192,22 @@ pub struct LeakedIpsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct LeakedSandboxesArgs {
+    /// Stop and remove the leaked sandboxes through CRI, which tears their network down (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub remove: bool,
+    /// Act: without it, --remove changes nothing
+    #[arg(long, requires = "remove")]
+    pub yes: bool,
+    /// How long after its creation a NotReady sandbox with no container counts as leaked (a pod starting or stopping is so for a moment; at most 10 years)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub grace: Duration,
+    /// CRI socket [default: the containerd socket]
+    #[arg(long, value_name = "PATH")]
+    pub cri_address: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct LeakedShimsArgs {
     /// End the leaked shims (after re-checking each one); without it nothing is touched
     #[arg(long)]
@@ -234,6 +252,9 @@ pub struct CheckArgs {
     /// An address host-local holds for a sandbox no API knows counts as leaked once reserved this long (a sandbox being set up has its address before its record; at most 10m)
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "5m", value_parser = at_most::<TEN_MINUTES>)]
     pub ip_grace: Duration,
+    /// A NotReady sandbox with no container counts as leaked this long after its creation (a pod starting or stopping is so for a moment; at most 10 years)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub sandbox_grace: Duration,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
@@ -263,6 +284,9 @@ pub struct ServeArgs {
     /// An address host-local holds for a sandbox no API knows counts as leaked once reserved this long (a sandbox being set up has its address before its record; at most 10m)
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "5m", value_parser = at_most::<TEN_MINUTES>)]
     pub ip_grace: Duration,
+    /// A NotReady sandbox with no container counts as leaked this long after its creation (a pod starting or stopping is so for a moment; at most 10 years)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub sandbox_grace: Duration,
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
@@ -275,6 +299,7 @@ impl CheckArgs {
         Settings {
             slow: self.slow,
             ip_grace: self.ip_grace,
+            sandbox_grace: self.sandbox_grace,
             ..self.late.settings()
         }
     }
@@ -314,6 +339,15 @@ impl LeakedIpsArgs {
     }
 }
 
+impl LeakedSandboxesArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            sandbox_grace: self.grace,
+            ..Settings::default()
+        }
+    }
+}
+
 impl ServeArgs {
     /// What each run of the loop is: `check` on this node.
     pub fn check_args(&self) -> CheckArgs {
@@ -322,6 +356,7 @@ impl ServeArgs {
             confirm: self.confirm.clone(),
             slow: self.slow,
             ip_grace: self.ip_grace,
+            sandbox_grace: self.sandbox_grace,
             cri_address: self.cri_address.clone(),
             from: None,
             textfile: None,

@@ -209,6 +209,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "An address host-local holds for a pod sandbox that neither containerd nor CRI knows any more (its CNI DEL failed or never ran); a used-up range stops every new pod.",
     ),
     (
+        "leaked-sandbox",
+        "warning",
+        "A pod sandbox CRI keeps NotReady with no container long after its creation (its start or teardown ended part way); it holds the pod's network namespace, address and name.",
+    ),
+    (
         "cri-drift",
         "warning",
         "CRI's view disagrees with containerd's (RUNNING against a stopped task, or a record only one side has).",
@@ -244,6 +249,7 @@ fn kinds_of(command: &str) -> Vec<&'static str> {
         "leaked-mounts" => names(commands::leaked_mounts::KINDS),
         "leaked-snapshots" => names(commands::leaked_snapshots::KINDS),
         "leaked-ips" => names(commands::leaked_ips::KINDS),
+        "leaked-sandboxes" => names(commands::leaked_sandboxes::KINDS),
         _ => vec![],
     }
 }
@@ -345,6 +351,20 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
             (
                 "nodectl leaked-ips --release --yes",
                 "Release them under host-local's lock, each re-checked right before.",
+            ),
+        ],
+        "leaked-sandboxes" => vec![
+            (
+                "nodectl leaked-sandboxes -o wide",
+                "Sandboxes left NotReady with no container, with their pod, age and addresses.",
+            ),
+            (
+                "nodectl leaked-sandboxes --remove",
+                "What the removal would do; nothing is touched.",
+            ),
+            (
+                "nodectl leaked-sandboxes --remove --yes",
+                "Stop and remove them through CRI, each re-checked right before.",
             ),
         ],
         _ => vec![],

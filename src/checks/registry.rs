@@ -8,8 +8,8 @@
 
 use crate::checks::settings::Settings;
 use crate::checks::{
-    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_shim,
-    leaked_snapshot, orphan_bundle, shim_blocked, zombie,
+    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_sandbox,
+    leaked_shim, leaked_snapshot, orphan_bundle, shim_blocked, zombie,
 };
 use crate::model::{Ask, Finding, Kind, Reads, Snapshot, Suspects};
 
@@ -107,6 +107,20 @@ pub const CHECKS: &[Check] = &[
             ..Reads::NOTHING
         },
         run: |l| leaked_ip::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::LeakedSandbox,
+        reads: Reads {
+            // CRI's own lists judge (asked with containerd's, which prove
+            // the daemon a removal acts for); CNI names the addresses it
+            // holds.
+            containerd_api: Ask::Always,
+            cri_api: true,
+            cni: true,
+            ..Reads::NOTHING
+        },
+        run: |l| leaked_sandbox::check(l.first, l.settings),
         second_look: None,
     },
     Check {

@@ -16,6 +16,9 @@ pub struct Settings {
     /// An address reserved this long ago for a sandbox no API knows is
     /// leaked: a sandbox being set up has its address before its record.
     pub ip_grace: Duration,
+    /// A sandbox NotReady with no container this long after it was created
+    /// is leaked: a pod starting or stopping is so for a moment.
+    pub sandbox_grace: Duration,
 }
 
 impl Default for Settings {
@@ -26,6 +29,7 @@ impl Default for Settings {
             slow: Duration::from_secs(1),
             snapshot_grace: Duration::from_secs(600),
             ip_grace: Duration::from_secs(300),
+            sandbox_grace: Duration::from_secs(600),
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod check;
 pub mod collect;
 pub mod leaked_ips;
 pub mod leaked_mounts;
+pub mod leaked_sandboxes;
 pub mod leaked_shims;
 pub mod leaked_snapshots;
 pub mod serve;
@@ -37,6 +38,7 @@ fn run_before_limits(cli: &Cli) -> anyhow::Result<Report> {
         Command::LeakedMounts(args) => leaked_mounts::run(&cli.global, args),
         Command::LeakedSnapshots(args) => leaked_snapshots::run(&cli.global, args),
         Command::LeakedIps(args) => leaked_ips::run(&cli.global, args),
+        Command::LeakedSandboxes(args) => leaked_sandboxes::run(&cli.global, args),
         // Runs until stopped, with no report: main hands it to serve::run.
         Command::Serve(_) => anyhow::bail!("serve has no report (see commands::serve::run)"),
     }
@@ -191,6 +193,10 @@ mod tests {
         );
         assert_eq!(
             read_by(&options(leaked_ips::KINDS)),
+            (true, true, false, false, false, false, true)
+        );
+        assert_eq!(
+            read_by(&options(leaked_sandboxes::KINDS)),
             (true, true, false, false, false, false, true)
         );
         assert_eq!(

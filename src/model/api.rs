@@ -34,6 +34,8 @@ pub enum Method {
     ContainersList,
     /// containerd's Tasks.List, per namespace.
     TasksList,
+    /// containerd's sandbox Store.List, per namespace (1.7 and later).
+    SandboxesList,
     /// containerd's Snapshots.List, per snapshotter.
     SnapshotsList,
     /// containerd's Leases.List, per namespace.
@@ -49,11 +51,12 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 11] = [
         Method::Connect,
         Method::Version,
         Method::ContainersList,
         Method::TasksList,
+        Method::SandboxesList,
         Method::SnapshotsList,
         Method::LeasesList,
         Method::LeasesListResources,
@@ -68,6 +71,7 @@ impl Method {
             Method::Version => "Version",
             Method::ContainersList => "Containers.List",
             Method::TasksList => "Tasks.List",
+            Method::SandboxesList => "Sandboxes.List",
             Method::SnapshotsList => "Snapshots.List",
             Method::LeasesList => "Leases.List",
             Method::LeasesListResources => "Leases.ListResources",

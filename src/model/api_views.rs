@@ -150,6 +150,11 @@ pub struct NamespaceView {
     pub labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Tasks (running or stopped processes) in this namespace.
     pub tasks: Option<Vec<TaskView>>,
+    /// When each sandbox of containerd's sandbox store (2.x's CRI keeps a
+    /// pod sandbox's record there) was created, by id; empty where the
+    /// store is not served (1.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandboxes_created: Option<BTreeMap<String, crate::model::cri_status::UnixNanos>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -174,6 +179,21 @@ impl ContainerdView {
     /// The container records of a namespace, if containerd listed them.
     pub fn containers(&self, namespace: &str) -> Option<&BTreeSet<String>> {
         self.namespaces.get(namespace)?.containers.as_ref()
+    }
+
+    /// When containerd's sandbox store says sandbox `id` of a namespace
+    /// was created, if it listed it.
+    pub fn sandbox_created(
+        &self,
+        namespace: &str,
+        id: &str,
+    ) -> Option<crate::model::cri_status::UnixNanos> {
+        self.namespaces
+            .get(namespace)?
+            .sandboxes_created
+            .as_ref()?
+            .get(id)
+            .copied()
     }
 
     /// The naming labels of a container record, if containerd listed it.
@@ -211,6 +231,12 @@ pub struct CriItem {
     /// The naming labels (see [`crate::model::name_labels`]).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// `metadata.uid`: the pod's uid (sandboxes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `created_at` (unix ns), when CRI gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<crate::model::cri_status::UnixNanos>,
 }
 
 impl CriView {

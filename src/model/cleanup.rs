@@ -26,6 +26,8 @@ pub enum CleanupAction {
     RemoveSnapshot,
     /// A leaked pod address: host-local's reservation file removed.
     ReleaseIp,
+    /// A leaked sandbox: stopped and removed through CRI.
+    RemoveSandbox,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -66,6 +68,7 @@ impl CleanupAction {
             CleanupAction::RemoveBundle => "remove-bundle",
             CleanupAction::RemoveSnapshot => "remove-snapshot",
             CleanupAction::ReleaseIp => "release-ip",
+            CleanupAction::RemoveSandbox => "remove-sandbox",
         }
     }
 }

@@ -37,6 +37,7 @@ pub enum Kind {
     OrphanBundle,
     LeakedSnapshot,
     LeakedIp,
+    LeakedSandbox,
     CriDrift,
     CriSlow,
     ShimBlocked,

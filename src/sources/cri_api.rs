@@ -10,11 +10,12 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
     ContainerState, ContainerStatusRequest, ListContainersRequest, ListPodSandboxRequest,
-    PodSandboxState, VersionRequest,
+    PodSandboxState, RemovePodSandboxRequest, StopPodSandboxRequest, VersionRequest,
 };
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -23,7 +24,7 @@ use tonic::transport::Channel;
 use crate::model::{
     name_labels, Api, CriApiState, CriItem, CriView, Gap, Method, Source, StatusProbe,
 };
-use crate::sources::api::{connect_recorded, status_text, timed};
+use crate::sources::api::{connect, connect_recorded, status_text, timed};
 use crate::sources::api_gaps;
 
 const SOURCE: Source = Source::CriApi;
@@ -80,6 +81,42 @@ pub fn gaps(view: &CriView, gaps: &mut Vec<Gap>) {
     api_gaps(SOURCE, &view.address, &view.calls, gaps);
 }
 
+/// Stops one sandbox (CRI runs its CNI DEL and removes its network
+/// namespace) and removes it, as kubelet does, each call by its own
+/// `timeout`: a stop waits on CNI plugins, which may be slow.
+pub async fn remove_sandbox(address: &Path, id: &str, timeout: Duration) -> Result<(), String> {
+    let channel = within(timeout, "connect", connect(address)).await?;
+    let mut client = RuntimeServiceClient::new(channel);
+    let stop = StopPodSandboxRequest {
+        pod_sandbox_id: id.to_string(),
+    };
+    let stopped = async { client.stop_pod_sandbox(stop).await.map_err(status_text) };
+    within(timeout, "StopPodSandbox", stopped).await?;
+    let remove = RemovePodSandboxRequest {
+        pod_sandbox_id: id.to_string(),
+    };
+    let removed = async { client.remove_pod_sandbox(remove).await.map_err(status_text) };
+    within(timeout, "RemovePodSandbox", removed).await?;
+    Ok(())
+}
+
+/// `call` by `timeout`, its error prefixed with `what`.
+async fn within<T>(
+    timeout: Duration,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let answer = tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no answer within {}",
+                humantime::format_duration(timeout)
+            ))
+        });
+    answer.map_err(|err| format!("{what}: {err}"))
+}
+
 async fn list_sandboxes(mut client: RuntimeServiceClient<Channel>) -> Result<Vec<CriItem>, String> {
     let reply = client
         .list_pod_sandbox(ListPodSandboxRequest::default())
@@ -95,7 +132,9 @@ async fn list_sandboxes(mut client: RuntimeServiceClient<Channel>) -> Result<Vec
             sandbox_id: None,
             name: s.metadata.as_ref().and_then(|m| non_empty(&m.name)),
             namespace: s.metadata.as_ref().and_then(|m| non_empty(&m.namespace)),
+            uid: s.metadata.as_ref().and_then(|m| non_empty(&m.uid)),
             labels: name_labels(s.labels),
+            created_at: Some(s.created_at).filter(|&at| at > 0),
         })
         .collect())
 }
@@ -118,6 +157,8 @@ async fn list_containers(
             name: c.metadata.as_ref().and_then(|m| non_empty(&m.name)),
             namespace: None,
             labels: name_labels(c.labels),
+            uid: None,
+            created_at: Some(c.created_at).filter(|&at| at > 0),
         })
         .collect())
 }

@@ -1,0 +1,59 @@
+//! `nodectl leaked-sandboxes [--remove [--yes]] [--grace DURATION]`: pod
+//! sandboxes CRI keeps NotReady with no container; optionally stop and
+//! remove them through CRI, each re-checked right before.
+
+use std::time::Duration;
+
+use anyhow::bail;
+
+use crate::act::remove_sandbox;
+use crate::checks::registry;
+use crate::cli::{GlobalArgs, LeakedSandboxesArgs};
+use crate::gather::{gather, GatherOptions};
+use crate::model::Kind;
+use crate::paths;
+use crate::report::Report;
+use crate::sources::cri_api;
+
+/// What `leaked-sandboxes` runs. `--remove` reads what the check reads.
+pub const KINDS: &[Kind] = &[Kind::LeakedSandbox];
+
+/// How long one StopPodSandbox or RemovePodSandbox may take: a stop runs
+/// the pod's CNI DEL, which may wait on a slow plugin.
+const CRI_CALL: Duration = Duration::from_secs(60);
+
+pub fn run(global: &GlobalArgs, args: &LeakedSandboxesArgs) -> anyhow::Result<Report> {
+    if args.yes && !nix::unistd::geteuid().is_root() {
+        bail!("--yes needs root: containerd's socket is root's");
+    }
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let options = GatherOptions {
+        cri_address: args.cri_address.clone(),
+        ..global.gather_options(registry::reads(KINDS))
+    };
+    let settings = args.settings();
+    let snapshot = gather(&paths, &options, config_gaps.clone());
+    let findings = registry::run(KINDS, &snapshot, &snapshot, &settings);
+
+    let mut cleanups = Vec::new();
+    if args.remove {
+        super::pause_for_tests();
+        let regather = super::look_again(global, &options);
+        // The CRI socket the scan asked, not one named again.
+        let address = snapshot.cri.as_ref().map(|cri| cri.address.clone());
+        let remove = |id: &str| {
+            let Some(address) = &address else {
+                return Err("CRI was not asked".to_string());
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|err| format!("starting an async runtime: {err}"))?;
+            runtime.block_on(cri_api::remove_sandbox(address, id, CRI_CALL))
+        };
+        cleanups = remove_sandbox::run(&snapshot, &settings, args.yes, regather, remove);
+    }
+    let mut report = super::leak_report("leaked-sandboxes", global, paths, findings, snapshot);
+    report.cleanups = cleanups;
+    Ok(report)
+}
