@@ -445,8 +445,8 @@ mod tests {
             blind(Gap::item(Source::CriStore, "/x/status", "corrupt")),
             []
         );
-        // Zombies, late exits and blocked shims are found in the files and
-        // procfs; containerd only names them.
+        // Zombies and late exits are found in the files and procfs (the
+        // API only names them); blocked shims never ask it.
         assert_eq!(
             blind(Gap::source(Source::ContainerdApi, "/sock", "down")),
             [
