@@ -858,6 +858,20 @@ fn prometheus_output_passes_promtool() {
         text.contains("nodectl_up{command=\"check\"} 0"),
         "the API is down here: {text}"
     );
+    // Zombies are found without the API; leaked shims are not, and their
+    // 0 would be no all-clear.
+    assert!(
+        text.contains("nodectl_check_ok{command=\"check\",kind=\"zombie\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nodectl_check_ok{command=\"check\",kind=\"leaked-shim\"} 0"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("nodectl_findings{command=\"check\",kind=\"leaked-shim\"}"),
+        "{text}"
+    );
     support::promtool_accepts(&text);
 
     // The shipped alerting rules parse, and use the metric names above.
@@ -874,7 +888,11 @@ fn prometheus_output_passes_promtool() {
         String::from_utf8_lossy(&verdict.stdout)
     );
     let rules_text = fs::read_to_string(&rules).unwrap();
-    for metric in ["nodectl_findings", "nodectl_last_run_timestamp_seconds"] {
+    for metric in [
+        "nodectl_findings",
+        "nodectl_check_ok",
+        "nodectl_last_run_timestamp_seconds",
+    ] {
         assert!(
             rules_text.contains(metric) && text.contains(metric),
             "{metric}"

@@ -384,11 +384,16 @@ fn alert_rules_pass_their_promtool_tests() {
     assert!(tested.status.success(), "{}", text(&tested));
     // Each rule that watches nodectl itself has a case.
     let cases = fs::read_to_string(dir.join("nodectl-rules.test.yaml")).unwrap();
+    // And each finding's alert, for the look that fails after it fired.
     for alert in [
         "NodectlCannotCheck",
         "NodectlNotReporting",
         "NodectlAbsent",
         "NodectlMissingOnNode",
+        "ContainerdZombieContainer",
+        "ContainerdLeakedShims",
+        "ContainerdCriStalled",
+        "ContainerdApiUnreachable",
     ] {
         assert!(
             cases.contains(&format!("alertname: {alert}")),
@@ -590,6 +595,63 @@ fn promql_names(expr: &str) -> (Vec<String>, Vec<String>) {
         }
     }
     (metrics, labels)
+}
+
+/// The `expr` of every rule in a rules file: on its line, or folded below
+/// it (`>-`, the lines indented deeper).
+fn rule_exprs(rules: &str) -> Vec<String> {
+    let mut exprs = Vec::new();
+    let mut lines = rules.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some((indent, value)) = line.split_once("expr: ") else {
+            continue;
+        };
+        if value.trim() != ">-" {
+            exprs.push(value.trim().to_string());
+            continue;
+        }
+        let mut folded = Vec::new();
+        while let Some(next) =
+            lines.next_if(|l| l.len() - l.trim_start().len() > indent.len() && !l.trim().is_empty())
+        {
+            folded.push(next.trim());
+        }
+        exprs.push(folded.join(" "));
+    }
+    exprs
+}
+
+/// The shipped rules query what nodectl writes (and node_exporter's
+/// `node_uname_info`, NodectlMissingOnNode's list of nodes): a misspelt
+/// name would never fire.
+#[test]
+fn the_alert_rules_query_only_what_nodectl_emits() {
+    let rules = fs::read_to_string(deploy().join("prometheus/nodectl-rules.yaml")).unwrap();
+    let exprs = rule_exprs(&rules);
+    assert_eq!(exprs.len(), rules.matches("- alert: ").count(), "{exprs:?}");
+    let (metrics, labels) = emitted();
+    let mut used = BTreeSet::new();
+    for expr in &exprs {
+        let (names, label_names) = promql_names(expr);
+        assert!(!names.is_empty(), "no metric in {expr}");
+        for name in names {
+            assert!(
+                metrics.contains(&name) || name == "node_uname_info",
+                "{expr}: {name} is not a metric nodectl emits ({metrics:?})"
+            );
+            used.insert(name);
+        }
+        for label in label_names {
+            assert!(
+                labels.contains(&label)
+                    || ["instance", "job", "node", "nodename"].contains(&label.as_str()),
+                "{expr}: label {label} is not one nodectl emits ({labels:?})"
+            );
+        }
+    }
+    for needed in ["nodectl_findings", "nodectl_check_ok", "nodectl_up"] {
+        assert!(used.contains(needed), "no rule uses {needed}");
+    }
 }
 
 #[test]

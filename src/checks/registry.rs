@@ -11,7 +11,7 @@ use crate::checks::{
     api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_sandbox,
     leaked_shim, leaked_snapshot, orphan_bundle, shim_blocked, zombie,
 };
-use crate::model::{Ask, Finding, Kind, Reads, Snapshot, Suspects};
+use crate::model::{Ask, Finding, Gap, Kind, Reads, Snapshot, Suspects};
 
 /// What a check is given: the snapshot, a later look at the same node (the
 /// first again when there was no reason for one), and the thresholds.
@@ -30,6 +30,17 @@ pub struct Check {
     /// `Some` for a check that must see its finding twice: what in a first
     /// snapshot the second look must read again.
     pub second_look: Option<fn(&Snapshot, &mut Suspects)>,
+}
+
+impl Check {
+    /// Whether it could look at everything it reads: no source it depends
+    /// on was unavailable. An item's gap (one unreadable file) leaves the
+    /// rest of its source to look at.
+    pub fn could_check(&self, gaps: &[Gap]) -> bool {
+        gaps.iter()
+            .filter(|gap| gap.source_unavailable)
+            .all(|gap| !self.reads.depend_on(gap.source))
+    }
 }
 
 /// Every check, in the order of [`Kind::ALL`].
@@ -428,5 +439,48 @@ mod tests {
             .map(|c| c.kind)
             .collect();
         assert_eq!(confirming, [Kind::Zombie, Kind::ShimBlocked]);
+    }
+
+    #[test]
+    fn a_check_could_not_check_only_when_a_source_it_reads_was_unavailable() {
+        use crate::model::Source;
+        let blind = |gap: Gap| -> Vec<Kind> {
+            CHECKS
+                .iter()
+                .filter(|c| !c.could_check(std::slice::from_ref(&gap)))
+                .map(|c| c.kind)
+                .collect()
+        };
+        assert_eq!(
+            blind(Gap::source(Source::CriStore, "/x", "gone")),
+            Kind::ALL
+        );
+        assert_eq!(
+            blind(Gap::item(Source::CriStore, "/x/status", "corrupt")),
+            []
+        );
+        // Zombies and late exits are found in the files and procfs (the
+        // API only names them); blocked shims never ask it.
+        assert_eq!(
+            blind(Gap::source(Source::ContainerdApi, "/sock", "down")),
+            [
+                Kind::LeakedShim,
+                Kind::LeakedMount,
+                Kind::OrphanBundle,
+                Kind::LeakedSnapshot,
+                Kind::LeakedIp,
+                Kind::CriDrift,
+                Kind::CriSlow,
+                Kind::ApiUnreachable,
+            ]
+        );
+        assert_eq!(
+            blind(Gap::source(Source::Mountinfo, "/m", "gone")),
+            [Kind::LeakedMount]
+        );
+        assert_eq!(
+            blind(Gap::source(Source::Cni, "/c", "gone")),
+            [Kind::LeakedIp]
+        );
     }
 }

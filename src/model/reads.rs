@@ -6,6 +6,8 @@
 //! new kind says what it needs where it is registered, and no command is
 //! patched by hand.
 
+use crate::model::Source;
+
 /// When the containerd API is asked.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Ask {
@@ -72,6 +74,26 @@ impl Reads {
     pub fn all(each: impl IntoIterator<Item = Reads>) -> Reads {
         each.into_iter().fold(Reads::NOTHING, Reads::and)
     }
+
+    /// Whether what a look with these reads finds depends on `source`: when
+    /// that source is unavailable, its answer is blind there.
+    pub fn depend_on(self, source: Source) -> bool {
+        match source {
+            // Every look: its paths come from the config, and CRI's files,
+            // the bundles and procfs are read whatever else is.
+            Source::Config | Source::CriStore | Source::Bundles | Source::Procfs => true,
+            // The node's pressure and memory are read with the mount table.
+            Source::Mountinfo | Source::Node => self.mounts,
+            // The snapshots are asked of containerd's API. Asked only once
+            // something is found, it names what was found: nothing found
+            // waits on it.
+            Source::ContainerdApi => self.containerd_api == Ask::Always || self.snapshots,
+            Source::CriApi => self.cri_api,
+            Source::Cni => self.cni,
+            // What a report left out is not read from the node.
+            Source::Nodectl => false,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -97,5 +119,77 @@ mod tests {
         assert_eq!(mounts.and(zombie), both);
         assert_eq!(Reads::all([zombie, Reads::NOTHING]), zombie);
         assert_eq!(Reads::all([]), Reads::NOTHING);
+    }
+
+    #[test]
+    fn every_look_depends_on_the_base_sources_and_on_what_else_it_reads() {
+        let base = [
+            Source::Config,
+            Source::CriStore,
+            Source::Bundles,
+            Source::Procfs,
+        ];
+        let depended = |reads: Reads| -> Vec<Source> {
+            Source::ALL
+                .into_iter()
+                .filter(|source| reads.depend_on(*source))
+                .collect()
+        };
+        assert_eq!(depended(Reads::NOTHING), base);
+        // Threads are procfs, sockets bundle files.
+        let files_only = Reads {
+            shim_threads: true,
+            bundle_sockets: true,
+            ..Reads::NOTHING
+        };
+        assert_eq!(depended(files_only), base);
+        let names_when_found = Reads {
+            containerd_api: Ask::WhenFound,
+            ..Reads::NOTHING
+        };
+        assert_eq!(depended(names_when_found), base);
+        for (reads, more) in [
+            (
+                Reads {
+                    containerd_api: Ask::Always,
+                    ..Reads::NOTHING
+                },
+                vec![Source::ContainerdApi],
+            ),
+            (
+                Reads {
+                    snapshots: true,
+                    ..Reads::NOTHING
+                },
+                vec![Source::ContainerdApi],
+            ),
+            (
+                Reads {
+                    cri_api: true,
+                    ..Reads::NOTHING
+                },
+                vec![Source::CriApi],
+            ),
+            (
+                Reads {
+                    mounts: true,
+                    ..Reads::NOTHING
+                },
+                vec![Source::Mountinfo, Source::Node],
+            ),
+            (
+                Reads {
+                    cni: true,
+                    ..Reads::NOTHING
+                },
+                vec![Source::Cni],
+            ),
+        ] {
+            let mut expected = base.to_vec();
+            expected.extend(more);
+            expected.sort();
+            assert_eq!(depended(reads), expected, "{reads:?}");
+        }
+        assert!(!Reads::all([]).depend_on(Source::Nodectl));
     }
 }

@@ -1,6 +1,7 @@
 //! `-o prometheus`: node_exporter textfile-collector format, for a fleet to
-//! alert on. Every finding kind is always present (0 when none), so an alert
-//! rule never sees a series vanish.
+//! alert on. Every finding kind has its `nodectl_check_ok`, and its
+//! `nodectl_findings` (0 when none) whenever it could be checked; the
+//! shipped rules keep a finding's alert firing while its kind cannot be.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -46,16 +47,37 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 
     gauge(
         out,
-        "nodectl_findings",
-        "Findings of the last run, by kind.",
+        "nodectl_check_ok",
+        "1 when every source a kind's check reads could be read, 0 when one was unavailable.",
     )?;
     // Every registered check's kind, found or not.
-    for kind in CHECKS.iter().map(|c| c.kind) {
-        let count = report.count(kind.as_str());
+    let checked: Vec<(&str, bool)> = CHECKS
+        .iter()
+        .map(|check| (check.kind.as_str(), check.could_check(&report.gaps)))
+        .collect();
+    for (kind, ok) in &checked {
         writeln!(
             out,
-            "nodectl_findings{{command=\"{command}\",kind=\"{}\"}} {count}",
-            kind.as_str()
+            "nodectl_check_ok{{command=\"{command}\",kind=\"{kind}\"}} {}",
+            u8::from(*ok)
+        )?;
+    }
+    gauge(
+        out,
+        "nodectl_findings",
+        "Findings of the last run, by kind; none written for a kind that could not be checked and found nothing.",
+    )?;
+    for (kind, ok) in checked {
+        let count = report.count(kind);
+        // A kind nodectl could not check has no 0 to say: a 0 would resolve
+        // its alert while nodectl cannot see. What it found despite the gap
+        // is real, so a count above 0 is written.
+        if !ok && count == 0 {
+            continue;
+        }
+        writeln!(
+            out,
+            "nodectl_findings{{command=\"{command}\",kind=\"{kind}\"}} {count}"
         )?;
     }
     gauge(
@@ -212,7 +234,7 @@ mod tests {
     use super::*;
     use crate::checks::{run_all, Settings};
     use crate::model::fixtures::*;
-    use crate::model::{Api, ApiCall, Gap, Method, Source};
+    use crate::model::{Api, ApiCall, Gap, Kind, Method, Source};
 
     #[test]
     fn every_kind_is_exported_and_values_are_counted() {
@@ -231,7 +253,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("nodectl_findings{command=\"check\",kind=\"leaked-shim\"} 0"),
+            text.contains("nodectl_findings{command=\"check\",kind=\"late-exit\"} 0"),
             "{text}"
         );
         assert!(
@@ -239,6 +261,100 @@ mod tests {
             "{text}"
         );
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    fn rendered(findings: Vec<crate::model::Finding>, gaps: Vec<Gap>) -> String {
+        let s = snapshot();
+        let report = Report::new("check", "k8s.io", s.paths.clone(), findings, gaps);
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn has_line(text: &str, line: &str) -> bool {
+        text.lines().any(|l| l == line)
+    }
+
+    /// A kind that could not be checked says so, and never says 0 findings
+    /// (its alert would resolve while nodectl cannot see); kinds that do
+    /// not read the missing source are checked and counted as ever.
+    #[test]
+    fn a_kind_whose_source_was_unavailable_is_not_ok_and_never_counts_0() {
+        let store_gone = vec![Gap::source(Source::CriStore, "/x", "gone")];
+        let text = rendered(vec![], store_gone);
+        for kind in Kind::ALL {
+            let kind = kind.as_str();
+            assert!(
+                has_line(
+                    &text,
+                    &format!("nodectl_check_ok{{command=\"check\",kind=\"{kind}\"}} 0")
+                ),
+                "{kind}: {text}"
+            );
+            assert!(
+                !text.contains(&format!(
+                    "nodectl_findings{{command=\"check\",kind=\"{kind}\"}}"
+                )),
+                "{kind}: {text}"
+            );
+        }
+
+        // The API down: the leak checks need it, zombies are found without.
+        let api_down = vec![Gap::source(Source::ContainerdApi, "/sock", "down")];
+        let text = rendered(vec![], api_down);
+        for line in [
+            "nodectl_check_ok{command=\"check\",kind=\"zombie\"} 1",
+            "nodectl_findings{command=\"check\",kind=\"zombie\"} 0",
+            "nodectl_check_ok{command=\"check\",kind=\"shim-blocked\"} 1",
+            "nodectl_findings{command=\"check\",kind=\"shim-blocked\"} 0",
+            "nodectl_check_ok{command=\"check\",kind=\"leaked-shim\"} 0",
+        ] {
+            assert!(has_line(&text, line), "no {line} in {text}");
+        }
+        assert!(
+            !text.contains("nodectl_findings{command=\"check\",kind=\"leaked-shim\"}"),
+            "{text}"
+        );
+
+        // One unreadable status file is not the store: every kind is ok.
+        let one_file = vec![Gap::item(Source::CriStore, "/x/status", "corrupt")];
+        let text = rendered(vec![], one_file);
+        assert!(
+            has_line(
+                &text,
+                "nodectl_check_ok{command=\"check\",kind=\"zombie\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            has_line(
+                &text,
+                "nodectl_findings{command=\"check\",kind=\"zombie\"} 0"
+            ),
+            "{text}"
+        );
+    }
+
+    /// What was found despite a gap is real: its count is written, beside
+    /// `nodectl_check_ok` 0.
+    #[test]
+    fn findings_found_despite_an_unavailable_source_are_counted() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        let findings = run_all(&s, &s, &Settings::default());
+        let bundles_gone = vec![Gap::source(Source::Bundles, "/b", "gone")];
+        let text = rendered(findings, bundles_gone);
+        for line in [
+            "nodectl_check_ok{command=\"check\",kind=\"zombie\"} 0",
+            "nodectl_findings{command=\"check\",kind=\"zombie\"} 1",
+        ] {
+            assert!(has_line(&text, line), "no {line} in {text}");
+        }
+        assert!(
+            !text.contains("nodectl_findings{command=\"check\",kind=\"late-exit\"}"),
+            "{text}"
+        );
     }
 
     #[test]
