@@ -10,13 +10,19 @@ use crate::act::remove_sandbox;
 use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedSandboxesArgs};
 use crate::gather::{gather, GatherOptions};
-use crate::model::Kind;
+use crate::model::{Kind, Reads};
 use crate::paths;
 use crate::report::Report;
 use crate::sources::cri_api;
 
 /// What `leaked-sandboxes` runs. `--remove` reads what the check reads.
 pub const KINDS: &[Kind] = &[Kind::LeakedSandbox];
+
+/// Beyond its check's reads: CNI, to name the addresses each sandbox holds.
+pub const READS: Reads = Reads {
+    cni: true,
+    ..Reads::NOTHING
+};
 
 /// How long one StopPodSandbox or RemovePodSandbox may take: a stop runs
 /// the pod's CNI DEL, which may wait on a slow plugin.
@@ -29,7 +35,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedSandboxesArgs) -> anyhow::Result<Re
     let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = GatherOptions {
         cri_address: args.cri_address.clone(),
-        ..global.gather_options(registry::reads(KINDS))
+        ..global.gather_options(registry::reads(KINDS).and(READS))
     };
     let settings = args.settings();
     let snapshot = gather(&paths, &options, config_gaps.clone());

@@ -197,7 +197,7 @@ mod tests {
         );
         assert_eq!(
             read_by(&options(leaked_sandboxes::KINDS)),
-            (true, true, false, false, false, false, true)
+            (true, true, false, false, false, false, false)
         );
         assert_eq!(
             read_by(&options(leaked_snapshots::KINDS)),
