@@ -48,6 +48,8 @@ pub struct Cni {
     pub conf_dir: PathBuf,
     /// host-local's `dataDir`: `<data_dir>/<network>/<ip>` per address.
     pub data_dir: PathBuf,
+    /// host-local's range ([`SUBNET`] unless the bed was started on another).
+    subnet: &'static str,
     /// The chained plugin's switches.
     fault_dir: PathBuf,
     /// containerd's network namespace, once it runs.
@@ -106,7 +108,7 @@ static LIVE: Mutex<(usize, Vec<PathBuf>)> = Mutex::new((0, Vec::new()));
 impl Cni {
     /// Writes the bin dir (the plugins linked from [`PLUGINS_DIR`], the
     /// chained script) and the conflist into the bed's `dir`.
-    pub(crate) fn write(dir: &Path) -> Result<Cni, String> {
+    pub(crate) fn write(dir: &Path, subnet: &'static str) -> Result<Cni, String> {
         let suffix = dir
             .file_name()
             .unwrap_or_default()
@@ -118,6 +120,7 @@ impl Cni {
             bin_dir: dir.join("cni/bin"),
             conf_dir: dir.join("cni/conf"),
             data_dir: dir.join("cni/ipam"),
+            subnet,
             fault_dir: dir.join("cni/fault"),
             netns: None,
         };
@@ -150,6 +153,7 @@ impl Cni {
     fn conflist(&self) -> String {
         let network = &self.network;
         let data_dir = self.data_dir.display();
+        let subnet = self.subnet;
         format!(
             r#"{{
   "cniVersion": "1.0.0",
@@ -162,7 +166,7 @@ impl Cni {
       "ipMasq": false,
       "ipam": {{
         "type": "host-local",
-        "ranges": [[{{"subnet": "{SUBNET}"}}]],
+        "ranges": [[{{"subnet": "{subnet}"}}]],
         "dataDir": "{data_dir}"
       }}
     }},

@@ -76,7 +76,7 @@ impl TestBed {
     /// CI set, where that panics. A start that fails panics either way,
     /// with the tail of containerd's log.
     pub async fn start(test: &str) -> Option<TestBed> {
-        TestBed::start_with(test, false).await
+        TestBed::start_with(test, None).await
     }
 
     /// [`TestBed::start`] with real CNI networking: containerd runs in a
@@ -90,10 +90,15 @@ impl TestBed {
     /// One more prerequisite: the plugins of Debian's
     /// containernetworking-plugins in /usr/lib/cni.
     pub async fn start_networked(test: &str) -> Option<TestBed> {
-        TestBed::start_with(test, true).await
+        TestBed::start_with(test, Some(cni::SUBNET)).await
     }
 
-    async fn start_with(test: &str, networked: bool) -> Option<TestBed> {
+    /// [`TestBed::start_networked`] with host-local handing out `subnet`.
+    pub async fn start_networked_on(test: &str, subnet: &'static str) -> Option<TestBed> {
+        TestBed::start_with(test, Some(subnet)).await
+    }
+
+    async fn start_with(test: &str, networked: Option<&'static str>) -> Option<TestBed> {
         if !nix::unistd::geteuid().is_root() {
             return unavailable(test, "needs root (containerd, runc and strace -p)");
         }
@@ -120,7 +125,7 @@ impl TestBed {
             let why = format!("missing {} (package busybox-static)", image::BUSYBOX);
             return unavailable(test, &why);
         }
-        if networked {
+        if networked.is_some() {
             if let Err(why) = cni::plugins_present() {
                 return unavailable(test, &why);
             }
@@ -148,7 +153,11 @@ impl TestBed {
         }
     }
 
-    async fn launch(test: &str, release: Containerd, networked: bool) -> Result<TestBed, String> {
+    async fn launch(
+        test: &str,
+        release: Containerd,
+        networked: Option<&'static str>,
+    ) -> Result<TestBed, String> {
         let dir = tempfile::Builder::new()
             .prefix("nodectl-testbed-")
             .tempdir()
@@ -189,7 +198,7 @@ impl TestBed {
         test: &str,
         dir: PathBuf,
         release: Containerd,
-        networked: bool,
+        networked: Option<&'static str>,
     ) -> Result<TestBed, String> {
         let address = dir.join("containerd.sock");
         // sun_path holds 108 bytes; a long TMPDIR would make bind fail late.
@@ -210,11 +219,14 @@ impl TestBed {
             .to_string_lossy()
             .into_owned();
         let cgroup_parent = format!("/{name}");
-        fs::write(&config, config_toml(&dir, release.line, networked))
-            .map_err(|e| format!("{}: {e}", config.display()))?;
+        fs::write(
+            &config,
+            config_toml(&dir, release.line, networked.is_some()),
+        )
+        .map_err(|e| format!("{}: {e}", config.display()))?;
         let cni = match networked {
-            true => Some(Cni::write(&dir)?),
-            false => None,
+            Some(subnet) => Some(Cni::write(&dir, subnet)?),
+            None => None,
         };
         let spawned = spawn_containerd(&release, &config, &log, cni.as_ref());
         let (containerd, cni) = match (spawned, cni) {
