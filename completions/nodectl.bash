@@ -89,7 +89,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -q -h -V --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes serve help"
+            opts="-n -o -q -h -V --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -150,6 +150,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -180,7 +187,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --from --textfile --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --from --textfile --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -317,6 +324,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -347,7 +361,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -q -h --force --cri-address --settle --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --force --cri-address --settle --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -416,6 +430,13 @@ _nodectl() {
                     fi
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
                     fi
                     return 0
                     ;;
@@ -617,7 +638,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__ips)
-            opts="-n -o -q -h --release --yes --grace --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --release --yes --grace --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -685,6 +706,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -715,7 +743,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__mounts)
-            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -776,6 +804,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -806,7 +841,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__sandboxes)
-            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -878,6 +913,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -908,7 +950,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__shims)
-            opts="-n -o -q -h --kill --yes --grace --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --kill --yes --grace --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -973,6 +1015,13 @@ _nodectl() {
                     fi
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
                     fi
                     return 0
                     ;;
@@ -1006,7 +1055,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__snapshots)
-            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1074,6 +1123,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -1104,7 +1160,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__serve)
-            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1216,6 +1272,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -1246,7 +1309,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__shims)
-            opts="-n -o -q -h --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1307,6 +1370,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -1337,7 +1407,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__zombies)
-            opts="-n -o -q -h --late-after --since --settle --root --state --address --namespace --output --config --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1416,6 +1486,13 @@ _nodectl() {
                     fi
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
                     fi
                     return 0
                     ;;

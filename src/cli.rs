@@ -66,6 +66,9 @@ pub struct GlobalArgs {
         hide = true
     )]
     pub proc_root: PathBuf,
+    /// kubelet's root directory (its --root-dir) [default: the running kubelet's, else /var/lib/kubelet]
+    #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
+    pub kubelet_root: Option<PathBuf>,
     /// Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host's
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub mountinfo: Option<PathBuf>,
@@ -109,6 +112,8 @@ impl GlobalArgs {
             snapshots: reads.snapshots,
             mounts: reads.mounts,
             cni: reads.cni,
+            kubelet: reads.kubelet,
+            kubelet_root: self.kubelet_root.clone(),
             timeout: self.timeout,
         }
     }

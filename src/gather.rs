@@ -12,7 +12,7 @@ use crate::sources::proc_scan::ProcScan;
 use crate::sources::SourceThread;
 use crate::sources::{
     bundles, cni, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version,
-    mountinfo, node, proc_scan, shim_proof,
+    kubelet, mountinfo, node, proc_scan, shim_proof,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -56,6 +56,10 @@ pub struct GatherOptions {
     pub mounts: bool,
     /// Read CNI's network configs and host-local's reservations.
     pub cni: bool,
+    /// Read kubelet's pod directories (and the mounts below them).
+    pub kubelet: bool,
+    /// kubelet's root when given (`--kubelet-root`).
+    pub kubelet_root: Option<PathBuf>,
     /// `--timeout`: a look at the node ends this (plus [`DEADLINE_GRACE`])
     /// after it starts, with a gap for whatever source has not answered.
     pub timeout: Duration,
@@ -94,6 +98,20 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
     let files = files.wait(deadline, started, &mut gaps);
+    // kubelet's root may come from its command line: read once procfs has.
+    let kubelet = options.kubelet.then(|| {
+        let root = kubelet::root(
+            options.kubelet_root.as_deref(),
+            &options.proc_root,
+            &proc_scan.processes,
+        );
+        let mountinfo = options.mountinfo.clone();
+        SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
+            kubelet::read(root, &mountinfo, gaps)
+        })
+        .wait(deadline, started, &mut gaps)
+        .flatten()
+    });
 
     let namespaces = namespaces_to_ask(
         options,
@@ -132,6 +150,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         containerd_version,
         snapshotter,
         cni: files.cni,
+        kubelet: kubelet.flatten(),
         gaps,
     }
 }
@@ -571,6 +590,8 @@ mod tests {
             snapshots: false,
             mounts,
             cni: false,
+            kubelet: false,
+            kubelet_root: None,
             timeout: Duration::from_secs(1),
         }
     }

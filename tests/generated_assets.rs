@@ -214,6 +214,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "A pod sandbox CRI keeps NotReady with no container long after its creation (its start or teardown ended part way); it holds the pod's network namespace, address and name.",
     ),
     (
+        "orphan-pod-dir",
+        "warning",
+        "A kubelet pod directory whose uid no sandbox has; the volume mounts still below it are the evidence, and it is never offered for removal.",
+    ),
+    (
         "cri-drift",
         "warning",
         "CRI's view disagrees with containerd's (RUNNING against a stopped task, or a record only one side has).",

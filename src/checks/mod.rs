@@ -11,6 +11,7 @@ pub mod leaked_sandbox;
 pub mod leaked_shim;
 pub mod leaked_snapshot;
 pub mod orphan_bundle;
+pub mod orphan_pod_dir;
 pub mod registry;
 pub mod settings;
 pub mod shared;

@@ -9,7 +9,7 @@
 use crate::checks::settings::Settings;
 use crate::checks::{
     api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_sandbox,
-    leaked_shim, leaked_snapshot, orphan_bundle, shim_blocked, zombie,
+    leaked_shim, leaked_snapshot, orphan_bundle, orphan_pod_dir, shim_blocked, zombie,
 };
 use crate::model::{Ask, Finding, Gap, Kind, Reads, Snapshot, Suspects};
 
@@ -132,6 +132,20 @@ pub const CHECKS: &[Check] = &[
             ..Reads::NOTHING
         },
         run: |l| leaked_sandbox::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::OrphanPodDir,
+        reads: Reads {
+            // A pod is gone when CRI lists no sandbox of its uid (asked
+            // with containerd's API); kubelet's directories and the mounts
+            // below them are the evidence.
+            containerd_api: Ask::Always,
+            cri_api: true,
+            kubelet: true,
+            ..Reads::NOTHING
+        },
+        run: |l| orphan_pod_dir::check(l.first, l.settings),
         second_look: None,
     },
     Check {
@@ -470,6 +484,7 @@ mod tests {
                 Kind::LeakedSnapshot,
                 Kind::LeakedIp,
                 Kind::LeakedSandbox,
+                Kind::OrphanPodDir,
                 Kind::CriDrift,
                 Kind::CriSlow,
                 Kind::ApiUnreachable,

@@ -38,6 +38,7 @@ pub enum Kind {
     LeakedSnapshot,
     LeakedIp,
     LeakedSandbox,
+    OrphanPodDir,
     CriDrift,
     CriSlow,
     ShimBlocked,

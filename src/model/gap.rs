@@ -24,13 +24,15 @@ pub enum Source {
     CriApi,
     /// CNI's network configs and host-local's reservations.
     Cni,
+    /// kubelet's pod directories (and the mounts below them).
+    Kubelet,
     /// nodectl itself: what a report left out.
     Nodectl,
 }
 
 impl Source {
     /// Every source, in the order of the schema's enum.
-    pub const ALL: [Source; 10] = [
+    pub const ALL: [Source; 11] = [
         Source::Config,
         Source::CriStore,
         Source::Bundles,
@@ -40,6 +42,7 @@ impl Source {
         Source::ContainerdApi,
         Source::CriApi,
         Source::Cni,
+        Source::Kubelet,
         Source::Nodectl,
     ];
 
@@ -55,6 +58,7 @@ impl Source {
             Source::ContainerdApi => "containerd-api",
             Source::CriApi => "cri-api",
             Source::Cni => "cni",
+            Source::Kubelet => "kubelet",
             Source::Nodectl => "nodectl",
         }
     }

@@ -15,6 +15,7 @@ pub mod finding;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod gap;
+pub mod kubelet;
 pub mod names;
 pub mod node;
 pub mod path_json;
@@ -36,6 +37,7 @@ pub use cni::{CniNetwork, CniView, IpReservation};
 pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
+pub use kubelet::{KubeletView, PodDir};
 pub use names::{
     name_labels, PodRef, CONTAINER_NAME_LABEL, CRI_NAMESPACE, KIND_LABEL, POD_NAMESPACE_LABEL,
     POD_NAME_LABEL,

@@ -39,6 +39,8 @@ pub struct Reads {
     pub mounts: bool,
     /// CNI's network configs and host-local's reservations.
     pub cni: bool,
+    /// kubelet's pod directories, and the mounts below them.
+    pub kubelet: bool,
 }
 
 impl Reads {
@@ -51,6 +53,7 @@ impl Reads {
         snapshots: false,
         mounts: false,
         cni: false,
+        kubelet: false,
     };
 
     /// What both read.
@@ -67,6 +70,7 @@ impl Reads {
             snapshots: self.snapshots || other.snapshots,
             mounts: self.mounts || other.mounts,
             cni: self.cni || other.cni,
+            kubelet: self.kubelet || other.kubelet,
         }
     }
 
@@ -90,6 +94,7 @@ impl Reads {
             Source::ContainerdApi => self.containerd_api == Ask::Always || self.snapshots,
             Source::CriApi => self.cri_api,
             Source::Cni => self.cni,
+            Source::Kubelet => self.kubelet,
             // What a report left out is not read from the node.
             Source::Nodectl => false,
         }

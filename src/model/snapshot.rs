@@ -13,6 +13,7 @@ use crate::model::api_views::{ContainerdView, CriView};
 use crate::model::cni::CniView;
 use crate::model::cri_status::CriContainer;
 use crate::model::gap::{Gap, Source};
+use crate::model::kubelet::KubeletView;
 use crate::model::names::{PodRef, CRI_NAMESPACE, KIND_LABEL};
 use crate::model::node::NodeContext;
 use crate::model::paths::Paths;
@@ -64,6 +65,10 @@ pub struct Snapshot {
     /// read.
     #[serde(default)]
     pub cni: Option<CniView>,
+    /// kubelet's pod directories; `None` when not read (or no kubelet
+    /// root here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<KubeletView>,
     /// What some source could not read, and why.
     pub gaps: Vec<Gap>,
 }
@@ -100,6 +105,7 @@ impl Snapshot {
             containerd: None,
             cri: None,
             cni: None,
+            kubelet: None,
             node: NodeContext::default(),
             containerd_version: ContainerdVersion::default(),
             snapshotter: None,

@@ -1,0 +1,207 @@
+//! `orphan-pod-dir`: a kubelet pod directory (`<kubelet root>/pods/<uid>`)
+//! whose uid no sandbox CRI lists has.
+//!
+//! kubelet removes a pod's directory once the pod is gone and every volume
+//! below it is unmounted. When an unmount fails (a stuck NFS or CSI volume,
+//! a busy device) it logs "Orphaned pod … found, but volume paths are still
+//! present on disk" every two seconds and keeps the directory; the hand
+//! `rm -rf` of such a directory has deleted mounted volume data. So the
+//! mounts still below it are the evidence, and nodectl never offers to
+//! remove one.
+//!
+//! Judged on CRI's list of sandboxes (every state), which must have
+//! answered; kubelet makes a pod's directory before its sandbox, hence the
+//! grace (`--sandbox-grace`) on the directory's last change.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checks::settings::Settings;
+use crate::model::{timestamp, Finding, Kind, Located, PodDir, Severity, Snapshot};
+
+#[derive(Serialize)]
+pub struct Evidence {
+    pub path: String,
+    pub pod_uid: String,
+    /// kubelet's root, and where nodectl found it (flag, process, default).
+    pub kubelet_root: Located,
+    pub modified_at: Value,
+    pub age_seconds: f64,
+    /// Mount points still below it (volumes kubelet could not unmount).
+    pub mounts: Vec<String>,
+    pub has_mounts: bool,
+}
+
+/// The pod directories of `snapshot` no listed sandbox's uid names, older
+/// than the grace. Nothing without kubelet's directories and CRI's list.
+pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDir> {
+    let Some(kubelet) = &snapshot.kubelet else {
+        return Vec::new();
+    };
+    let Some(sandboxes) = snapshot.cri.as_ref().and_then(|cri| cri.sandboxes.as_ref()) else {
+        return Vec::new();
+    };
+    let uids: HashSet<&str> = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
+    let grace_nanos = i64::try_from(settings.sandbox_grace.as_nanos()).unwrap_or(i64::MAX);
+    kubelet
+        .pod_dirs
+        .iter()
+        .filter(|dir| !uids.contains(dir.uid.as_str()))
+        .filter(|dir| snapshot.taken_at.saturating_sub(dir.modified_at) >= grace_nanos)
+        .collect()
+}
+
+pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let Some(kubelet) = &snapshot.kubelet else {
+        return Vec::new();
+    };
+    orphans(snapshot, settings)
+        .into_iter()
+        .map(|dir| finding(snapshot, &kubelet.root, dir))
+        .collect()
+}
+
+fn finding(snapshot: &Snapshot, root: &Located, dir: &PodDir) -> Finding {
+    let evidence = Evidence {
+        path: dir.path.display().to_string(),
+        pod_uid: dir.uid.clone(),
+        kubelet_root: root.clone(),
+        modified_at: timestamp(dir.modified_at),
+        age_seconds: snapshot.seconds_since(dir.modified_at),
+        mounts: dir.mounts.clone(),
+        has_mounts: !dir.mounts.is_empty(),
+    };
+    let (summary, remedy) = if evidence.has_mounts {
+        (
+            format!(
+                "kubelet pod directory {} belongs to no sandbox, and {} volume mount(s) remain below it",
+                evidence.path,
+                dir.mounts.len()
+            ),
+            format!(
+                "Never remove it by hand while anything is mounted below it: `rm -rf` deletes \
+                 the volumes' data. Find why kubelet cannot unmount them (its log: \"Orphaned \
+                 pod \\\"{uid}\\\" found, but volume paths are still present on disk\"; a stuck \
+                 NFS or CSI volume), unmount each ({first}), and kubelet removes the \
+                 directory itself.",
+                uid = dir.uid,
+                first = dir.mounts[0],
+            ),
+        )
+    } else {
+        (
+            format!(
+                "kubelet pod directory {} belongs to no sandbox; nothing is mounted below it",
+                evidence.path
+            ),
+            "kubelet removes such a directory in its housekeeping (every 2 s) while it runs: \
+             one that stays means kubelet is down or cannot remove it (its log says why). With \
+             nothing mounted below it and no pod of that uid on the API server, it is safe to \
+             remove."
+                .to_string(),
+        )
+    };
+    Finding {
+        kind: Kind::OrphanPodDir,
+        severity: Severity::Warning,
+        id: dir.uid.clone(),
+        summary,
+        cause: "kubelet keeps a pod's directory until its pod is gone and every volume below \
+                it is unmounted; an unmount that fails (a stuck NFS or CSI volume, a busy \
+                device) or a kubelet that stopped before its clean-up leaves it behind."
+            .to_string(),
+        remedy,
+        evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+    use crate::model::{CriView, KubeletView, Origin};
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    const HOUR: i64 = 3600 * SEC;
+
+    fn dir(uid: &str, modified_at: i64, mounts: &[&str]) -> PodDir {
+        PodDir {
+            uid: uid.to_string(),
+            path: PathBuf::from(format!("/var/lib/kubelet/pods/{uid}")),
+            modified_at,
+            mounts: mounts.iter().map(|m| m.to_string()).collect(),
+        }
+    }
+
+    fn node(dirs: Vec<PodDir>, sandbox_uids: &[&str]) -> Snapshot {
+        let mut s = snapshot();
+        s.kubelet = Some(KubeletView {
+            root: Located {
+                path: PathBuf::from("/var/lib/kubelet"),
+                origin: Origin::Process,
+            },
+            pod_dirs: dirs,
+        });
+        let sandboxes = sandbox_uids
+            .iter()
+            .enumerate()
+            .map(|(n, uid)| crate::model::CriItem {
+                uid: Some(uid.to_string()),
+                ..cri_sandbox(&id((b'a' + n as u8) as char), "shop", "cart")
+            })
+            .collect();
+        s.cri = Some(CriView {
+            sandboxes: Some(sandboxes),
+            ..CriView::default()
+        });
+        s
+    }
+
+    #[test]
+    fn a_directory_no_sandbox_names_is_orphaned_with_its_mounts_as_evidence() {
+        let volume = "/var/lib/kubelet/pods/gone/volumes/kubernetes.io~nfs/data";
+        let s = node(
+            vec![
+                dir("live", NOW - HOUR, &[]),
+                dir("gone", NOW - HOUR, &[volume]),
+                dir("empty", NOW - HOUR, &[]),
+            ],
+            &["live"],
+        );
+        let findings = check(&s, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["gone", "empty"]);
+        let gone = &findings[0];
+        assert_eq!(gone.kind, Kind::OrphanPodDir);
+        assert_eq!(gone.evidence["has_mounts"], true);
+        assert_eq!(gone.evidence["mounts"][0], volume);
+        assert_eq!(gone.evidence["kubelet_root"]["origin"], "process");
+        assert!(gone.summary.contains("1 volume mount"), "{}", gone.summary);
+        assert!(
+            gone.remedy.contains("Never remove it by hand"),
+            "{}",
+            gone.remedy
+        );
+        assert_eq!(findings[1].evidence["has_mounts"], false);
+        assert!(findings[1].remedy.contains("safe to remove"));
+    }
+
+    #[test]
+    fn within_the_grace_or_without_cri_s_list_nothing_is_orphaned() {
+        let s = node(vec![dir("new", NOW - 10 * SEC, &[])], &[]);
+        assert!(check(&s, &Settings::default()).is_empty());
+        let none = Settings {
+            sandbox_grace: Duration::ZERO,
+            ..Settings::default()
+        };
+        assert_eq!(check(&s, &none).len(), 1);
+        let mut s = node(vec![dir("gone", NOW - HOUR, &[])], &[]);
+        s.cri.as_mut().unwrap().sandboxes = None;
+        assert!(check(&s, &Settings::default()).is_empty());
+        s.kubelet = None;
+        assert!(check(&s, &Settings::default()).is_empty());
+    }
+}

@@ -1,0 +1,275 @@
+//! kubelet's pod directories: `<root>/pods/<uid>`, and the mounts below
+//! them. Read as data; nothing here is kubelet's to run or change.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use crate::model::{Gap, KubeletView, Located, Origin, PodDir, ProcessInfo, Source};
+use crate::read::bounded::{mtime_nanos, read_proc};
+use crate::sources::mountinfo;
+
+pub(crate) const SOURCE: Source = Source::Kubelet;
+/// kubelet's `--root-dir` when it is given none.
+pub const DEFAULT_ROOT: &str = "/var/lib/kubelet";
+/// A kubelet's command line is a few KB; one of a process that calls
+/// itself kubelet may be anything.
+const CMDLINE_LIMIT: u64 = 128 * 1024;
+
+/// Where kubelet keeps its pods: `--kubelet-root` when given; else the
+/// running kubelet's `--root-dir` (its default when it gives none), when
+/// exactly one process named kubelet runs in nodectl's own mount namespace
+/// (the kernel's namespace, not the name, says the path means the same
+/// directory to both); else the default.
+pub fn root(
+    flag: Option<&Path>,
+    proc_root: &Path,
+    processes: &BTreeMap<i32, ProcessInfo>,
+) -> Located {
+    if let Some(path) = flag {
+        return Located {
+            path: path.to_path_buf(),
+            origin: Origin::Flag,
+        };
+    }
+    match running_kubelet_root(proc_root, processes) {
+        Some(path) => Located {
+            path,
+            origin: Origin::Process,
+        },
+        None => Located {
+            path: PathBuf::from(DEFAULT_ROOT),
+            origin: Origin::Default,
+        },
+    }
+}
+
+fn running_kubelet_root(
+    proc_root: &Path,
+    processes: &BTreeMap<i32, ProcessInfo>,
+) -> Option<PathBuf> {
+    let ours = fs::read_link(proc_root.join("self/ns/mnt")).ok()?;
+    let mut roots: Vec<PathBuf> = processes
+        .values()
+        .filter(|p| p.comm == "kubelet" && p.is_running())
+        .filter(|p| {
+            fs::read_link(proc_root.join(format!("{}/ns/mnt", p.pid))).ok() == Some(ours.clone())
+        })
+        .filter_map(|p| {
+            read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()
+        })
+        .map(|cmdline| root_dir_of(&cmdline))
+        .collect();
+    roots.sort();
+    roots.dedup();
+    match roots.as_slice() {
+        [one] => Some(one.clone()),
+        // None, or kubelets that disagree: the default, said so by origin.
+        _ => None,
+    }
+}
+
+/// `--root-dir` of a NUL-separated command line, else kubelet's default.
+fn root_dir_of(cmdline: &[u8]) -> PathBuf {
+    let args: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect();
+    let mut found = None;
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix("--root-dir=") {
+            found = Some(value.to_string());
+        } else if arg == "--root-dir" {
+            found = args.get(i + 1).cloned();
+        }
+    }
+    found
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_ROOT), PathBuf::from)
+}
+
+/// Every directory of `<root>/pods`, with the mounts `mountinfo` has below
+/// each. `None` when the default root has no pods directory (no kubelet
+/// on this node); a root found otherwise that cannot be read is a gap.
+pub fn read(root: Located, mountinfo_file: &Path, gaps: &mut Vec<Gap>) -> Option<KubeletView> {
+    let pods = root.path.join("pods");
+    let entries = match fs::read_dir(&pods) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == ErrorKind::NotFound && root.origin == Origin::Default => {
+            return None
+        }
+        Err(err) => {
+            gaps.push(Gap::source(SOURCE, &pods, err));
+            return None;
+        }
+    };
+    let mut pod_dirs = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(err) => {
+                gaps.push(Gap::item(SOURCE, &pods, err.to_string()));
+                continue;
+            }
+        };
+        let path = entry.path();
+        // Never through a symlink: kubelet makes directories here.
+        let metadata = match fs::symlink_metadata(&path) {
+            Ok(metadata) if metadata.is_dir() => metadata,
+            Ok(_) => continue,
+            Err(err) if err.kind() == ErrorKind::NotFound => continue,
+            Err(err) => {
+                gaps.push(Gap::item(SOURCE, &path, err.to_string()));
+                continue;
+            }
+        };
+        pod_dirs.push(PodDir {
+            uid: entry.file_name().to_string_lossy().into_owned(),
+            modified_at: mtime_nanos(&metadata).unwrap_or_default(),
+            path,
+            mounts: Vec::new(),
+        });
+    }
+    pod_dirs.sort_by(|a, b| a.path.cmp(&b.path));
+    let mounts = mountinfo::read(mountinfo_file, &[pods.as_path()], gaps);
+    for mount in &mounts {
+        let point = mount.path_as_given();
+        if let Some(dir) = pod_dirs.iter_mut().find(|d| point.starts_with(&d.path)) {
+            dir.mounts.push(point.to_string_lossy().into_owned());
+        }
+    }
+    Some(KubeletView { root, pod_dirs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_dir_is_read_in_either_spelling_else_the_default() {
+        assert_eq!(
+            root_dir_of(b"/usr/bin/kubelet\0--root-dir=/data/kubelet\0--v=2\0"),
+            PathBuf::from("/data/kubelet")
+        );
+        assert_eq!(
+            root_dir_of(b"kubelet\0--root-dir\0/srv/k\0"),
+            PathBuf::from("/srv/k")
+        );
+        assert_eq!(
+            root_dir_of(b"kubelet\0--v=2\0"),
+            PathBuf::from(DEFAULT_ROOT)
+        );
+        assert_eq!(
+            root_dir_of(b"kubelet\0--root-dir\0"),
+            PathBuf::from(DEFAULT_ROOT)
+        );
+    }
+
+    /// A procfs of `kubelets` (pid, mount namespace, command line) beside
+    /// nodectl's own mount namespace, `mnt:[1]`.
+    fn proc_with(
+        kubelets: &[(i32, &str, &[u8])],
+    ) -> (tempfile::TempDir, BTreeMap<i32, ProcessInfo>) {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("self/ns")).unwrap();
+        std::os::unix::fs::symlink("mnt:[1]", dir.path().join("self/ns/mnt")).unwrap();
+        let mut processes = BTreeMap::new();
+        for &(pid, mnt, cmdline) in kubelets {
+            let ns = dir.path().join(format!("{pid}/ns"));
+            fs::create_dir_all(&ns).unwrap();
+            std::os::unix::fs::symlink(mnt, ns.join("mnt")).unwrap();
+            fs::write(dir.path().join(format!("{pid}/cmdline")), cmdline).unwrap();
+            let mut process = crate::model::fixtures::process(pid, 'S', 0);
+            process.comm = "kubelet".to_string();
+            processes.insert(pid, process);
+        }
+        (dir, processes)
+    }
+
+    #[test]
+    fn the_running_kubelet_s_root_is_taken_only_from_nodectl_s_mount_namespace() {
+        let flag = Path::new("/given");
+        let (proc_root, processes) = proc_with(&[(7, "mnt:[1]", b"kubelet\0--root-dir=/data/k\0")]);
+        let found = root(None, proc_root.path(), &processes);
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (Path::new("/data/k"), Origin::Process)
+        );
+        // The flag wins.
+        assert_eq!(
+            root(Some(flag), proc_root.path(), &processes).origin,
+            Origin::Flag
+        );
+        // A kubelet in another mount namespace (a container's) names a
+        // path of its own filesystem: not taken.
+        let (proc_root, processes) = proc_with(&[(7, "mnt:[2]", b"kubelet\0--root-dir=/evil\0")]);
+        let found = root(None, proc_root.path(), &processes);
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (Path::new(DEFAULT_ROOT), Origin::Default)
+        );
+        // Two that disagree: neither.
+        let (proc_root, processes) = proc_with(&[
+            (7, "mnt:[1]", b"kubelet\0--root-dir=/a\0"),
+            (8, "mnt:[1]", b"kubelet\0--root-dir=/b\0"),
+        ]);
+        assert_eq!(
+            root(None, proc_root.path(), &processes).origin,
+            Origin::Default
+        );
+    }
+
+    #[test]
+    fn pod_directories_are_read_with_the_mounts_below_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let pods = dir.path().join("pods");
+        fs::create_dir_all(pods.join("uid-a/volumes/kubernetes.io~empty-dir/data")).unwrap();
+        fs::create_dir_all(pods.join("uid-b")).unwrap();
+        fs::write(pods.join("not-a-dir"), "").unwrap();
+        std::os::unix::fs::symlink(pods.join("uid-b"), pods.join("uid-link")).unwrap();
+        let volume = pods.join("uid-a/volumes/kubernetes.io~empty-dir/data");
+        let table = dir.path().join("mountinfo");
+        fs::write(
+            &table,
+            format!(
+                "1 0 0:1 / / rw - ext4 /dev/root rw\n40 1 0:50 / {} rw - tmpfs tmpfs rw\n",
+                volume.display()
+            ),
+        )
+        .unwrap();
+        let root = Located {
+            path: dir.path().to_path_buf(),
+            origin: Origin::Flag,
+        };
+        let mut gaps = Vec::new();
+        let view = read(root, &table, &mut gaps).expect("a root given is read");
+        assert!(gaps.is_empty(), "{gaps:?}");
+        let uids: Vec<&str> = view.pod_dirs.iter().map(|d| d.uid.as_str()).collect();
+        assert_eq!(uids, ["uid-a", "uid-b"], "directories only, no symlink");
+        assert_eq!(view.pod_dirs[0].mounts, [volume.display().to_string()]);
+        assert!(view.pod_dirs[1].mounts.is_empty());
+        assert!(view.pod_dirs[0].modified_at > 0);
+    }
+
+    #[test]
+    fn no_pods_directory_is_nothing_at_the_default_and_a_gap_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("mountinfo");
+        fs::write(&table, "").unwrap();
+        let mut gaps = Vec::new();
+        let default = Located {
+            path: dir.path().join("absent"),
+            origin: Origin::Default,
+        };
+        assert!(read(default, &table, &mut gaps).is_none());
+        assert!(gaps.is_empty());
+        let given = Located {
+            path: dir.path().join("absent"),
+            origin: Origin::Flag,
+        };
+        assert!(read(given, &table, &mut gaps).is_none());
+        assert_eq!(gaps.len(), 1);
+        assert!(gaps[0].source_unavailable);
+    }
+}
