@@ -89,7 +89,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -q -h -V --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes serve help"
+            opts="-n -o -q -h -V --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -157,6 +157,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -187,7 +194,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --from --textfile --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --from --textfile --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -331,6 +338,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -361,7 +375,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -q -h --force --cri-address --settle --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --force --cri-address --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -437,6 +451,13 @@ _nodectl() {
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
                     fi
                     return 0
                     ;;
@@ -638,7 +659,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__ips)
-            opts="-n -o -q -h --release --yes --grace --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --release --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -713,6 +734,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -743,7 +771,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__mounts)
-            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -811,6 +839,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -841,7 +876,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__sandboxes)
-            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -920,6 +955,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -950,7 +992,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__shims)
-            opts="-n -o -q -h --kill --yes --grace --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --kill --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1022,6 +1064,13 @@ _nodectl() {
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
                     fi
                     return 0
                     ;;
@@ -1055,7 +1104,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__snapshots)
-            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1130,6 +1179,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -1160,7 +1216,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__serve)
-            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1279,6 +1335,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -1309,7 +1372,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__shims)
-            opts="-n -o -q -h --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1377,6 +1440,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --mountinfo)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -1407,7 +1477,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__zombies)
-            opts="-n -o -q -h --late-after --since --settle --root --state --address --namespace --output --config --kubelet-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1493,6 +1563,13 @@ _nodectl() {
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
                     fi
                     return 0
                     ;;

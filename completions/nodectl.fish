@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nodectl_global_optspecs
-    string join \n root= state= address= n/namespace= o/output= config= kubelet-root= mountinfo= q/quiet timeout= h/help V/version
+    string join \n root= state= address= n/namespace= o/output= config= kubelet-root= kubelet-cgroup-root= mountinfo= q/quiet timeout= h/help V/version
 end
 
 function __fish_nodectl_needs_command
@@ -36,6 +36,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_needs_command" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
@@ -73,6 +74,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
@@ -91,6 +93,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l force -d 'Replace FILE if it exists (never through a symlink, never one of the files collected)'
@@ -111,6 +114,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
@@ -127,6 +131,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
@@ -144,6 +149,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kill -d 'End the leaked shims (after re-checking each one); without it nothing is touched'
@@ -162,6 +168,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l unmount -d 'Unmount the leaked mounts (each re-checked first); without --yes only says what it would do'
@@ -183,6 +190,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l remove -d 'Remove the leaked snapshots (each re-checked first); without --yes only says what it would do'
@@ -202,6 +210,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l release -d 'Release the leaked addresses, as host-local does, under its lock (each re-checked first); without --yes only says what it would do'
@@ -222,6 +231,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l remove -d 'Stop and remove the leaked sandboxes through CRI, which tears their network down (each re-checked first); without --yes only says what it would do'
@@ -249,6 +259,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'

@@ -69,6 +69,9 @@ pub struct GlobalArgs {
     /// kubelet's root directory (its --root-dir) [default: the running kubelet's, else /var/lib/kubelet]
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
     pub kubelet_root: Option<PathBuf>,
+    /// kubelet's cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet's, else /]
+    #[arg(long, global = true, value_name = "CGROUP", value_hint = ValueHint::Other)]
+    pub kubelet_cgroup_root: Option<PathBuf>,
     /// Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host's
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub mountinfo: Option<PathBuf>,
@@ -114,6 +117,8 @@ impl GlobalArgs {
             cni: reads.cni,
             kubelet: reads.kubelet,
             kubelet_root: self.kubelet_root.clone(),
+            pod_cgroups: reads.pod_cgroups,
+            kubelet_cgroup_root: self.kubelet_cgroup_root.clone(),
             timeout: self.timeout,
         }
     }

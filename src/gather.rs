@@ -12,7 +12,7 @@ use crate::sources::proc_scan::ProcScan;
 use crate::sources::SourceThread;
 use crate::sources::{
     bundles, cni, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version,
-    kubelet, mountinfo, node, proc_scan, shim_proof,
+    kubelet, mountinfo, node, pod_cgroups, proc_scan, shim_proof,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -60,6 +60,10 @@ pub struct GatherOptions {
     pub kubelet: bool,
     /// kubelet's root when given (`--kubelet-root`).
     pub kubelet_root: Option<PathBuf>,
+    /// Read kubelet's pod cgroups.
+    pub pod_cgroups: bool,
+    /// kubelet's cgroup root when given (`--kubelet-cgroup-root`).
+    pub kubelet_cgroup_root: Option<PathBuf>,
     /// `--timeout`: a look at the node ends this (plus [`DEADLINE_GRACE`])
     /// after it starts, with a gap for whatever source has not answered.
     pub timeout: Duration,
@@ -112,6 +116,19 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .wait(deadline, started, &mut gaps)
         .flatten()
     });
+    let pod_cgroups = options.pod_cgroups.then(|| {
+        let root = kubelet::cgroup_root(
+            options.kubelet_cgroup_root.as_deref(),
+            &options.proc_root,
+            &proc_scan.processes,
+        );
+        let cgroup_fs = Path::new(pod_cgroups::CGROUP_FS);
+        SourceThread::spawn(pod_cgroups::SOURCE, cgroup_fs, move |gaps| {
+            pod_cgroups::read(root, Path::new(pod_cgroups::CGROUP_FS), gaps)
+        })
+        .wait(deadline, started, &mut gaps)
+        .flatten()
+    });
 
     let namespaces = namespaces_to_ask(
         options,
@@ -151,6 +168,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         snapshotter,
         cni: files.cni,
         kubelet: kubelet.flatten(),
+        pod_cgroups: pod_cgroups.flatten(),
         gaps,
     }
 }
@@ -592,6 +610,8 @@ mod tests {
             cni: false,
             kubelet: false,
             kubelet_root: None,
+            pod_cgroups: false,
+            kubelet_cgroup_root: None,
             timeout: Duration::from_secs(1),
         }
     }

@@ -219,6 +219,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "A kubelet pod directory whose uid no sandbox has; the volume mounts still below it are the evidence, and it is never offered for removal.",
     ),
     (
+        "leaked-pod-cgroup",
+        "warning",
+        "A kubelet pod cgroup whose uid no sandbox has, with the processes still in it counted; kubelet's housekeeping grows with each one.",
+    ),
+    (
         "cri-drift",
         "warning",
         "CRI's view disagrees with containerd's (RUNNING against a stopped task, or a record only one side has).",

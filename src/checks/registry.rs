@@ -8,8 +8,9 @@
 
 use crate::checks::settings::Settings;
 use crate::checks::{
-    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_sandbox,
-    leaked_shim, leaked_snapshot, orphan_bundle, orphan_pod_dir, shim_blocked, zombie,
+    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_pod_cgroup,
+    leaked_sandbox, leaked_shim, leaked_snapshot, orphan_bundle, orphan_pod_dir, shim_blocked,
+    zombie,
 };
 use crate::model::{Ask, Finding, Gap, Kind, Reads, Snapshot, Suspects};
 
@@ -146,6 +147,19 @@ pub const CHECKS: &[Check] = &[
             ..Reads::NOTHING
         },
         run: |l| orphan_pod_dir::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::LeakedPodCgroup,
+        reads: Reads {
+            // A pod is gone when CRI lists no sandbox of its uid (asked
+            // with containerd's API).
+            containerd_api: Ask::Always,
+            cri_api: true,
+            pod_cgroups: true,
+            ..Reads::NOTHING
+        },
+        run: |l| leaked_pod_cgroup::check(l.first, l.settings),
         second_look: None,
     },
     Check {
@@ -485,6 +499,7 @@ mod tests {
                 Kind::LeakedIp,
                 Kind::LeakedSandbox,
                 Kind::OrphanPodDir,
+                Kind::LeakedPodCgroup,
                 Kind::CriDrift,
                 Kind::CriSlow,
                 Kind::ApiUnreachable,

@@ -39,6 +39,7 @@ pub enum Kind {
     LeakedIp,
     LeakedSandbox,
     OrphanPodDir,
+    LeakedPodCgroup,
     CriDrift,
     CriSlow,
     ShimBlocked,

@@ -8,6 +8,7 @@
 pub mod action;
 pub mod api;
 pub mod api_views;
+pub mod cgroups;
 pub mod cleanup;
 pub mod cni;
 pub mod cri_status;
@@ -32,6 +33,7 @@ pub use api_views::{
     ContainerdView, CriApiState, CriItem, CriView, NamespaceView, StatusProbe, TaskStatus,
     TaskView, NO_SOCKET,
 };
+pub use cgroups::{CgroupView, PodCgroup};
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
 pub use cni::{CniNetwork, CniView, IpReservation};
 pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};

@@ -41,6 +41,8 @@ pub struct Reads {
     pub cni: bool,
     /// kubelet's pod directories, and the mounts below them.
     pub kubelet: bool,
+    /// kubelet's pod cgroups.
+    pub pod_cgroups: bool,
 }
 
 impl Reads {
@@ -54,6 +56,7 @@ impl Reads {
         mounts: false,
         cni: false,
         kubelet: false,
+        pod_cgroups: false,
     };
 
     /// What both read.
@@ -71,6 +74,7 @@ impl Reads {
             mounts: self.mounts || other.mounts,
             cni: self.cni || other.cni,
             kubelet: self.kubelet || other.kubelet,
+            pod_cgroups: self.pod_cgroups || other.pod_cgroups,
         }
     }
 
@@ -94,7 +98,7 @@ impl Reads {
             Source::ContainerdApi => self.containerd_api == Ask::Always || self.snapshots,
             Source::CriApi => self.cri_api,
             Source::Cni => self.cni,
-            Source::Kubelet => self.kubelet,
+            Source::Kubelet => self.kubelet || self.pod_cgroups,
             // What a report left out is not read from the node.
             Source::Nodectl => false,
         }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::model::api_views::{ContainerdView, CriView};
+use crate::model::cgroups::CgroupView;
 use crate::model::cni::CniView;
 use crate::model::cri_status::CriContainer;
 use crate::model::gap::{Gap, Source};
@@ -69,6 +70,9 @@ pub struct Snapshot {
     /// root here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<KubeletView>,
+    /// kubelet's pod cgroups; `None` when not read (or none here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_cgroups: Option<CgroupView>,
     /// What some source could not read, and why.
     pub gaps: Vec<Gap>,
 }
@@ -106,6 +110,7 @@ impl Snapshot {
             cri: None,
             cni: None,
             kubelet: None,
+            pod_cgroups: None,
             node: NodeContext::default(),
             containerd_version: ContainerdVersion::default(),
             snapshotter: None,

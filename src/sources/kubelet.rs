@@ -13,6 +13,8 @@ use crate::sources::mountinfo;
 pub(crate) const SOURCE: Source = Source::Kubelet;
 /// kubelet's `--root-dir` when it is given none.
 pub const DEFAULT_ROOT: &str = "/var/lib/kubelet";
+/// kubelet's `--cgroup-root` when it is given none.
+pub const DEFAULT_CGROUP_ROOT: &str = "/";
 /// A kubelet's command line is a few KB; one of a process that calls
 /// itself kubelet may be anything.
 const CMDLINE_LIMIT: u64 = 128 * 1024;
@@ -27,30 +29,54 @@ pub fn root(
     proc_root: &Path,
     processes: &BTreeMap<i32, ProcessInfo>,
 ) -> Located {
-    if let Some(path) = flag {
-        return Located {
+    located(
+        flag,
+        running_kubelet_arg(proc_root, processes, "--root-dir"),
+        DEFAULT_ROOT,
+    )
+}
+
+/// kubelet's cgroup root (its `--cgroup-root`, where `kubepods` is made):
+/// `--kubelet-cgroup-root` when given, else the running kubelet's (found
+/// as for [`root`]), else `/`.
+pub fn cgroup_root(
+    flag: Option<&Path>,
+    proc_root: &Path,
+    processes: &BTreeMap<i32, ProcessInfo>,
+) -> Located {
+    located(
+        flag,
+        running_kubelet_arg(proc_root, processes, "--cgroup-root"),
+        DEFAULT_CGROUP_ROOT,
+    )
+}
+
+fn located(flag: Option<&Path>, running: Option<Option<String>>, default: &str) -> Located {
+    match (flag, running) {
+        (Some(path), _) => Located {
             path: path.to_path_buf(),
             origin: Origin::Flag,
-        };
-    }
-    match running_kubelet_root(proc_root, processes) {
-        Some(path) => Located {
-            path,
+        },
+        (None, Some(value)) => Located {
+            path: PathBuf::from(value.unwrap_or_else(|| default.to_string())),
             origin: Origin::Process,
         },
-        None => Located {
-            path: PathBuf::from(DEFAULT_ROOT),
+        (None, None) => Located {
+            path: PathBuf::from(default),
             origin: Origin::Default,
         },
     }
 }
 
-fn running_kubelet_root(
+/// The value of kubelet's flag `name` (`None` inside: not given), when
+/// exactly one running kubelet of nodectl's mount namespace says one thing.
+fn running_kubelet_arg(
     proc_root: &Path,
     processes: &BTreeMap<i32, ProcessInfo>,
-) -> Option<PathBuf> {
+    name: &str,
+) -> Option<Option<String>> {
     let ours = fs::read_link(proc_root.join("self/ns/mnt")).ok()?;
-    let mut roots: Vec<PathBuf> = processes
+    let mut values: Vec<Option<String>> = processes
         .values()
         .filter(|p| p.comm == "kubelet" && p.is_running())
         .filter(|p| {
@@ -59,34 +85,34 @@ fn running_kubelet_root(
         .filter_map(|p| {
             read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()
         })
-        .map(|cmdline| root_dir_of(&cmdline))
+        .map(|cmdline| arg_of(&cmdline, name))
         .collect();
-    roots.sort();
-    roots.dedup();
-    match roots.as_slice() {
+    values.sort();
+    values.dedup();
+    match values.as_slice() {
         [one] => Some(one.clone()),
         // None, or kubelets that disagree: the default, said so by origin.
         _ => None,
     }
 }
 
-/// `--root-dir` of a NUL-separated command line, else kubelet's default.
-fn root_dir_of(cmdline: &[u8]) -> PathBuf {
+/// The value of `name` (`--name=value` or `--name value`) in a
+/// NUL-separated command line; the last one given wins, as in kubelet.
+fn arg_of(cmdline: &[u8], name: &str) -> Option<String> {
     let args: Vec<String> = cmdline
         .split(|&b| b == 0)
         .map(|arg| String::from_utf8_lossy(arg).into_owned())
         .collect();
+    let with_value = format!("{name}=");
     let mut found = None;
     for (i, arg) in args.iter().enumerate() {
-        if let Some(value) = arg.strip_prefix("--root-dir=") {
+        if let Some(value) = arg.strip_prefix(&with_value) {
             found = Some(value.to_string());
-        } else if arg == "--root-dir" {
+        } else if arg == name {
             found = args.get(i + 1).cloned();
         }
     }
-    found
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_ROOT), PathBuf::from)
+    found.filter(|v| !v.is_empty())
 }
 
 /// Every directory of `<root>/pods`, with the mounts `mountinfo` has below
@@ -147,23 +173,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn root_dir_is_read_in_either_spelling_else_the_default() {
+    fn flags_are_read_in_either_spelling() {
+        let cmdline = b"/usr/bin/kubelet\0--root-dir=/data/kubelet\0--cgroup-root\0/k\0";
         assert_eq!(
-            root_dir_of(b"/usr/bin/kubelet\0--root-dir=/data/kubelet\0--v=2\0"),
-            PathBuf::from("/data/kubelet")
+            arg_of(cmdline, "--root-dir").as_deref(),
+            Some("/data/kubelet")
         );
-        assert_eq!(
-            root_dir_of(b"kubelet\0--root-dir\0/srv/k\0"),
-            PathBuf::from("/srv/k")
-        );
-        assert_eq!(
-            root_dir_of(b"kubelet\0--v=2\0"),
-            PathBuf::from(DEFAULT_ROOT)
-        );
-        assert_eq!(
-            root_dir_of(b"kubelet\0--root-dir\0"),
-            PathBuf::from(DEFAULT_ROOT)
-        );
+        assert_eq!(arg_of(cmdline, "--cgroup-root").as_deref(), Some("/k"));
+        assert_eq!(arg_of(b"kubelet\0--v=2\0", "--root-dir"), None);
+        assert_eq!(arg_of(b"kubelet\0--root-dir\0", "--root-dir"), None);
     }
 
     /// A procfs of `kubelets` (pid, mount namespace, command line) beside

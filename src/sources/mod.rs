@@ -14,6 +14,7 @@ pub mod daemon_version;
 pub mod kubelet;
 pub mod mountinfo;
 pub mod node;
+pub mod pod_cgroups;
 pub mod proc_scan;
 mod proc_stat;
 pub mod shim_proof;

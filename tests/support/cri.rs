@@ -219,6 +219,27 @@ impl TestBed {
         }
     }
 
+    /// RunPodSandbox as kubelet's cgroupfs driver places a burstable pod:
+    /// its cgroup parent `<the bed's>/kubepods/burstable/pod<uid>`, which
+    /// runc makes and, kubelet's to remove, never removes. Returns the
+    /// sandbox id and the pod's uid; panics, with containerd's log tail, if
+    /// CRI refuses.
+    pub async fn run_sandbox_in_pod_cgroup(&self, pod_name: &str) -> (String, String) {
+        let mut config = self.sandbox_config(pod_name, Pids::SharedWithSandbox);
+        let uid = config
+            .metadata
+            .as_ref()
+            .map(|m| m.uid.clone())
+            .unwrap_or_default();
+        if let Some(linux) = config.linux.as_mut() {
+            linux.cgroup_parent = format!("{}/kubepods/burstable/pod{uid}", self.cgroup_parent());
+        }
+        match self.try_start_sandbox(&config).await {
+            Ok(id) => (id, uid),
+            Err(e) => self.fail(&format!("RunPodSandbox in a pod cgroup: {}", e.message)),
+        }
+    }
+
     /// The pods' network: host's, or their own with CNI wiring it
     /// ([`TestBed::start_networked`]).
     fn pod_network(&self) -> NamespaceMode {

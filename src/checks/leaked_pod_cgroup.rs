@@ -1,0 +1,205 @@
+//! `leaked-pod-cgroup`: a kubelet pod cgroup whose uid no sandbox CRI
+//! lists has.
+//!
+//! kubelet makes a cgroup per pod (`kubepods[/<qos>]/pod<uid>`, or the
+//! systemd driver's `kubepods[-<qos>]-pod<uid>.slice`) and removes it once
+//! the pod is gone; one it failed to remove stays, and kubelet's CPU grows
+//! with each such cgroup it walks (kubernetes#123766, #112151). Worst when
+//! processes still run in it: they escaped their pod's teardown and hold
+//! its memory and pids.
+//!
+//! Judged on CRI's sandbox list (any state), which must have answered,
+//! past the grace on the cgroup's creation (kubelet makes a pod's cgroup
+//! before its sandbox).
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checks::settings::Settings;
+use crate::model::{timestamp, Finding, Kind, Located, PodCgroup, Severity, Snapshot};
+
+#[derive(Serialize)]
+pub struct Evidence {
+    pub path: String,
+    pub pod_uid: String,
+    pub driver: String,
+    pub qos: String,
+    /// kubelet's cgroup root, and where nodectl found it.
+    pub cgroup_root: Located,
+    pub cgroup_version: u8,
+    pub created_at: Value,
+    pub age_seconds: f64,
+    /// Processes in it and its container cgroups.
+    pub procs: usize,
+}
+
+/// The pod cgroups of `snapshot` no listed sandbox's uid names, older than
+/// the grace. Nothing without the cgroups read and CRI's list.
+pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodCgroup> {
+    let Some(cgroups) = &snapshot.pod_cgroups else {
+        return Vec::new();
+    };
+    let Some(sandboxes) = snapshot.cri.as_ref().and_then(|cri| cri.sandboxes.as_ref()) else {
+        return Vec::new();
+    };
+    let uids: HashSet<&str> = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
+    let grace_nanos = i64::try_from(settings.sandbox_grace.as_nanos()).unwrap_or(i64::MAX);
+    cgroups
+        .pod_cgroups
+        .iter()
+        .filter(|cgroup| !uids.contains(cgroup.uid.as_str()))
+        .filter(|cgroup| snapshot.taken_at.saturating_sub(cgroup.created_at) >= grace_nanos)
+        .collect()
+}
+
+pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let Some(view) = &snapshot.pod_cgroups else {
+        return Vec::new();
+    };
+    leaked(snapshot, settings)
+        .into_iter()
+        .map(|cgroup| {
+            let evidence = Evidence {
+                path: cgroup.path.display().to_string(),
+                pod_uid: cgroup.uid.clone(),
+                driver: cgroup.driver.clone(),
+                qos: cgroup.qos.clone(),
+                cgroup_root: view.cgroup_root.clone(),
+                cgroup_version: view.version,
+                created_at: timestamp(cgroup.created_at),
+                age_seconds: snapshot.seconds_since(cgroup.created_at),
+                procs: cgroup.procs,
+            };
+            finding(cgroup, evidence)
+        })
+        .collect()
+}
+
+fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
+    let mut summary = format!(
+        "pod cgroup {} (uid {}) belongs to no sandbox",
+        evidence.path, cgroup.uid
+    );
+    let remedy = if cgroup.procs > 0 {
+        summary.push_str(&format!(
+            "; {} process(es) still run in it, outside any pod",
+            cgroup.procs
+        ));
+        format!(
+            "Find what the processes are (`cat {}/cgroup.procs`, then `ps -o pid,args -p …`) \
+             and why they outlived their pod; end them, and kubelet removes the cgroup. Never \
+             move or kill them blindly: they may hold a volume's data.",
+            evidence.path
+        )
+    } else {
+        format!(
+            "Nothing runs in it: kubelet removes it while it runs (one that stays means kubelet \
+             is down or cannot; its log says why). It can be removed, container cgroups first: \
+             `find {} -depth -type d -exec rmdir {{}} \\;`.",
+            evidence.path
+        )
+    };
+    Finding {
+        kind: Kind::LeakedPodCgroup,
+        severity: Severity::Warning,
+        id: cgroup.uid.clone(),
+        summary,
+        cause: "kubelet removes a pod's cgroup once the pod is gone; a removal that failed \
+                (processes left in it, kubelet restarted or stopped mid-way) leaves it, and \
+                kubelet's housekeeping grows with each one (kubernetes#123766, #112151)."
+            .to_string(),
+        remedy,
+        evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+    use crate::model::{CgroupView, CriItem, CriView, Origin};
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    const HOUR: i64 = 3600 * SEC;
+
+    fn cgroup(uid: &str, created_at: i64, procs: usize) -> PodCgroup {
+        PodCgroup {
+            uid: uid.to_string(),
+            path: PathBuf::from(format!("/sys/fs/cgroup/kubepods/burstable/pod{uid}")),
+            driver: "cgroupfs".to_string(),
+            qos: "burstable".to_string(),
+            created_at,
+            procs,
+        }
+    }
+
+    fn node(cgroups: Vec<PodCgroup>, sandbox_uids: &[&str]) -> Snapshot {
+        let mut s = snapshot();
+        s.pod_cgroups = Some(CgroupView {
+            cgroup_root: Located {
+                path: PathBuf::from("/"),
+                origin: Origin::Default,
+            },
+            version: 2,
+            hierarchy: PathBuf::from("/sys/fs/cgroup"),
+            pod_cgroups: cgroups,
+        });
+        let sandboxes = sandbox_uids
+            .iter()
+            .map(|uid| CriItem {
+                uid: Some(uid.to_string()),
+                ..cri_sandbox(&id('a'), "shop", "cart")
+            })
+            .collect();
+        s.cri = Some(CriView {
+            sandboxes: Some(sandboxes),
+            ..CriView::default()
+        });
+        s
+    }
+
+    #[test]
+    fn a_pod_cgroup_no_sandbox_names_is_leaked_with_its_processes_counted() {
+        let s = node(
+            vec![
+                cgroup("live", NOW - HOUR, 2),
+                cgroup("empty", NOW - HOUR, 0),
+                cgroup("busy", NOW - HOUR, 3),
+            ],
+            &["live"],
+        );
+        let findings = check(&s, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["empty", "busy"]);
+        assert_eq!(findings[0].kind, Kind::LeakedPodCgroup);
+        assert_eq!(findings[0].evidence["procs"], 0);
+        assert!(
+            findings[0].remedy.contains("rmdir"),
+            "{}",
+            findings[0].remedy
+        );
+        assert_eq!(findings[1].evidence["procs"], 3);
+        assert!(findings[1].summary.contains("3 process(es) still run"));
+        assert_eq!(findings[1].evidence["qos"], "burstable");
+        assert_eq!(findings[1].evidence["cgroup_root"]["origin"], "default");
+    }
+
+    #[test]
+    fn within_the_grace_or_without_cri_s_list_nothing_is_leaked() {
+        let s = node(vec![cgroup("new", NOW - 10 * SEC, 0)], &[]);
+        assert!(check(&s, &Settings::default()).is_empty());
+        let none = Settings {
+            sandbox_grace: Duration::ZERO,
+            ..Settings::default()
+        };
+        assert_eq!(check(&s, &none).len(), 1);
+        let mut s = node(vec![cgroup("gone", NOW - HOUR, 0)], &[]);
+        s.cri.as_mut().unwrap().sandboxes = None;
+        assert!(check(&s, &Settings::default()).is_empty());
+        s.pod_cgroups = None;
+        assert!(check(&s, &Settings::default()).is_empty());
+    }
+}

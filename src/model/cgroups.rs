@@ -1,0 +1,43 @@
+//! kubelet's pod cgroups: `kubepods[/<qos>]/pod<uid>` (cgroupfs driver) or
+//! `kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid>.slice`
+//! (systemd driver, the uid's `-` written `_`), under kubelet's cgroup
+//! root. kubelet makes one per pod and removes it once the pod is gone; one
+//! it failed to remove stays, and kubelet's housekeeping grows with each
+//! (kubernetes#123766, #112151).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::cri_status::UnixNanos;
+use crate::model::paths::Located;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CgroupView {
+    /// kubelet's cgroup root (its `--cgroup-root`), and where nodectl
+    /// found it.
+    pub cgroup_root: Located,
+    /// 1 or 2.
+    pub version: u8,
+    /// The hierarchy read (v1: the pids controller's), in the cgroup
+    /// filesystem.
+    #[serde(with = "crate::model::path_json")]
+    pub hierarchy: PathBuf,
+    pub pod_cgroups: Vec<PodCgroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodCgroup {
+    /// The pod's uid, as kubelet spells it (dashes).
+    pub uid: String,
+    #[serde(with = "crate::model::path_json")]
+    pub path: PathBuf,
+    /// `cgroupfs` or `systemd`, from the cgroup's name.
+    pub driver: String,
+    /// `guaranteed`, `burstable` or `besteffort`.
+    pub qos: String,
+    /// When the cgroup was made (its directory's change time, unix ns).
+    pub created_at: UnixNanos,
+    /// Processes in it and the cgroups below it (`cgroup.procs`).
+    pub procs: usize,
+}
