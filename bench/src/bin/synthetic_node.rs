@@ -22,12 +22,21 @@
 //!   the rest of a node);
 //! - `mountinfo`: M mounts, the containers' overlay rootfs and the pods' shm
 //!   among thousands of unrelated ones;
+//! - `containerd.toml`: a config (version 2) that only names CRI's CNI
+//!   `conf_dir`, `cni/net.d`;
+//! - `cni/`: the node's CNI network: `net.d/10-nodectl-bench.conflist`
+//!   (bridge with host-local IPAM, a subnet that holds every sandbox, its
+//!   `dataDir` in `cni/networks`) and host-local's store: one reservation per
+//!   pod sandbox, a few for sandboxes long gone (leaked), `last_reserved_ip.0`
+//!   and `lock`. libcni's result cache is a fixed path on the machine
+//!   (/var/lib/cni/results) that nodectl cannot be pointed away from, so
+//!   none is written: the reservations name no pod;
 //! - `expected.json`: what is in the node, and what each nodectl command must
 //!   report on it when containerd's API does not answer.
 //!
 //! Point nodectl at it with `--root DIR/root --state DIR/state --address
-//! /run/containerd/containerd.sock --proc-root DIR/proc --mountinfo
-//! DIR/mountinfo`. The same seed gives the same node, except for times, which
+//! /run/containerd/containerd.sock --config DIR/containerd.toml --proc-root
+//! DIR/proc --mountinfo DIR/mountinfo`. The same seed gives the same node, except for times, which
 //! are relative to now.
 //!
 //! `--status-pid-offset K` (default 0) adds K to the pid in every status
@@ -40,6 +49,7 @@
 use std::fmt::Write as _;
 use std::fs::{self, File, FileTimes};
 use std::io;
+use std::net::Ipv4Addr;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -66,7 +76,22 @@ const MIN: i64 = 60 * SEC;
 const HOUR: i64 = 60 * MIN;
 const DAY: i64 = 24 * HOUR;
 /// Files and directories this generator owns inside `--out`.
-const OWN_ENTRIES: &[&str] = &["root", "state", "proc", "mountinfo", "expected.json"];
+const OWN_ENTRIES: &[&str] = &[
+    "root",
+    "state",
+    "proc",
+    "mountinfo",
+    "containerd.toml",
+    "cni",
+    "expected.json",
+];
+/// The node's CNI network; its name is also its store's directory.
+const CNI_NETWORK: &str = "nodectl-bench";
+/// The pods' addresses come from 10.0.0.0/<prefix>, a /24 or larger.
+const POD_NETWORK: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 0);
+/// Reservations host-local still holds for sandboxes long gone (a DEL that
+/// failed or never ran): ids no store or API knows.
+const LEAKED_RESERVATIONS: usize = 5;
 
 /// Syscall numbers for `/proc/<pid>/task/<tid>/syscall`.
 #[cfg(target_arch = "x86_64")]
@@ -431,6 +456,10 @@ struct Counts {
     rootfs_mounts: usize,
     shm_mounts: usize,
     leaked_mounts: usize,
+    /// The pods' CNI subnet, and the addresses host-local holds in it.
+    pod_subnet: String,
+    ip_reservations: usize,
+    leaked_ip_reservations: usize,
 }
 
 struct Node {
@@ -444,7 +473,8 @@ impl Node {
         format!(
             "synthetic node in {}: {} containers in {} pods ({} running, {} exited, \
              {} zombies, {} late exits, {} old late exits, {} corrupt), {} processes \
-             ({} shims, {} leaked), {} mounts ({} rootfs, {} shm, {} leaked)",
+             ({} shims, {} leaked), {} mounts ({} rootfs, {} shm, {} leaked), \
+             {} CNI reservations in {} ({} leaked)",
             self.dir.display(),
             c.running + c.exited + c.zombies + c.late_exits + c.old_late_exits + c.corrupt,
             c.pods,
@@ -460,7 +490,10 @@ impl Node {
             c.mounts,
             c.rootfs_mounts,
             c.shm_mounts,
-            c.leaked_mounts
+            c.leaked_mounts,
+            c.ip_reservations,
+            c.pod_subnet,
+            c.leaked_ip_reservations
         )
     }
 }
@@ -560,6 +593,8 @@ fn run(args: &Args) -> Result<Node, String> {
         &mut counts,
     )?;
     write(&dir.join("mountinfo"), mountinfo)?;
+    // Last: its draws from `rng` leave the rest of the node as it was.
+    write_cni(&dir, &pods, now, &mut rng, &mut counts)?;
     write(&dir.join("expected.json"), expected(&counts, args))?;
     Ok(Node { dir, counts })
 }
@@ -1763,6 +1798,99 @@ fn mountinfo(
 
 /// What the node holds, and what each nodectl command must find in it when
 /// containerd's API does not answer (the benchmark has no containerd).
+/// The smallest subnet prefix, /24 at most, whose host-local range (less
+/// the network, gateway and broadcast addresses) holds `addresses`.
+fn pod_subnet_prefix(addresses: usize) -> Result<u32, String> {
+    (8..=24u32)
+        .rev()
+        .find(|prefix| (1usize << (32 - prefix)) - 3 >= addresses)
+        .ok_or_else(|| format!("{addresses} pod addresses do not fit a /8"))
+}
+
+/// The containerd config naming CRI's CNI `conf_dir`, the node's network
+/// config, and host-local's store as host-local writes it: a file per
+/// address (the container id, `\r\n`, the interface; mtime when it was
+/// reserved), `last_reserved_ip.0` (the last address given) and `lock`.
+fn write_cni(
+    dir: &Path,
+    pods: &[Pod],
+    now: i64,
+    rng: &mut Rng,
+    counts: &mut Counts,
+) -> Result<(), String> {
+    let conf_dir = dir.join("cni/net.d");
+    let data_dir = dir.join("cni/networks");
+    let quoted = |path: &Path| serde_json::to_string(&path.to_string_lossy()).unwrap_or_default();
+    // A JSON string is a TOML basic string too.
+    write(
+        &dir.join("containerd.toml"),
+        format!(
+            "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n  conf_dir = {}\n",
+            quoted(&conf_dir)
+        ),
+    )?;
+
+    // Who holds each address, in the order host-local gave them out: the
+    // leaked ones, from pods deleted days ago, spread over the range.
+    let mut holders: Vec<(String, i64)> = pods
+        .iter()
+        .map(|pod| (pod.sandbox_id.clone(), pod.started))
+        .collect();
+    for k in 0..LEAKED_RESERVATIONS {
+        let at = k * (holders.len() + 1) / LEAKED_RESERVATIONS;
+        holders.insert(at, (rng.hex(64), now - rng.between(9 * DAY, 20 * DAY)));
+    }
+    let prefix = pod_subnet_prefix(holders.len())?;
+    let subnet = format!("{POD_NETWORK}/{prefix}");
+    let first_host = u32::from(POD_NETWORK) + 1;
+    let config = serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": CNI_NETWORK,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": true,
+                "ipMasq": true,
+                "hairpinMode": true,
+                "ipam": {
+                    "type": "host-local",
+                    "dataDir": data_dir,
+                    "ranges": [[{"subnet": subnet, "gateway": Ipv4Addr::from(first_host).to_string()}]],
+                    "routes": [{"dst": "0.0.0.0/0"}]
+                }
+            },
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    mkdir(&conf_dir)?;
+    write(
+        &conf_dir.join(format!("10-{CNI_NETWORK}.conflist")),
+        serde_json::to_string_pretty(&config).map_err(|e| e.to_string())?,
+    )?;
+
+    let store = data_dir.join(CNI_NETWORK);
+    mkdir(&store)?;
+    let mut last = String::new();
+    // After the gateway, the first host.
+    for (offset, (id, reserved_at)) in (1..).zip(&holders) {
+        last = Ipv4Addr::from(first_host + offset).to_string();
+        let path = store.join(&last);
+        write(&path, format!("{id}\r\neth0"))?;
+        set_mtime(&path, *reserved_at)?;
+    }
+    write(&store.join("last_reserved_ip.0"), &last)?;
+    write(&store.join("lock"), "")?;
+    counts.pod_subnet = subnet;
+    counts.ip_reservations = holders.len();
+    counts.leaked_ip_reservations = LEAKED_RESERVATIONS;
+    Ok(())
+}
+
+/// What is in the node, and what each command must report on it with
+/// containerd's API down. The leaked CNI reservations are no `leaked-ip`
+/// finding there: without containerd's records nothing is judged
+/// (src/checks/leaked_ip.rs).
 fn expected(c: &Counts, args: &Args) -> String {
     let gaps = c.corrupt;
     format!(
@@ -1787,6 +1915,7 @@ fn expected(c: &Counts, args: &Args) -> String {
   "rootfs_mounts": {rootfs},
   "shm_mounts": {shm},
   "leaked_mounts": {leaked_mounts},
+  "cni": {{"network": "{network}", "subnet": "{subnet}", "ip_reservations": {reservations}, "leaked_ip_reservations": {leaked_ips}}},
   "commands": {{
     "zombies": {{"findings": {{"zombie": {zombies}, "late-exit": {late}}}, "gaps": {gaps}}},
     "leaked-shims": {{"findings": {{"leaked-shim": {leaked_shims}}}, "gaps": {gaps_api}}},
@@ -1818,6 +1947,10 @@ fn expected(c: &Counts, args: &Args) -> String {
         rootfs = c.rootfs_mounts,
         shm = c.shm_mounts,
         leaked_mounts = c.leaked_mounts,
+        network = CNI_NETWORK,
+        subnet = c.pod_subnet,
+        reservations = c.ip_reservations,
+        leaked_ips = c.leaked_ip_reservations,
         gaps_api = gaps + 1,
         gaps_apis = gaps + 2,
     )
