@@ -72,6 +72,16 @@ pub struct GlobalArgs {
     /// kubelet's cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet's, else /]
     #[arg(long, global = true, value_name = "CGROUP", value_hint = ValueHint::Other)]
     pub kubelet_cgroup_root: Option<PathBuf>,
+    /// The cgroup filesystem to read pod cgroups from (a synthetic one, for tests and benchmarks)
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        value_hint = ValueHint::DirPath,
+        default_value = "/sys/fs/cgroup",
+        hide = true
+    )]
+    pub cgroup_fs: PathBuf,
     /// Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host's
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub mountinfo: Option<PathBuf>,
@@ -119,6 +129,7 @@ impl GlobalArgs {
             kubelet_root: self.kubelet_root.clone(),
             pod_cgroups: reads.pod_cgroups,
             kubelet_cgroup_root: self.kubelet_cgroup_root.clone(),
+            cgroup_fs: self.cgroup_fs.clone(),
             timeout: self.timeout,
         }
     }

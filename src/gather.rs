@@ -64,6 +64,9 @@ pub struct GatherOptions {
     pub pod_cgroups: bool,
     /// kubelet's cgroup root when given (`--kubelet-cgroup-root`).
     pub kubelet_cgroup_root: Option<PathBuf>,
+    /// Where the cgroup filesystem is (`/sys/fs/cgroup`; another one for
+    /// tests and benchmarks).
+    pub cgroup_fs: PathBuf,
     /// `--timeout`: a look at the node ends this (plus [`DEADLINE_GRACE`])
     /// after it starts, with a gap for whatever source has not answered.
     pub timeout: Duration,
@@ -122,9 +125,9 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             &options.proc_root,
             &proc_scan.processes,
         );
-        let cgroup_fs = Path::new(pod_cgroups::CGROUP_FS);
-        SourceThread::spawn(pod_cgroups::SOURCE, cgroup_fs, move |gaps| {
-            pod_cgroups::read(root, Path::new(pod_cgroups::CGROUP_FS), gaps)
+        let cgroup_fs = options.cgroup_fs.clone();
+        SourceThread::spawn(pod_cgroups::SOURCE, &cgroup_fs.clone(), move |gaps| {
+            pod_cgroups::read(root, &cgroup_fs, gaps)
         })
         .wait(deadline, started, &mut gaps)
         .flatten()
@@ -150,6 +153,15 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
+    let mut pod_cgroups = pod_cgroups.flatten();
+    // Processes are counted in the pod cgroups CRI does not list only.
+    if let (Some(view), Some(sandboxes)) = (
+        pod_cgroups.as_mut(),
+        cri.as_ref().and_then(|cri| cri.sandboxes.as_ref()),
+    ) {
+        let listed = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
+        pod_cgroups::count_unlisted(view, &listed, &mut gaps);
+    }
     Snapshot {
         taken_at,
         paths,
@@ -168,7 +180,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         snapshotter,
         cni: files.cni,
         kubelet: kubelet.flatten(),
-        pod_cgroups: pod_cgroups.flatten(),
+        pod_cgroups,
         gaps,
     }
 }
@@ -612,6 +624,7 @@ mod tests {
             kubelet_root: None,
             pod_cgroups: false,
             kubelet_cgroup_root: None,
+            cgroup_fs: PathBuf::from("/sys/fs/cgroup"),
             timeout: Duration::from_secs(1),
         }
     }

@@ -70,7 +70,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                 cgroup_version: view.version,
                 created_at: timestamp(cgroup.created_at),
                 age_seconds: snapshot.seconds_since(cgroup.created_at),
-                procs: cgroup.procs,
+                procs: cgroup.procs.unwrap_or_default(),
             };
             finding(cgroup, evidence)
         })
@@ -82,10 +82,10 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
         "pod cgroup {} (uid {}) belongs to no sandbox",
         evidence.path, cgroup.uid
     );
-    let remedy = if cgroup.procs > 0 {
+    let remedy = if evidence.procs > 0 {
         summary.push_str(&format!(
             "; {} process(es) still run in it, outside any pod",
-            cgroup.procs
+            evidence.procs
         ));
         format!(
             "Find what the processes are (`cat {}/cgroup.procs`, then `ps -o pid,args -p …`) \
@@ -132,7 +132,7 @@ mod tests {
             driver: "cgroupfs".to_string(),
             qos: "burstable".to_string(),
             created_at,
-            procs,
+            procs: Some(procs),
         }
     }
 

@@ -38,6 +38,9 @@ pub struct PodCgroup {
     pub qos: String,
     /// When the cgroup was made (its directory's change time, unix ns).
     pub created_at: UnixNanos,
-    /// Processes in it and the cgroups below it (`cgroup.procs`).
-    pub procs: usize,
+    /// Processes in it and the cgroups below it (`cgroup.procs`); counted
+    /// only for a cgroup whose pod CRI does not list (the others' are not
+    /// read: a node's worth of files for nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub procs: Option<usize>,
 }

@@ -3,6 +3,7 @@
 //! `kubepods.slice/…/kubepods-…-pod<uid>.slice`), on cgroup v2 or v1 (the
 //! pids controller's hierarchy: kubelet puts every pod in it). Read only.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,6 @@ use crate::model::{CgroupView, Gap, Located, PodCgroup, Source};
 use crate::read::bounded::{mtime_nanos, read_regular, Links};
 
 pub(crate) const SOURCE: Source = Source::Kubelet;
-/// Where the cgroup filesystem is mounted.
-pub const CGROUP_FS: &str = "/sys/fs/cgroup";
 /// A `cgroup.procs` of a pod: a pid a line.
 const PROCS_LIMIT: u64 = 4 * 1024 * 1024;
 
@@ -126,9 +125,19 @@ fn pods_in(dir: &Path, driver: Driver, qos: &str, out: &mut Vec<PodCgroup>, gaps
             driver: driver.name().to_string(),
             qos: qos.to_string(),
             created_at: mtime_nanos(&metadata).unwrap_or_default(),
-            procs: procs_below(&path, gaps),
+            procs: None,
             path,
         });
+    }
+}
+
+/// Counts the processes of each pod cgroup whose uid is not in `listed`
+/// (the uids of CRI's sandboxes): the only ones a check reports.
+pub fn count_unlisted(view: &mut CgroupView, listed: &HashSet<&str>, gaps: &mut Vec<Gap>) {
+    for cgroup in &mut view.pod_cgroups {
+        if !listed.contains(cgroup.uid.as_str()) {
+            cgroup.procs = Some(procs_below(&cgroup.path, gaps));
+        }
     }
 }
 
@@ -191,10 +200,15 @@ mod tests {
             origin: Origin::Flag,
         };
         let mut gaps = Vec::new();
-        let view = read(root, fs_root.path(), &mut gaps).unwrap();
+        let mut view = read(root, fs_root.path(), &mut gaps).unwrap();
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(view.version, 2);
-        let seen: Vec<(&str, &str, &str, usize)> = view
+        assert!(
+            view.pod_cgroups.iter().all(|p| p.procs.is_none()),
+            "not read yet"
+        );
+        count_unlisted(&mut view, &HashSet::from(["3333-cccc"]), &mut gaps);
+        let seen: Vec<(&str, &str, &str, Option<usize>)> = view
             .pod_cgroups
             .iter()
             .map(|p| (p.uid.as_str(), p.driver.as_str(), p.qos.as_str(), p.procs))
@@ -202,9 +216,9 @@ mod tests {
         assert_eq!(
             seen,
             [
-                ("2222-bbbb", "cgroupfs", "burstable", 0),
-                ("1111-aaaa", "cgroupfs", "guaranteed", 2),
-                ("3333-cccc", "systemd", "besteffort", 0),
+                ("2222-bbbb", "cgroupfs", "burstable", Some(0)),
+                ("1111-aaaa", "cgroupfs", "guaranteed", Some(2)),
+                ("3333-cccc", "systemd", "besteffort", None),
             ]
         );
     }
