@@ -165,6 +165,8 @@ pub enum Command {
     LeakedIps(LeakedIpsArgs),
     /// Pod sandboxes left NotReady with no container; --remove stops and removes them through CRI
     LeakedSandboxes(LeakedSandboxesArgs),
+    /// kubelet pod cgroups whose pod has no sandbox; --remove removes those nothing runs in
+    LeakedPodCgroups(LeakedPodCgroupsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
 }
@@ -221,6 +223,22 @@ pub struct LeakedSandboxesArgs {
     #[arg(long, requires = "remove")]
     pub yes: bool,
     /// How long after its creation a NotReady sandbox with no container counts as leaked (a pod starting or stopping is so for a moment; at most 10 years)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub grace: Duration,
+    /// CRI socket [default: the containerd socket]
+    #[arg(long, value_name = "PATH")]
+    pub cri_address: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LeakedPodCgroupsArgs {
+    /// Remove the leaked pod cgroups nothing runs in, container cgroups first (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub remove: bool,
+    /// Act: without it, --remove changes nothing
+    #[arg(long, requires = "remove")]
+    pub yes: bool,
+    /// How long after its creation a pod cgroup with no sandbox counts as leaked (kubelet makes it before the sandbox; at most 10 years)
     #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
     pub grace: Duration,
     /// CRI socket [default: the containerd socket]
@@ -355,6 +373,15 @@ impl LeakedIpsArgs {
     pub fn settings(&self) -> Settings {
         Settings {
             ip_grace: self.grace,
+            ..Settings::default()
+        }
+    }
+}
+
+impl LeakedPodCgroupsArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            sandbox_grace: self.grace,
             ..Settings::default()
         }
     }

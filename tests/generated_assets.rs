@@ -260,6 +260,7 @@ fn kinds_of(command: &str) -> Vec<&'static str> {
         "leaked-snapshots" => names(commands::leaked_snapshots::KINDS),
         "leaked-ips" => names(commands::leaked_ips::KINDS),
         "leaked-sandboxes" => names(commands::leaked_sandboxes::KINDS),
+        "leaked-pod-cgroups" => names(commands::leaked_pod_cgroups::KINDS),
         _ => vec![],
     }
 }
@@ -361,6 +362,20 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
             (
                 "nodectl leaked-ips --release --yes",
                 "Release them under host-local's lock, each re-checked right before.",
+            ),
+        ],
+        "leaked-pod-cgroups" => vec![
+            (
+                "nodectl leaked-pod-cgroups -o wide",
+                "Pod cgroups whose pod has no sandbox, with their uid, QoS class and processes.",
+            ),
+            (
+                "nodectl leaked-pod-cgroups --remove",
+                "What the removal would do; nothing is touched.",
+            ),
+            (
+                "nodectl leaked-pod-cgroups --remove --yes",
+                "Remove those nothing runs in, each re-checked right before.",
             ),
         ],
         "leaked-sandboxes" => vec![

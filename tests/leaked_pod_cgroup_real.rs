@@ -6,7 +6,8 @@
 //! runs no kubelet): that one is leaked. nodectl must name it with its
 //! uid, driver, qos and no process, leave the live pod's alone, call
 //! nothing leaked within the grace, and say where the cgroup root came
-//! from.
+//! from. `leaked-pod-cgroups --remove` plans, refuses a cgroup a process
+//! was moved into between its scan and its act, and removes the other.
 
 mod support;
 
@@ -77,4 +78,110 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
         std::path::Path::new(path).is_dir(),
         "a report, never a removal: {path}"
     );
+
+    // A second gone pod; the plan touches neither.
+    let (other, _) = bed.run_sandbox_in_pod_cgroup("other").await;
+    let removed = bed
+        .stop_and_remove_pod(&other, std::time::Duration::from_secs(30))
+        .await;
+    assert!(removed, "the other pod is stopped and removed");
+    let remove = |yes: bool| {
+        let mut args = vec![
+            "leaked-pod-cgroups",
+            "--kubelet-cgroup-root",
+            cgroup_root.as_str(),
+            "--grace",
+            "0s",
+            "--remove",
+            "-o",
+            "json",
+        ];
+        if yes {
+            args.push("--yes");
+        }
+        args.into_iter()
+            .map(str::to_string)
+            .collect::<Vec<String>>()
+    };
+    let plan = remove(false);
+    let plan: Vec<&str> = plan.iter().map(String::as_str).collect();
+    let output = bed.nodectl(&plan);
+    let doc = support::report(&output);
+    support::assert_matches_schema(&doc);
+    let outcomes: Vec<&Value> = doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| &c["outcome"])
+        .collect();
+    assert_eq!(outcomes, ["would-remove", "would-remove"], "{doc:#}");
+    let paths: Vec<String> = doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["path"].as_str().map(str::to_string))
+        .collect();
+    assert!(paths.iter().all(|p| std::path::Path::new(p).is_dir()));
+    let busy = paths
+        .iter()
+        .find(|p| !p.contains(&gone_uid))
+        .cloned()
+        .unwrap_or_default();
+
+    // Between the scan and the act, a process is moved into the other
+    // pod's cgroup: refused; the gone pod's is removed.
+    let pause = bed.scratch("pause");
+    let act = remove(true);
+    let act: Vec<&str> = act.iter().map(String::as_str).collect();
+    let child = support::spawn_paused_before_act(
+        &act,
+        [bed.root(), bed.state(), bed.address(), bed.config_path()],
+        &pause,
+    );
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    std::fs::write(
+        std::path::Path::new(&busy).join("cgroup.procs"),
+        sleeper.id().to_string(),
+    )
+    .expect("moving a process into the pod cgroup");
+    std::fs::remove_file(&pause).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let doc = support::report(&output);
+    eprintln!(
+        "{TEST}: {}: removed: {:#}",
+        bed.containerd_version(),
+        doc["cleanups"]
+    );
+    let row = |path: &str| {
+        doc["cleanups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["path"] == path)
+            .cloned()
+            .unwrap_or_else(|| panic!("no cleanup of {path}: {doc:#}"))
+    };
+    assert_eq!(row(path)["action"], "remove-cgroup");
+    assert_eq!(row(path)["outcome"], "removed", "{doc:#}");
+    assert_eq!(row(&busy)["outcome"], "refused", "{doc:#}");
+    let detail = row(&busy)["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(detail.contains("1 process"), "{detail}");
+    assert!(!std::path::Path::new(path).exists(), "removed: {path}");
+    // On cgroup v1 (this machine) runc made it in every hierarchy: gone
+    // from each.
+    if let Some(memory) = path
+        .contains("/pids/")
+        .then(|| path.replace("/pids/", "/memory/"))
+    {
+        assert!(!std::path::Path::new(&memory).exists(), "removed: {memory}");
+    }
+    assert!(std::path::Path::new(&busy).is_dir(), "kept: {busy}");
 }

@@ -28,6 +28,8 @@ pub enum CleanupAction {
     ReleaseIp,
     /// A leaked sandbox: stopped and removed through CRI.
     RemoveSandbox,
+    /// A leaked pod cgroup with nothing in it: removed.
+    RemoveCgroup,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -69,6 +71,7 @@ impl CleanupAction {
             CleanupAction::RemoveSnapshot => "remove-snapshot",
             CleanupAction::ReleaseIp => "release-ip",
             CleanupAction::RemoveSandbox => "remove-sandbox",
+            CleanupAction::RemoveCgroup => "remove-cgroup",
         }
     }
 }
