@@ -128,6 +128,7 @@ impl GlobalArgs {
             kubelet: reads.kubelet,
             kubelet_root: self.kubelet_root.clone(),
             pod_cgroups: reads.pod_cgroups,
+            netns: reads.netns,
             kubelet_cgroup_root: self.kubelet_cgroup_root.clone(),
             cgroup_fs: self.cgroup_fs.clone(),
             timeout: self.timeout,

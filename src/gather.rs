@@ -9,10 +9,13 @@ use crate::model::{
     NodeContext, Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
 use crate::sources::proc_scan::ProcScan;
+use pods::PodSources;
+
+mod pods;
 use crate::sources::SourceThread;
 use crate::sources::{
     bundles, cni, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version,
-    kubelet, mountinfo, node, pod_cgroups, proc_scan, shim_proof,
+    mountinfo, node, proc_scan, shim_proof,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -62,6 +65,8 @@ pub struct GatherOptions {
     pub kubelet_root: Option<PathBuf>,
     /// Read kubelet's pod cgroups.
     pub pod_cgroups: bool,
+    /// Read the pods' network namespaces CRI mounted.
+    pub netns: bool,
     /// kubelet's cgroup root when given (`--kubelet-cgroup-root`).
     pub kubelet_cgroup_root: Option<PathBuf>,
     /// Where the cgroup filesystem is (`/sys/fs/cgroup`; another one for
@@ -105,33 +110,8 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
     let files = files.wait(deadline, started, &mut gaps);
-    // kubelet's root may come from its command line: read once procfs has.
-    let kubelet = options.kubelet.then(|| {
-        let root = kubelet::root(
-            options.kubelet_root.as_deref(),
-            &options.proc_root,
-            &proc_scan.processes,
-        );
-        let mountinfo = options.mountinfo.clone();
-        SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
-            kubelet::read(root, &mountinfo, gaps)
-        })
-        .wait(deadline, started, &mut gaps)
-        .flatten()
-    });
-    let pod_cgroups = options.pod_cgroups.then(|| {
-        let root = kubelet::cgroup_root(
-            options.kubelet_cgroup_root.as_deref(),
-            &options.proc_root,
-            &proc_scan.processes,
-        );
-        let cgroup_fs = options.cgroup_fs.clone();
-        SourceThread::spawn(pod_cgroups::SOURCE, &cgroup_fs.clone(), move |gaps| {
-            pod_cgroups::read(root, &cgroup_fs, gaps)
-        })
-        .wait(deadline, started, &mut gaps)
-        .flatten()
-    });
+    let pods = PodSources::start(&paths, options, &proc_scan.processes);
+    let mut pods = pods.wait(deadline, started, &mut gaps);
 
     let namespaces = namespaces_to_ask(
         options,
@@ -153,15 +133,13 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
-    let mut pod_cgroups = pod_cgroups.flatten();
-    // Processes are counted in the pod cgroups CRI does not list only.
-    if let (Some(view), Some(sandboxes)) = (
-        pod_cgroups.as_mut(),
-        cri.as_ref().and_then(|cri| cri.sandboxes.as_ref()),
-    ) {
-        let listed = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
-        pod_cgroups::count_unlisted(view, &listed, &mut gaps);
-    }
+    pods.narrow(
+        containerd.as_ref(),
+        cri.as_ref(),
+        options,
+        &proc_scan.processes,
+        &mut gaps,
+    );
     Snapshot {
         taken_at,
         paths,
@@ -179,8 +157,9 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         containerd_version,
         snapshotter,
         cni: files.cni,
-        kubelet: kubelet.flatten(),
-        pod_cgroups,
+        kubelet: pods.kubelet,
+        pod_cgroups: pods.pod_cgroups,
+        netns: pods.netns,
         gaps,
     }
 }
@@ -623,6 +602,7 @@ mod tests {
             kubelet: false,
             kubelet_root: None,
             pod_cgroups: false,
+            netns: false,
             kubelet_cgroup_root: None,
             cgroup_fs: PathBuf::from("/sys/fs/cgroup"),
             timeout: Duration::from_secs(1),

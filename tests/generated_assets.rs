@@ -224,6 +224,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "A kubelet pod cgroup whose uid no sandbox has, with the processes still in it counted; kubelet's housekeeping grows with each one.",
     ),
     (
+        "leaked-netns",
+        "warning",
+        "A pod network namespace CRI mounted that no sandbox record names and no process is in; it keeps the pod's veth and address.",
+    ),
+    (
         "cri-drift",
         "warning",
         "CRI's view disagrees with containerd's (RUNNING against a stopped task, or a record only one side has).",

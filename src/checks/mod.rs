@@ -7,6 +7,7 @@ pub mod cri_slow;
 pub mod late_exit;
 pub mod leaked_ip;
 pub mod leaked_mount;
+pub mod leaked_netns;
 pub mod leaked_pod_cgroup;
 pub mod leaked_sandbox;
 pub mod leaked_shim;

@@ -8,9 +8,9 @@
 
 use crate::checks::settings::Settings;
 use crate::checks::{
-    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_pod_cgroup,
-    leaked_sandbox, leaked_shim, leaked_snapshot, orphan_bundle, orphan_pod_dir, shim_blocked,
-    zombie,
+    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_netns,
+    leaked_pod_cgroup, leaked_sandbox, leaked_shim, leaked_snapshot, orphan_bundle, orphan_pod_dir,
+    shim_blocked, zombie,
 };
 use crate::model::{Ask, Finding, Gap, Kind, Reads, Snapshot, Suspects};
 
@@ -160,6 +160,18 @@ pub const CHECKS: &[Check] = &[
             ..Reads::NOTHING
         },
         run: |l| leaked_pod_cgroup::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::LeakedNetns,
+        reads: Reads {
+            // Named by containerd's sandbox records, never by the mount
+            // alone; a process in it is the kernel's say.
+            containerd_api: Ask::Always,
+            netns: true,
+            ..Reads::NOTHING
+        },
+        run: |l| leaked_netns::check(l.first, l.settings),
         second_look: None,
     },
     Check {
@@ -500,6 +512,7 @@ mod tests {
                 Kind::LeakedSandbox,
                 Kind::OrphanPodDir,
                 Kind::LeakedPodCgroup,
+                Kind::LeakedNetns,
                 Kind::CriDrift,
                 Kind::CriSlow,
                 Kind::ApiUnreachable,
@@ -507,7 +520,7 @@ mod tests {
         );
         assert_eq!(
             blind(Gap::source(Source::Mountinfo, "/m", "gone")),
-            [Kind::LeakedMount]
+            [Kind::LeakedMount, Kind::LeakedNetns]
         );
         assert_eq!(
             blind(Gap::source(Source::Cni, "/c", "gone")),

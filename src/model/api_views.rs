@@ -155,6 +155,11 @@ pub struct NamespaceView {
     /// store is not served (1.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandboxes_created: Option<BTreeMap<String, crate::model::cri_status::UnixNanos>>,
+    /// The network namespace each sandbox record names (CRI's sandbox
+    /// metadata, `NetNSPath`: in 1.x's sandbox container, in 2.x's sandbox
+    /// store entry and pause container), by sandbox id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub netns_paths: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -179,6 +184,25 @@ impl ContainerdView {
     /// The container records of a namespace, if containerd listed them.
     pub fn containers(&self, namespace: &str) -> Option<&BTreeSet<String>> {
         self.namespaces.get(namespace)?.containers.as_ref()
+    }
+
+    /// The file names (in CRI's netns directory) of the network namespaces
+    /// the sandbox records of `namespace` name. A path is compared by its
+    /// name there: `/var/run/netns` and `/run/netns` are one directory.
+    pub fn netns_files_named(
+        &self,
+        namespace: &str,
+    ) -> std::collections::HashSet<std::ffi::OsString> {
+        self.namespaces
+            .get(namespace)
+            .into_iter()
+            .flat_map(|ns| ns.netns_paths.values())
+            .filter_map(|path| {
+                std::path::Path::new(path)
+                    .file_name()
+                    .map(|n| n.to_os_string())
+            })
+            .collect()
     }
 
     /// When containerd's sandbox store says sandbox `id` of a namespace

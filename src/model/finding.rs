@@ -40,6 +40,7 @@ pub enum Kind {
     LeakedSandbox,
     OrphanPodDir,
     LeakedPodCgroup,
+    LeakedNetns,
     CriDrift,
     CriSlow,
     ShimBlocked,

@@ -29,6 +29,7 @@ pub fn snapshot() -> Snapshot {
         unproven: Vec::new(),
         snapshotter: None,
         cni_conf_dir: None,
+        netns_under_state_dir: false,
         daemon_lookup: None,
     };
     Snapshot::empty(NOW, paths, "k8s.io".to_string())

@@ -18,6 +18,7 @@ pub(crate) mod fixtures;
 pub mod gap;
 pub mod kubelet;
 pub mod names;
+pub mod netns;
 pub mod node;
 pub mod path_json;
 pub mod paths;
@@ -44,6 +45,7 @@ pub use names::{
     name_labels, PodRef, CONTAINER_NAME_LABEL, CRI_NAMESPACE, KIND_LABEL, POD_NAMESPACE_LABEL,
     POD_NAME_LABEL,
 };
+pub use netns::{NetnsMount, NetnsView};
 pub use node::NodeContext;
 pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths};
 pub use reads::{Ask, Reads};

@@ -59,6 +59,11 @@ pub struct Paths {
         with = "crate::model::path_json::option"
     )]
     pub cni_conf_dir: Option<PathBuf>,
+    /// Where CRI mounts pods' network namespaces:
+    /// `<state>/io.containerd.grpc.v1.cri/netns` when the config says
+    /// `netns_mounts_under_state_dir`, else `/var/run/netns`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub netns_under_state_dir: bool,
     /// Every other process called containerd (by `comm` and executable),
     /// and why it is not the daemon: it supplied no path, version or
     /// namespace reference.

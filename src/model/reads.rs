@@ -43,6 +43,9 @@ pub struct Reads {
     pub kubelet: bool,
     /// kubelet's pod cgroups.
     pub pod_cgroups: bool,
+    /// The pods' network namespaces CRI mounted (the mount table again, for
+    /// CRI's netns directory).
+    pub netns: bool,
 }
 
 impl Reads {
@@ -57,6 +60,7 @@ impl Reads {
         cni: false,
         kubelet: false,
         pod_cgroups: false,
+        netns: false,
     };
 
     /// What both read.
@@ -75,6 +79,7 @@ impl Reads {
             cni: self.cni || other.cni,
             kubelet: self.kubelet || other.kubelet,
             pod_cgroups: self.pod_cgroups || other.pod_cgroups,
+            netns: self.netns || other.netns,
         }
     }
 
@@ -91,7 +96,8 @@ impl Reads {
             // the bundles and procfs are read whatever else is.
             Source::Config | Source::CriStore | Source::Bundles | Source::Procfs => true,
             // The node's pressure and memory are read with the mount table.
-            Source::Mountinfo | Source::Node => self.mounts,
+            Source::Mountinfo => self.mounts || self.netns,
+            Source::Node => self.mounts,
             // The snapshots are asked of containerd's API. Asked only once
             // something is found, it names what was found: nothing found
             // waits on it.

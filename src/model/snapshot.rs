@@ -16,6 +16,7 @@ use crate::model::cri_status::CriContainer;
 use crate::model::gap::{Gap, Source};
 use crate::model::kubelet::KubeletView;
 use crate::model::names::{PodRef, CRI_NAMESPACE, KIND_LABEL};
+use crate::model::netns::NetnsView;
 use crate::model::node::NodeContext;
 use crate::model::paths::Paths;
 use crate::model::shim::Shim;
@@ -73,6 +74,9 @@ pub struct Snapshot {
     /// kubelet's pod cgroups; `None` when not read (or none here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_cgroups: Option<CgroupView>,
+    /// The pods' network namespaces CRI mounted; `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<NetnsView>,
     /// What some source could not read, and why.
     pub gaps: Vec<Gap>,
 }
@@ -111,6 +115,7 @@ impl Snapshot {
             cni: None,
             kubelet: None,
             pod_cgroups: None,
+            netns: None,
             node: NodeContext::default(),
             containerd_version: ContainerdVersion::default(),
             snapshotter: None,

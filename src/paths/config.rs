@@ -34,6 +34,9 @@ pub struct ConfigPaths {
     pub snapshotter: Option<String>,
     /// CRI's CNI config directory.
     pub cni_conf_dir: Option<PathBuf>,
+    /// CRI mounts pods' network namespaces under its state directory
+    /// (`netns_mounts_under_state_dir`), not /var/run/netns.
+    pub netns_under_state_dir: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -119,6 +122,7 @@ fn parse(text: &str) -> io::Result<ConfigPaths> {
         address: nonempty(address),
         snapshotter: cri_snapshotter(&file.plugins, version),
         cni_conf_dir: cri_cni_conf_dir(&file.plugins, version).map(PathBuf::from),
+        netns_under_state_dir: netns_under_state_dir(&file.plugins, version),
     })
 }
 
@@ -152,6 +156,20 @@ fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<String> {
     }
 }
 
+/// CRI's `netns_mounts_under_state_dir`: in `[plugins."io.containerd.grpc.v1.cri"]`
+/// up to version 2, `[plugins."io.containerd.cri.v1.runtime"]` from 3.
+fn netns_under_state_dir(plugins: &toml::Table, version: i64) -> bool {
+    let plugin = match version >= 3 {
+        true => "io.containerd.cri.v1.runtime",
+        false => "io.containerd.grpc.v1.cri",
+    };
+    plugins
+        .get(plugin)
+        .and_then(|p| p.get("netns_mounts_under_state_dir"))
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
+}
+
 /// A non-empty string at `path` below `[plugins]`.
 fn plugin_string(plugins: &toml::Table, path: &[&str]) -> Option<String> {
     let mut value = plugins.get(path[0])?;
@@ -175,6 +193,7 @@ mod tests {
             address: address.map(PathBuf::from),
             snapshotter: None,
             cni_conf_dir: None,
+            netns_under_state_dir: false,
         }
     }
 
@@ -244,6 +263,20 @@ mod tests {
                 ..ConfigPaths::default()
             }
         );
+    }
+
+    #[test]
+    fn netns_under_the_state_dir_is_read_from_the_key_of_the_config_s_version() {
+        let old = "[plugins.\"io.containerd.grpc.v1.cri\"]\nnetns_mounts_under_state_dir = true\n";
+        let new = "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\"]\nnetns_mounts_under_state_dir = true\n";
+        assert!(parse(old).unwrap().netns_under_state_dir);
+        assert!(parse(new).unwrap().netns_under_state_dir);
+        assert!(
+            !parse(&format!("version = 3\n{old}"))
+                .unwrap()
+                .netns_under_state_dir
+        );
+        assert!(!parse("").unwrap().netns_under_state_dir);
     }
 
     #[test]

@@ -84,14 +84,19 @@ pub async fn query(
             Answer::Version(version) => view.version = version,
             Answer::Containers(ns, records) => {
                 let namespace = view.namespaces.entry(ns).or_default();
-                if let Some((ids, labels)) = records {
+                if let Some((ids, labels, netns)) = records {
                     namespace.containers = Some(ids);
                     namespace.labels = labels;
+                    namespace.netns_paths.extend(netns);
                 }
             }
             Answer::Tasks(ns, tasks) => view.namespaces.entry(ns).or_default().tasks = tasks,
-            Answer::Sandboxes(ns, created) => {
-                view.namespaces.entry(ns).or_default().sandboxes_created = created
+            Answer::Sandboxes(ns, listed) => {
+                let namespace = view.namespaces.entry(ns).or_default();
+                if let Some((created, netns)) = listed {
+                    namespace.sandboxes_created = Some(created);
+                    namespace.netns_paths.extend(netns);
+                }
             }
         }
     }
@@ -108,11 +113,37 @@ enum Answer {
     Version(Option<String>),
     Containers(String, Option<Records>),
     Tasks(String, Option<Vec<TaskView>>),
-    Sandboxes(String, Option<BTreeMap<String, i64>>),
+    Sandboxes(String, Option<(BTreeMap<String, i64>, NetnsPaths)>),
 }
 
-/// The ids of a namespace's container records, and their naming labels.
-type Records = (BTreeSet<String>, BTreeMap<String, BTreeMap<String, String>>);
+/// The ids of a namespace's container records, their naming labels and
+/// the network namespaces sandbox records name.
+type Records = (
+    BTreeSet<String>,
+    BTreeMap<String, BTreeMap<String, String>>,
+    NetnsPaths,
+);
+
+/// Sandbox id → the network namespace its record names.
+type NetnsPaths = BTreeMap<String, String>;
+
+/// The extension CRI keeps a sandbox's metadata in: on its sandbox
+/// container (1.x, and 2.x's pause container), and under `metadata` on 2.x's
+/// sandbox store entry.
+const SANDBOX_METADATA: &str = "io.cri-containerd.sandbox.metadata";
+const STORE_METADATA: &str = "metadata";
+
+/// `NetNSPath` of CRI's sandbox metadata (JSON, versioned:
+/// `{"Version":"v1","Metadata":{…}}`), when it names one.
+fn netns_path(metadata: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(metadata).ok()?;
+    let inner = value.get("Metadata").unwrap_or(&value);
+    inner
+        .get("NetNSPath")?
+        .as_str()
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+}
 
 async fn list_containers(channel: Channel, namespace: &str) -> Result<Records, String> {
     let request = namespaced(ListContainersRequest::default(), namespace)?;
@@ -122,6 +153,13 @@ async fn list_containers(channel: Channel, namespace: &str) -> Result<Records, S
         .map_err(status_text)?;
     let mut records: Records = Default::default();
     for container in response.into_inner().containers {
+        if let Some(path) = container
+            .extensions
+            .get(SANDBOX_METADATA)
+            .and_then(|any| netns_path(&any.value))
+        {
+            records.2.insert(container.id.clone(), path);
+        }
         let labels = name_labels(container.labels);
         if !labels.is_empty() {
             records.1.insert(container.id.clone(), labels);
@@ -131,34 +169,38 @@ async fn list_containers(channel: Channel, namespace: &str) -> Result<Records, S
     Ok(records)
 }
 
-/// When each sandbox of the sandbox store was created. 1.6 serves no
-/// store: none there, not a failure.
+/// When each sandbox of the sandbox store was created, and the network
+/// namespace it names. 1.6 serves no store: none there, not a failure.
 async fn list_sandboxes(
     channel: Channel,
     namespace: &str,
-) -> Result<BTreeMap<String, i64>, String> {
+) -> Result<(BTreeMap<String, i64>, NetnsPaths), String> {
     let request = namespaced(StoreListRequest::default(), namespace)?;
+    let mut listed: (BTreeMap<String, i64>, NetnsPaths) = Default::default();
     let response = match StoreClient::new(channel).list(request).await {
         Ok(response) => response,
-        Err(status) if status.code() == tonic::Code::Unimplemented => return Ok(BTreeMap::new()),
+        Err(status) if status.code() == tonic::Code::Unimplemented => return Ok(listed),
         Err(status) => return Err(status_text(status)),
     };
-    Ok(response
-        .into_inner()
-        .list
-        .into_iter()
-        .map(|sandbox| {
-            let created = sandbox
-                .created_at
-                .map(|at| {
-                    at.seconds
-                        .saturating_mul(1_000_000_000)
-                        .saturating_add(i64::from(at.nanos))
-                })
-                .unwrap_or_default();
-            (sandbox.sandbox_id, created)
-        })
-        .collect())
+    for sandbox in response.into_inner().list {
+        let created = sandbox
+            .created_at
+            .map(|at| {
+                at.seconds
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(i64::from(at.nanos))
+            })
+            .unwrap_or_default();
+        if let Some(path) = sandbox
+            .extensions
+            .get(STORE_METADATA)
+            .and_then(|any| netns_path(&any.value))
+        {
+            listed.1.insert(sandbox.sandbox_id.clone(), path);
+        }
+        listed.0.insert(sandbox.sandbox_id, created);
+    }
+    Ok(listed)
 }
 
 async fn list_tasks(channel: Channel, namespace: &str) -> Result<Vec<TaskView>, String> {
@@ -189,5 +231,24 @@ fn task_status(code: i32) -> TaskStatus {
         Ok(Status::Paused) => TaskStatus::Paused,
         Ok(Status::Pausing) => TaskStatus::Pausing,
         Err(_) => TaskStatus::Unrecognised(code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_netns_path_is_read_from_cri_s_versioned_metadata() {
+        let versioned =
+            br#"{"Version":"v1","Metadata":{"ID":"a","NetNSPath":"/var/run/netns/cni-1"}}"#;
+        assert_eq!(
+            netns_path(versioned).as_deref(),
+            Some("/var/run/netns/cni-1")
+        );
+        let bare = br#"{"ID":"a","NetNSPath":"/var/run/netns/cni-2"}"#;
+        assert_eq!(netns_path(bare).as_deref(), Some("/var/run/netns/cni-2"));
+        assert_eq!(netns_path(br#"{"Metadata":{"NetNSPath":""}}"#), None);
+        assert_eq!(netns_path(b"not json"), None);
     }
 }

@@ -13,6 +13,7 @@ pub mod daemon_proof;
 pub mod daemon_version;
 pub mod kubelet;
 pub mod mountinfo;
+pub mod netns;
 pub mod node;
 pub mod pod_cgroups;
 pub mod proc_scan;

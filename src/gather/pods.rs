@@ -1,0 +1,130 @@
+//! The sources about pods that kubelet and CRI keep beside containerd's
+//! own records: kubelet's pod directories, its pod cgroups and CRI's pod
+//! network namespaces. They start once procfs is read (kubelet's roots may
+//! come from its command line), each on a thread of its own; what only
+//! the APIs' answers narrow down (the processes in a pod cgroup or a
+//! namespace no record names) is read after them.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::gather::GatherOptions;
+use crate::model::{
+    CgroupView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
+    CRI_NAMESPACE,
+};
+use crate::sources::{kubelet, netns, pod_cgroups, SourceThread};
+
+/// The pod sources of one look, reading.
+pub(super) struct PodSources {
+    kubelet: Option<SourceThread<Option<KubeletView>>>,
+    pod_cgroups: Option<SourceThread<Option<CgroupView>>>,
+    netns: Option<SourceThread<NetnsView>>,
+}
+
+/// What they read.
+#[derive(Default)]
+pub(super) struct PodsRead {
+    pub kubelet: Option<KubeletView>,
+    pub pod_cgroups: Option<CgroupView>,
+    pub netns: Option<NetnsView>,
+}
+
+impl PodSources {
+    pub(super) fn start(
+        paths: &Paths,
+        options: &GatherOptions,
+        processes: &BTreeMap<i32, ProcessInfo>,
+    ) -> PodSources {
+        let kubelet = options.kubelet.then(|| {
+            let root = kubelet::root(
+                options.kubelet_root.as_deref(),
+                &options.proc_root,
+                processes,
+            );
+            let mountinfo = options.mountinfo.clone();
+            SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
+                kubelet::read(root, &mountinfo, gaps)
+            })
+        });
+        let pod_cgroups = options.pod_cgroups.then(|| {
+            let root = kubelet::cgroup_root(
+                options.kubelet_cgroup_root.as_deref(),
+                &options.proc_root,
+                processes,
+            );
+            let cgroup_fs = options.cgroup_fs.clone();
+            SourceThread::spawn(pod_cgroups::SOURCE, &cgroup_fs.clone(), move |gaps| {
+                pod_cgroups::read(root, &cgroup_fs, gaps)
+            })
+        });
+        let netns = options.netns.then(|| {
+            let (dir, mountinfo) = (netns::dir(paths), options.mountinfo.clone());
+            SourceThread::spawn(netns::SOURCE, &dir.clone(), move |gaps| {
+                netns::read(&dir, &mountinfo, gaps)
+            })
+        });
+        PodSources {
+            kubelet,
+            pod_cgroups,
+            netns,
+        }
+    }
+
+    /// Waits for them until `deadline`.
+    pub(super) fn wait(self, deadline: Instant, started: Instant, gaps: &mut Vec<Gap>) -> PodsRead {
+        PodsRead {
+            kubelet: self
+                .kubelet
+                .and_then(|s| s.wait(deadline, started, gaps))
+                .flatten(),
+            pod_cgroups: self
+                .pod_cgroups
+                .and_then(|s| s.wait(deadline, started, gaps))
+                .flatten(),
+            netns: self.netns.and_then(|s| s.wait(deadline, started, gaps)),
+        }
+    }
+}
+
+impl PodsRead {
+    /// After the APIs: a process is looked for only in the namespaces no
+    /// sandbox record names (a readlink per process, for those alone), and
+    /// processes are counted only in the pod cgroups CRI does not list.
+    pub(super) fn narrow(
+        &mut self,
+        containerd: Option<&ContainerdView>,
+        cri: Option<&CriView>,
+        options: &GatherOptions,
+        processes: &BTreeMap<i32, ProcessInfo>,
+        gaps: &mut Vec<Gap>,
+    ) {
+        if let Some(view) = self.netns.as_mut() {
+            let named = containerd
+                .map(|c| c.netns_files_named(CRI_NAMESPACE))
+                .unwrap_or_default();
+            let unnamed = view
+                .mounts
+                .iter()
+                .filter(|m| !m.path.file_name().is_some_and(|n| named.contains(n)))
+                .map(|m| m.inode)
+                .collect();
+            // Without procfs no process is known: none is looked for.
+            if !processes.is_empty() {
+                netns::find_users(
+                    view,
+                    &unnamed,
+                    &options.proc_root,
+                    processes.keys().copied(),
+                );
+            }
+        }
+        if let (Some(view), Some(sandboxes)) = (
+            self.pod_cgroups.as_mut(),
+            cri.and_then(|cri| cri.sandboxes.as_ref()),
+        ) {
+            let listed = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
+            pod_cgroups::count_unlisted(view, &listed, gaps);
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! `leaked-netns` on a real containerd with real CNI (the networked test
+//! bed): containerd killed in a pod's CNI ADD leaves a NotReady sandbox
+//! holding the pod's network namespace (see tests/leaked_sandbox_real.rs);
+//! its record is then removed with `ctr`, as operators remove a stuck
+//! sandbox (1.x: the sandbox container, `ctr containers rm`; 2.x: the
+//! sandbox store entry, `ctr sandboxes rm -f`, the only record the crash
+//! left there), and containerd restarted. Nothing in containerd removes
+//! the mount after that, on any line (asserted). nodectl must report that
+//! namespace, and not the live pod's, which its record names and its
+//! processes are in; nothing within the grace.
+
+mod support;
+
+use serde_json::Value;
+use support::TestBed;
+
+const TEST: &str = "leaked_netns_real";
+
+fn leaked(doc: &Value) -> Vec<&Value> {
+    doc["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["kind"] == "leaked-netns")
+        .collect()
+}
+
+fn netns_mounts() -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    table
+        .lines()
+        .filter(|line| line.contains(" - nsfs "))
+        .filter_map(|line| line.split(' ').nth(4).map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not() {
+    let Some(mut bed) = TestBed::start_networked(TEST).await else {
+        return;
+    };
+    let _live = bed.run_sandbox("live").await;
+    let hung = bed.crash_containerd_in_cni_add("crashed").await;
+    let (what, args): (&str, Vec<&str>) = if bed.line().is_v2() {
+        ("sandboxes", vec!["sandboxes", "rm", "-f", &hung.sandbox_id])
+    } else {
+        ("containers", vec!["containers", "rm", &hung.sandbox_id])
+    };
+    let removed = std::process::Command::new(bed.ctr())
+        .arg("--address")
+        .arg(bed.address())
+        .args(["-n", "k8s.io"])
+        .args(&args)
+        .output()
+        .expect("ctr");
+    assert!(
+        removed.status.success(),
+        "ctr {what} rm: {}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    bed.restart_containerd().await;
+    let netns = hung.netns.display().to_string();
+    assert!(
+        !bed.listed_sandboxes().await.contains(&hung.sandbox_id),
+        "CRI no longer lists the sandbox"
+    );
+    assert!(
+        netns_mounts().contains(&netns),
+        "{}: the namespace stays mounted: {netns}",
+        bed.containerd_version()
+    );
+
+    let check = |grace: &str| {
+        bed.nodectl(&[
+            "check",
+            "--settle",
+            "0s",
+            "--sandbox-grace",
+            grace,
+            "--ip-grace",
+            grace,
+            "-o",
+            "json",
+        ])
+    };
+    let doc = support::report(&check("10m"));
+    assert!(leaked(&doc).is_empty(), "within the grace: {doc:#}");
+
+    let output = check("0s");
+    let doc = support::report(&output);
+    support::assert_matches_schema(&doc);
+    let found = leaked(&doc);
+    assert_eq!(found.len(), 1, "only the crashed pod's namespace: {doc:#}");
+    let finding = found[0];
+    eprintln!("{TEST}: {}: {finding:#}", bed.containerd_version());
+    assert_eq!(finding["evidence"]["path"], netns);
+    let name = hung
+        .netns
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(finding["id"], name);
+    // Its address is leaked too, the sandbox unknown to every record.
+    assert!(
+        doc["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|f| f["kind"] == "leaked-ip" && f["id"] == hung.sandbox_id.as_str()),
+        "{doc:#}"
+    );
+    assert!(
+        netns_mounts().contains(&netns),
+        "a report, never an unmount"
+    );
+}
