@@ -31,6 +31,9 @@ _nodectl() {
             nodectl,leaked-mounts)
                 cmd="nodectl__subcmd__leaked__subcmd__mounts"
                 ;;
+            nodectl,leaked-netns)
+                cmd="nodectl__subcmd__leaked__subcmd__netns"
+                ;;
             nodectl,leaked-pod-cgroups)
                 cmd="nodectl__subcmd__leaked__subcmd__pod__subcmd__cgroups"
                 ;;
@@ -67,6 +70,9 @@ _nodectl() {
             nodectl__subcmd__help,leaked-mounts)
                 cmd="nodectl__subcmd__help__subcmd__leaked__subcmd__mounts"
                 ;;
+            nodectl__subcmd__help,leaked-netns)
+                cmd="nodectl__subcmd__help__subcmd__leaked__subcmd__netns"
+                ;;
             nodectl__subcmd__help,leaked-pod-cgroups)
                 cmd="nodectl__subcmd__help__subcmd__leaked__subcmd__pod__subcmd__cgroups"
                 ;;
@@ -95,7 +101,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -q -h -V --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes leaked-pod-cgroups serve help"
+            opts="-n -o -q -h -V --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes leaked-pod-cgroups leaked-netns serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -497,7 +503,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__help)
-            opts="check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes leaked-pod-cgroups serve help"
+            opts="check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes leaked-pod-cgroups leaked-netns serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -567,6 +573,20 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__help__subcmd__leaked__subcmd__mounts)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__help__subcmd__leaked__subcmd__netns)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -797,6 +817,118 @@ _nodectl() {
                 return 0
             fi
             case "${prev}" in
+                --root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --state)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --address)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "table wide json prometheus npd npd-event" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "table wide json prometheus npd npd-event" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-cgroup-root)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                --mountinfo)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        nodectl__subcmd__leaked__subcmd__netns)
+            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --grace)
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
+                    return 0
+                    ;;
                 --root)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then

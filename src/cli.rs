@@ -168,6 +168,8 @@ pub enum Command {
     LeakedSandboxes(LeakedSandboxesArgs),
     /// kubelet pod cgroups whose pod has no sandbox; --remove removes those nothing runs in
     LeakedPodCgroups(LeakedPodCgroupsArgs),
+    /// Pod network namespaces no sandbox record names and no process is in; --remove unmounts and removes them
+    LeakedNetns(LeakedNetnsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
 }
@@ -245,6 +247,19 @@ pub struct LeakedPodCgroupsArgs {
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LeakedNetnsArgs {
+    /// Unmount the leaked namespaces and remove their files, as CRI's teardown does (each re-checked first); without --yes only says what it would do
+    #[arg(long)]
+    pub remove: bool,
+    /// Act: without it, --remove changes nothing
+    #[arg(long, requires = "remove")]
+    pub yes: bool,
+    /// How long after its creation a namespace no record names counts as leaked (CRI makes it a moment before the record names it; at most 10 years)
+    #[arg(long, value_name = "DURATION", value_hint = ValueHint::Other, default_value = "10m", value_parser = at_most::<TEN_YEARS>)]
+    pub grace: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -374,6 +389,15 @@ impl LeakedIpsArgs {
     pub fn settings(&self) -> Settings {
         Settings {
             ip_grace: self.grace,
+            ..Settings::default()
+        }
+    }
+}
+
+impl LeakedNetnsArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            sandbox_grace: self.grace,
             ..Settings::default()
         }
     }

@@ -266,6 +266,7 @@ fn kinds_of(command: &str) -> Vec<&'static str> {
         "leaked-ips" => names(commands::leaked_ips::KINDS),
         "leaked-sandboxes" => names(commands::leaked_sandboxes::KINDS),
         "leaked-pod-cgroups" => names(commands::leaked_pod_cgroups::KINDS),
+        "leaked-netns" => names(commands::leaked_netns::KINDS),
         _ => vec![],
     }
 }
@@ -367,6 +368,20 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
             (
                 "nodectl leaked-ips --release --yes",
                 "Release them under host-local's lock, each re-checked right before.",
+            ),
+        ],
+        "leaked-netns" => vec![
+            (
+                "nodectl leaked-netns -o wide",
+                "Pod network namespaces no sandbox record names and no process is in.",
+            ),
+            (
+                "nodectl leaked-netns --remove",
+                "What the release would do; nothing is touched.",
+            ),
+            (
+                "nodectl leaked-netns --remove --yes",
+                "Unmount them and remove their files, each re-checked right before.",
             ),
         ],
         "leaked-pod-cgroups" => vec![

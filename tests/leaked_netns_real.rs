@@ -7,7 +7,9 @@
 //! left there), and containerd restarted. Nothing in containerd removes
 //! the mount after that, on any line (asserted). nodectl must report that
 //! namespace, and not the live pod's, which its record names and its
-//! processes are in; nothing within the grace.
+//! processes are in; nothing within the grace. `leaked-netns --remove`
+//! plans, refuses while a process entered the namespace between its scan
+//! and its act, and releases it once that process left.
 
 mod support;
 
@@ -114,4 +116,69 @@ async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not()
         netns_mounts().contains(&netns),
         "a report, never an unmount"
     );
+
+    // The plan touches nothing.
+    let plan = ["leaked-netns", "--grace", "0s", "--remove", "-o", "json"];
+    let doc = support::report(&bed.nodectl(&plan));
+    support::assert_matches_schema(&doc);
+    let outcomes: Vec<&Value> = doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| &c["outcome"])
+        .collect();
+    assert_eq!(outcomes, ["would-remove"], "{doc:#}");
+    assert!(netns_mounts().contains(&netns));
+
+    // A process enters it between the scan and the act: refused, naming it.
+    let act = [
+        "leaked-netns",
+        "--grace",
+        "0s",
+        "--remove",
+        "--yes",
+        "-o",
+        "json",
+    ];
+    let paths = [bed.root(), bed.state(), bed.address(), bed.config_path()];
+    let pause = bed.scratch("pause");
+    let child = support::spawn_paused_before_act(&act, paths, &pause);
+    let mut entered = std::process::Command::new("nsenter")
+        .arg(format!("--net={netns}"))
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("nsenter");
+    // nsenter has joined once it runs sleep.
+    assert!(support::wait_until(
+        std::time::Duration::from_secs(10),
+        || {
+            std::fs::read_to_string(format!("/proc/{}/comm", entered.id()))
+                .is_ok_and(|comm| comm.trim() == "sleep")
+        }
+    ));
+    std::fs::remove_file(&pause).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let _ = entered.kill();
+    let _ = entered.wait();
+    let doc = support::report(&output);
+    eprintln!(
+        "{TEST}: {}: while entered: {:#}",
+        bed.containerd_version(),
+        doc["cleanups"]
+    );
+    let row = &doc["cleanups"][0];
+    assert_eq!(row["action"], "remove-netns", "{doc:#}");
+    assert_eq!(row["outcome"], "refused", "{doc:#}");
+    let detail = row["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&format!("process {}", entered.id())),
+        "{detail}"
+    );
+    assert!(netns_mounts().contains(&netns));
+
+    // Once it left: released, as CRI's teardown does.
+    let doc = support::report(&bed.nodectl(&act));
+    assert_eq!(doc["cleanups"][0]["outcome"], "removed", "{doc:#}");
+    assert!(!netns_mounts().contains(&netns), "unmounted: {netns}");
+    assert!(!hung.netns.exists(), "its file removed: {netns}");
 }

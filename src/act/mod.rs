@@ -9,6 +9,7 @@ pub mod kill;
 pub mod release_ip;
 pub mod remove_bundle;
 pub mod remove_cgroup;
+pub mod remove_netns;
 pub mod remove_sandbox;
 pub mod remove_snapshot;
 pub mod unmount;

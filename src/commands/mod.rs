@@ -5,6 +5,7 @@ pub mod check;
 pub mod collect;
 pub mod leaked_ips;
 pub mod leaked_mounts;
+pub mod leaked_netns;
 pub mod leaked_pod_cgroups;
 pub mod leaked_sandboxes;
 pub mod leaked_shims;
@@ -41,6 +42,7 @@ fn run_before_limits(cli: &Cli) -> anyhow::Result<Report> {
         Command::LeakedIps(args) => leaked_ips::run(&cli.global, args),
         Command::LeakedSandboxes(args) => leaked_sandboxes::run(&cli.global, args),
         Command::LeakedPodCgroups(args) => leaked_pod_cgroups::run(&cli.global, args),
+        Command::LeakedNetns(args) => leaked_netns::run(&cli.global, args),
         // Runs until stopped, with no report: main hands it to serve::run.
         Command::Serve(_) => anyhow::bail!("serve has no report (see commands::serve::run)"),
     }

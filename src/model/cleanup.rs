@@ -30,6 +30,8 @@ pub enum CleanupAction {
     RemoveSandbox,
     /// A leaked pod cgroup with nothing in it: removed.
     RemoveCgroup,
+    /// A leaked pod network namespace: unmounted and its file removed.
+    RemoveNetns,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -72,6 +74,7 @@ impl CleanupAction {
             CleanupAction::ReleaseIp => "release-ip",
             CleanupAction::RemoveSandbox => "remove-sandbox",
             CleanupAction::RemoveCgroup => "remove-cgroup",
+            CleanupAction::RemoveNetns => "remove-netns",
         }
     }
 }

@@ -1,0 +1,254 @@
+//! Releasing leaked pod network namespaces, as CRI's teardown does:
+//! unmount the namespace's bind mount, then remove its file.
+//!
+//! Between the scan and the act a sandbox record may name it again, or a
+//! process may enter it (`ip netns exec`, `nsenter`). So, right before
+//! acting: re-gather, re-judge each namespace on that fresh snapshot with
+//! the check's own judgement ([`leaked_netns::leaked`]), `stat` the mount
+//! point once more and act only if it is still the same namespace (its
+//! inode). The unmount never follows a symlink (`UMOUNT_NOFOLLOW`), and the
+//! file is removed relative to the netns directory opened without following
+//! one. A process in the namespace keeps it alive after the unmount: only
+//! the name goes, as with CRI's own teardown.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::mount::{umount2, MntFlags};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+use crate::act::walk::{walk, Act};
+use crate::act::Verdict;
+use crate::checks::leaked_netns;
+use crate::checks::Settings;
+use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot, CRI_NAMESPACE};
+use crate::read::bounded::open_at;
+
+/// One leaked namespace: its mount point and its inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub path: PathBuf,
+    pub inode: u64,
+}
+
+/// Every leaked namespace of `snapshot`.
+pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
+    leaked_netns::leaked(snapshot, settings)
+        .into_iter()
+        .map(|mount| Target {
+            path: mount.path.clone(),
+            inode: mount.inode,
+        })
+        .collect()
+}
+
+/// Whether `target` may be released now, judged on `fresh`.
+pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
+    let same = |path: &Path, inode: u64| path == target.path && inode == target.inode;
+    if leaked_netns::leaked(fresh, settings)
+        .iter()
+        .any(|m| same(&m.path, m.inode))
+    {
+        return Verdict::Go;
+    }
+    let Some(view) = &fresh.netns else {
+        return Verdict::Refuse(
+            "the netns directory was not read, so nothing is confirmed".to_string(),
+        );
+    };
+    if !view.mounts.iter().any(|m| same(&m.path, m.inode)) {
+        return Verdict::Gone("no longer mounted (or another namespace is)".to_string());
+    }
+    if let Some(pid) = view.users.get(&target.inode) {
+        return Verdict::Refuse(format!("process {pid} is in it"));
+    }
+    let named = fresh
+        .containerd
+        .as_ref()
+        .map(|c| c.netns_files_named(CRI_NAMESPACE))
+        .unwrap_or_default();
+    if target.path.file_name().is_some_and(|n| named.contains(n)) {
+        return Verdict::Refuse("a sandbox record names it again".to_string());
+    }
+    Verdict::Refuse(
+        "containerd's records or procfs did not answer, so nothing is confirmed".to_string(),
+    )
+}
+
+/// Releases (or, without `act`, plans) the leaked namespaces of `before`,
+/// each re-verified on the snapshot `regather` takes.
+pub fn run(
+    before: &Snapshot,
+    settings: &Settings,
+    act: bool,
+    regather: impl FnOnce() -> Snapshot,
+) -> Vec<Cleanup> {
+    let targets = targets(before, settings);
+    walk(before, targets, act, &mut Release { settings }, regather)
+}
+
+struct Release<'a> {
+    settings: &'a Settings,
+}
+
+impl Act for Release<'_> {
+    type Target = Target;
+    type Outcome = CleanupOutcome;
+    type Row = Cleanup;
+
+    fn verdict(&self, fresh: &Snapshot, target: &Target) -> Verdict {
+        verify(fresh, target, self.settings)
+    }
+
+    fn would(&self, _: &Target) -> (CleanupOutcome, String) {
+        let how = "run with --remove --yes to unmount it and remove its file";
+        (CleanupOutcome::WouldRemove, how.to_string())
+    }
+
+    fn act(&mut self, target: &Target) -> (CleanupOutcome, String) {
+        match release(target) {
+            Ok(()) => (CleanupOutcome::Removed, "unmounted and removed".to_string()),
+            Err((outcome, why)) => (outcome, why),
+        }
+    }
+
+    fn record(
+        &self,
+        target: Target,
+        outcome: CleanupOutcome,
+        detail: String,
+        _: &Snapshot,
+    ) -> Cleanup {
+        Cleanup {
+            action: CleanupAction::RemoveNetns,
+            id: target
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            path: target.path,
+            outcome,
+            detail,
+        }
+    }
+}
+
+fn release(target: &Target) -> Result<(), (CleanupOutcome, String)> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        (CleanupOutcome::Failed, format!("{what}: {err}"))
+    };
+    let (Some(dir), Some(name)) = (target.path.parent(), target.path.file_name()) else {
+        return Err((
+            CleanupOutcome::Refused,
+            "not a path in a directory".to_string(),
+        ));
+    };
+    // Still the namespace judged: the mount point's inode is the
+    // namespace's while it is mounted.
+    match std::fs::symlink_metadata(&target.path) {
+        Ok(meta) if meta.ino() == target.inode => {}
+        Ok(_) => {
+            return Err((
+                CleanupOutcome::Refused,
+                "another namespace (or none) is mounted there now".to_string(),
+            ))
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err((CleanupOutcome::AlreadyGone, "removed meanwhile".to_string()))
+        }
+        Err(err) => return Err(failed(&format!("stat {}", target.path.display()), &err)),
+    }
+    umount2(
+        target.path.as_os_str().as_bytes(),
+        MntFlags::UMOUNT_NOFOLLOW,
+    )
+    .map_err(|e| failed(&format!("umount {}", target.path.display()), &e))?;
+    let dir_fd = open_at(
+        &nix::fcntl::AT_FDCWD,
+        dir,
+        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
+    )
+    .map_err(|e| failed(&format!("opening {}", dir.display()), &e))?;
+    unlinkat(&dir_fd, Path::new(name), UnlinkatFlags::NoRemoveDir)
+        .map_err(|e| failed(&format!("removing {}", target.path.display()), &e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+    use crate::model::{ContainerdView, NamespaceView, NetnsMount, NetnsView};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    const HOUR: i64 = 3600 * SEC;
+
+    fn node(mounted: bool, users: &[(u64, i32)], named: bool) -> Snapshot {
+        let mut s = snapshot();
+        let path = PathBuf::from("/var/run/netns/cni-lost");
+        s.netns = Some(NetnsView {
+            dir: PathBuf::from("/var/run/netns"),
+            mounts: match mounted {
+                true => vec![NetnsMount {
+                    path,
+                    inode: 7,
+                    created_at: NOW - HOUR,
+                }],
+                false => vec![],
+            },
+            users: users.iter().copied().collect(),
+            users_looked_for: true,
+        });
+        let mut view = ContainerdView::default();
+        view.namespaces.insert(
+            CRI_NAMESPACE.to_string(),
+            NamespaceView {
+                containers: Some(BTreeSet::new()),
+                sandboxes_created: Some(BTreeMap::new()),
+                netns_paths: match named {
+                    true => [("sb".to_string(), "/run/netns/cni-lost".to_string())].into(),
+                    false => BTreeMap::new(),
+                },
+                ..NamespaceView::default()
+            },
+        );
+        s.containerd = Some(view);
+        of_proven_daemon(s)
+    }
+
+    #[test]
+    fn a_dry_run_plans_what_is_still_leaked() {
+        let s = node(true, &[], false);
+        let done = run(&s, &Settings::default(), false, || s.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::WouldRemove);
+        assert_eq!(done[0].action, CleanupAction::RemoveNetns);
+        assert_eq!(done[0].id, "cni-lost");
+    }
+
+    #[test]
+    fn a_namespace_entered_named_again_or_gone_is_not_released() {
+        let before = node(true, &[], false);
+        for (fresh, outcome, says) in [
+            (
+                node(true, &[(7, 4242)], false),
+                CleanupOutcome::Refused,
+                "process 4242",
+            ),
+            (
+                node(true, &[], true),
+                CleanupOutcome::Refused,
+                "names it again",
+            ),
+            (
+                node(false, &[], false),
+                CleanupOutcome::AlreadyGone,
+                "no longer mounted",
+            ),
+        ] {
+            let done = run(&before, &Settings::default(), true, || fresh);
+            assert_eq!(done[0].outcome, outcome, "{done:?}");
+            assert!(done[0].detail.contains(says), "{done:?}");
+        }
+    }
+}
