@@ -58,6 +58,10 @@ pub struct Report {
     /// `shims`: the inventory.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shims: Option<Vec<ShimRow>>,
+    /// `check`, `leaked-ips`: how much of each CNI network's range
+    /// host-local holds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pod_addresses: Vec<crate::model::AddressUse>,
 }
 
 impl Report {
@@ -86,6 +90,7 @@ impl Report {
             context: None,
             api_calls: Vec::new(),
             shims: None,
+            pod_addresses: Vec::new(),
         }
     }
 

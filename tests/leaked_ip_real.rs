@@ -74,6 +74,22 @@ async fn an_address_whose_teardown_failed_is_found_and_the_live_pod_s_is_not() {
         !found.iter().any(|f| f["id"] == healthy.as_str()),
         "the live pod's address is not leaked"
     );
+    // The range's use, in the report and the metrics.
+    assert_eq!(
+        doc["pod_addresses"],
+        serde_json::json!([{"network": network, "reserved": 2, "capacity": 5}]),
+        "{doc:#}"
+    );
+    let metrics = bed.nodectl(&["check", "--settle", "0s", "-o", "prometheus"]);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains(&format!(
+            "nodectl_pod_addresses_reserved{{command=\"check\",network=\"{network}\"}} 2"
+        )) && metrics.contains(&format!(
+            "nodectl_pod_addresses_capacity{{command=\"check\",network=\"{network}\"}} 5"
+        )),
+        "{metrics}"
+    );
     // Where the configs came from: the bed's containerd config names its
     // conf_dir.
     assert_eq!(

@@ -41,6 +41,11 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
         .identified(first.containerd_version.clone());
     report.context = Some(context);
     report.api_calls = api_calls;
+    report.pod_addresses = first
+        .cni
+        .as_ref()
+        .map(|cni| cni.address_use())
+        .unwrap_or_default();
     super::free_in_background((first, second));
     Ok(report)
 }

@@ -31,7 +31,9 @@ pub fn run(global: &GlobalArgs, args: &LeakedIpsArgs) -> anyhow::Result<Report> 
         let regather = super::look_again(global, &options);
         cleanups = release_ip::run(&snapshot, &settings, args.yes, regather);
     }
+    let pod_addresses = snapshot.cni.as_ref().map(|cni| cni.address_use());
     let mut report = super::leak_report("leaked-ips", global, paths, findings, snapshot);
+    report.pod_addresses = pod_addresses.unwrap_or_default();
     report.cleanups = cleanups;
     Ok(report)
 }

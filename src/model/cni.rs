@@ -41,6 +41,31 @@ pub struct CniNetwork {
     pub reservations: Vec<IpReservation>,
 }
 
+/// How much of a network's range host-local holds: `check`'s and
+/// `leaked-ips`' report and metrics, for a warning before the range is
+/// used up (every new pod on the node then fails).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AddressUse {
+    pub network: String,
+    pub reserved: usize,
+    /// How many addresses its ranges give out, when the config says.
+    pub capacity: Option<u64>,
+}
+
+impl CniView {
+    /// Each network's use of its range.
+    pub fn address_use(&self) -> Vec<AddressUse> {
+        self.networks
+            .iter()
+            .map(|n| AddressUse {
+                network: n.name.clone(),
+                reserved: n.reservations.len(),
+                capacity: n.capacity,
+            })
+            .collect()
+    }
+}
+
 /// One address host-local holds reserved.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IpReservation {

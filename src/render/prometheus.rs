@@ -122,6 +122,8 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
 
+    pod_addresses(out, report, &command)?;
+
     if !report.api_calls.is_empty() {
         // Per API and method, never per container: ids are chosen by
         // tenants, and one series each would let them grow every scrape.
@@ -208,6 +210,45 @@ pub fn render_loop(
     writeln!(out, "nodectl_checks_total{{command=\"{command}\"}} {runs}")
 }
 
+/// Networks written at most: a network's name is the node's conflist's,
+/// and each is two series.
+const NETWORKS_LISTED: usize = 32;
+
+/// Each CNI network's use of its range, for an alert before it is used up
+/// (every new pod then fails). The types are written without series too,
+/// so that a rule's metric is always known.
+fn pod_addresses(out: &mut dyn Write, report: &Report, command: &str) -> io::Result<()> {
+    let networks = || report.pod_addresses.iter().take(NETWORKS_LISTED);
+    gauge(
+        out,
+        "nodectl_pod_addresses_reserved",
+        "Addresses host-local holds, by CNI network.",
+    )?;
+    for use_of in networks() {
+        writeln!(
+            out,
+            "nodectl_pod_addresses_reserved{{command=\"{command}\",network=\"{}\"}} {}",
+            escape(&capped(&use_of.network, VERSION_LABEL_LIMIT)),
+            use_of.reserved
+        )?;
+    }
+    gauge(
+        out,
+        "nodectl_pod_addresses_capacity",
+        "Addresses a CNI network's ranges give out, when its config says.",
+    )?;
+    for use_of in networks() {
+        if let Some(capacity) = use_of.capacity {
+            writeln!(
+                out,
+                "nodectl_pod_addresses_capacity{{command=\"{command}\",network=\"{}\"}} {capacity}",
+                escape(&capped(&use_of.network, VERSION_LABEL_LIMIT)),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn gauge(out: &mut dyn Write, name: &str, help: &str) -> io::Result<()> {
     writeln!(out, "# HELP {name} {help}")?;
     writeln!(out, "# TYPE {name} gauge")
@@ -261,6 +302,54 @@ mod tests {
             "{text}"
         );
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn each_network_s_use_of_its_range_is_exported_and_the_types_always_are() {
+        let s = snapshot();
+        let mut report = Report::new("check", "k8s.io", s.paths.clone(), vec![], vec![]);
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("# TYPE nodectl_pod_addresses_reserved gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE nodectl_pod_addresses_capacity gauge"),
+            "{text}"
+        );
+        report.pod_addresses = vec![
+            crate::model::AddressUse {
+                network: "pods\"x".to_string(),
+                reserved: 29,
+                capacity: Some(30),
+            },
+            crate::model::AddressUse {
+                network: "unsized".to_string(),
+                reserved: 3,
+                capacity: None,
+            },
+        ];
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "nodectl_pod_addresses_reserved{command=\"check\",network=\"pods\\\"x\"} 29"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "nodectl_pod_addresses_capacity{command=\"check\",network=\"pods\\\"x\"} 30"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("network=\"unsized\"} 3"), "{text}");
+        assert!(
+            !text.contains("nodectl_pod_addresses_capacity{command=\"check\",network=\"unsized\"")
+        );
     }
 
     fn rendered(findings: Vec<crate::model::Finding>, gaps: Vec<Gap>) -> String {
