@@ -106,6 +106,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
     let files = files.wait(deadline, started, &mut gaps);
     // kubelet's root may come from its command line: read once procfs has.
+    // Its pod directories and its pod cgroups are read side by side.
     let kubelet = options.kubelet.then(|| {
         let root = kubelet::root(
             options.kubelet_root.as_deref(),
@@ -116,8 +117,6 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
             kubelet::read(root, &mountinfo, gaps)
         })
-        .wait(deadline, started, &mut gaps)
-        .flatten()
     });
     let pod_cgroups = options.pod_cgroups.then(|| {
         let root = kubelet::cgroup_root(
@@ -129,9 +128,9 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         SourceThread::spawn(pod_cgroups::SOURCE, &cgroup_fs.clone(), move |gaps| {
             pod_cgroups::read(root, &cgroup_fs, gaps)
         })
-        .wait(deadline, started, &mut gaps)
-        .flatten()
     });
+    let kubelet = kubelet.map(|thread| thread.wait(deadline, started, &mut gaps).flatten());
+    let pod_cgroups = pod_cgroups.map(|thread| thread.wait(deadline, started, &mut gaps).flatten());
 
     let namespaces = namespaces_to_ask(
         options,
