@@ -105,8 +105,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
     let files = files.wait(deadline, started, &mut gaps);
-    // kubelet's root may come from its command line: read once procfs has.
-    // Its pod directories and its pod cgroups are read side by side.
+    // kubelet's roots may come from its command line: read once procfs has, side by side.
     let kubelet = options.kubelet.then(|| {
         let root = kubelet::root(
             options.kubelet_root.as_deref(),
@@ -129,9 +128,8 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             pod_cgroups::read(root, &cgroup_fs, gaps)
         })
     });
-    let kubelet = kubelet.map(|thread| thread.wait(deadline, started, &mut gaps).flatten());
-    let pod_cgroups = pod_cgroups.map(|thread| thread.wait(deadline, started, &mut gaps).flatten());
-
+    let kubelet = kubelet.and_then(|thread| thread.wait(deadline, started, &mut gaps));
+    let mut pod_cgroups = pod_cgroups.and_then(|thread| thread.wait(deadline, started, &mut gaps));
     let namespaces = namespaces_to_ask(
         options,
         proc_scan
@@ -152,9 +150,8 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
-    let mut pod_cgroups = pod_cgroups.flatten();
     // Processes are counted in the pod cgroups CRI does not list only.
-    if let (Some(view), Some(sandboxes)) = (
+    if let (Some(Some(view)), Some(sandboxes)) = (
         pod_cgroups.as_mut(),
         cri.as_ref().and_then(|cri| cri.sandboxes.as_ref()),
     ) {
@@ -179,7 +176,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         snapshotter,
         cni: files.cni,
         kubelet: kubelet.flatten(),
-        pod_cgroups,
+        pod_cgroups: pod_cgroups.flatten(),
         gaps,
     }
 }
