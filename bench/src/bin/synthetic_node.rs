@@ -31,13 +31,25 @@
 //!   and `lock`. libcni's result cache is a fixed path on the machine
 //!   (/var/lib/cni/results) that nodectl cannot be pointed away from, so
 //!   none is written: the reservations name no pod;
+//! - `kubelet/pods/<uid>/`: kubelet's directory of each pod (`etc-hosts`,
+//!   `containers/<name>/`, the projected service-account volume
+//!   `volumes/kubernetes.io~projected/kube-api-access-*`, with a tmpfs
+//!   mounted there in `mountinfo`, after the M mounts), and a few orphans
+//!   (uids of no pod), one with its volume still mounted;
+//! - `cgroup/`: a cgroup v2 filesystem (`cgroup.controllers` at its top)
+//!   with kubelet's pod cgroups (cgroupfs driver, cgroup root `/`):
+//!   `kubepods/[burstable/|besteffort/]pod<uid>/<container id>/cgroup.procs`
+//!   naming the pause and container processes of `proc/`, and a few leaked
+//!   pod cgroups (uids of no pod), empty;
 //! - `expected.json`: what is in the node, and what each nodectl command must
 //!   report on it when containerd's API does not answer.
 //!
 //! Point nodectl at it with `--root DIR/root --state DIR/state --address
 //! /run/containerd/containerd.sock --config DIR/containerd.toml --proc-root
-//! DIR/proc --mountinfo DIR/mountinfo`. The same seed gives the same node, except for times, which
-//! are relative to now.
+//! DIR/proc --mountinfo DIR/mountinfo --kubelet-root DIR/kubelet --cgroup-fs
+//! DIR/cgroup`. The same seed gives the same node, except for times, which
+//! are relative to now; what the generator wrote before the kubelet side
+//! (CNI and the rest) is as it was, the mount table's first M lines too.
 //!
 //! `--status-pid-offset K` (default 0) adds K to the pid in every status
 //! file, and nothing else: with K at or above the largest pid Linux allows
@@ -83,6 +95,8 @@ const OWN_ENTRIES: &[&str] = &[
     "mountinfo",
     "containerd.toml",
     "cni",
+    "kubelet",
+    "cgroup",
     "expected.json",
 ];
 /// The node's CNI network; its name is also its store's directory.
@@ -92,6 +106,26 @@ const POD_NETWORK: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 0);
 /// Reservations host-local still holds for sandboxes long gone (a DEL that
 /// failed or never ran): ids no store or API knows.
 const LEAKED_RESERVATIONS: usize = 5;
+/// kubelet pod directories of pods long gone (uids of no pod): the first
+/// still has its projected volume mounted (an unmount that failed), the
+/// others are empty shells.
+const ORPHAN_POD_DIRS: usize = 3;
+/// Pod cgroups of pods long gone that kubelet failed to remove.
+const LEAKED_POD_CGROUPS: usize = 3;
+/// What a cgroup v2 directory holds besides its children (a few of the
+/// kernel's interface files; `cgroup.procs` is written apart).
+const CGROUP_FILES: &[(&str, &str)] = &[
+    (
+        "cgroup.controllers",
+        "cpuset cpu io memory hugetlb pids rdma misc\n",
+    ),
+    ("cgroup.type", "domain\n"),
+    ("cpu.weight", "100\n"),
+    ("memory.max", "max\n"),
+    ("pids.max", "max\n"),
+];
+/// The tmpfs kubelet mounts at a pod's projected service-account volume.
+const PROJECTED_TMPFS: &str = "rw,relatime - tmpfs tmpfs rw,size=524288k,inode64";
 
 /// Syscall numbers for `/proc/<pid>/task/<tid>/syscall`.
 #[cfg(target_arch = "x86_64")]
@@ -460,6 +494,13 @@ struct Counts {
     pod_subnet: String,
     ip_reservations: usize,
     leaked_ip_reservations: usize,
+    /// kubelet's pod directories (orphans among them), the volumes
+    /// mounted below them, and the pod cgroups (leaked among them).
+    pod_dirs: usize,
+    orphan_pod_dirs: usize,
+    pod_dir_mounts: usize,
+    pod_cgroups: usize,
+    leaked_pod_cgroups: usize,
 }
 
 struct Node {
@@ -474,7 +515,8 @@ impl Node {
             "synthetic node in {}: {} containers in {} pods ({} running, {} exited, \
              {} zombies, {} late exits, {} old late exits, {} corrupt), {} processes \
              ({} shims, {} leaked), {} mounts ({} rootfs, {} shm, {} leaked), \
-             {} CNI reservations in {} ({} leaked)",
+             {} CNI reservations in {} ({} leaked), {} kubelet pod dirs ({} orphans, \
+             {} mounts below them), {} pod cgroups ({} leaked)",
             self.dir.display(),
             c.running + c.exited + c.zombies + c.late_exits + c.old_late_exits + c.corrupt,
             c.pods,
@@ -493,7 +535,12 @@ impl Node {
             c.leaked_mounts,
             c.ip_reservations,
             c.pod_subnet,
-            c.leaked_ip_reservations
+            c.leaked_ip_reservations,
+            c.pod_dirs,
+            c.orphan_pod_dirs,
+            c.pod_dir_mounts,
+            c.pod_cgroups,
+            c.leaked_pod_cgroups
         )
     }
 }
@@ -516,6 +563,14 @@ fn set_mtime(path: &Path, nanos: i64) -> Result<(), String> {
         .write(true)
         .open(path)
         .and_then(|file| file.set_times(FileTimes::new().set_modified(time)))
+        .map_err(|e| io_err(path, e))
+}
+
+/// [`set_mtime`] for a directory, which cannot be opened for writing.
+fn set_dir_mtime(path: &Path, nanos: i64) -> Result<(), String> {
+    let time = UNIX_EPOCH + Duration::from_nanos(nanos as u64);
+    File::open(path)
+        .and_then(|dir| dir.set_times(FileTimes::new().set_modified(time)))
         .map_err(|e| io_err(path, e))
 }
 
@@ -595,6 +650,10 @@ fn run(args: &Args) -> Result<Node, String> {
     write(&dir.join("mountinfo"), mountinfo)?;
     // Last: its draws from `rng` leave the rest of the node as it was.
     write_cni(&dir, &pods, now, &mut rng, &mut counts)?;
+    // kubelet's side, after CNI for the same reason.
+    let pod_dir_mounts = write_kubelet_pods(&dir, &pods, &containers, now, &mut rng, &mut counts)?;
+    append(&dir.join("mountinfo"), pod_dir_mounts)?;
+    write_pod_cgroups(&dir, &pods, &containers, &procs, now, &mut rng, &mut counts)?;
     write(&dir.join("expected.json"), expected(&counts, args))?;
     Ok(Node { dir, counts })
 }
@@ -1887,10 +1946,161 @@ fn write_cni(
     Ok(())
 }
 
+/// Adds `text` at the end of the file at `path`.
+fn append(path: &Path, text: impl AsRef<[u8]>) -> Result<(), String> {
+    File::options()
+        .append(true)
+        .open(path)
+        .and_then(|mut file| io::Write::write_all(&mut file, text.as_ref()))
+        .map_err(|e| io_err(path, e))
+}
+
+/// kubelet's pod directories in `kubelet/pods`, as kubelet makes them: per
+/// pod (named by its uid, the sandbox's `io.kubernetes.cri.sandbox-uid`)
+/// `etc-hosts`, `containers/<name>/` and the projected service-account
+/// volume `volumes/kubernetes.io~projected/kube-api-access-*`, where a
+/// tmpfs is mounted; then the orphans. Returns the mount table's lines for
+/// those tmpfs, numbered on from the table's last mount.
+fn write_kubelet_pods(
+    dir: &Path,
+    pods: &[Pod],
+    containers: &[Container],
+    now: i64,
+    rng: &mut Rng,
+    counts: &mut Counts,
+) -> Result<String, String> {
+    let pods_dir = dir.join("kubelet/pods");
+    mkdir(&pods_dir)?;
+    // The table's mount ids run 1..=mounts, its anonymous devices 0:(id + 18).
+    let mut next_id = counts.mounts + 1;
+    let mut lines = String::new();
+    let mut mount = |volume: &Path| {
+        let _ = writeln!(
+            lines,
+            "{next_id} 1 0:{} / {} {PROJECTED_TMPFS}",
+            next_id + 18,
+            volume.display()
+        );
+        next_id += 1;
+    };
+    let projected = "volumes/kubernetes.io~projected";
+    for (index, pod) in pods.iter().enumerate() {
+        let pod_dir = pods_dir.join(&pod.uid);
+        let volume = pod_dir.join(format!("{projected}/kube-api-access-{}", rng.suffix(5)));
+        mkdir(&volume)?;
+        for container in containers.iter().filter(|c| c.pod == index) {
+            mkdir(&pod_dir.join("containers").join(container.name))?;
+        }
+        write(&pod_dir.join("etc-hosts"), ETC_HOSTS)?;
+        mount(&volume);
+        // Made when kubelet admitted the pod, a moment before its sandbox.
+        set_dir_mtime(&pod_dir, pod.started - SEC)?;
+    }
+    for n in 0..ORPHAN_POD_DIRS {
+        let pod_dir = pods_dir.join(rng.uuid());
+        mkdir(&pod_dir.join(projected))?;
+        if n == 0 {
+            let volume = pod_dir.join(format!("{projected}/kube-api-access-{}", rng.suffix(5)));
+            mkdir(&volume)?;
+            mount(&volume);
+        }
+        set_dir_mtime(&pod_dir, now - rng.between(2 * DAY, 9 * DAY))?;
+    }
+    let mounted = pods.len() + 1;
+    counts.pod_dirs = pods.len() + ORPHAN_POD_DIRS;
+    counts.orphan_pod_dirs = ORPHAN_POD_DIRS;
+    counts.pod_dir_mounts = mounted;
+    counts.mounts += mounted;
+    Ok(lines)
+}
+
+/// The hosts file kubelet writes for a pod on the pod network (the pod's
+/// own line left out: the synthetic pods have no address of their own).
+const ETC_HOSTS: &str = "# Kubernetes-managed hosts file.
+127.0.0.1\tlocalhost
+::1\tlocalhost ip6-localhost ip6-loopback
+fe00::0\tip6-localnet
+fe00::0\tip6-mcastprefix
+fe00::1\tip6-allnodes
+fe00::2\tip6-allrouters
+";
+
+/// A cgroup v2 filesystem in `cgroup/` (`cgroup.controllers` at its top)
+/// with kubelet's pod cgroups, cgroupfs driver and cgroup root `/`:
+/// `kubepods/pod<uid>` (guaranteed), `kubepods/burstable/pod<uid>` and
+/// `kubepods/besteffort/pod<uid>`. Below each, the cgroups of its sandbox
+/// and of its containers that have a task, their `cgroup.procs` naming the
+/// live process of the synthetic procfs (the pause process, the
+/// container's; none for a zombie). Then the leaked pod cgroups, empty.
+fn write_pod_cgroups(
+    dir: &Path,
+    pods: &[Pod],
+    containers: &[Container],
+    procs: &[Proc],
+    now: i64,
+    rng: &mut Rng,
+    counts: &mut Counts,
+) -> Result<(), String> {
+    let fs_root = dir.join("cgroup");
+    mkdir(&fs_root)?;
+    write(&fs_root.join(CGROUP_FILES[0].0), CGROUP_FILES[0].1)?;
+    let kubepods = fs_root.join("kubepods");
+    let qos_dirs = [
+        kubepods.clone(),
+        kubepods.join("burstable"),
+        kubepods.join("besteffort"),
+    ];
+    for qos_dir in &qos_dirs {
+        write_cgroup(qos_dir, "")?;
+    }
+    let pid_line = |pid: i32| format!("{pid}\n");
+    for (index, pod) in pods.iter().enumerate() {
+        // A fixed mix: a quarter guaranteed, half burstable, a quarter best effort.
+        let qos_dir = &qos_dirs[[0, 1, 1, 2][index % 4]];
+        let pod_cgroup = qos_dir.join(format!("pod{}", pod.uid));
+        write_cgroup(&pod_cgroup, "")?;
+        let pause = procs
+            .iter()
+            .find(|p| p.ppid == pod.shim_pid && p.comm == PAUSE.comm);
+        write_cgroup(
+            &pod_cgroup.join(&pod.sandbox_id),
+            pause.map(|p| pid_line(p.pid)).unwrap_or_default(),
+        )?;
+        for container in containers.iter().filter(|c| c.pod == index && c.has_task()) {
+            // A zombie's process is gone, or is another's now.
+            let pids = match container.kind {
+                Kind::Running => pid_line(container.pid),
+                _ => String::new(),
+            };
+            write_cgroup(&pod_cgroup.join(&container.id), pids)?;
+        }
+        set_dir_mtime(&pod_cgroup, pod.started - SEC)?;
+    }
+    for n in 0..LEAKED_POD_CGROUPS {
+        let pod_cgroup = qos_dirs[1 + n % 2].join(format!("pod{}", rng.uuid()));
+        write_cgroup(&pod_cgroup, "")?;
+        set_dir_mtime(&pod_cgroup, now - rng.between(2 * DAY, 9 * DAY))?;
+    }
+    counts.pod_cgroups = pods.len() + LEAKED_POD_CGROUPS;
+    counts.leaked_pod_cgroups = LEAKED_POD_CGROUPS;
+    Ok(())
+}
+
+/// A cgroup directory: a few interface files and `cgroup.procs`.
+fn write_cgroup(cgroup: &Path, procs: impl AsRef<[u8]>) -> Result<(), String> {
+    mkdir(cgroup)?;
+    for (name, contents) in CGROUP_FILES {
+        write(&cgroup.join(name), contents)?;
+    }
+    write(&cgroup.join("cgroup.procs"), procs)
+}
+
 /// What is in the node, and what each command must report on it with
 /// containerd's API down. The leaked CNI reservations are no `leaked-ip`
 /// finding there: without containerd's records nothing is judged
-/// (src/checks/leaked_ip.rs).
+/// (src/checks/leaked_ip.rs). Nor are the orphan pod directories and
+/// leaked pod cgroups: both are judged on CRI's list of sandboxes, which
+/// does not answer (src/checks/orphan_pod_dir.rs, leaked_pod_cgroup.rs).
 fn expected(c: &Counts, args: &Args) -> String {
     let gaps = c.corrupt;
     format!(
@@ -1916,6 +2126,7 @@ fn expected(c: &Counts, args: &Args) -> String {
   "shm_mounts": {shm},
   "leaked_mounts": {leaked_mounts},
   "cni": {{"network": "{network}", "subnet": "{subnet}", "ip_reservations": {reservations}, "leaked_ip_reservations": {leaked_ips}}},
+  "kubelet": {{"pod_dirs": {pod_dirs}, "orphan_pod_dirs": {orphan_pod_dirs}, "pod_dir_mounts": {pod_dir_mounts}, "pod_cgroups": {pod_cgroups}, "leaked_pod_cgroups": {leaked_pod_cgroups}}},
   "commands": {{
     "zombies": {{"findings": {{"zombie": {zombies}, "late-exit": {late}}}, "gaps": {gaps}}},
     "leaked-shims": {{"findings": {{"leaked-shim": {leaked_shims}}}, "gaps": {gaps_api}}},
@@ -1951,6 +2162,11 @@ fn expected(c: &Counts, args: &Args) -> String {
         subnet = c.pod_subnet,
         reservations = c.ip_reservations,
         leaked_ips = c.leaked_ip_reservations,
+        pod_dirs = c.pod_dirs,
+        orphan_pod_dirs = c.orphan_pod_dirs,
+        pod_dir_mounts = c.pod_dir_mounts,
+        pod_cgroups = c.pod_cgroups,
+        leaked_pod_cgroups = c.leaked_pod_cgroups,
         gaps_api = gaps + 1,
         gaps_apis = gaps + 2,
     )
