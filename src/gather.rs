@@ -110,7 +110,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
     let files = files.wait(deadline, started, &mut gaps);
-    let pods = PodSources::start(&paths, options, &proc_scan.processes);
+    let pods = PodSources::start(&paths, options, &proc_scan.processes, files.table.clone());
     let mut pods = pods.wait(deadline, started, &mut gaps);
 
     let namespaces = namespaces_to_ask(
@@ -170,7 +170,7 @@ struct FileSources {
     sandboxes: SourceThread<BTreeSet<String>>,
     bundles: SourceThread<BTreeMap<String, Bundle>>,
     /// The mount table and the node's context, when read.
-    mounts: Option<SourceThread<Vec<Mount>>>,
+    mounts: Option<SourceThread<(Vec<Mount>, Option<mountinfo::Table>)>>,
     node: Option<SourceThread<NodeContext>>,
     cni: Option<SourceThread<CniView>>,
 }
@@ -181,6 +181,8 @@ struct FilesRead {
     cri_sandboxes: BTreeSet<String>,
     bundles: BTreeMap<String, Bundle>,
     mounts: Vec<Mount>,
+    /// The mount table read, for the pod sources to look in again.
+    table: Option<mountinfo::Table>,
     node: NodeContext,
     cni: Option<CniView>,
 }
@@ -213,7 +215,7 @@ impl FileSources {
         let mounts = options.mounts.then(|| {
             SourceThread::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
                 let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
-                mountinfo::read(&file, &below, gaps)
+                mountinfo::read_keeping(&file, &below, gaps)
             })
         });
         // The node's context goes with the mount table: neither is needed
@@ -250,7 +252,7 @@ impl FileSources {
             .bundles
             .wait(deadline, started, gaps)
             .unwrap_or_default();
-        let mounts = self
+        let (mounts, table) = self
             .mounts
             .and_then(|mounts| mounts.wait(deadline, started, gaps))
             .unwrap_or_default();
@@ -264,6 +266,7 @@ impl FileSources {
             cri_sandboxes,
             bundles,
             mounts,
+            table,
             node,
             cni,
         }

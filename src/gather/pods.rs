@@ -13,7 +13,7 @@ use crate::model::{
     CgroupView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
     CRI_NAMESPACE,
 };
-use crate::sources::{kubelet, netns, pod_cgroups, SourceThread};
+use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, SourceThread};
 
 /// The pod sources of one look, reading.
 pub(super) struct PodSources {
@@ -35,6 +35,7 @@ impl PodSources {
         paths: &Paths,
         options: &GatherOptions,
         processes: &BTreeMap<i32, ProcessInfo>,
+        table: Option<mountinfo::Table>,
     ) -> PodSources {
         let kubelet = options.kubelet.then(|| {
             let root = kubelet::root(
@@ -42,9 +43,9 @@ impl PodSources {
                 &options.proc_root,
                 processes,
             );
-            let mountinfo = options.mountinfo.clone();
+            let (mountinfo, table) = (options.mountinfo.clone(), table.clone());
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
-                kubelet::read(root, &mountinfo, gaps)
+                kubelet::read(root, table.as_ref(), &mountinfo, gaps)
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {
@@ -61,7 +62,7 @@ impl PodSources {
         let netns = options.netns.then(|| {
             let (dir, mountinfo) = (netns::dir(paths), options.mountinfo.clone());
             SourceThread::spawn(netns::SOURCE, &dir.clone(), move |gaps| {
-                netns::read(&dir, &mountinfo, gaps)
+                netns::read(&dir, table.as_ref(), &mountinfo, gaps)
             })
         });
         PodSources {

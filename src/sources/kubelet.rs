@@ -119,7 +119,12 @@ fn arg_of(cmdline: &[u8], name: &str) -> Option<String> {
 /// Every directory of `<root>/pods`, with the mounts `mountinfo` has below
 /// each. `None` when the default root has no pods directory (no kubelet
 /// on this node); a root found otherwise that cannot be read is a gap.
-pub fn read(root: Located, mountinfo_file: &Path, gaps: &mut Vec<Gap>) -> Option<KubeletView> {
+pub fn read(
+    root: Located,
+    table: Option<&mountinfo::Table>,
+    mountinfo_file: &Path,
+    gaps: &mut Vec<Gap>,
+) -> Option<KubeletView> {
     let pods = root.path.join("pods");
     let entries = match fs::read_dir(&pods) {
         Ok(entries) => entries,
@@ -164,7 +169,7 @@ pub fn read(root: Located, mountinfo_file: &Path, gaps: &mut Vec<Gap>) -> Option
     if pod_dirs.is_empty() {
         return Some(KubeletView { root, pod_dirs });
     }
-    let mounts = mountinfo::read(mountinfo_file, &[pods.as_path()], gaps);
+    let mounts = mountinfo::below_in(table, mountinfo_file, &[pods.as_path()], gaps);
     // Each mount goes to the directory its first component below `pods`
     // names: one lookup, where comparing it with every directory cost
     // mounts × directories path comparisons (milliseconds at 250 pods).
@@ -288,7 +293,7 @@ mod tests {
             origin: Origin::Flag,
         };
         let mut gaps = Vec::new();
-        let view = read(root, &table, &mut gaps).expect("a root given is read");
+        let view = read(root, None, &table, &mut gaps).expect("a root given is read");
         assert!(gaps.is_empty(), "{gaps:?}");
         let uids: Vec<&str> = view.pod_dirs.iter().map(|d| d.uid.as_str()).collect();
         assert_eq!(uids, ["uid-a", "uid-b"], "directories only, no symlink");
@@ -307,8 +312,8 @@ mod tests {
         };
         let mut gaps = Vec::new();
         // A table that cannot be read would be a gap, were it read.
-        let view =
-            read(root, &dir.path().join("no-mountinfo"), &mut gaps).expect("a root given is read");
+        let view = read(root, None, &dir.path().join("no-mountinfo"), &mut gaps)
+            .expect("a root given is read");
         assert!(view.pod_dirs.is_empty());
         assert!(gaps.is_empty(), "{gaps:?}");
     }
@@ -335,13 +340,13 @@ mod tests {
             path: dir.path().join("absent"),
             origin: Origin::Default,
         };
-        assert!(read(default, &table, &mut gaps).is_none());
+        assert!(read(default, None, &table, &mut gaps).is_none());
         assert!(gaps.is_empty());
         let given = Located {
             path: dir.path().join("absent"),
             origin: Origin::Flag,
         };
-        assert!(read(given, &table, &mut gaps).is_none());
+        assert!(read(given, None, &table, &mut gaps).is_none());
         assert_eq!(gaps.len(), 1);
         assert!(gaps[0].source_unavailable);
     }

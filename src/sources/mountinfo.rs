@@ -27,6 +27,39 @@ pub fn read(mountinfo: &Path, dirs: &[&Path], gaps: &mut Vec<Gap>) -> Vec<Mount>
     mounts_below(&text, mountinfo, &spellings, gaps)
 }
 
+/// The mount table as read once, shared by the sources that look below
+/// other directories in it (kubelet's pods, CRI's netns): on a node of ten
+/// thousand mounts each read is megabytes the kernel writes anew.
+pub type Table = std::sync::Arc<String>;
+
+/// [`read`], keeping the table read for [`below_in`].
+pub fn read_keeping(
+    mountinfo: &Path,
+    dirs: &[&Path],
+    gaps: &mut Vec<Gap>,
+) -> (Vec<Mount>, Option<Table>) {
+    let Some(text) = table_text(mountinfo, gaps) else {
+        return (Vec::new(), None);
+    };
+    let spellings = spellings(&text, dirs);
+    let mounts = mounts_below(&text, mountinfo, &spellings, gaps);
+    (mounts, Some(Table::new(text)))
+}
+
+/// The mounts below `dirs` in `table` when this look read it already,
+/// else in `mountinfo` read now.
+pub fn below_in(
+    table: Option<&Table>,
+    mountinfo: &Path,
+    dirs: &[&Path],
+    gaps: &mut Vec<Gap>,
+) -> Vec<Mount> {
+    match table {
+        Some(text) => mounts_below(text, mountinfo, &spellings(text, dirs), gaps),
+        None => read(mountinfo, dirs, gaps),
+    }
+}
+
 /// [`read`] with `dirs` taken only as spelled, no directory looked at: for
 /// the re-read around an unmount, which must not `stat` the very mount it
 /// detaches (a stuck FUSE or NFS mount hangs a `stat`).
@@ -345,6 +378,35 @@ fn unescape(field: &[u8]) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_read_once_is_looked_in_again_without_reading_the_file() {
+        let table: Table = Table::new(
+            "40 1 0:50 / /var/lib/kubelet/pods/u1/volumes/v rw - tmpfs tmpfs rw\n\
+             41 1 0:4 net:[9] /var/run/netns/cni-1 rw - nsfs nsfs rw\n"
+                .to_string(),
+        );
+        let mut gaps = Vec::new();
+        let gone = Path::new("/nonexistent/mountinfo");
+        let pods = below_in(
+            Some(&table),
+            gone,
+            &[Path::new("/var/lib/kubelet/pods")],
+            &mut gaps,
+        );
+        assert_eq!(pods.len(), 1);
+        let netns = below_in(
+            Some(&table),
+            gone,
+            &[Path::new("/var/run/netns")],
+            &mut gaps,
+        );
+        assert_eq!(netns[0].fs_type, "nsfs");
+        assert!(gaps.is_empty(), "the file was never read: {gaps:?}");
+        // Without a table it is read, and its absence is a gap.
+        assert!(below_in(None, gone, &[Path::new("/var/run/netns")], &mut gaps).is_empty());
+        assert_eq!(gaps.len(), 1);
+    }
 
     /// Reads `table` as a mountinfo file, keeping what is below `under`; no gap.
     fn read_table(table: &str, under: &str) -> Vec<Mount> {

@@ -24,8 +24,13 @@ pub fn dir(paths: &Paths) -> PathBuf {
 }
 
 /// The nsfs mounts directly in `dir`.
-pub fn read(dir: &Path, mountinfo_file: &Path, gaps: &mut Vec<Gap>) -> NetnsView {
-    let mut mounts: Vec<NetnsMount> = mountinfo::read(mountinfo_file, &[dir], gaps)
+pub fn read(
+    dir: &Path,
+    table: Option<&mountinfo::Table>,
+    mountinfo_file: &Path,
+    gaps: &mut Vec<Gap>,
+) -> NetnsView {
+    let mut mounts: Vec<NetnsMount> = mountinfo::below_in(table, mountinfo_file, &[dir], gaps)
         .into_iter()
         .filter(|m| m.fs_type == "nsfs")
         .filter(|m| m.path_as_given().parent() == Some(dir))
