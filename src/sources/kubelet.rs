@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::model::{Gap, KubeletView, Located, Origin, PodDir, ProcessInfo, Source};
@@ -77,11 +78,18 @@ fn running_kubelet_arg(
     name: &str,
 ) -> Option<Option<String>> {
     let ours = fs::read_link(proc_root.join("self/ns/mnt")).ok()?;
+    // The name only picks candidates: the kernel says whether one sees our
+    // filesystem (its mount namespace) and runs as we do (its procfs
+    // directory's owner is its effective uid: root's, as kubelet runs).
+    let our_uid = fs::metadata(proc_root.join("self")).ok()?.uid();
     let mut values: Vec<Option<String>> = processes
         .values()
         .filter(|p| p.comm == "kubelet" && p.is_running())
         .filter(|p| {
             fs::read_link(proc_root.join(format!("{}/ns/mnt", p.pid))).ok() == Some(ours.clone())
+        })
+        .filter(|p| {
+            fs::metadata(proc_root.join(p.pid.to_string())).is_ok_and(|m| m.uid() == our_uid)
         })
         .filter_map(|p| {
             read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()
@@ -268,6 +276,16 @@ mod tests {
             root(None, proc_root.path(), &processes).origin,
             Origin::Default
         );
+        // One in our namespace run by another user (a process anyone can
+        // name kubelet): not taken. Only root can give it away to test.
+        if nix::unistd::geteuid().is_root() {
+            let (proc_root, processes) = proc_with(&[(7, "mnt:[1]", b"kubelet\0--root-dir=/x\0")]);
+            std::os::unix::fs::chown(proc_root.path().join("7"), Some(65534), None).unwrap();
+            assert_eq!(
+                root(None, proc_root.path(), &processes).origin,
+                Origin::Default
+            );
+        }
     }
 
     #[test]
