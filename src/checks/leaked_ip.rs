@@ -82,7 +82,6 @@ pub fn leaked<'a>(
         .and_then(|cri| cri.sandboxes.as_ref())
         .map(|sandboxes| sandboxes.iter().map(|s| s.id.as_str()).collect());
     let served = served_ids(snapshot);
-    let grace_nanos = i64::try_from(settings.ip_grace.as_nanos()).unwrap_or(i64::MAX);
     let known = |id: &str| {
         records.contains(id)
             || cri_listed
@@ -95,8 +94,7 @@ pub fn leaked<'a>(
         .iter()
         .flat_map(|network| network.reservations.iter().map(move |r| (network, r)))
         .filter(|(_, reservation)| {
-            let old_enough =
-                snapshot.taken_at.saturating_sub(reservation.reserved_at) >= grace_nanos;
+            let old_enough = snapshot.is_older_than(reservation.reserved_at, settings.ip_grace);
             !reservation.container_id.is_empty() && old_enough && !known(&reservation.container_id)
         })
         .collect()

@@ -51,13 +51,12 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a NetnsM
         return Vec::new();
     }
     let named = containerd.netns_files_named(CRI_NAMESPACE);
-    let grace_nanos = i64::try_from(settings.sandbox_grace.as_nanos()).unwrap_or(i64::MAX);
     view.mounts
         .iter()
         .filter(|m| !m.path.file_name().is_some_and(|n| named.contains(n)))
         .filter(|m| !view.users.contains_key(&m.inode))
         .filter(|m| {
-            m.created_at > 0 && snapshot.taken_at.saturating_sub(m.created_at) >= grace_nanos
+            m.created_at > 0 && snapshot.is_older_than(m.created_at, settings.sandbox_grace)
         })
         .collect()
 }

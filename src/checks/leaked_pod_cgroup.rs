@@ -12,8 +12,6 @@
 //! past the grace on the cgroup's creation (kubelet makes a pod's cgroup
 //! before its sandbox).
 
-use std::collections::HashSet;
-
 use serde::Serialize;
 use serde_json::Value;
 
@@ -41,16 +39,14 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodCgr
     let Some(cgroups) = &snapshot.pod_cgroups else {
         return Vec::new();
     };
-    let Some(sandboxes) = snapshot.cri.as_ref().and_then(|cri| cri.sandboxes.as_ref()) else {
+    let Some(uids) = snapshot.cri.as_ref().and_then(|cri| cri.pod_uids()) else {
         return Vec::new();
     };
-    let uids: HashSet<&str> = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
-    let grace_nanos = i64::try_from(settings.sandbox_grace.as_nanos()).unwrap_or(i64::MAX);
     cgroups
         .pod_cgroups
         .iter()
         .filter(|cgroup| !uids.contains(cgroup.uid.as_str()))
-        .filter(|cgroup| snapshot.taken_at.saturating_sub(cgroup.created_at) >= grace_nanos)
+        .filter(|cgroup| snapshot.is_older_than(cgroup.created_at, settings.sandbox_grace))
         .collect()
 }
 

@@ -56,14 +56,13 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a CriIte
     let (Some(sandboxes), Some(containers)) = (&cri.sandboxes, &cri.containers) else {
         return Vec::new();
     };
-    let grace_nanos = i64::try_from(settings.sandbox_grace.as_nanos()).unwrap_or(i64::MAX);
     sandboxes
         .iter()
         .filter(|sandbox| sandbox.state == CriApiState::SandboxNotReady)
         .filter(|sandbox| {
             // No age known is no age: never called old enough.
             created_at(snapshot, sandbox)
-                .is_some_and(|at| snapshot.taken_at.saturating_sub(at) >= grace_nanos)
+                .is_some_and(|at| snapshot.is_older_than(at, settings.sandbox_grace))
         })
         .filter(|sandbox| {
             !containers

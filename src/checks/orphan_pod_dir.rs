@@ -13,8 +13,6 @@
 //! answered; kubelet makes a pod's directory before its sandbox, hence the
 //! grace (`--sandbox-grace`) on the directory's last change.
 
-use std::collections::HashSet;
-
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,16 +38,14 @@ pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDi
     let Some(kubelet) = &snapshot.kubelet else {
         return Vec::new();
     };
-    let Some(sandboxes) = snapshot.cri.as_ref().and_then(|cri| cri.sandboxes.as_ref()) else {
+    let Some(uids) = snapshot.cri.as_ref().and_then(|cri| cri.pod_uids()) else {
         return Vec::new();
     };
-    let uids: HashSet<&str> = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
-    let grace_nanos = i64::try_from(settings.sandbox_grace.as_nanos()).unwrap_or(i64::MAX);
     kubelet
         .pod_dirs
         .iter()
         .filter(|dir| !uids.contains(dir.uid.as_str()))
-        .filter(|dir| snapshot.taken_at.saturating_sub(dir.modified_at) >= grace_nanos)
+        .filter(|dir| snapshot.is_older_than(dir.modified_at, settings.sandbox_grace))
         .collect()
 }
 

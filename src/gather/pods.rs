@@ -120,11 +120,9 @@ impl PodsRead {
                 );
             }
         }
-        if let (Some(view), Some(sandboxes)) = (
-            self.pod_cgroups.as_mut(),
-            cri.and_then(|cri| cri.sandboxes.as_ref()),
-        ) {
-            let listed = sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect();
+        if let (Some(view), Some(listed)) =
+            (self.pod_cgroups.as_mut(), cri.and_then(CriView::pod_uids))
+        {
             pod_cgroups::count_unlisted(view, &listed, gaps);
         }
     }

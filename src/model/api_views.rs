@@ -268,6 +268,13 @@ impl CriView {
         self.sandboxes.iter().flatten().find(|s| s.id == id)
     }
 
+    /// The pod uids of every sandbox CRI lists, whatever its state; `None`
+    /// when its list did not answer.
+    pub fn pod_uids(&self) -> Option<std::collections::HashSet<&str>> {
+        let sandboxes = self.sandboxes.as_ref()?;
+        Some(sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect())
+    }
+
     pub fn is_sandbox(&self, id: &str) -> bool {
         self.sandbox(id).is_some()
     }

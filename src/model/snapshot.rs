@@ -147,6 +147,12 @@ impl Snapshot {
             .any(|gap| gap.source == Source::Procfs && gap.source_unavailable)
     }
 
+    /// Whether `at` (unix ns) was `grace` or more before the snapshot.
+    pub fn is_older_than(&self, at: UnixNanos, grace: std::time::Duration) -> bool {
+        let grace = i64::try_from(grace.as_nanos()).unwrap_or(i64::MAX);
+        self.taken_at.saturating_sub(at) >= grace
+    }
+
     /// Seconds from `since` (unix ns) to when the snapshot was taken, to a
     /// tenth; 0 when `since` is unknown.
     pub fn seconds_since(&self, since: UnixNanos) -> f64 {
