@@ -8,9 +8,7 @@ use anyhow::bail;
 use crate::act::remove_netns;
 use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedNetnsArgs};
-use crate::gather::gather;
 use crate::model::Kind;
-use crate::paths;
 use crate::report::Report;
 
 /// What `leaked-netns` runs. `--remove` reads what the check reads.
@@ -20,19 +18,19 @@ pub fn run(global: &GlobalArgs, args: &LeakedNetnsArgs) -> anyhow::Result<Report
     if args.yes && !nix::unistd::geteuid().is_root() {
         bail!("--yes needs root: unmounting is root's");
     }
-    let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = global.gather_options(registry::reads(KINDS));
     let settings = args.settings();
-    let snapshot = gather(&paths, &options, config_gaps.clone());
-    let findings = registry::run(KINDS, &snapshot, &snapshot, &settings);
-
-    let mut cleanups = Vec::new();
-    if args.remove {
-        super::pause_for_tests();
-        let regather = super::look_again(global, &options);
-        cleanups = remove_netns::run(&snapshot, &settings, args.yes, regather);
-    }
-    let mut report = super::leak_report("leaked-netns", global, paths, findings, snapshot);
-    report.cleanups = cleanups;
-    Ok(report)
+    let clean = args
+        .remove
+        .then_some(|before: &_, regather: &dyn Fn() -> _| {
+            remove_netns::run(before, &settings, args.yes, regather)
+        });
+    Ok(super::scan_and_clean(
+        "leaked-netns",
+        global,
+        KINDS,
+        &options,
+        &settings,
+        clean,
+    ))
 }

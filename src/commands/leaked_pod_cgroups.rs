@@ -7,9 +7,8 @@ use anyhow::bail;
 use crate::act::remove_cgroup;
 use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedPodCgroupsArgs};
-use crate::gather::{gather, GatherOptions};
+use crate::gather::GatherOptions;
 use crate::model::Kind;
-use crate::paths;
 use crate::report::Report;
 
 /// What `leaked-pod-cgroups` runs. `--remove` reads what the check reads.
@@ -19,22 +18,18 @@ pub fn run(global: &GlobalArgs, args: &LeakedPodCgroupsArgs) -> anyhow::Result<R
     if args.yes && !nix::unistd::geteuid().is_root() {
         bail!("--yes needs root: the cgroup filesystem is root's");
     }
-    let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = GatherOptions {
         cri_address: args.cri_address.clone(),
         ..global.gather_options(registry::reads(KINDS))
     };
     let settings = args.settings();
-    let snapshot = gather(&paths, &options, config_gaps.clone());
-    let findings = registry::run(KINDS, &snapshot, &snapshot, &settings);
-
-    let mut cleanups = Vec::new();
-    if args.remove {
-        super::pause_for_tests();
-        let regather = super::look_again(global, &options);
-        cleanups = remove_cgroup::run(&snapshot, &settings, args.yes, regather);
-    }
-    let mut report = super::leak_report("leaked-pod-cgroups", global, paths, findings, snapshot);
-    report.cleanups = cleanups;
-    Ok(report)
+    let clean = args
+        .remove
+        .then_some(|before: &_, regather: &dyn Fn() -> _| {
+            remove_cgroup::run(before, &settings, args.yes, regather)
+        });
+    let command = "leaked-pod-cgroups";
+    Ok(super::scan_and_clean(
+        command, global, KINDS, &options, &settings, clean,
+    ))
 }

@@ -9,9 +9,8 @@ use anyhow::bail;
 use crate::act::remove_sandbox;
 use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedSandboxesArgs};
-use crate::gather::{gather, GatherOptions};
-use crate::model::{Kind, Reads};
-use crate::paths;
+use crate::gather::GatherOptions;
+use crate::model::{Kind, Reads, Snapshot};
 use crate::report::Report;
 use crate::sources::cri_api;
 
@@ -32,34 +31,30 @@ pub fn run(global: &GlobalArgs, args: &LeakedSandboxesArgs) -> anyhow::Result<Re
     if args.yes && !nix::unistd::geteuid().is_root() {
         bail!("--yes needs root: containerd's socket is root's");
     }
-    let (paths, config_gaps) = paths::resolve(&global.path_flags());
     let options = GatherOptions {
         cri_address: args.cri_address.clone(),
         ..global.gather_options(registry::reads(KINDS).and(READS))
     };
     let settings = args.settings();
-    let snapshot = gather(&paths, &options, config_gaps.clone());
-    let findings = registry::run(KINDS, &snapshot, &snapshot, &settings);
-
-    let mut cleanups = Vec::new();
-    if args.remove {
-        super::pause_for_tests();
-        let regather = super::look_again(global, &options);
-        // The CRI socket the scan asked, not one named again.
-        let address = snapshot.cri.as_ref().map(|cri| cri.address.clone());
-        let remove = |id: &str| {
-            let Some(address) = &address else {
-                return Err("CRI was not asked".to_string());
+    let clean = args
+        .remove
+        .then_some(|before: &Snapshot, regather: &dyn Fn() -> Snapshot| {
+            // The CRI socket the scan asked, not one named again.
+            let address = before.cri.as_ref().map(|cri| cri.address.clone());
+            let remove = |id: &str| {
+                let Some(address) = &address else {
+                    return Err("CRI was not asked".to_string());
+                };
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|err| format!("starting an async runtime: {err}"))?;
+                runtime.block_on(cri_api::remove_sandbox(address, id, CRI_CALL))
             };
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|err| format!("starting an async runtime: {err}"))?;
-            runtime.block_on(cri_api::remove_sandbox(address, id, CRI_CALL))
-        };
-        cleanups = remove_sandbox::run(&snapshot, &settings, args.yes, regather, remove);
-    }
-    let mut report = super::leak_report("leaked-sandboxes", global, paths, findings, snapshot);
-    report.cleanups = cleanups;
-    Ok(report)
+            remove_sandbox::run(before, &settings, args.yes, regather, remove)
+        });
+    let command = "leaked-sandboxes";
+    Ok(super::scan_and_clean(
+        command, global, KINDS, &options, &settings, clean,
+    ))
 }

@@ -114,6 +114,32 @@ fn look_again<'a>(
     }
 }
 
+/// What a leak command with a cleanup does: one look with `options`, the
+/// checks of `kinds`, and, when `clean` is given, the cleanup of what that
+/// look found, handed a fresh look to take right before acting.
+fn scan_and_clean(
+    command: &str,
+    global: &GlobalArgs,
+    kinds: &[Kind],
+    options: &GatherOptions,
+    settings: &crate::checks::Settings,
+    clean: Option<impl FnOnce(&Snapshot, &dyn Fn() -> Snapshot) -> Vec<crate::model::Cleanup>>,
+) -> Report {
+    let (paths, config_gaps) = paths::resolve(&global.path_flags());
+    let snapshot = crate::gather::gather(&paths, options, config_gaps);
+    let findings = registry::run(kinds, &snapshot, &snapshot, settings);
+    let cleanups = match clean {
+        Some(clean) => {
+            pause_for_tests();
+            clean(&snapshot, &look_again(global, options))
+        }
+        None => Vec::new(),
+    };
+    let mut report = leak_report(command, global, paths, findings, snapshot);
+    report.cleanups = cleanups;
+    report
+}
+
 /// A leak command's report: its findings, with the scan's gaps and the
 /// version it named.
 fn leak_report(
