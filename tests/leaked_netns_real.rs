@@ -1,15 +1,21 @@
 //! `leaked-netns` on a real containerd with real CNI (the networked test
-//! bed): containerd killed in a pod's CNI ADD leaves a NotReady sandbox
-//! holding the pod's network namespace (see tests/leaked_sandbox_real.rs);
-//! its record is then removed with `ctr`, as operators remove a stuck
+//! bed), two ways on every line:
+//! - containerd killed in a pod's CNI ADD leaves a NotReady sandbox holding
+//!   the pod's network namespace (see tests/leaked_sandbox_real.rs);
+//! - a pod whose ADD went through, its shim and pause killed (a node's OOM
+//!   killer), leaves a NotReady sandbox holding its namespace and libcni's
+//!   cache entry of the ADD.
+//!
+//! Both records are then removed with `ctr`, as operators remove a stuck
 //! sandbox (1.x: the sandbox container, `ctr containers rm`; 2.x: the
-//! sandbox store entry, `ctr sandboxes rm -f`, the only record the crash
-//! left there), and containerd restarted. Nothing in containerd removes
-//! the mount after that, on any line (asserted). nodectl must report that
-//! namespace, and not the live pod's, which its record names and its
+//! sandbox store entry, `ctr sandboxes rm -f`, and the pause container's
+//! record where one is left), and containerd restarted. Nothing in
+//! containerd removes the mounts after that, on any line (asserted).
+//! nodectl must report both namespaces, the second with its pod named from
+//! libcni's cache, and not the live pod's, which its record names and its
 //! processes are in; nothing within the grace. `leaked-netns --remove`
-//! plans, refuses while a process entered the namespace between its scan
-//! and its act, and releases it once that process left.
+//! plans, refuses the one a process entered between its scan and its act,
+//! releases the other, and releases the first once that process left.
 
 mod support;
 
@@ -42,35 +48,52 @@ async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not()
         return;
     };
     let _live = bed.run_sandbox("live").await;
-    let hung = bed.crash_containerd_in_cni_add("crashed").await;
-    let (what, args): (&str, Vec<&str>) = if bed.line().is_v2() {
-        ("sandboxes", vec!["sandboxes", "rm", "-f", &hung.sandbox_id])
-    } else {
-        ("containers", vec!["containers", "rm", &hung.sandbox_id])
-    };
-    let removed = std::process::Command::new(bed.ctr())
-        .arg("--address")
-        .arg(bed.address())
-        .args(["-n", "k8s.io"])
-        .args(&args)
-        .output()
-        .expect("ctr");
-    assert!(
-        removed.status.success(),
-        "ctr {what} rm: {}",
-        String::from_utf8_lossy(&removed.stderr)
+    let before = netns_mounts();
+    let ran = bed.run_sandbox("ran").await;
+    let ran_netns: Vec<String> = netns_mounts()
+        .into_iter()
+        .filter(|m| !before.contains(m))
+        .collect();
+    assert_eq!(
+        ran_netns.len(),
+        1,
+        "one namespace for the pod: {ran_netns:?}"
     );
+    let ran_netns = ran_netns[0].clone();
+    // Its shim and pause killed: the sandbox exits, its teardown never runs.
+    let shim = bed.shim_pid(&ran);
+    for pid in support::procs::descendants(&[shim])
+        .into_iter()
+        .chain([shim])
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        bed.wait_sandbox_not_ready(&ran, std::time::Duration::from_secs(30))
+            .await,
+        "CRI sees the killed pod's sandbox exit"
+    );
+    let hung = bed.crash_containerd_in_cni_add("crashed").await;
+    for id in [&hung.sandbox_id, &ran] {
+        remove_records(&bed, id);
+    }
     bed.restart_containerd().await;
     let netns = hung.netns.display().to_string();
+    let listed = bed.listed_sandboxes().await;
     assert!(
-        !bed.listed_sandboxes().await.contains(&hung.sandbox_id),
-        "CRI no longer lists the sandbox"
+        !listed.contains(&hung.sandbox_id) && !listed.contains(&ran),
+        "CRI no longer lists the sandboxes: {listed:?}"
     );
-    assert!(
-        netns_mounts().contains(&netns),
-        "{}: the namespace stays mounted: {netns}",
-        bed.containerd_version()
-    );
+    for mount in [&netns, &ran_netns] {
+        assert!(
+            netns_mounts().contains(mount),
+            "{}: the namespace stays mounted: {mount}",
+            bed.containerd_version()
+        );
+    }
 
     let check = |grace: &str| {
         bed.nodectl(&[
@@ -92,17 +115,35 @@ async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not()
     let doc = support::report(&output);
     support::assert_matches_schema(&doc);
     let found = leaked(&doc);
-    assert_eq!(found.len(), 1, "only the crashed pod's namespace: {doc:#}");
-    let finding = found[0];
-    eprintln!("{TEST}: {}: {finding:#}", bed.containerd_version());
-    assert_eq!(finding["evidence"]["path"], netns);
-    let name = hung
-        .netns
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    assert_eq!(finding["id"], name);
+    let name = |path: &str| path.rsplit('/').next().unwrap_or_default().to_string();
+    let mut ids: Vec<&str> = found.iter().filter_map(|f| f["id"].as_str()).collect();
+    ids.sort_unstable();
+    let mut expected = [name(&netns), name(&ran_netns)];
+    expected.sort();
+    assert_eq!(
+        ids, expected,
+        "the two pods' namespaces, not the live one's: {doc:#}"
+    );
+    for finding in &found {
+        eprintln!("{TEST}: {}: {finding:#}", bed.containerd_version());
+    }
+    let of = |path: &str| {
+        *found
+            .iter()
+            .find(|f| f["evidence"]["path"] == path)
+            .unwrap_or_else(|| panic!("{path} reported by its path: {doc:#}"))
+    };
+    // The pod whose ADD went through is named from libcni's cache; the
+    // crashed ADD cached nothing, and nothing names its pod.
+    let named = of(&ran_netns);
+    assert_eq!(named["evidence"]["sandbox_id"], ran.as_str(), "{named:#}");
+    assert_eq!(named["evidence"]["pod_name"], "ran", "{named:#}");
+    assert!(named["evidence"]["pod_namespace"].is_string(), "{named:#}");
+    assert!(named["summary"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("ran"));
+    assert!(of(&netns)["evidence"]["pod_name"].is_null());
     // Its address is leaked too, the sandbox unknown to every record.
     assert!(
         doc["findings"]
@@ -127,8 +168,8 @@ async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not()
         .flatten()
         .map(|c| &c["outcome"])
         .collect();
-    assert_eq!(outcomes, ["would-remove"], "{doc:#}");
-    assert!(netns_mounts().contains(&netns));
+    assert_eq!(outcomes, ["would-remove", "would-remove"], "{doc:#}");
+    assert!(netns_mounts().contains(&netns) && netns_mounts().contains(&ran_netns));
 
     // A process enters it between the scan and the act: refused, naming it.
     let act = [
@@ -166,9 +207,24 @@ async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not()
         bed.containerd_version(),
         doc["cleanups"]
     );
-    let row = &doc["cleanups"][0];
+    let row_of = |doc: &Value, path: &str| {
+        doc["cleanups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["path"] == path)
+            .cloned()
+            .unwrap_or_else(|| panic!("a row for {path}: {doc:#}"))
+    };
+    let row = row_of(&doc, &netns);
     assert_eq!(row["action"], "remove-netns", "{doc:#}");
     assert_eq!(row["outcome"], "refused", "{doc:#}");
+    // The rest is cleaned: the other namespace released.
+    assert_eq!(row_of(&doc, &ran_netns)["outcome"], "removed", "{doc:#}");
+    assert!(
+        !netns_mounts().contains(&ran_netns),
+        "unmounted: {ran_netns}"
+    );
     let detail = row["detail"].as_str().unwrap_or_default();
     assert!(
         detail.contains(&format!("process {}", entered.id())),
@@ -178,7 +234,43 @@ async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not()
 
     // Once it left: released, as CRI's teardown does.
     let doc = support::report(&bed.nodectl(&act));
-    assert_eq!(doc["cleanups"][0]["outcome"], "removed", "{doc:#}");
+    assert_eq!(row_of(&doc, &netns)["outcome"], "removed", "{doc:#}");
     assert!(!netns_mounts().contains(&netns), "unmounted: {netns}");
     assert!(!hung.netns.exists(), "its file removed: {netns}");
+}
+
+/// Removes the sandbox `id`'s records with `ctr`, as an operator removes a
+/// stuck sandbox: 1.x keeps one, the sandbox container; 2.x the sandbox
+/// store entry (`sandboxes rm -f` removes a pause container's record with
+/// it).
+fn remove_records(bed: &TestBed, id: &str) {
+    let ctr = |args: &[&str]| {
+        std::process::Command::new(bed.ctr())
+            .arg("--address")
+            .arg(bed.address())
+            .args(["-n", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("ctr")
+    };
+    let removed = if bed.line().is_v2() {
+        ctr(&["sandboxes", "rm", "-f", id])
+    } else {
+        ctr(&["containers", "rm", id])
+    };
+    assert!(
+        removed.status.success(),
+        "ctr rm {id}: {}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    // Measured on every line: no container record is left behind (2.x's
+    // `sandboxes rm -f` removes the pause container's with the entry).
+    let left = ctr(&["containers", "ls", "-q"]);
+    assert!(
+        !String::from_utf8_lossy(&left.stdout)
+            .lines()
+            .any(|l| l == id),
+        "{}: a container record of {id} outlived the removal",
+        bed.containerd_version()
+    );
 }

@@ -184,6 +184,7 @@ mod tests {
         with_records(&mut s, live);
         s.cni = Some(CniView {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
+            attachments: Vec::new(),
             networks: vec![CniNetwork {
                 name: "pods".to_string(),
                 conf_file: PathBuf::from("/etc/cni/net.d/10-pods.conflist"),

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
+use crate::checks::shared::short;
 use crate::model::{timestamp, Finding, Kind, NetnsMount, Severity, Snapshot, CRI_NAMESPACE};
 
 #[derive(Serialize)]
@@ -29,6 +30,11 @@ pub struct Evidence {
     pub netns_dir: String,
     pub created_at: Value,
     pub age_seconds: f64,
+    /// The sandbox and pod it was made for, from libcni's cache of the
+    /// pod's ADD (it outlives the records; none when the ADD never ended).
+    pub sandbox_id: Option<String>,
+    pub pod_namespace: Option<String>,
+    pub pod_name: Option<String>,
     /// How "no sandbox" was established.
     pub basis: &'static str,
 }
@@ -68,7 +74,14 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     leaked(snapshot, settings)
         .into_iter()
         .map(|mount| {
+            let cached = mount
+                .path
+                .file_name()
+                .and_then(|name| snapshot.cni.as_ref()?.attachment_in_netns(name));
             let evidence = Evidence {
+                sandbox_id: cached.map(|c| c.container_id.clone()),
+                pod_namespace: cached.and_then(|c| c.pod_namespace.clone()),
+                pod_name: cached.and_then(|c| c.pod_name.clone()),
                 path: mount.path.display().to_string(),
                 inode: mount.inode,
                 netns_dir: view.dir.display().to_string(),
@@ -85,8 +98,10 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
                 summary: format!(
-                    "pod network namespace {} (net:[{}]) is named by no sandbox record and no process is in it",
-                    evidence.path, mount.inode
+                    "pod network namespace {} (net:[{}]){} is named by no sandbox record and no process is in it",
+                    evidence.path,
+                    mount.inode,
+                    whose(&evidence)
                 ),
                 cause: "CRI removes a pod's network namespace in the sandbox's teardown, \
                         before its record; a record removed any other way (`ctr containers \
@@ -106,11 +121,24 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
         .collect()
 }
 
+/// " of pod <ns>/<name> (sandbox <id>)", as far as the cache tells.
+fn whose(evidence: &Evidence) -> String {
+    let pod = match (&evidence.pod_namespace, &evidence.pod_name) {
+        (Some(namespace), Some(name)) => format!(" of pod {namespace}/{name}"),
+        (None, Some(name)) => format!(" of pod {name}"),
+        _ => String::new(),
+    };
+    match &evidence.sandbox_id {
+        Some(id) => format!("{pod} (sandbox {})", short(id)),
+        None => pod,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{ContainerdView, NamespaceView, NetnsView};
+    use crate::model::{CachedAttachment, CniView, ContainerdView, NamespaceView, NetnsView};
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::PathBuf;
     use std::time::Duration;
@@ -175,6 +203,45 @@ mod tests {
             f.remedy.contains("umount /var/run/netns/cni-lost"),
             "{}",
             f.remedy
+        );
+        assert!(f.evidence["pod_name"].is_null(), "no cache names it");
+    }
+
+    #[test]
+    fn the_pod_is_named_by_libcnis_cache_of_its_add() {
+        let mut s = node(vec![mount("cni-lost", 3, NOW - HOUR)], &[], &[]);
+        s.cni = Some(CniView {
+            attachments: vec![
+                CachedAttachment {
+                    network: "pods".into(),
+                    container_id: "b".repeat(64),
+                    ifname: "eth0".into(),
+                    netns: Some("/var/run/netns/cni-other".into()),
+                    pod_namespace: Some("batch".into()),
+                    pod_name: Some("job-1".into()),
+                },
+                CachedAttachment {
+                    network: "pods".into(),
+                    container_id: "a".repeat(64),
+                    ifname: "eth0".into(),
+                    // Another spelling of the same directory.
+                    netns: Some("/run/netns/cni-lost".into()),
+                    pod_namespace: Some("shop".into()),
+                    pod_name: Some("cart-7d9".into()),
+                },
+            ],
+            ..CniView::default()
+        });
+        let findings = check(&s, &Settings::default());
+        let f = &findings[0];
+        assert_eq!(f.evidence["pod_namespace"], "shop");
+        assert_eq!(f.evidence["pod_name"], "cart-7d9");
+        assert_eq!(f.evidence["sandbox_id"], "a".repeat(64));
+        assert!(
+            f.summary
+                .contains("of pod shop/cart-7d9 (sandbox aaaaaaaaaaaaa)"),
+            "{}",
+            f.summary
         );
     }
 

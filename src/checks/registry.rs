@@ -166,7 +166,9 @@ pub const CHECKS: &[Check] = &[
         kind: Kind::LeakedNetns,
         reads: Reads {
             // Named by containerd's sandbox records, never by the mount
-            // alone; a process in it is the kernel's say.
+            // alone; a process in it is the kernel's say. Its pod is named
+            // from CNI's cache when CNI is read (`check`, `leaked-netns`),
+            // which judges nothing.
             containerd_api: Ask::Always,
             netns: true,
             ..Reads::NOTHING

@@ -25,6 +25,41 @@ pub struct CniView {
     pub conf_dir: PathBuf,
     /// Each network with host-local IPAM, in the order CNI loads them.
     pub networks: Vec<CniNetwork>,
+    /// libcni's cached ADD results for those networks: what names the pod
+    /// behind an address or a network namespace once its sandbox is gone.
+    #[serde(default)]
+    pub attachments: Vec<CachedAttachment>,
+}
+
+/// One entry of libcni's result cache (`<cache>/<network>-<id>-<ifname>`),
+/// written when a pod's ADD went through and removed only by its DEL: it
+/// outlives a sandbox whose teardown never ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CachedAttachment {
+    pub network: String,
+    /// The container (for CRI, the sandbox) the ADD was for.
+    pub container_id: String,
+    pub ifname: String,
+    /// The pod's network namespace: the cache's own `netns` (libcni 1.2+,
+    /// containerd 2.x), else the result's pod-side interface `sandbox`
+    /// (what bridge, ptp and most plugins report, on every line).
+    pub netns: Option<String>,
+    /// CRI's CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME.
+    pub pod_namespace: Option<String>,
+    pub pod_name: Option<String>,
+}
+
+impl CniView {
+    /// The cached attachment whose network namespace is the file `name`
+    /// (compared by file name: `/run/netns` and `/var/run/netns` are one
+    /// directory spelt two ways).
+    pub fn attachment_in_netns(&self, name: &std::ffi::OsStr) -> Option<&CachedAttachment> {
+        self.attachments.iter().find(|a| {
+            a.netns
+                .as_deref()
+                .is_some_and(|netns| std::path::Path::new(netns).file_name() == Some(name))
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

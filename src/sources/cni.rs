@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::model::cni::{DEFAULT_CNI_CONF_DIR, DEFAULT_HOST_LOCAL_DIR};
-use crate::model::{CniNetwork, CniView, Gap, IpReservation, Source};
+use crate::model::{CachedAttachment, CniNetwork, CniView, Gap, IpReservation, Source};
 use crate::read::bounded::{read_regular, Links};
 use crate::read::deadline::reading;
 
@@ -38,6 +38,7 @@ pub fn read(conf_dir: &Path, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniVie
     let mut view = CniView {
         conf_dir: conf_dir.to_path_buf(),
         networks: Vec::new(),
+        attachments: Vec::new(),
     };
     reading(conf_dir);
     let mut files: Vec<PathBuf> = match fs::read_dir(conf_dir) {
@@ -72,7 +73,21 @@ pub fn read(conf_dir: &Path, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniVie
             }
         };
         if let Some(network) = network_of(&file, &config) {
-            view.networks.push(read_store(network, result_cache, gaps));
+            view.networks.push(read_store(network, gaps));
+        }
+    }
+    view.attachments = read_cache(result_cache, &view.networks, gaps);
+    for network in &mut view.networks {
+        for reservation in &mut network.reservations {
+            let cached = view.attachments.iter().find(|a| {
+                a.network == network.name
+                    && a.container_id == reservation.container_id
+                    && Some(&a.ifname) == reservation.ifname.as_ref()
+            });
+            if let Some(cached) = cached {
+                reservation.pod_namespace.clone_from(&cached.pod_namespace);
+                reservation.pod_name.clone_from(&cached.pod_name);
+            }
         }
     }
     view
@@ -161,7 +176,7 @@ fn range_size(range: &Value) -> Option<u128> {
 
 /// Every address reserved in `network`'s store. No store is nothing
 /// reserved yet (host-local makes it with its first address).
-fn read_store(mut network: CniNetwork, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniNetwork {
+fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
     reading(&network.store);
     let entries = match fs::read_dir(&network.store) {
         Ok(entries) => entries,
@@ -195,59 +210,98 @@ fn read_store(mut network: CniNetwork, result_cache: &Path, gaps: &mut Vec<Gap>)
         let mut lines = text.lines().map(str::trim);
         let container_id = lines.next().unwrap_or_default().to_string();
         let ifname = lines.next().filter(|l| !l.is_empty()).map(str::to_string);
-        let (pod_namespace, pod_name) = pod_in_cache(
-            result_cache,
-            &network.name,
-            &container_id,
-            ifname.as_deref(),
-        );
         network.reservations.push(IpReservation {
             ip: ip.to_string(),
             container_id,
             ifname,
             reserved_at: read.modified_nanos,
-            pod_namespace,
-            pod_name,
+            pod_namespace: None,
+            pod_name: None,
         });
     }
     network
 }
 
-/// The pod libcni's result cache names for a container's interface:
-/// `<cache>/<network>-<id>-<ifname>`, whose `cniArgs` are CRI's CNI_ARGS.
-fn pod_in_cache(
-    cache: &Path,
-    network: &str,
-    container_id: &str,
-    ifname: Option<&str>,
-) -> (Option<String>, Option<String>) {
-    let none = (None, None);
-    let Some(ifname) = ifname else {
-        return none;
+/// The most cache entries read: one per pod and network, so a node's
+/// worth many times over; past it the rest is a gap, not a stall.
+const CACHE_ENTRIES_LIMIT: usize = 20_000;
+
+/// libcni's cached ADD results for `networks` (`<cache>/<network>-<id>-
+/// <ifname>`), each with the pod its CNI_ARGS name and the network
+/// namespace it was made in. No cache is nothing cached.
+fn read_cache(cache: &Path, networks: &[CniNetwork], gaps: &mut Vec<Gap>) -> Vec<CachedAttachment> {
+    reading(cache);
+    let entries = match fs::read_dir(cache) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Vec::new(),
+        Err(err) => {
+            gaps.push(Gap::item(SOURCE, cache, err));
+            return Vec::new();
+        }
     };
-    // An id from a file on the node is part of a name here: only a plain
-    // one is looked up, never one that walks elsewhere.
-    if container_id.is_empty() || !container_id.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return none;
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            networks.iter().any(|n| {
+                name.strip_prefix(n.name.as_str())
+                    .is_some_and(|r| r.starts_with('-'))
+            })
+        })
+        .collect();
+    files.sort();
+    if files.len() > CACHE_ENTRIES_LIMIT {
+        gaps.push(Gap::item(
+            SOURCE,
+            cache,
+            format!(
+                "{} cached results; read the first {CACHE_ENTRIES_LIMIT}",
+                files.len()
+            ),
+        ));
+        files.truncate(CACHE_ENTRIES_LIMIT);
     }
-    let file = cache.join(format!("{network}-{container_id}-{ifname}"));
-    if file.parent() != Some(cache) {
-        return none;
+    let mut attachments = Vec::new();
+    for file in files {
+        reading(&file);
+        // libcni writes these itself, never as symlinks; an entry that is
+        // not one, or not JSON, names nothing.
+        let Ok(read) = read_regular(&file, RESULT_LIMIT, Links::Refuse) else {
+            continue;
+        };
+        let Ok(cached) = serde_json::from_slice::<Value>(&read.bytes) else {
+            continue;
+        };
+        attachments.extend(attachment(&cached));
     }
-    reading(&file);
-    let Ok(read) = read_regular(&file, RESULT_LIMIT, Links::Refuse) else {
-        return none;
-    };
-    let Ok(cached) = serde_json::from_slice::<Value>(&read.bytes) else {
-        return none;
-    };
+    attachments
+}
+
+/// What one cache entry says, when it says which container and network.
+fn attachment(cached: &Value) -> Option<CachedAttachment> {
+    let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
     let arg = |key: &str| {
         cached["cniArgs"].as_array()?.iter().find_map(|pair| {
             let pair = pair.as_array()?;
-            (pair.first()?.as_str()? == key).then(|| pair.get(1)?.as_str().map(str::to_string))?
+            (pair.first()?.as_str()? == key).then(|| text(pair.get(1)?))?
         })
     };
-    (arg("K8S_POD_NAMESPACE"), arg("K8S_POD_NAME"))
+    let ifname = text(&cached["ifName"])?;
+    let pod_side = cached["result"]["interfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| i["name"].as_str() == Some(ifname.as_str()))
+        .and_then(|i| text(&i["sandbox"]));
+    Some(CachedAttachment {
+        network: text(&cached["networkName"])?,
+        container_id: text(&cached["containerId"])?,
+        netns: text(&cached["netns"]).or(pod_side),
+        pod_namespace: arg("K8S_POD_NAMESPACE"),
+        pod_name: arg("K8S_POD_NAME"),
+        ifname,
+    })
 }
 
 #[cfg(test)]
@@ -317,11 +371,25 @@ mod tests {
         write(&data.join("pods/lock"), "");
         write(
             &cache.join(format!("pods-{sandbox}-eth0")),
-            &json!({"kind": "cniCacheV1", "cniArgs": [
+            &json!({"kind": "cniCacheV1", "containerId": sandbox, "ifName": "eth0",
+                "networkName": "pods", "cniArgs": [
                 ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "cart-7d9"]
-            ]})
+            ], "result": {"interfaces": [
+                {"name": "cni0"}, {"name": "veth1"},
+                {"name": "eth0", "sandbox": "/var/run/netns/cni-1234"}
+            ]}})
             .to_string(),
         );
+        // 2.x's libcni keeps the namespace itself; another network's entry
+        // (containerd's loopback) is not read.
+        write(
+            &cache.join("pods-c-eth1"),
+            &json!({"kind": "cniCacheV1", "containerId": "c", "ifName": "eth1",
+                "networkName": "pods", "netns": "/run/netns/cni-5678"})
+            .to_string(),
+        );
+        write(&cache.join("cni-loopback-c-lo"), "{}");
+        write(&cache.join("pods-d-eth0"), "{not json");
 
         let mut gaps = Vec::new();
         let view = read(&conf, &cache, &mut gaps);
@@ -357,6 +425,17 @@ mod tests {
         );
         assert_eq!(pods.reservations[0].pod_namespace.as_deref(), Some("shop"));
         assert!(pods.reservations[0].reserved_at > 0);
+        assert_eq!(view.attachments.len(), 2, "{:?}", view.attachments);
+        let named = view.attachment_in_netns("cni-1234".as_ref()).unwrap();
+        assert_eq!(
+            (named.container_id.as_str(), named.pod_name.as_deref()),
+            (sandbox.as_str(), Some("cart-7d9"))
+        );
+        let unnamed = view.attachment_in_netns("cni-5678".as_ref()).unwrap();
+        assert_eq!(
+            (unnamed.container_id.as_str(), unnamed.pod_name.as_deref()),
+            ("c", None)
+        );
     }
 
     #[test]
@@ -380,7 +459,7 @@ mod tests {
             ..CniNetwork::default()
         };
         let mut gaps = Vec::new();
-        let network = read_store(network, dir.path(), &mut gaps);
+        let network = read_store(network, &mut gaps);
         assert!(network.reservations.is_empty());
         assert_eq!(gaps.len(), 2, "{gaps:?}");
     }
