@@ -152,6 +152,26 @@ pub const ADVISORIES: &[Advisory] = &[
                  them (the kernel log names the OOM killer's victims).",
     },
     Advisory {
+        id: "containerd#13609",
+        upstream: &[
+            "containerd#13609",
+            "containerd#13399",
+            "containerd#13644",
+            "containerd#13645",
+        ],
+        affected: &[("2.0.0", "2.2.6"), ("2.3.0", "2.3.3")],
+        fixed_in: &["2.2.6", "2.3.3"],
+        symptom: "a RunPodSandbox that fails after its sandbox started (an NRI plugin rejects \
+                  it) leaves the sandbox container; kubelet's retry makes a second with the \
+                  same CRI name, and containerd's next start-up exits on it",
+        kinds: &[Kind::DuplicateSandboxName],
+        cause: "this release does not shut a sandbox down when RunPodSandbox fails after \
+                StartSandbox (an NRI plugin's RunPodSandbox rejecting the pod is the known \
+                trigger).",
+        remedy: "Until the upgrade, a failing NRI plugin makes more of these: find why it \
+                 rejects pods.",
+    },
+    Advisory {
         id: "containerd#13848",
         upstream: &[
             "containerd#13848",
@@ -386,6 +406,7 @@ mod tests {
                 "containerd#9770",
                 "containerd#12344",
                 "containerd#10421",
+                "containerd#13609",
                 "containerd#13848"
             ]
         );
@@ -395,12 +416,18 @@ mod tests {
                 "containerd#9770",
                 "containerd#12344",
                 "containerd#10421",
+                "containerd#13609",
                 "containerd#13848"
             ]
         );
         assert_eq!(
             ids("2.0.7"),
-            ["containerd#9770", "containerd#10421", "containerd#13848"]
+            [
+                "containerd#9770",
+                "containerd#10421",
+                "containerd#13609",
+                "containerd#13848"
+            ]
         );
         assert_eq!(
             ids("2.1.4"),
@@ -408,12 +435,31 @@ mod tests {
                 "containerd#9770",
                 "containerd#12344",
                 "containerd#10421",
+                "containerd#13609",
                 "containerd#13848"
             ]
         );
         assert_eq!(
-            ids("2.2.0"),
+            ids("2.2.5"),
+            [
+                "containerd#9770",
+                "containerd#10421",
+                "containerd#13609",
+                "containerd#13848"
+            ]
+        );
+        assert_eq!(
+            ids("2.2.6"),
             ["containerd#9770", "containerd#10421", "containerd#13848"]
+        );
+        assert_eq!(
+            ids("2.3.2"),
+            [
+                "containerd#9770",
+                "containerd#10421",
+                "containerd#13609",
+                "containerd#13848"
+            ]
         );
         assert_eq!(
             ids("v2.3.4"),

@@ -214,6 +214,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "A pod sandbox CRI keeps NotReady with no container long after its creation (its start or teardown ended part way); it holds the pod's network namespace, address and name.",
     ),
     (
+        "duplicate-sandbox-name",
+        "critical",
+        "Two sandbox containers in containerd's records carry one CRI sandbox name; containerd's next start-up cannot reserve it and exits.",
+    ),
+    (
         "orphan-pod-dir",
         "warning",
         "A kubelet pod directory whose uid no sandbox has; the volume mounts still below it are the evidence, and it is never offered for removal.",

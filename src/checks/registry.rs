@@ -8,9 +8,9 @@
 
 use crate::checks::settings::Settings;
 use crate::checks::{
-    api_unreachable, cri_drift, cri_slow, late_exit, leaked_ip, leaked_mount, leaked_netns,
-    leaked_pod_cgroup, leaked_sandbox, leaked_shim, leaked_snapshot, orphan_bundle, orphan_pod_dir,
-    shim_blocked, zombie,
+    api_unreachable, cri_drift, cri_slow, duplicate_sandbox_name, late_exit, leaked_ip,
+    leaked_mount, leaked_netns, leaked_pod_cgroup, leaked_sandbox, leaked_shim, leaked_snapshot,
+    orphan_bundle, orphan_pod_dir, shim_blocked, zombie,
 };
 use crate::model::{Ask, Finding, Gap, Kind, Reads, Snapshot, Suspects};
 
@@ -133,6 +133,17 @@ pub const CHECKS: &[Check] = &[
             ..Reads::NOTHING
         },
         run: |l| leaked_sandbox::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::DuplicateSandboxName,
+        reads: Reads {
+            // containerd's own records, as its start-up reads them; CRI's
+            // list (read by `check`) only says which one it serves.
+            containerd_api: Ask::Always,
+            ..Reads::NOTHING
+        },
+        run: |l| duplicate_sandbox_name::check(l.first),
         second_look: None,
     },
     Check {
@@ -512,6 +523,7 @@ mod tests {
                 Kind::LeakedSnapshot,
                 Kind::LeakedIp,
                 Kind::LeakedSandbox,
+                Kind::DuplicateSandboxName,
                 Kind::OrphanPodDir,
                 Kind::LeakedPodCgroup,
                 Kind::LeakedNetns,

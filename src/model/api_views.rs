@@ -160,6 +160,10 @@ pub struct NamespaceView {
     /// store entry and pause container), by sandbox id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub netns_paths: BTreeMap<String, String>,
+    /// CRI's name for each sandbox container (its metadata's `Name`), by
+    /// id: the name CRI's start-up reserves for it, one sandbox per name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sandbox_names: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -38,6 +38,7 @@ pub enum Kind {
     LeakedSnapshot,
     LeakedIp,
     LeakedSandbox,
+    DuplicateSandboxName,
     OrphanPodDir,
     LeakedPodCgroup,
     LeakedNetns,

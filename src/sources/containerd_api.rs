@@ -84,10 +84,11 @@ pub async fn query(
             Answer::Version(version) => view.version = version,
             Answer::Containers(ns, records) => {
                 let namespace = view.namespaces.entry(ns).or_default();
-                if let Some((ids, labels, netns)) = records {
-                    namespace.containers = Some(ids);
-                    namespace.labels = labels;
-                    namespace.netns_paths.extend(netns);
+                if let Some(records) = records {
+                    namespace.containers = Some(records.ids);
+                    namespace.labels = records.labels;
+                    namespace.netns_paths.extend(records.netns);
+                    namespace.sandbox_names = records.sandbox_names;
                 }
             }
             Answer::Tasks(ns, tasks) => view.namespaces.entry(ns).or_default().tasks = tasks,
@@ -116,13 +117,17 @@ enum Answer {
     Sandboxes(String, Option<(BTreeMap<String, i64>, NetnsPaths)>),
 }
 
-/// The ids of a namespace's container records, their naming labels and
-/// the network namespaces sandbox records name.
-type Records = (
-    BTreeSet<String>,
-    BTreeMap<String, BTreeMap<String, String>>,
-    NetnsPaths,
-);
+/// A namespace's container records as nodectl keeps them.
+#[derive(Default)]
+struct Records {
+    ids: BTreeSet<String>,
+    /// Their naming labels, by id.
+    labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// The network namespaces sandbox containers name.
+    netns: NetnsPaths,
+    /// CRI's name for each sandbox container, by id.
+    sandbox_names: BTreeMap<String, String>,
+}
 
 /// Sandbox id → the network namespace its record names.
 type NetnsPaths = BTreeMap<String, String>;
@@ -136,10 +141,15 @@ const STORE_METADATA: &str = "metadata";
 /// `NetNSPath` of CRI's sandbox metadata (JSON, versioned:
 /// `{"Version":"v1","Metadata":{…}}`), when it names one.
 fn netns_path(metadata: &[u8]) -> Option<String> {
+    metadata_field(metadata, "NetNSPath")
+}
+
+/// A text field of CRI's sandbox metadata, when set.
+fn metadata_field(metadata: &[u8], field: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_slice(metadata).ok()?;
     let inner = value.get("Metadata").unwrap_or(&value);
     inner
-        .get("NetNSPath")?
+        .get(field)?
         .as_str()
         .filter(|p| !p.is_empty())
         .map(str::to_string)
@@ -151,20 +161,23 @@ async fn list_containers(channel: Channel, namespace: &str) -> Result<Records, S
         .list(request)
         .await
         .map_err(status_text)?;
-    let mut records: Records = Default::default();
+    let mut records = Records::default();
     for container in response.into_inner().containers {
-        if let Some(path) = container
-            .extensions
-            .get(SANDBOX_METADATA)
-            .and_then(|any| netns_path(&any.value))
-        {
-            records.2.insert(container.id.clone(), path);
+        if let Some(metadata) = container.extensions.get(SANDBOX_METADATA) {
+            if let Some(path) = netns_path(&metadata.value) {
+                records.netns.insert(container.id.clone(), path);
+            }
+            // The name CRI's start-up reserves for it (`Metadata.Name`:
+            // `<pod>_<namespace>_<uid>_<attempt>`).
+            if let Some(name) = metadata_field(&metadata.value, "Name") {
+                records.sandbox_names.insert(container.id.clone(), name);
+            }
         }
         let labels = name_labels(container.labels);
         if !labels.is_empty() {
-            records.1.insert(container.id.clone(), labels);
+            records.labels.insert(container.id.clone(), labels);
         }
-        records.0.insert(container.id);
+        records.ids.insert(container.id);
     }
     Ok(records)
 }
@@ -250,5 +263,10 @@ mod tests {
         assert_eq!(netns_path(bare).as_deref(), Some("/var/run/netns/cni-2"));
         assert_eq!(netns_path(br#"{"Metadata":{"NetNSPath":""}}"#), None);
         assert_eq!(netns_path(b"not json"), None);
+        let named = br#"{"Version":"v1","Metadata":{"ID":"a","Name":"web_shop_u1_0"}}"#;
+        assert_eq!(
+            metadata_field(named, "Name").as_deref(),
+            Some("web_shop_u1_0")
+        );
     }
 }

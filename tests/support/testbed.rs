@@ -552,6 +552,36 @@ impl TestBed {
     }
 
     /// Starts containerd again on the same config after
+    /// [`TestBed::stop_containerd`] and waits up to `limit` for it to exit,
+    /// as it does when its start-up fails. Returns what it logged in that
+    /// start; an error (containerd stopped again) if it kept running.
+    pub fn start_containerd_expecting_exit(&mut self, limit: Duration) -> Result<String, String> {
+        let logged_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
+        let spawned = spawn_containerd(&self.release, &self.config, &self.log, self.cni.as_ref());
+        self.containerd = self.must(spawned);
+        let deadline = std::time::Instant::now() + limit;
+        let exited = loop {
+            match self.containerd.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                _ => break None,
+            }
+        };
+        let log = fs::read(&self.log).unwrap_or_default();
+        let start = usize::try_from(logged_before).unwrap_or(0).min(log.len());
+        let logged = String::from_utf8_lossy(&log[start..]).into_owned();
+        match exited {
+            Some(_) => Ok(logged),
+            None => {
+                self.stop_containerd();
+                Err(format!("containerd still ran after {limit:?}:\n{logged}"))
+            }
+        }
+    }
+
+    /// Starts containerd again on the same config after
     /// [`TestBed::stop_containerd`], waiting until CRI answers.
     pub async fn start_containerd(&mut self) {
         let spawned = spawn_containerd(&self.release, &self.config, &self.log, self.cni.as_ref());
