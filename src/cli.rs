@@ -172,6 +172,8 @@ pub enum Command {
     LeakedNetns(LeakedNetnsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
     Serve(ServeArgs),
+    /// Tell what `check` finds as it appears and as it clears, looking when containerd's events call for it; never kills
+    Watch(WatchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +332,23 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = interval)]
     pub interval: Duration,
     #[command(flatten)]
+    pub look: LookArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The periodic full look, beside the ones containerd's events call for (1s to 1h)
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = interval)]
+    pub interval: Duration,
+    #[command(flatten)]
+    pub look: LookArgs,
+}
+
+/// What each look of a long-running command (`serve`, `watch`) is: `check`
+/// on this node, with `check`'s thresholds.
+#[derive(Debug, Clone, Args)]
+pub struct LookArgs {
+    #[command(flatten)]
     pub late: LateExitArgs,
     #[command(flatten)]
     pub confirm: SettleArgs,
@@ -421,8 +440,8 @@ impl LeakedSandboxesArgs {
     }
 }
 
-impl ServeArgs {
-    /// What each run of the loop is: `check` on this node.
+impl LookArgs {
+    /// What each look is: `check` on this node.
     pub fn check_args(&self) -> CheckArgs {
         CheckArgs {
             late: self.late.clone(),
@@ -719,7 +738,7 @@ mod tests {
                 Command::Collect(args) => args.confirm.settle,
                 Command::Zombies(args) => args.confirm.settle,
                 // What each of serve's runs of check is given.
-                Command::Serve(args) => args.check_args().confirm.settle,
+                Command::Serve(args) => args.look.confirm.settle,
                 _ => panic!("no second look"),
             }
         };

@@ -9,8 +9,10 @@ use nodectl::{commands, inert, render};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Serve(args) = &cli.command {
-        return commands::serve::run(&cli.global, args);
+    match &cli.command {
+        Command::Serve(args) => return commands::serve::run(&cli.global, args),
+        Command::Watch(args) => return commands::watch::run(&cli.global, args),
+        _ => {}
     }
     let textfile = cli.textfile();
     let report = match commands::run(&cli) {

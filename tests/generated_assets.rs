@@ -263,7 +263,7 @@ fn names(kinds: &[Kind]) -> Vec<&'static str> {
 /// The kinds a command reports: what it runs.
 fn kinds_of(command: &str) -> Vec<&'static str> {
     match command {
-        "nodectl" | "check" | "serve" => KINDS.iter().map(|k| k.0).collect(),
+        "nodectl" | "check" | "serve" | "watch" => KINDS.iter().map(|k| k.0).collect(),
         "zombies" => names(commands::zombies::KINDS),
         "leaked-shims" => names(commands::leaked_shims::KINDS),
         "leaked-mounts" => names(commands::leaked_mounts::KINDS),
@@ -331,6 +331,16 @@ fn examples(command: &str) -> Vec<(&'static str, &'static str)> {
             (
                 "nodectl serve --listen 127.0.0.1:9101 --interval 30s",
                 "On loopback only, checking every 30 seconds.",
+            ),
+        ],
+        "watch" => vec![
+            (
+                "nodectl watch",
+                "A line for each finding as it appears and as it clears; Ctrl-C ends it with a summary.",
+            ),
+            (
+                "nodectl watch -o json | jq -c 'select(.change == \"found\")'",
+                "One JSON document per line, for a script: here the new findings only.",
             ),
         ],
         "leaked-mounts" => vec![
@@ -436,6 +446,15 @@ fn exit_status(command: &str) -> Vec<(String, String)> {
         return vec![
             status("0", "Stopped by SIGTERM or SIGINT."),
             status("2", "The address could not be bound (or bad usage)."),
+        ];
+    }
+    if command == "watch" {
+        return vec![
+            status(
+                "0",
+                "Stopped by SIGTERM or SIGINT (after a summary), or its reader went away.",
+            ),
+            status("2", "It could not start (or bad usage)."),
         ];
     }
     vec![

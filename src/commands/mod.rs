@@ -12,6 +12,8 @@ pub mod leaked_shims;
 pub mod leaked_snapshots;
 pub mod serve;
 pub mod shims;
+pub mod watch;
+pub mod watch_state;
 pub mod zombies;
 
 use std::path::Path;
@@ -45,6 +47,7 @@ fn run_before_limits(cli: &Cli) -> anyhow::Result<Report> {
         Command::LeakedNetns(args) => leaked_netns::run(&cli.global, args),
         // Runs until stopped, with no report: main hands it to serve::run.
         Command::Serve(_) => anyhow::bail!("serve has no report (see commands::serve::run)"),
+        Command::Watch(_) => anyhow::bail!("watch has no report (see commands::watch::run)"),
     }
 }
 

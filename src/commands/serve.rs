@@ -67,7 +67,7 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
     // waiting on it.
     let mut quiet = global.clone();
     quiet.quiet = true;
-    let check_args = args.check_args();
+    let check_args = args.look.check_args();
     let interval = args.interval;
     let loop_latest = latest.clone();
     let spawned = std::thread::Builder::new()

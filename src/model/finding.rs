@@ -64,7 +64,7 @@ impl Serialize for Kind {
 }
 
 /// One thing found wrong, with everything an operator needs to act on it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
     pub kind: Kind,
     pub severity: Severity,

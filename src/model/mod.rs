@@ -12,6 +12,7 @@ pub mod cgroups;
 pub mod cleanup;
 pub mod cni;
 pub mod cri_status;
+pub mod event;
 pub mod finding;
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -38,6 +39,7 @@ pub use cgroups::{CgroupView, PodCgroup};
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
 pub use cni::{AddressUse, CachedAttachment, CniNetwork, CniView, IpReservation};
 pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};
+pub use event::Event;
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
 pub use kubelet::{KubeletView, PodDir};

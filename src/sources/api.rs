@@ -81,6 +81,15 @@ pub fn namespaced<T>(message: T, namespace: &str) -> Result<tonic::Request<T>, S
     Ok(request)
 }
 
+/// A protobuf timestamp as unix nanoseconds (0 when absent).
+pub fn unix_nanos(at: Option<&prost_types::Timestamp>) -> crate::model::cri_status::UnixNanos {
+    at.map_or(0, |at| {
+        at.seconds
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::from(at.nanos))
+    })
+}
+
 pub fn status_text(status: tonic::Status) -> String {
     format!("{:?}: {}", status.code(), status.message())
 }

@@ -15,7 +15,7 @@ use tonic::transport::Channel;
 use crate::model::{
     name_labels, Api, ApiCall, ContainerdView, Gap, Method, Source, TaskStatus, TaskView,
 };
-use crate::sources::api::{connect_recorded, namespaced, status_text, timed};
+use crate::sources::api::{connect_recorded, namespaced, status_text, timed, unix_nanos};
 use crate::sources::api_gaps;
 
 const SOURCE: Source = Source::ContainerdApi;
@@ -196,14 +196,7 @@ async fn list_sandboxes(
         Err(status) => return Err(status_text(status)),
     };
     for sandbox in response.into_inner().list {
-        let created = sandbox
-            .created_at
-            .map(|at| {
-                at.seconds
-                    .saturating_mul(1_000_000_000)
-                    .saturating_add(i64::from(at.nanos))
-            })
-            .unwrap_or_default();
+        let created = unix_nanos(sandbox.created_at.as_ref());
         if let Some(path) = sandbox
             .extensions
             .get(STORE_METADATA)

@@ -11,6 +11,7 @@ pub mod cri_api;
 pub mod cri_store;
 pub mod daemon_proof;
 pub mod daemon_version;
+pub mod events;
 pub mod kubelet;
 pub mod mountinfo;
 pub mod netns;

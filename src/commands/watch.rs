@@ -1,0 +1,286 @@
+//! `nodectl watch`: what `check` finds, told as it appears and as it
+//! clears, driven by containerd's event stream.
+//!
+//! It looks at the whole node at start, after each (re)connect of the
+//! stream (the stream has no replay: what was published meanwhile is
+//! gone), when an event calls for it (see [`watch_state`]) and at least
+//! once per `--interval`. Each look is `check`'s, with its bounds and its
+//! proof of the daemon; the stream is subscribed to only at the address of
+//! a daemon a look proved, and an event only ever makes it look sooner.
+//! One line per change (`-o json`: one JSON document per line); SIGINT or
+//! SIGTERM ends it, after a last summary, with status 0.
+
+use std::io::{self, Write};
+use std::panic::{self, AssertUnwindSafe};
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::cli::{GlobalArgs, WatchArgs};
+use crate::commands::check;
+use crate::commands::watch_state::{Change, Watched};
+use crate::exit_codes::{exit, COULD_NOT_CHECK, NOTHING_FOUND};
+use crate::inert;
+use crate::render::Format;
+use crate::report::Report;
+use crate::sources::events::{self, StreamNews};
+
+/// What the loop hears.
+enum Heard {
+    Stream(StreamNews),
+    Looked(Box<Result<Report, String>>),
+    Signalled,
+}
+
+/// How often, at most, a stream that keeps failing is said to be down.
+const DOWN_SAID_EVERY: Duration = Duration::from_secs(60);
+
+pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
+    let (tell, heard) = mpsc::channel::<Heard>();
+    if let Err(err) = on_signal(tell.clone()) {
+        eprintln!("nodectl: watch: {err}");
+        return exit(COULD_NOT_CHECK);
+    }
+    let mut quiet = global.clone();
+    quiet.quiet = true;
+    let mut out = io::stdout().lock();
+    let mut watched = Watched::default();
+    let mut counts = Counts::default();
+    let mut streaming = false;
+    let mut down_said: Option<Instant> = None;
+    let mut looking = true;
+    start_look(&quiet, args, &tell);
+    let mut next_periodic = Instant::now() + args.interval;
+    loop {
+        let now = Instant::now();
+        let wake = match watched.next_look() {
+            Some(at) if !looking => at.min(next_periodic),
+            _ => next_periodic,
+        };
+        match heard.recv_timeout(wake.saturating_duration_since(now)) {
+            Ok(Heard::Signalled) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Ok(Heard::Looked(result)) => {
+                looking = false;
+                counts.looks += 1;
+                next_periodic = Instant::now() + args.interval;
+                let report = match *result {
+                    Ok(report) => report,
+                    Err(reason) => {
+                        say(global, &format!("a look failed: {}", inert::shown(&reason)));
+                        continue;
+                    }
+                };
+                if !streaming {
+                    streaming = subscribe(global, &report, &tell);
+                }
+                for change in watched.update(&report, Instant::now()) {
+                    if tell_change(&mut out, global.output, &change).is_err() {
+                        // The reader went away (a broken pipe): done.
+                        return exit(NOTHING_FOUND);
+                    }
+                }
+            }
+            Ok(Heard::Stream(StreamNews::Up)) => {
+                counts.connects += 1;
+                down_said = None;
+                if counts.connects > 1 {
+                    say(global, "event stream up again: looking at the whole node");
+                }
+                watched.look_now(Instant::now());
+            }
+            Ok(Heard::Stream(StreamNews::Down(reason))) => {
+                if down_said.is_none_or(|at| at.elapsed() > DOWN_SAID_EVERY) {
+                    say(
+                        global,
+                        &format!(
+                            "event stream down ({}); reconnecting",
+                            inert::shown(&reason)
+                        ),
+                    );
+                    down_said = Some(Instant::now());
+                }
+            }
+            Ok(Heard::Stream(StreamNews::Event(event))) => {
+                counts.events += 1;
+                watched.heard(&event, Instant::now());
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let now = Instant::now();
+        if !looking && (watched.take_due(now) || now >= next_periodic) {
+            looking = true;
+            start_look(&quiet, args, &tell);
+        }
+    }
+    let _ = summary(&mut out, global.output, &watched, &counts);
+    exit(NOTHING_FOUND)
+}
+
+#[derive(Default)]
+struct Counts {
+    looks: u64,
+    events: u64,
+    connects: u64,
+}
+
+/// One look, `check`'s, on a thread of its own (it runs its own runtime).
+fn start_look(global: &GlobalArgs, args: &WatchArgs, tell: &mpsc::Sender<Heard>) {
+    let (global, check_args) = (global.clone(), args.look.check_args());
+    let told = tell.clone();
+    let spawned = std::thread::Builder::new()
+        .name("look".into())
+        .spawn(move || {
+            let result = panic::catch_unwind(AssertUnwindSafe(|| {
+                check::run(&global, &check_args).map_err(|err| format!("{err:#}"))
+            }))
+            .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));
+            let _ = told.send(Heard::Looked(Box::new(result)));
+        });
+    if let Err(err) = spawned {
+        let _ = tell.send(Heard::Looked(Box::new(Err(format!(
+            "starting a look: {err}"
+        )))));
+    }
+}
+
+/// Subscribes to the events of the daemon `report`'s look proved; none
+/// when it proved none (then only the periodic looks run).
+fn subscribe(global: &GlobalArgs, report: &Report, tell: &mpsc::Sender<Heard>) -> bool {
+    let paths = &report.paths;
+    if paths.process.is_none() || !paths.unproven.is_empty() {
+        say(
+            global,
+            "no proven containerd serves the socket: no event stream, looking every --interval",
+        );
+        return false;
+    }
+    let address = paths.address.path.clone();
+    let tell = tell.clone();
+    let started = events::stream(
+        address.clone(),
+        report.namespace.clone(),
+        global.timeout,
+        move |news| tell.send(Heard::Stream(news)).is_ok(),
+    );
+    match started {
+        Ok(_) => {
+            say(
+                global,
+                &format!(
+                    "watching containerd's events at {}",
+                    inert::shown(&address.display().to_string())
+                ),
+            );
+            true
+        }
+        Err(err) => {
+            say(global, &format!("no event stream: {err}"));
+            false
+        }
+    }
+}
+
+fn on_signal(tell: mpsc::Sender<Heard>) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut terminate), Ok(mut interrupt)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = interrupt.recv() => {}
+                }
+                let _ = tell.send(Heard::Signalled);
+            });
+        })?;
+    Ok(())
+}
+
+fn say(global: &GlobalArgs, what: &str) {
+    if !global.quiet {
+        eprintln!("nodectl: watch: {what}");
+    }
+}
+
+fn now_text() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn tell_change(out: &mut impl Write, format: Format, change: &Change) -> io::Result<()> {
+    let (what, finding) = match change {
+        Change::Found(f) => ("found", f),
+        Change::Cleared(f) => ("cleared", f),
+    };
+    if format == Format::Json {
+        let line = json!({"at": now_text(), "change": what, "finding": finding});
+        writeln!(out, "{line}")?;
+    } else {
+        writeln!(
+            out,
+            "{} {what:<7} {:<8} {} {}",
+            now_text(),
+            severity(finding),
+            finding.kind.as_str(),
+            inert::shown(&finding.summary)
+        )?;
+    }
+    out.flush()
+}
+
+fn severity(finding: &crate::model::Finding) -> &'static str {
+    match finding.severity {
+        crate::model::Severity::Critical => "critical",
+        crate::model::Severity::Warning => "warning",
+    }
+}
+
+fn summary(
+    out: &mut impl Write,
+    format: Format,
+    watched: &Watched,
+    counts: &Counts,
+) -> io::Result<()> {
+    let open: Vec<_> = watched.open().collect();
+    if format == Format::Json {
+        let line = json!({
+            "at": now_text(),
+            "change": "summary",
+            "open": open,
+            "looks": counts.looks,
+            "events": counts.events,
+            "reconnects": counts.connects.saturating_sub(1),
+        });
+        writeln!(out, "{line}")?;
+    } else {
+        writeln!(
+            out,
+            "{} summary: {} open after {} looks and {} events ({} reconnects)",
+            now_text(),
+            open.len(),
+            counts.looks,
+            counts.events,
+            counts.connects.saturating_sub(1)
+        )?;
+        for finding in open {
+            writeln!(
+                out,
+                "  {:<8} {} {}",
+                severity(finding),
+                finding.kind.as_str(),
+                inert::shown(&finding.summary)
+            )?;
+        }
+    }
+    out.flush()
+}

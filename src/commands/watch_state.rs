@@ -1,0 +1,242 @@
+//! What `watch` (and `serve`, event-driven) decide from what they hear and
+//! see, without doing any of it: when to look at the node again after an
+//! event, and which findings of a look are new, still open or cleared.
+//!
+//! An event is a hint of where and when to look, never evidence: every
+//! finding comes from a full look ([`crate::commands::check`]) with its own
+//! proof of the daemon. The delays follow what containerd does after each
+//! event:
+//! - an init process's exit: CRI's exit handler runs `task.Delete` and
+//!   gives up after 10 s (`handleEventTimeout`); if it did, the container
+//!   stays RUNNING with its process gone (a zombie). Looked at once that
+//!   deadline passed; a zombie seen before it is the handler still at work,
+//!   and is held back until then.
+//! - a task's delete (a sandbox's ends with its shim's Shutdown), a
+//!   container's or a snapshot's removal: looked at shortly after, and
+//!   again once a slow delete would have given up.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::checks::registry::CHECKS;
+use crate::model::{Event, Finding, Kind};
+use crate::report::Report;
+
+/// CRI's exit handler's deadline for `task.Delete` (10 s from when CRI
+/// heard the exit, which is before nodectl hears it), and half a second
+/// more: a container still RUNNING with its process gone past this is a
+/// zombie, not an exit being handled.
+pub const EXIT_HANDLED_WITHIN: Duration = Duration::from_millis(10_500);
+/// How soon after a delete or removal its leftovers are looked for.
+pub const SHORTLY: Duration = Duration::from_secs(2);
+
+/// When to look after `event`, from when it was heard.
+pub fn looks_after(event: &Event) -> Vec<Duration> {
+    match event.topic.as_str() {
+        "/tasks/exit" if event.is_init_exit() => vec![EXIT_HANDLED_WITHIN],
+        // An exec's exit and an OOM are context: the OOM's exit follows.
+        "/tasks/exit" | "/tasks/oom" => Vec::new(),
+        _ => vec![SHORTLY, EXIT_HANDLED_WITHIN],
+    }
+}
+
+/// A finding as `watch` tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Found(Finding),
+    Cleared(Finding),
+}
+
+/// What has been told so far, and the exits being handled.
+#[derive(Debug, Default)]
+pub struct Watched {
+    open: BTreeMap<(Kind, String), Finding>,
+    /// Containers whose init exit was heard, and when.
+    exits: HashMap<String, Instant>,
+    /// Looks due, earliest first.
+    due: BTreeSet<Instant>,
+}
+
+impl Watched {
+    /// Notes `event`, heard at `now`, and the looks it calls for.
+    pub fn heard(&mut self, event: &Event, now: Instant) {
+        if event.is_init_exit() {
+            if let Some(id) = &event.container_id {
+                self.exits.insert(id.clone(), now);
+            }
+        }
+        for after in looks_after(event) {
+            self.due.insert(now + after);
+        }
+    }
+
+    /// A look at `now` (a (re)connect: what the stream missed).
+    pub fn look_now(&mut self, now: Instant) {
+        self.due.insert(now);
+    }
+
+    /// The earliest look due, if any.
+    pub fn next_look(&self) -> Option<Instant> {
+        self.due.first().copied()
+    }
+
+    /// Whether a look is due at `now`; if so, every look due by then is
+    /// taken by it (events heard together share one look).
+    pub fn take_due(&mut self, now: Instant) -> bool {
+        let due = self.due.first().is_some_and(|&at| at <= now);
+        if due {
+            self.due.retain(|&at| at > now);
+        }
+        due
+    }
+
+    /// The findings of a look at `now`, as changes to what was told: new
+    /// ones found, told ones gone cleared, but only where the kind could be
+    /// checked (a blind look clears nothing). A zombie whose exit is still
+    /// being handled is held back.
+    pub fn update(&mut self, report: &Report, now: Instant) -> Vec<Change> {
+        self.exits
+            .retain(|_, heard| now.duration_since(*heard) < EXIT_HANDLED_WITHIN * 6);
+        let blind: BTreeSet<Kind> = CHECKS
+            .iter()
+            .filter(|check| !check.could_check(&report.gaps))
+            .map(|check| check.kind)
+            .collect();
+        let seen: BTreeMap<(Kind, String), &Finding> = report
+            .findings
+            .iter()
+            .filter(|f| !self.being_handled(f, now))
+            .map(|f| ((f.kind, f.id.clone()), f))
+            .collect();
+        let mut changes = Vec::new();
+        let gone: Vec<(Kind, String)> = self
+            .open
+            .keys()
+            .filter(|key| !seen.contains_key(*key) && !blind.contains(&key.0))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(finding) = self.open.remove(&key) {
+                changes.push(Change::Cleared(finding));
+            }
+        }
+        for (key, finding) in seen {
+            if !self.open.contains_key(&key) {
+                changes.push(Change::Found(finding.clone()));
+            }
+            self.open.insert(key, finding.clone());
+        }
+        changes
+    }
+
+    fn being_handled(&self, finding: &Finding, now: Instant) -> bool {
+        finding.kind == Kind::Zombie
+            && self
+                .exits
+                .get(&finding.id)
+                .is_some_and(|heard| now.duration_since(*heard) < EXIT_HANDLED_WITHIN)
+    }
+
+    /// What is open now, in kind order.
+    pub fn open(&self) -> impl Iterator<Item = &Finding> {
+        self.open.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Gap, Severity, Source};
+
+    fn finding(kind: Kind, id: &str) -> Finding {
+        Finding {
+            kind,
+            severity: Severity::Critical,
+            id: id.to_string(),
+            summary: format!("{id} is broken"),
+            evidence: serde_json::Value::Null,
+            cause: "c".into(),
+            remedy: "r".into(),
+        }
+    }
+
+    fn report(findings: Vec<Finding>, gaps: Vec<Gap>) -> Report {
+        let paths = crate::model::fixtures::snapshot().paths;
+        Report::new("check", "k8s.io", paths, findings, gaps)
+    }
+
+    fn init_exit(id: &str) -> Event {
+        Event {
+            topic: "/tasks/exit".into(),
+            container_id: Some(id.into()),
+            exec_id: Some(id.into()),
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn a_finding_is_told_once_when_found_and_once_when_cleared() {
+        let mut watched = Watched::default();
+        let now = Instant::now();
+        let shim = finding(Kind::LeakedShim, "s1");
+        let changes = watched.update(&report(vec![shim.clone()], vec![]), now);
+        assert_eq!(changes, [Change::Found(shim.clone())]);
+        assert!(watched
+            .update(&report(vec![shim.clone()], vec![]), now)
+            .is_empty());
+        let changes = watched.update(&report(vec![], vec![]), now);
+        assert_eq!(changes, [Change::Cleared(shim)]);
+        assert_eq!(watched.open().count(), 0);
+    }
+
+    #[test]
+    fn a_look_blind_to_a_kind_clears_none_of_it() {
+        let mut watched = Watched::default();
+        let now = Instant::now();
+        let zombie = finding(Kind::Zombie, "c1");
+        watched.update(&report(vec![zombie], vec![]), now);
+        let blind = Gap::source(Source::CriStore, "/var/lib/containerd", "unmounted");
+        assert!(watched.update(&report(vec![], vec![blind]), now).is_empty());
+        assert_eq!(watched.open().count(), 1);
+    }
+
+    #[test]
+    fn a_zombie_is_held_back_while_its_exit_is_being_handled() {
+        let mut watched = Watched::default();
+        let heard = Instant::now();
+        watched.heard(&init_exit("c1"), heard);
+        let zombie = finding(Kind::Zombie, "c1");
+        let soon = heard + Duration::from_secs(3);
+        assert!(watched
+            .update(&report(vec![zombie.clone()], vec![]), soon)
+            .is_empty());
+        let past = heard + EXIT_HANDLED_WITHIN;
+        assert_eq!(
+            watched.update(&report(vec![zombie.clone()], vec![]), past),
+            [Change::Found(zombie)]
+        );
+    }
+
+    #[test]
+    fn events_heard_together_share_a_look_once_the_handler_gave_up() {
+        let mut watched = Watched::default();
+        let heard = Instant::now();
+        watched.heard(&init_exit("c1"), heard);
+        watched.heard(&init_exit("c2"), heard);
+        let exec = Event {
+            exec_id: Some("exec-1".into()),
+            ..init_exit("c1")
+        };
+        watched.heard(&exec, heard);
+        assert_eq!(watched.next_look(), Some(heard + EXIT_HANDLED_WITHIN));
+        assert!(!watched.take_due(heard + Duration::from_secs(10)));
+        assert!(watched.take_due(heard + EXIT_HANDLED_WITHIN));
+        assert_eq!(watched.next_look(), None, "one look for both");
+        let delete = Event {
+            topic: "/tasks/delete".into(),
+            ..init_exit("sb")
+        };
+        watched.heard(&delete, heard);
+        assert_eq!(watched.next_look(), Some(heard + SHORTLY));
+    }
+}

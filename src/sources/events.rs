@@ -1,0 +1,223 @@
+//! containerd's event stream (`containerd.services.events.v1.Events/
+//! Subscribe`), for `watch` and `serve`: each event of CRI's namespace
+//! decoded into an [`Event`], the stream reconnected with backoff.
+//!
+//! The stream has no replay: what containerd publishes while nobody
+//! listens is gone (and a shim drops an event after 5 failed sends, so a
+//! containerd restart of more than about 15 s loses exits). Whoever
+//! listens therefore looks at the whole node again after each (re)connect.
+//! Connecting is bounded; the stream itself (containerd sends nothing, not
+//! even its answer to the subscription, before the first event) may stay
+//! silent for as long as nothing happens: the listener's periodic look is
+//! what a frozen containerd meets.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use containerd_client::events::{ContainerDelete, SnapshotRemove, TaskDelete, TaskExit, TaskOom};
+use containerd_client::services::v1::events_client::EventsClient;
+use containerd_client::services::v1::SubscribeRequest;
+use prost::Message;
+use prost_types::Any;
+
+use crate::model::cri_status::UnixNanos;
+use crate::model::event::TOPICS;
+use crate::model::Event;
+use crate::sources::api::{connect, status_text, unix_nanos};
+
+/// What the stream says to whoever listens.
+#[derive(Debug)]
+pub enum StreamNews {
+    /// Subscribed (again): what happened meanwhile was not seen.
+    Up,
+    Event(Event),
+    /// The stream ended or could not be had; retried after a pause.
+    Down(String),
+}
+
+/// The first pause before a retry, doubled up to [`MOST_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MOST_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Streams `namespace`'s events from `address` to `tell` until it returns
+/// false, reconnecting with backoff; connecting takes at most `within`.
+/// Runs on its own thread and runtime.
+pub fn stream(
+    address: PathBuf,
+    namespace: String,
+    within: Duration,
+    tell: impl Fn(StreamNews) -> bool + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("event-stream".into())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                tell(StreamNews::Down("no runtime for the event stream".into()));
+                return;
+            };
+            runtime.block_on(follow(&address, &namespace, within, &tell));
+        })
+}
+
+async fn follow(
+    address: &Path,
+    namespace: &str,
+    within: Duration,
+    tell: &impl Fn(StreamNews) -> bool,
+) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let ended = match tokio::time::timeout(within, connect(address)).await {
+            Err(_) => Some(format!("connecting: no answer within {within:?}")),
+            Ok(Err(err)) => Some(err),
+            // Up once connected: containerd answers a subscription only with
+            // its first event, which may be long in coming (an idle node).
+            Ok(Ok(channel)) => {
+                if !tell(StreamNews::Up) {
+                    return;
+                }
+                backoff = FIRST_BACKOFF;
+                follow_stream(channel, namespace, tell).await
+            }
+        };
+        let Some(ended) = ended else { return };
+        if !tell(StreamNews::Down(ended)) {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MOST_BACKOFF);
+    }
+}
+
+/// Tells each event until the stream ends (why) or the listener has gone
+/// (`None`).
+async fn follow_stream(
+    channel: tonic::transport::Channel,
+    namespace: &str,
+    tell: &impl Fn(StreamNews) -> bool,
+) -> Option<String> {
+    let filter = format!("namespace=={namespace},topic~={TOPICS:?}");
+    let request = SubscribeRequest {
+        filters: vec![filter],
+    };
+    let mut events = match EventsClient::new(channel).subscribe(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => return Some(status_text(status)),
+    };
+    loop {
+        match events.message().await {
+            Ok(Some(envelope)) => {
+                let Some(any) = envelope.event else { continue };
+                let event = decode(
+                    &envelope.topic,
+                    &envelope.namespace,
+                    unix_nanos(envelope.timestamp.as_ref()),
+                    &any,
+                );
+                if !tell(StreamNews::Event(event)) {
+                    return None;
+                }
+            }
+            Ok(None) => return Some("containerd ended the stream".to_string()),
+            Err(status) => return Some(status_text(status)),
+        }
+    }
+}
+
+fn text(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// An envelope's payload as an [`Event`]; one that does not decode (or a
+/// type not decoded here: 2.x's sandbox events) keeps its topic (it still
+/// says where to look).
+pub fn decode(topic: &str, namespace: &str, published_at: UnixNanos, any: &Any) -> Event {
+    let mut event = Event {
+        topic: topic.to_string(),
+        namespace: namespace.to_string(),
+        published_at,
+        ..Event::default()
+    };
+    // containerd names the type without the leading `/` of an Any's URL.
+    let kind = any.type_url.trim_start_matches('/');
+    let value = any.value.as_slice();
+    match kind {
+        "containerd.events.TaskExit" => {
+            if let Ok(exit) = TaskExit::decode(value) {
+                event.container_id = text(exit.container_id);
+                event.exec_id = text(exit.id);
+                event.pid = Some(exit.pid);
+                event.exit_status = Some(exit.exit_status);
+                event.exited_at = Some(unix_nanos(exit.exited_at.as_ref()));
+            }
+        }
+        "containerd.events.TaskDelete" => {
+            if let Ok(delete) = TaskDelete::decode(value) {
+                event.container_id = text(delete.container_id);
+                event.exec_id = text(delete.id);
+                event.pid = Some(delete.pid);
+                event.exit_status = Some(delete.exit_status);
+                event.exited_at = Some(unix_nanos(delete.exited_at.as_ref()));
+            }
+        }
+        "containerd.events.TaskOOM" => {
+            if let Ok(oom) = TaskOom::decode(value) {
+                event.container_id = text(oom.container_id);
+            }
+        }
+        "containerd.events.ContainerDelete" => {
+            if let Ok(delete) = ContainerDelete::decode(value) {
+                event.container_id = text(delete.id);
+            }
+        }
+        "containerd.events.SnapshotRemove" => {
+            if let Ok(remove) = SnapshotRemove::decode(value) {
+                event.container_id = text(remove.key);
+            }
+        }
+        _ => {}
+    }
+    event
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_exit_is_decoded_with_its_exec_and_times() {
+        let exit = TaskExit {
+            container_id: "c1".into(),
+            id: "exec-1".into(),
+            pid: 42,
+            exit_status: 137,
+            exited_at: Some(prost_types::Timestamp {
+                seconds: 10,
+                nanos: 5,
+            }),
+        };
+        let any = Any {
+            type_url: "containerd.events.TaskExit".into(),
+            value: exit.encode_to_vec(),
+        };
+        let event = decode("/tasks/exit", "k8s.io", 1, &any);
+        assert_eq!(event.container_id.as_deref(), Some("c1"));
+        assert_eq!(event.exec_id.as_deref(), Some("exec-1"));
+        assert_eq!((event.pid, event.exit_status), (Some(42), Some(137)));
+        assert_eq!(event.exited_at, Some(10_000_000_005));
+        assert!(!event.is_init_exit());
+        // Garbage keeps the topic, and nothing else.
+        let junk = Any {
+            type_url: "/containerd.events.TaskExit".into(),
+            value: vec![0xff, 0xff, 0xff],
+        };
+        let event = decode("/tasks/exit", "k8s.io", 1, &junk);
+        assert_eq!(
+            (event.topic.as_str(), event.container_id),
+            ("/tasks/exit", None)
+        );
+    }
+}
