@@ -2,7 +2,8 @@
 //! zombie (a container exits while its shim's umount2 is held up 40 s, CRI's
 //! exit handler gives up at 10 s) told within 15 s of the exit, where a
 //! poll every `--interval` (5 min here) would need up to its interval; the
-//! zombie cleared and told as a late exit once the unmount is let go;
+//! zombie cleared and told as a late exit once the unmount is let go, with
+//! what the flight recorder kept while it was stuck (the shim in umount2);
 //! containerd restarted under it (the stream reconnects and a full look
 //! runs, nothing is told twice); SIGTERM ends it with a summary and 0.
 
@@ -161,10 +162,33 @@ async fn watch_tells_a_zombie_within_15_s_of_its_exit_and_survives_a_restart() {
     let late = out.wait_for(Duration::from_secs(10), |l| {
         is(l, "found", "late-exit", &stuck.container_id)
     });
+    let Some((_, late)) = late else {
+        panic!("told as a late exit: {:?}", out.all(Duration::ZERO))
+    };
+    // With what the flight recorder kept while it was stuck: the shim in
+    // umount2 (held 40 s from about 4 s in; sampled every 5 s from the
+    // zombie on, about 12 s in).
+    let evidence = &change(&late)["finding"]["evidence"];
+    eprintln!(
+        "{TEST}: {}: late exit: {}",
+        bed.containerd_version(),
+        evidence["why"]
+    );
+    let recorded = &evidence["recorded"];
+    assert_eq!(recorded["shim_pid"], shim, "{evidence:#}");
     assert!(
-        late.is_some(),
-        "told as a late exit: {:?}",
-        out.all(Duration::ZERO)
+        recorded["samples_in_umount2"].as_u64() >= Some(3),
+        "{evidence:#}"
+    );
+    assert!(
+        recorded["in_umount2_for_at_least_seconds"].as_f64() >= Some(20.0),
+        "{evidence:#}"
+    );
+    assert!(
+        evidence["why"]
+            .as_str()
+            .is_some_and(|why| why.contains(&format!("shim {shim} was in umount2"))),
+        "{evidence:#}"
     );
     eprintln!(
         "{TEST}: {}: cleared and told as a late exit {:.1} s after the unmount was let go",

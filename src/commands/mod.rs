@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod collect;
+pub mod flight_recorder;
 pub mod leaked_ips;
 pub mod leaked_mounts;
 pub mod leaked_netns;

@@ -226,9 +226,14 @@ fn tell_change(out: &mut impl Write, format: Format, change: &Change) -> io::Res
         let line = json!({"at": now_text(), "change": what, "finding": finding});
         writeln!(out, "{line}")?;
     } else {
+        // What the flight recorder kept says why (a late exit it saw stuck).
+        let why = finding.evidence["why"]
+            .as_str()
+            .map(|why| format!(": {why}"))
+            .unwrap_or_default();
         writeln!(
             out,
-            "{} {what:<7} {:<8} {} {}",
+            "{} {what:<7} {:<8} {} {}{why}",
             now_text(),
             severity(finding),
             finding.kind.as_str(),

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use crate::checks::registry::CHECKS;
+use crate::commands::flight_recorder::{Recorder, SAMPLE_EVERY};
 use crate::model::{Event, Finding, Kind};
 use crate::report::Report;
 
@@ -55,6 +56,8 @@ pub struct Watched {
     exits: HashMap<String, Instant>,
     /// Looks due, earliest first.
     due: BTreeSet<Instant>,
+    /// What stuck exits looked like while they were stuck.
+    recorder: Recorder,
 }
 
 impl Watched {
@@ -95,6 +98,7 @@ impl Watched {
     /// checked (a blind look clears nothing). A zombie whose exit is still
     /// being handled is held back.
     pub fn update(&mut self, report: &Report, now: Instant) -> Vec<Change> {
+        self.record(report, now);
         self.exits
             .retain(|_, heard| now.duration_since(*heard) < EXIT_HANDLED_WITHIN * 6);
         let blind: BTreeSet<Kind> = CHECKS
@@ -102,11 +106,11 @@ impl Watched {
             .filter(|check| !check.could_check(&report.gaps))
             .map(|check| check.kind)
             .collect();
-        let seen: BTreeMap<(Kind, String), &Finding> = report
+        let seen: BTreeMap<(Kind, String), Finding> = report
             .findings
             .iter()
             .filter(|f| !self.being_handled(f, now))
-            .map(|f| ((f.kind, f.id.clone()), f))
+            .map(|f| ((f.kind, f.id.clone()), self.recorder.annotated(f)))
             .collect();
         let mut changes = Vec::new();
         let gone: Vec<(Kind, String)> = self
@@ -124,9 +128,27 @@ impl Watched {
             if !self.open.contains_key(&key) {
                 changes.push(Change::Found(finding.clone()));
             }
-            self.open.insert(key, finding.clone());
+            self.open.insert(key, finding);
         }
         changes
+    }
+
+    /// Each zombie of the look (the ones held back too: their exit looks
+    /// stuck already) is sampled for the flight recorder, and while one is
+    /// worth it, the next look is due within [`SAMPLE_EVERY`].
+    fn record(&mut self, report: &Report, now: Instant) {
+        let wall = report.generated_at.clone();
+        let mut sampling = false;
+        for zombie in report.findings.iter().filter(|f| f.kind == Kind::Zombie) {
+            if self.recorder.wants_samples(&zombie.id, now) {
+                self.recorder
+                    .sample(zombie, report.context.as_ref(), now, &wall);
+                sampling = true;
+            }
+        }
+        if sampling {
+            self.due.insert(now + SAMPLE_EVERY);
+        }
     }
 
     fn being_handled(&self, finding: &Finding, now: Instant) -> bool {
@@ -187,6 +209,30 @@ mod tests {
         let changes = watched.update(&report(vec![], vec![]), now);
         assert_eq!(changes, [Change::Cleared(shim)]);
         assert_eq!(watched.open().count(), 0);
+    }
+
+    #[test]
+    fn a_zombie_is_looked_at_again_soon_and_its_late_exit_says_why() {
+        let mut watched = Watched::default();
+        let now = Instant::now();
+        let mut zombie = finding(Kind::Zombie, "c1");
+        zombie.evidence = serde_json::json!({"shim_pid": 7, "shim_in_umount2": true});
+        watched.update(&report(vec![zombie.clone()], vec![]), now);
+        assert_eq!(watched.next_look(), Some(now + SAMPLE_EVERY));
+        let later = now + Duration::from_secs(30);
+        watched.update(&report(vec![zombie], vec![]), later);
+        let mut late = finding(Kind::LateExit, "c1");
+        late.evidence = serde_json::json!({"lag_seconds": 40.0});
+        let changes = watched.update(&report(vec![late], vec![]), later);
+        let told = changes.iter().find_map(|c| match c {
+            Change::Found(f) if f.kind == Kind::LateExit => Some(f),
+            _ => None,
+        });
+        let why = told.unwrap().evidence["why"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("shim 7 was in umount2 for at least 30 s"),
+            "{why}"
+        );
     }
 
     #[test]
