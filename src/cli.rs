@@ -170,7 +170,7 @@ pub enum Command {
     LeakedPodCgroups(LeakedPodCgroupsArgs),
     /// Pod network namespaces no sandbox record names and no process is in; --remove unmounts and removes them
     LeakedNetns(LeakedNetnsArgs),
-    /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval; never kills
+    /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval and when containerd's events call for it; never kills
     Serve(ServeArgs),
     /// Tell what `check` finds as it appears and as it clears, looking when containerd's events call for it; never kills
     Watch(WatchArgs),

@@ -44,7 +44,13 @@ impl Node {
     }
 }
 
-const LOOP_FAMILIES: &[&str] = &["nodectl_check_duration_seconds", "nodectl_checks_total"];
+const LOOP_FAMILIES: &[&str] = &[
+    "nodectl_check_duration_seconds",
+    "nodectl_checks_total",
+    "nodectl_event_stream_up",
+    "nodectl_event_stream_reconnects_total",
+    "nodectl_events_total",
+];
 
 #[test]
 fn metrics_are_checks_plus_the_loops_and_scrapes_add_no_runs() {

@@ -2,7 +2,9 @@
 //! the pod directly (no textfile collector, no shell loop).
 //!
 //! One thread runs `check` once per `--interval` (start to start; at once
-//! again when a run took longer) and renders its metrics once; the HTTP
+//! again when a run took longer), and sooner when containerd's event stream
+//! calls for a look (as `watch` does: see `watch_state`; subscribed to only
+//! at the daemon a run proved), and renders its metrics once; the HTTP
 //! server ([`crate::exporter`]) answers every scrape from those bytes. So
 //! the scrape rate never changes how often containerd is asked, and a slow
 //! run never makes a scrape wait: it gets the previous result. Nothing is
@@ -17,17 +19,20 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::cli::{CheckArgs, GlobalArgs, ServeArgs};
 use crate::commands::check;
+use crate::commands::watch_state::Watched;
 use crate::exit_codes::{exit, COULD_NOT_CHECK, NOTHING_FOUND};
 use crate::exporter::{self, Health, Shared};
 use crate::inert;
 use crate::render::{prometheus, textfile};
 use crate::report::Report;
+use crate::sources::events::{self, StreamNews};
 
 /// The `command` label of the metrics: the runs are `check`'s, so alert
 /// rules and dashboards read them the same whichever way they arrive.
@@ -152,6 +157,7 @@ fn stale_after(interval: Duration, timeout: Duration) -> Duration {
 fn check_loop(global: &GlobalArgs, args: &CheckArgs, interval: Duration, latest: &Shared) {
     let mut runs: u64 = 0;
     let mut last_good: Option<String> = None;
+    let mut stream = Stream::default();
     loop {
         let started = Instant::now();
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
@@ -163,31 +169,123 @@ fn check_loop(global: &GlobalArgs, args: &CheckArgs, interval: Duration, latest:
         .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));
         let took = started.elapsed();
         runs += 1;
-        let metrics = match outcome {
+        let metrics = match &outcome {
             Ok(report) => {
-                let text = rendered(|out| prometheus::render(&report, out));
+                stream.start_once(global, report);
+                let text = rendered(|out| prometheus::render(report, out));
                 last_good = Some(text.clone());
                 text
             }
             Err(reason) => {
-                eprintln!(
-                    "nodectl: serve: the check failed: {}",
-                    inert::shown(&reason)
-                );
-                textfile::after_failure(last_good.as_deref(), COMMAND, &reason)
+                eprintln!("nodectl: serve: the check failed: {}", inert::shown(reason));
+                textfile::after_failure(last_good.as_deref(), COMMAND, reason)
             }
         };
-        let mut metrics = metrics.into_bytes();
-        metrics
-            .extend(rendered(|out| prometheus::render_loop(out, COMMAND, took, runs)).into_bytes());
-        {
+        let publish = |stream: &Stream| {
+            let mut metrics = metrics.clone().into_bytes();
+            metrics.extend(
+                rendered(|out| prometheus::render_loop(out, COMMAND, took, runs)).into_bytes(),
+            );
+            metrics.extend(
+                rendered(|out| prometheus::render_stream(out, COMMAND, &stream.metrics))
+                    .into_bytes(),
+            );
             let mut latest = latest
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             latest.metrics = Some(Bytes::from(metrics));
             latest.finished = Some(Instant::now());
+        };
+        publish(&stream);
+        // Until the next run: at the interval, or sooner when an event
+        // calls for a look (see `watch_state`); the stream's own metrics
+        // are published as they change.
+        let periodic = started + interval;
+        while let Some(changed) = stream.wait_for_news(periodic) {
+            if changed {
+                publish(&stream);
+            }
         }
-        std::thread::sleep(interval.saturating_sub(started.elapsed()));
+    }
+}
+
+/// The event stream of the daemon a run proved, as `serve` keeps it.
+#[derive(Default)]
+struct Stream {
+    news: Option<mpsc::Receiver<StreamNews>>,
+    watched: Watched,
+    metrics: prometheus::StreamMetrics,
+}
+
+impl Stream {
+    /// Subscribes once, to the daemon `report`'s run proved; none when it
+    /// proved none (then only the interval's runs).
+    fn start_once(&mut self, global: &GlobalArgs, report: &Report) {
+        let paths = &report.paths;
+        if self.news.is_some() || paths.process.is_none() || !paths.unproven.is_empty() {
+            return;
+        }
+        let (tell, news) = mpsc::channel();
+        let started = events::stream(
+            paths.address.path.clone(),
+            report.namespace.clone(),
+            global.timeout,
+            move |news| tell.send(news).is_ok(),
+        );
+        match started {
+            Ok(_) => self.news = Some(news),
+            Err(err) => eprintln!("nodectl: serve: no event stream: {err}"),
+        }
+    }
+
+    /// Waits for news until a run is due (`periodic`, or a look an event
+    /// called for): `None` when a run is due, else whether the stream's
+    /// metrics changed (to be published).
+    fn wait_for_news(&mut self, periodic: Instant) -> Option<bool> {
+        let now = Instant::now();
+        if self.watched.take_due(now) || now >= periodic {
+            return None;
+        }
+        let until = self
+            .watched
+            .next_look()
+            .map_or(periodic, |at| at.min(periodic));
+        let Some(news) = &self.news else {
+            std::thread::sleep(until.saturating_duration_since(now));
+            return None;
+        };
+        match news.recv_timeout(until.saturating_duration_since(now)) {
+            Ok(StreamNews::Up) => {
+                self.metrics.up = true;
+                self.metrics.connects += 1;
+                // What the stream missed meanwhile: a run now (the first
+                // connect follows a run, and needs none).
+                if self.metrics.connects > 1 {
+                    self.watched.look_now(Instant::now());
+                }
+                Some(true)
+            }
+            Ok(StreamNews::Down(_)) => {
+                let changed = self.metrics.up;
+                self.metrics.up = false;
+                Some(changed)
+            }
+            Ok(StreamNews::Event(event)) => {
+                *self
+                    .metrics
+                    .events
+                    .entry(event.topic_label().to_string())
+                    .or_default() += 1;
+                self.watched.heard(&event, Instant::now());
+                Some(true)
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Some(false),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.news = None;
+                self.metrics.up = false;
+                Some(true)
+            }
+        }
     }
 }
 

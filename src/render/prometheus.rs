@@ -210,6 +210,59 @@ pub fn render_loop(
     writeln!(out, "nodectl_checks_total{{command=\"{command}\"}} {runs}")
 }
 
+/// What `serve` knows of containerd's event stream.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct StreamMetrics {
+    /// Subscribed now.
+    pub up: bool,
+    /// Connects so far (the first one and each reconnect).
+    pub connects: u64,
+    /// Events heard, by topic (`tasks/exit`, ...).
+    pub events: BTreeMap<String, u64>,
+}
+
+/// Topics written at most: containerd's topics are its own, but a stream
+/// is taken as it comes.
+const TOPICS_LISTED: usize = 32;
+
+/// `serve`'s event stream: whether it is up, reconnects, events by topic.
+pub fn render_stream(out: &mut dyn Write, command: &str, stream: &StreamMetrics) -> io::Result<()> {
+    let command = escape(command);
+    gauge(
+        out,
+        "nodectl_event_stream_up",
+        "1 while subscribed to containerd's events (only the daemon a run proved), else 0.",
+    )?;
+    writeln!(
+        out,
+        "nodectl_event_stream_up{{command=\"{command}\"}} {}",
+        u8::from(stream.up)
+    )?;
+    writeln!(
+        out,
+        "# HELP nodectl_event_stream_reconnects_total Connects to containerd's event stream after the first; events published meanwhile were not seen."
+    )?;
+    writeln!(out, "# TYPE nodectl_event_stream_reconnects_total counter")?;
+    writeln!(
+        out,
+        "nodectl_event_stream_reconnects_total{{command=\"{command}\"}} {}",
+        stream.connects.saturating_sub(1)
+    )?;
+    writeln!(
+        out,
+        "# HELP nodectl_events_total Events heard from containerd's stream, by topic."
+    )?;
+    writeln!(out, "# TYPE nodectl_events_total counter")?;
+    for (topic, count) in stream.events.iter().take(TOPICS_LISTED) {
+        writeln!(
+            out,
+            "nodectl_events_total{{command=\"{command}\",topic=\"{}\"}} {count}",
+            escape(topic)
+        )?;
+    }
+    Ok(())
+}
+
 /// Networks written at most: a network's name is the node's conflist's,
 /// and each is two series.
 const NETWORKS_LISTED: usize = 32;
@@ -573,5 +626,41 @@ mod tests {
             text.contains("nodectl_containerd_info{command=\"shims\",version=\"unknown\",source=\"unknown\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_event_stream_is_told_up_with_its_reconnects_and_events_by_topic() {
+        let stream = StreamMetrics {
+            up: true,
+            connects: 3,
+            events: [
+                ("tasks/exit".to_string(), 5),
+                ("tasks/delete".to_string(), 2),
+            ]
+            .into(),
+        };
+        let mut out = Vec::new();
+        render_stream(&mut out, "check", &stream).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("nodectl_event_stream_up{command=\"check\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodectl_event_stream_reconnects_total{command=\"check\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodectl_events_total{command=\"check\",topic=\"tasks/exit\"} 5\n"),
+            "{text}"
+        );
+        let mut out = Vec::new();
+        render_stream(&mut out, "check", &StreamMetrics::default()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("nodectl_event_stream_up{command=\"check\"} 0\n"),
+            "{text}"
+        );
+        assert!(!text.contains("nodectl_events_total{"), "{text}");
     }
 }
