@@ -5,7 +5,10 @@
 //! zombie cleared and told as a late exit once the unmount is let go, with
 //! what the flight recorder kept while it was stuck (the shim in umount2);
 //! containerd restarted under it (the stream reconnects and a full look
-//! runs, nothing is told twice); SIGTERM ends it with a summary and 0.
+//! runs, nothing is told twice); SIGTERM ends it with a summary and 0. And
+//! the every-line leaked shim (a shim that did not answer across a
+//! containerd restart, its pod then removed) told within 15 s of the
+//! removal of its sandbox.
 
 mod support;
 
@@ -18,6 +21,9 @@ use serde_json::Value;
 use support::TestBed;
 
 const TEST: &str = "watch_real";
+
+/// The tests measure latencies: one bed at a time on the machine's cores.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// What `watch` printed, each line with when it arrived.
 struct Lines {
@@ -82,26 +88,14 @@ fn is(line: &str, what: &str, kind: &str, id: &str) -> bool {
     doc["change"] == what && doc["finding"]["kind"] == kind && doc["finding"]["id"] == id
 }
 
-/// The pid CRI's status file records for `container_id`.
-fn status_pid(bed: &TestBed, container_id: &str) -> i32 {
-    let text = std::fs::read_to_string(bed.status_file(container_id)).unwrap_or_default();
-    let doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-    doc["Pid"].as_i64().unwrap_or(0) as i32
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watch_tells_a_zombie_within_15_s_of_its_exit_and_survives_a_restart() {
-    let Some(mut bed) = TestBed::start(TEST).await else {
-        return;
-    };
-    let _healthy = bed
-        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
-        .await;
+/// `nodectl watch -o json` on the bed, once it subscribed: the child, its
+/// stdout and its stderr.
+fn start_watch(bed: &TestBed) -> (std::process::Child, Lines, Lines) {
     let paths = [bed.root(), bed.state(), bed.address(), bed.config_path()];
     let mut watch = support::nodectl_command(&["watch", "-o", "json"], paths);
     watch.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = watch.spawn().expect("nodectl watch");
-    let mut out = Lines::from(child.stdout.take().unwrap());
+    let out = Lines::from(child.stdout.take().unwrap());
     let mut err = Lines::from(child.stderr.take().unwrap());
     let subscribed = err.wait_for(Duration::from_secs(30), |l| {
         l.contains("watching containerd's events at")
@@ -111,6 +105,64 @@ async fn watch_tells_a_zombie_within_15_s_of_its_exit_and_survives_a_restart() {
         "watch subscribes to the proven daemon: {:?}",
         err.all(Duration::ZERO)
     );
+    (child, out, err)
+}
+
+/// Ends `watch` with SIGTERM: it exits 0 after a summary, which is the last
+/// line; nothing was told twice. Returns the summary.
+fn stop_watch(mut child: std::process::Child, out: &mut Lines) -> Value {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = child.wait().expect("watch ends");
+    assert_eq!(status.code(), Some(0), "SIGTERM ends it with 0");
+    let lines = out.all(Duration::from_millis(200));
+    let mut told: Vec<(String, String, String)> = lines
+        .iter()
+        .map(|l| change(l))
+        .filter(|doc| doc["change"] != "summary")
+        .map(|doc| {
+            (
+                doc["change"].as_str().unwrap_or_default().to_string(),
+                doc["finding"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                doc["finding"]["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let count = told.len();
+    told.sort();
+    told.dedup();
+    assert_eq!(told.len(), count, "nothing told twice: {lines:#?}");
+    let summary = change(lines.last().map(String::as_str).unwrap_or_default());
+    assert_eq!(summary["change"], "summary", "{lines:#?}");
+    summary
+}
+
+/// The pid CRI's status file records for `container_id`.
+fn status_pid(bed: &TestBed, container_id: &str) -> i32 {
+    let text = std::fs::read_to_string(bed.status_file(container_id)).unwrap_or_default();
+    let doc: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    doc["Pid"].as_i64().unwrap_or(0) as i32
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_tells_a_zombie_within_15_s_of_its_exit_and_survives_a_restart() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let Some(mut bed) = TestBed::start(TEST).await else {
+        return;
+    };
+    let _healthy = bed
+        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let (child, mut out, mut err) = start_watch(&bed);
 
     let stuck = bed
         .run_pod("stuck", "init", &["/bin/sh", "-c", "sleep 4"])
@@ -211,38 +263,7 @@ async fn watch_tells_a_zombie_within_15_s_of_its_exit_and_survives_a_restart() {
     // The look the reconnect started has time to end.
     std::thread::sleep(Duration::from_secs(5));
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    let status = child.wait().expect("watch ends");
-    assert_eq!(status.code(), Some(0), "SIGTERM ends it with 0");
-    let lines = out.all(Duration::from_millis(200));
-    let mut told: Vec<(String, String, String)> = lines
-        .iter()
-        .map(|l| change(l))
-        .filter(|doc| doc["change"] != "summary")
-        .map(|doc| {
-            (
-                doc["change"].as_str().unwrap_or_default().to_string(),
-                doc["finding"]["kind"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                doc["finding"]["id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect();
-    let count = told.len();
-    told.sort();
-    told.dedup();
-    assert_eq!(told.len(), count, "nothing told twice: {lines:#?}");
-    let summary = change(lines.last().map(String::as_str).unwrap_or_default());
-    assert_eq!(summary["change"], "summary", "{lines:#?}");
+    let summary = stop_watch(child, &mut out);
     assert!(summary["reconnects"].as_u64() >= Some(1), "{summary}");
     assert!(summary["looks"].as_u64() >= Some(4), "{summary}");
     let open: Vec<&str> = summary["open"]
@@ -252,4 +273,63 @@ async fn watch_tells_a_zombie_within_15_s_of_its_exit_and_survives_a_restart() {
         .filter_map(|f| f["kind"].as_str())
         .collect();
     assert!(open.contains(&"late-exit"), "{summary}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_tells_a_leaked_shim_within_15_s_of_its_sandbox_s_removal() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let Some(mut bed) = TestBed::start("watch_real_leaked_shim").await else {
+        return;
+    };
+    let _healthy = bed
+        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let victim = bed
+        .run_pod("victim", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let (child, mut out, mut err) = start_watch(&bed);
+    // The recipe of tests/leaked_shims_real.rs: the shim does not answer
+    // while containerd restarts, then its pod is removed.
+    let shim = bed.shim_pid(&victim.sandbox_id);
+    let stopped = nix::unistd::Pid::from_raw(shim);
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    bed.restart_containerd().await;
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let again = err.wait_for(Duration::from_secs(60), |l| {
+        l.contains("event stream up again")
+    });
+    assert!(
+        again.is_some(),
+        "reconnected: {:?}",
+        err.all(Duration::ZERO)
+    );
+    assert!(
+        bed.stop_and_remove_pod(&victim.sandbox_id, Duration::from_secs(120))
+            .await,
+        "the sandbox is removed from CRI"
+    );
+    let removed = Instant::now();
+    let found = out.wait_for(Duration::from_secs(30), |l| {
+        is(l, "found", "leaked-shim", &victim.sandbox_id)
+    });
+    let Some((told, line)) = found else {
+        panic!(
+            "{}: no leaked shim told within 30 s of the removal: {:?} {:?}",
+            bed.containerd_version(),
+            out.all(Duration::ZERO),
+            err.all(Duration::ZERO)
+        )
+    };
+    let latency = told.saturating_duration_since(removed);
+    eprintln!(
+        "{TEST}: {}: leaked shim told {:.1} s after its sandbox was removed",
+        bed.containerd_version(),
+        latency.as_secs_f64()
+    );
+    assert!(latency < Duration::from_secs(15), "{latency:?}: {line}");
+    assert_eq!(change(&line)["finding"]["evidence"]["shim_pid"], shim);
+    let summary = stop_watch(child, &mut out);
+    assert!(summary["reconnects"].as_u64() >= Some(1), "{summary}");
+    // The leaked shim is the test's to end.
+    let _ = nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGKILL);
 }
