@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
-use crate::checks::shared::short;
+use crate::checks::shared::{of_pod, short};
 use crate::model::{timestamp, Finding, Kind, NetnsMount, Severity, Snapshot, CRI_NAMESPACE};
 
 #[derive(Serialize)]
@@ -123,11 +123,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
 
 /// " of pod <ns>/<name> (sandbox <id>)", as far as the cache tells.
 fn whose(evidence: &Evidence) -> String {
-    let pod = match (&evidence.pod_namespace, &evidence.pod_name) {
-        (Some(namespace), Some(name)) => format!(" of pod {namespace}/{name}"),
-        (None, Some(name)) => format!(" of pod {name}"),
-        _ => String::new(),
-    };
+    let pod = of_pod(&evidence.pod_namespace, &evidence.pod_name);
     match &evidence.sandbox_id {
         Some(id) => format!("{pod} (sandbox {})", short(id)),
         None => pod,
@@ -219,6 +215,7 @@ mod tests {
                     netns: Some("/var/run/netns/cni-other".into()),
                     pod_namespace: Some("batch".into()),
                     pod_name: Some("job-1".into()),
+                    pod_uid: None,
                 },
                 CachedAttachment {
                     network: "pods".into(),
@@ -228,6 +225,7 @@ mod tests {
                     netns: Some("/run/netns/cni-lost".into()),
                     pod_namespace: Some("shop".into()),
                     pod_name: Some("cart-7d9".into()),
+                    pod_uid: None,
                 },
             ],
             ..CniView::default()

@@ -16,12 +16,17 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
+use crate::checks::shared::{of_pod, pod_of_uid};
 use crate::model::{timestamp, Finding, Kind, Located, PodCgroup, Severity, Snapshot};
 
 #[derive(Serialize)]
 pub struct Evidence {
     pub path: String,
     pub pod_uid: String,
+    /// The pod's namespace and name, when libcni's cache still names its
+    /// uid (its network teardown never ran); the cgroup has only the uid.
+    pub pod_namespace: Option<String>,
+    pub pod_name: Option<String>,
     pub driver: String,
     pub qos: String,
     /// kubelet's cgroup root, and where nodectl found it.
@@ -57,9 +62,12 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     leaked(snapshot, settings)
         .into_iter()
         .map(|cgroup| {
+            let (pod_namespace, pod_name) = pod_of_uid(snapshot, &cgroup.uid);
             let evidence = Evidence {
                 path: cgroup.path.display().to_string(),
                 pod_uid: cgroup.uid.clone(),
+                pod_namespace,
+                pod_name,
                 driver: cgroup.driver.clone(),
                 qos: cgroup.qos.clone(),
                 cgroup_root: view.cgroup_root.clone(),
@@ -75,8 +83,10 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
 
 fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
     let mut summary = format!(
-        "pod cgroup {} (uid {}) belongs to no sandbox",
-        evidence.path, cgroup.uid
+        "pod cgroup {} (uid {}){} belongs to no sandbox",
+        evidence.path,
+        cgroup.uid,
+        of_pod(&evidence.pod_namespace, &evidence.pod_name)
     );
     let remedy = if evidence.procs > 0 {
         summary.push_str(&format!(
@@ -181,6 +191,19 @@ mod tests {
         assert!(findings[1].summary.contains("3 process(es) still run"));
         assert_eq!(findings[1].evidence["qos"], "burstable");
         assert_eq!(findings[1].evidence["cgroup_root"]["origin"], "default");
+    }
+
+    #[test]
+    fn the_pod_is_named_when_libcnis_cache_still_names_its_uid() {
+        let mut s = node(vec![cgroup("busy", NOW - HOUR, 3)], &[]);
+        assert!(check(&s, &Settings::default())[0].evidence["pod_name"].is_null());
+        s.cni = Some(named_in_cache("busy"));
+        let f = &check(&s, &Settings::default())[0];
+        assert_eq!(
+            (&f.evidence["pod_namespace"], &f.evidence["pod_name"]),
+            (&"shop".into(), &"cart".into())
+        );
+        assert!(f.summary.contains(" of pod shop/cart "), "{}", f.summary);
     }
 
     #[test]

@@ -17,12 +17,18 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
+use crate::checks::shared::{of_pod, pod_of_uid};
 use crate::model::{timestamp, Finding, Kind, Located, PodDir, Severity, Snapshot};
 
 #[derive(Serialize)]
 pub struct Evidence {
     pub path: String,
     pub pod_uid: String,
+    /// The pod's namespace and name, when libcni's cache still names its
+    /// uid (its network teardown never ran); kubelet's layout has only
+    /// the uid.
+    pub pod_namespace: Option<String>,
+    pub pod_name: Option<String>,
     /// kubelet's root, and where nodectl found it (flag, process, default).
     pub kubelet_root: Located,
     pub modified_at: Value,
@@ -60,9 +66,12 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
 }
 
 fn finding(snapshot: &Snapshot, root: &Located, dir: &PodDir) -> Finding {
+    let (pod_namespace, pod_name) = pod_of_uid(snapshot, &dir.uid);
     let evidence = Evidence {
         path: dir.path.display().to_string(),
         pod_uid: dir.uid.clone(),
+        pod_namespace,
+        pod_name,
         kubelet_root: root.clone(),
         modified_at: timestamp(dir.modified_at),
         age_seconds: snapshot.seconds_since(dir.modified_at),
@@ -72,8 +81,9 @@ fn finding(snapshot: &Snapshot, root: &Located, dir: &PodDir) -> Finding {
     let (summary, remedy) = if evidence.has_mounts {
         (
             format!(
-                "kubelet pod directory {} belongs to no sandbox, and {} volume mount(s) remain below it",
+                "kubelet pod directory {}{} belongs to no sandbox, and {} volume mount(s) remain below it",
                 evidence.path,
+                of_pod(&evidence.pod_namespace, &evidence.pod_name),
                 dir.mounts.len()
             ),
             format!(
@@ -89,8 +99,9 @@ fn finding(snapshot: &Snapshot, root: &Located, dir: &PodDir) -> Finding {
     } else {
         (
             format!(
-                "kubelet pod directory {} belongs to no sandbox; nothing is mounted below it",
-                evidence.path
+                "kubelet pod directory {}{} belongs to no sandbox; nothing is mounted below it",
+                evidence.path,
+                of_pod(&evidence.pod_namespace, &evidence.pod_name)
             ),
             "kubelet removes such a directory in its housekeeping (every 2 s) while it runs: \
              one that stays means kubelet is down or cannot remove it (its log says why). With \
@@ -183,6 +194,19 @@ mod tests {
         );
         assert_eq!(findings[1].evidence["has_mounts"], false);
         assert!(findings[1].remedy.contains("safe to remove"));
+    }
+
+    #[test]
+    fn the_pod_is_named_when_libcnis_cache_still_names_its_uid() {
+        let mut s = node(vec![dir("gone", NOW - HOUR, &[])], &[]);
+        assert!(check(&s, &Settings::default())[0].evidence["pod_name"].is_null());
+        s.cni = Some(named_in_cache("gone"));
+        let f = &check(&s, &Settings::default())[0];
+        assert_eq!(
+            (&f.evidence["pod_namespace"], &f.evidence["pod_name"]),
+            (&"shop".into(), &"cart".into())
+        );
+        assert!(f.summary.contains(" of pod shop/cart "), "{}", f.summary);
     }
 
     #[test]

@@ -136,6 +136,24 @@ fn served(snapshot: &Snapshot) -> impl Iterator<Item = &str> {
 }
 
 /// The first 13 characters of an id, as containerd's tools print it.
+/// The namespace and name of the pod of uid `uid`, as libcni's cache
+/// still names it (CNI read, its DEL never ran); none otherwise.
+pub fn pod_of_uid(snapshot: &Snapshot, uid: &str) -> (Option<String>, Option<String>) {
+    snapshot
+        .cni
+        .as_ref()
+        .map_or((None, None), |cni| cni.pod_of_uid(uid))
+}
+
+/// " of pod <ns>/<name>", or nothing when no name is known.
+pub fn of_pod(namespace: &Option<String>, name: &Option<String>) -> String {
+    match (namespace, name) {
+        (Some(namespace), Some(name)) => format!(" of pod {namespace}/{name}"),
+        (None, Some(name)) => format!(" of pod {name}"),
+        _ => String::new(),
+    }
+}
+
 pub fn short(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
 }

@@ -8,24 +8,17 @@ use anyhow::bail;
 use crate::act::remove_netns;
 use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedNetnsArgs};
-use crate::model::{Kind, Reads};
+use crate::model::Kind;
 use crate::report::Report;
 
 /// What `leaked-netns` runs. `--remove` reads what the check reads.
 pub const KINDS: &[Kind] = &[Kind::LeakedNetns];
 
-/// Beyond its check's reads: CNI, whose result cache names the pod a
-/// namespace was made for.
-pub const READS: Reads = Reads {
-    cni: true,
-    ..Reads::NOTHING
-};
-
 pub fn run(global: &GlobalArgs, args: &LeakedNetnsArgs) -> anyhow::Result<Report> {
     if args.yes && !nix::unistd::geteuid().is_root() {
         bail!("--yes needs root: unmounting is root's");
     }
-    let options = global.gather_options(registry::reads(KINDS).and(READS));
+    let options = global.gather_options(registry::reads(KINDS).and(super::NAMING_READS));
     let settings = args.settings();
     let clean = args
         .remove

@@ -20,7 +20,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedPodCgroupsArgs) -> anyhow::Result<R
     }
     let options = GatherOptions {
         cri_address: args.cri_address.clone(),
-        ..global.gather_options(registry::reads(KINDS))
+        ..global.gather_options(registry::reads(KINDS).and(super::NAMING_READS))
     };
     let settings = args.settings();
     let clean = args

@@ -10,18 +10,12 @@ use crate::act::remove_sandbox;
 use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedSandboxesArgs};
 use crate::gather::GatherOptions;
-use crate::model::{Kind, Reads, Snapshot};
+use crate::model::{Kind, Snapshot};
 use crate::report::Report;
 use crate::sources::cri_api;
 
 /// What `leaked-sandboxes` runs. `--remove` reads what the check reads.
 pub const KINDS: &[Kind] = &[Kind::LeakedSandbox];
-
-/// Beyond its check's reads: CNI, to name the addresses each sandbox holds.
-pub const READS: Reads = Reads {
-    cni: true,
-    ..Reads::NOTHING
-};
 
 /// How long one StopPodSandbox or RemovePodSandbox may take: a stop runs
 /// the pod's CNI DEL, which may wait on a slow plugin.
@@ -33,7 +27,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedSandboxesArgs) -> anyhow::Result<Re
     }
     let options = GatherOptions {
         cri_address: args.cri_address.clone(),
-        ..global.gather_options(registry::reads(KINDS).and(READS))
+        ..global.gather_options(registry::reads(KINDS).and(super::NAMING_READS))
     };
     let settings = args.settings();
     let clean = args

@@ -23,7 +23,7 @@ use crate::checks::registry;
 use crate::cli::{Cli, Command, GlobalArgs, SettleArgs};
 use crate::confirm;
 use crate::gather::GatherOptions;
-use crate::model::{Kind, Snapshot};
+use crate::model::{Kind, Reads, Snapshot};
 use crate::paths;
 use crate::report::Report;
 
@@ -86,6 +86,14 @@ fn gather_pair(
     let settle = confirm::settle(settle.settle, global.timeout);
     confirm::gather_pair(&paths, &options, config_gaps, settle)
 }
+
+/// CNI, read beside a leak command's own checks only to name what they
+/// find (libcni's cache names a pod; host-local's store a sandbox's
+/// addresses): it judges nothing, and a CNI gap leaves them checkable.
+pub const NAMING_READS: Reads = Reads {
+    cni: true,
+    ..Reads::NOTHING
+};
 
 /// `check` is every check, so it reads what every check reads, both APIs
 /// within one deadline (a silent containerd flags nothing, it is a gap); an

@@ -44,12 +44,25 @@ pub struct CachedAttachment {
     /// containerd 2.x), else the result's pod-side interface `sandbox`
     /// (what bridge, ptp and most plugins report, on every line).
     pub netns: Option<String>,
-    /// CRI's CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME.
+    /// CRI's CNI_ARGS: K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_UID.
     pub pod_namespace: Option<String>,
     pub pod_name: Option<String>,
+    #[serde(default)]
+    pub pod_uid: Option<String>,
 }
 
 impl CniView {
+    /// The namespace and name of the pod of uid `uid`, when a cached
+    /// attachment still names it (its DEL never ran).
+    pub fn pod_of_uid(&self, uid: &str) -> (Option<String>, Option<String>) {
+        self.attachments
+            .iter()
+            .find(|a| a.pod_uid.as_deref() == Some(uid))
+            .map_or((None, None), |a| {
+                (a.pod_namespace.clone(), a.pod_name.clone())
+            })
+    }
+
     /// The cached attachment whose network namespace is the file `name`
     /// (compared by file name: `/run/netns` and `/var/run/netns` are one
     /// directory spelt two ways).

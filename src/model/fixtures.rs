@@ -262,3 +262,20 @@ pub(crate) fn proven(mut shim: Shim) -> Shim {
     });
     shim
 }
+
+/// CNI as libcni's cache leaves it for a pod of uid `uid` (shop/cart) whose
+/// network teardown never ran.
+pub fn named_in_cache(uid: &str) -> crate::model::CniView {
+    crate::model::CniView {
+        attachments: vec![crate::model::CachedAttachment {
+            network: "pods".into(),
+            container_id: "a".repeat(64),
+            ifname: "eth0".into(),
+            netns: None,
+            pod_namespace: Some("shop".into()),
+            pod_name: Some("cart".into()),
+            pod_uid: Some(uid.into()),
+        }],
+        ..crate::model::CniView::default()
+    }
+}

@@ -300,6 +300,7 @@ fn attachment(cached: &Value) -> Option<CachedAttachment> {
         netns: text(&cached["netns"]).or(pod_side),
         pod_namespace: arg("K8S_POD_NAMESPACE"),
         pod_name: arg("K8S_POD_NAME"),
+        pod_uid: arg("K8S_POD_UID"),
         ifname,
     })
 }
@@ -373,7 +374,7 @@ mod tests {
             &cache.join(format!("pods-{sandbox}-eth0")),
             &json!({"kind": "cniCacheV1", "containerId": sandbox, "ifName": "eth0",
                 "networkName": "pods", "cniArgs": [
-                ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "cart-7d9"]
+                ["K8S_POD_NAMESPACE", "shop"], ["K8S_POD_NAME", "cart-7d9"], ["K8S_POD_UID", "u-1"]
             ], "result": {"interfaces": [
                 {"name": "cni0"}, {"name": "veth1"},
                 {"name": "eth0", "sandbox": "/var/run/netns/cni-1234"}
@@ -431,6 +432,11 @@ mod tests {
             (named.container_id.as_str(), named.pod_name.as_deref()),
             (sandbox.as_str(), Some("cart-7d9"))
         );
+        assert_eq!(
+            view.pod_of_uid("u-1"),
+            (Some("shop".to_string()), Some("cart-7d9".to_string()))
+        );
+        assert_eq!(view.pod_of_uid("u-2"), (None, None));
         let unnamed = view.attachment_in_netns("cni-5678".as_ref()).unwrap();
         assert_eq!(
             (unnamed.container_id.as_str(), unnamed.pod_name.as_deref()),
