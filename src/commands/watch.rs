@@ -229,7 +229,7 @@ fn tell_change(out: &mut impl Write, format: Format, change: &Change) -> io::Res
         // What the flight recorder kept says why (a late exit it saw stuck).
         let why = finding.evidence["why"]
             .as_str()
-            .map(|why| format!(": {why}"))
+            .map(|why| format!(": {}", inert::shown(why)))
             .unwrap_or_default();
         writeln!(
             out,
