@@ -150,6 +150,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         unread_pids: proc_scan.unread_pids,
         shims: proc_scan.shims,
         cri_sandboxes: files.cri_sandboxes,
+        mounts_read: files.table.is_some(),
         mounts: files.mounts,
         containerd,
         cri,

@@ -16,7 +16,8 @@
 //!   says the task runs: nothing retries. Told by the node's version with
 //!   no thread in `umount2`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -25,7 +26,7 @@ use crate::advisories::{self, Applied, Version, EXIT_LOST_TO_EXEC};
 use crate::checks::shared::ShimIndex;
 use crate::model::{
     timestamp, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity, Snapshot,
-    Suspects,
+    Suspects, ThreadSample,
 };
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
@@ -47,7 +48,19 @@ struct Evidence {
     /// Threads of the shim blocked in `umount2` when sampled.
     shim_threads_in_umount2: Vec<i32>,
     shim_in_umount2: bool,
+    /// The shim's threads in D or in `umount2`, the first
+    /// [`BLOCKED_THREADS_SHOWN`] of them (their names bounded), and how
+    /// many there were.
+    shim_threads_blocked: Vec<ThreadSample>,
+    shim_threads_blocked_count: usize,
+    /// Whether the container's rootfs (`<bundle>/rootfs`) is still mounted:
+    /// the shim's delete unmounts it. `None` when the mount table was not
+    /// read.
+    rootfs_mounted: Option<bool>,
 }
+
+/// The blocked threads a finding lists: a stuck delete shows one or two.
+const BLOCKED_THREADS_SHOWN: usize = 8;
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     findings(snapshot, |_| true, usize::MAX).0
@@ -71,11 +84,17 @@ pub fn findings(
     limit: usize,
 ) -> (Vec<Finding>, usize) {
     let shims = ShimIndex::new(snapshot);
+    let mounted: Option<HashSet<&Path>> = snapshot
+        .mounts_read
+        .then(|| snapshot.mounts.iter().map(|m| m.path_as_given()).collect());
+    let bundles = snapshot.paths.bundles_dir(&snapshot.namespace);
     let mut built = Vec::new();
     let mut more = 0;
     for (container, death) in dead(snapshot).filter(|(c, _)| keep(&c.id)) {
         if built.len() < limit {
-            built.push(finding(snapshot, &shims, container, death));
+            let rootfs = bundles.join(&container.id).join("rootfs");
+            let rootfs_mounted = mounted.as_ref().map(|m| m.contains(rootfs.as_path()));
+            built.push(finding(snapshot, &shims, container, death, rootfs_mounted));
         } else {
             more += 1;
         }
@@ -200,9 +219,13 @@ fn finding(
     shims: &ShimIndex,
     container: &CriContainer,
     death: Death,
+    rootfs_mounted: Option<bool>,
 ) -> Finding {
     let pod = snapshot.names_of(&container.id);
     let shim = shims.shim_of(snapshot, container);
+    let blocked: Vec<&ThreadSample> = shim
+        .map(|s| s.threads_blocked().collect())
+        .unwrap_or_default();
     let in_umount2: Vec<i32> = shim
         .map(|s| s.threads_in_umount2().map(|t| t.tid).collect())
         .unwrap_or_default();
@@ -234,6 +257,13 @@ fn finding(
         shim_pid: shim.map(|s| s.pid),
         shim_in_umount2: !in_umount2.is_empty(),
         shim_threads_in_umount2: in_umount2,
+        shim_threads_blocked_count: blocked.len(),
+        shim_threads_blocked: blocked
+            .iter()
+            .take(BLOCKED_THREADS_SHOWN)
+            .map(|t| t.bounded())
+            .collect(),
+        rootfs_mounted,
         pod,
     };
     Finding {
@@ -359,6 +389,59 @@ mod tests {
         );
         assert_eq!(f.evidence["running_for_seconds"], 60.0);
         assert!(f.cause.contains("umount2"));
+    }
+
+    #[test]
+    fn a_zombie_names_its_shims_blocked_threads_and_whether_its_rootfs_is_mounted() {
+        let mut s = snapshot();
+        let sandbox = id('s');
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        s.bundles.insert(id('a'), bundle(&id('a'), &sandbox, "app"));
+        let mut blocked = shim(42, &sandbox, ADDRESS, &["futex", "umount2"]);
+        blocked.threads[1].state = Some('D');
+        blocked.threads[1].wchan = Some(format!("rwsem_down_write\u{1b}[2J{}", "x".repeat(999)));
+        // A thread in D elsewhere (a sync), and ten more: eight are listed.
+        for n in 0..11 {
+            blocked.threads.push(ThreadSample {
+                tid: 50 + n,
+                state: Some('D'),
+                syscall: Some("syncfs".into()),
+                wchan: None,
+            });
+        }
+        s.shims.push(blocked);
+        let rootfs =
+            |id: &str| format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/rootfs");
+        s.mounts.push(crate::model::Mount {
+            mount_point: rootfs(&id('a')).into(),
+            ..Default::default()
+        });
+
+        // The mount table not read: whether it is mounted is not known.
+        let f = &check(&s)[0];
+        assert_eq!(f.evidence["rootfs_mounted"], Value::Null);
+        let threads = f.evidence["shim_threads_blocked"].as_array().unwrap();
+        assert_eq!(threads.len(), 8);
+        assert_eq!(f.evidence["shim_threads_blocked_count"], 12);
+        assert_eq!(threads[0]["tid"], 43);
+        assert_eq!(threads[0]["state"], "D");
+        assert_eq!(threads[0]["syscall"], "umount2");
+        let wchan = threads[0]["wchan"].as_str().unwrap();
+        assert!(
+            wchan.starts_with("rwsem_down_write?[2J") && wchan.len() == 64,
+            "{wchan}"
+        );
+        assert_eq!(threads[1]["syscall"], "syncfs");
+        assert_eq!(
+            f.evidence["shim_threads_in_umount2"],
+            serde_json::json!([43])
+        );
+
+        s.mounts_read = true;
+        assert_eq!(check(&s)[0].evidence["rootfs_mounted"], true);
+        s.mounts.clear();
+        assert_eq!(check(&s)[0].evidence["rootfs_mounted"], false);
     }
 
     /// A zombie of `version` whose pod's shim is sampled in `syscalls`.

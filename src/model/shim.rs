@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::recording::{bounded_name, NAME_CAP};
+
 /// A `containerd-shim*` process and what its threads are doing.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Shim {
@@ -50,6 +52,14 @@ impl Shim {
         self.threads
             .iter()
             .filter(|t| t.syscall.as_deref() == Some("umount2"))
+    }
+
+    /// Threads that look stuck: in uninterruptible sleep (D, where a wait
+    /// on the disk puts a thread), or inside `umount2` in any state.
+    pub fn threads_blocked(&self) -> impl Iterator<Item = &ThreadSample> {
+        self.threads
+            .iter()
+            .filter(|t| t.state == Some('D') || t.syscall.as_deref() == Some("umount2"))
     }
 }
 
@@ -115,6 +125,20 @@ pub struct ThreadSample {
     /// architecture, resolved when sampled); the number if not known by name.
     pub syscall: Option<String>,
     pub wchan: Option<String>,
+}
+
+impl ThreadSample {
+    /// Itself with its names as the flight recorder keeps them (see
+    /// [`bounded_name`]): a wait channel is read from the node.
+    pub fn bounded(&self) -> ThreadSample {
+        let name = |n: &Option<String>| n.as_deref().map(|n| bounded_name(n, NAME_CAP));
+        ThreadSample {
+            tid: self.tid,
+            state: self.state.filter(char::is_ascii_alphabetic),
+            syscall: name(&self.syscall),
+            wchan: name(&self.wchan),
+        }
+    }
 }
 
 /// Whether `syscall` is a wait for an event (a wake-up, a ready descriptor,

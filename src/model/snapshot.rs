@@ -50,6 +50,11 @@ pub struct Snapshot {
     pub cri_sandboxes: BTreeSet<String>,
     /// Mounts below containerd's root and state directories.
     pub mounts: Vec<Mount>,
+    /// Whether the mount table was read (so a mount not in `mounts` is not
+    /// mounted); false when not asked for or unreadable, and in archives
+    /// from before it was recorded.
+    #[serde(default)]
+    pub mounts_read: bool,
     /// What the containerd API answered; `None` when it was not asked.
     pub containerd: Option<ContainerdView>,
     /// What the CRI API answered; `None` when it was not asked.
@@ -110,6 +115,7 @@ impl Snapshot {
             shims: Vec::new(),
             cri_sandboxes: BTreeSet::new(),
             mounts: Vec::new(),
+            mounts_read: false,
             containerd: None,
             cri: None,
             cni: None,
