@@ -9,56 +9,41 @@
 //! carries what was recorded (`evidence.recorded`, and `evidence.why`).
 //!
 //! Bounded: at most [`RING`] containers are kept (the oldest dropped
-//! first), each a fixed handful of numbers (well under 1 KiB): 256 KiB at
-//! most.
+//! first), each a [`Recording`] of bounded strings and lists: a full ring
+//! serialises to at most [`RING_FILE_BYTES_MAX`] bytes (385 KiB), the
+//! file `watch` writes it to (see `recorder_file`) included.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::Value;
 
+use crate::model::recording::{bounded_name, ID_CAP, RING};
+pub use crate::model::recording::{Recording, RING_FILE_BYTES_MAX};
 use crate::model::{Finding, Kind, NodeContext};
 
 /// How often a container that looks stuck is sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
-/// The most containers recorded at once.
-pub const RING: usize = 256;
 /// How long one container is sampled: a late exit seen so far came within
 /// minutes; a zombie that stays (a lost exit) is not looked at every
 /// [`SAMPLE_EVERY`] for ever.
 pub const SAMPLED_FOR: Duration = Duration::from_secs(15 * 60);
 
-/// What was seen of one stuck container.
-#[derive(Debug, Clone, Serialize)]
-pub struct Recording {
-    pub container_id: String,
-    /// The first and last look that saw it stuck (RFC 3339).
-    pub first_seen: String,
-    pub last_seen: String,
-    pub samples: u32,
-    pub shim_pid: Option<i64>,
-    /// Looks that saw a shim thread in `umount2`, and the span between the
-    /// first and the last of them: a lower bound on the time spent there.
-    pub samples_in_umount2: u32,
-    pub in_umount2_for_at_least_seconds: f64,
-    /// The highest IO pressure (`/proc/pressure/io`, avg10, %) and dirty
-    /// and write-back memory seen while it was stuck.
-    pub io_pressure_full_avg10_max: Option<f32>,
-    pub io_pressure_some_avg10_max: Option<f32>,
-    pub dirty_bytes_max: Option<u64>,
-    pub writeback_bytes_max: Option<u64>,
-    #[serde(skip)]
-    first: Option<Instant>,
-    #[serde(skip)]
+/// A recording and the instants its spans are measured from.
+#[derive(Debug, Clone)]
+struct Entry {
+    recording: Recording,
+    first: Instant,
     umount2_first: Option<Instant>,
-    #[serde(skip)]
-    umount2_last: Option<Instant>,
+    d_first: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
 pub struct Recorder {
-    ring: VecDeque<Recording>,
+    ring: VecDeque<Entry>,
+    /// Bumped on every sample: whether the ring changed since it was last
+    /// written out.
+    generation: u64,
 }
 
 fn max<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -66,6 +51,11 @@ fn max<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
         (Some(a), Some(b)) => Some(if b > a { b } else { a }),
         (a, b) => a.or(b),
     }
+}
+
+/// Seconds from `first` to `now`, to a tenth.
+fn span(first: Instant, now: Instant) -> f64 {
+    (now.duration_since(first).as_secs_f64() * 10.0).round() / 10.0
 }
 
 impl Recorder {
@@ -78,36 +68,74 @@ impl Recorder {
         now: Instant,
         wall: &str,
     ) {
-        let position = self.ring.iter().position(|r| r.container_id == zombie.id);
-        let mut recording = match position.and_then(|at| self.ring.remove(at)) {
-            Some(recording) => recording,
-            None => Recording {
-                container_id: zombie.id.clone(),
-                first_seen: wall.to_string(),
-                last_seen: wall.to_string(),
-                samples: 0,
-                shim_pid: None,
-                samples_in_umount2: 0,
-                in_umount2_for_at_least_seconds: 0.0,
-                io_pressure_full_avg10_max: None,
-                io_pressure_some_avg10_max: None,
-                dirty_bytes_max: None,
-                writeback_bytes_max: None,
-                first: Some(now),
+        self.generation += 1;
+        let id = bounded_name(&zombie.id, ID_CAP);
+        let position = self
+            .ring
+            .iter()
+            .position(|e| e.recording.container_id == id);
+        let mut entry = match position.and_then(|at| self.ring.remove(at)) {
+            Some(entry) => entry,
+            None => Entry {
+                recording: Recording {
+                    container_id: id,
+                    first_seen: wall.to_string(),
+                    ..Recording::default()
+                }
+                .bounded(),
+                first: now,
                 umount2_first: None,
-                umount2_last: None,
+                d_first: None,
             },
         };
-        recording.samples += 1;
+        let recording = &mut entry.recording;
+        recording.samples = recording.samples.saturating_add(1);
         recording.last_seen = wall.to_string();
         let evidence = &zombie.evidence;
         recording.shim_pid = evidence["shim_pid"].as_i64().or(recording.shim_pid);
         if evidence["shim_in_umount2"] == Value::Bool(true) {
-            recording.samples_in_umount2 += 1;
-            let first = *recording.umount2_first.get_or_insert(now);
-            recording.umount2_last = Some(now);
-            recording.in_umount2_for_at_least_seconds =
-                (now.duration_since(first).as_secs_f64() * 10.0).round() / 10.0;
+            recording.samples_in_umount2 = recording.samples_in_umount2.saturating_add(1);
+            let first = *entry.umount2_first.get_or_insert(now);
+            recording.in_umount2_for_at_least_seconds = span(first, now);
+        }
+        let blocked = evidence["shim_threads_blocked"].as_array();
+        let mut in_d = false;
+        for thread in blocked.into_iter().flatten() {
+            // A state is one letter (`D`, `S`, `t`...); anything else is
+            // no state.
+            let state = thread["state"].as_str().unwrap_or_default();
+            let letter = Some(state)
+                .filter(|s| s.len() == 1)
+                .and_then(|s| s.chars().next())
+                .filter(char::is_ascii_alphabetic);
+            if let Some(letter) = letter {
+                in_d |= letter == 'D';
+                if !recording.states_seen.contains(letter) {
+                    recording.states_seen.push(letter);
+                }
+            }
+            if let Some(name) = thread["syscall"].as_str() {
+                Recording::note_name(&mut recording.syscalls_seen, name);
+            }
+            if let Some(name) = thread["wchan"].as_str() {
+                Recording::note_name(&mut recording.wchans_seen, name);
+            }
+        }
+        if in_d {
+            recording.samples_in_d = recording.samples_in_d.saturating_add(1);
+            let first = *entry.d_first.get_or_insert(now);
+            recording.in_d_for_at_least_seconds = span(first, now);
+        }
+        match evidence["rootfs_mounted"] {
+            Value::Bool(true) => {
+                recording.samples_rootfs_mounted =
+                    recording.samples_rootfs_mounted.saturating_add(1)
+            }
+            Value::Bool(false) => {
+                recording.samples_rootfs_unmounted =
+                    recording.samples_rootfs_unmounted.saturating_add(1)
+            }
+            _ => {}
         }
         if let Some(node) = context {
             recording.io_pressure_full_avg10_max = max(
@@ -122,7 +150,8 @@ impl Recorder {
             recording.writeback_bytes_max =
                 max(recording.writeback_bytes_max, node.writeback_bytes);
         }
-        self.ring.push_back(recording);
+        entry.recording = entry.recording.bounded();
+        self.ring.push_back(entry);
         while self.ring.len() > RING {
             self.ring.pop_front();
         }
@@ -131,11 +160,13 @@ impl Recorder {
     /// Whether `container_id` is still worth a look every [`SAMPLE_EVERY`]:
     /// not recorded yet, or for less than [`SAMPLED_FOR`].
     pub fn wants_samples(&self, container_id: &str, now: Instant) -> bool {
-        self.ring
-            .iter()
-            .find(|r| r.container_id == container_id)
-            .and_then(|r| r.first)
-            .is_none_or(|first| now.duration_since(first) < SAMPLED_FOR)
+        self.find(container_id)
+            .is_none_or(|e| now.duration_since(e.first) < SAMPLED_FOR)
+    }
+
+    fn find(&self, container_id: &str) -> Option<&Entry> {
+        let id = bounded_name(container_id, ID_CAP);
+        self.ring.iter().find(|e| e.recording.container_id == id)
     }
 
     /// `finding` with what was recorded of its container, when it is a late
@@ -145,17 +176,28 @@ impl Recorder {
         if finding.kind != Kind::LateExit {
             return finding;
         }
-        let Some(recording) = self.ring.iter().find(|r| r.container_id == finding.id) else {
+        let Some(entry) = self.find(&finding.id) else {
             return finding;
         };
         if let Value::Object(evidence) = &mut finding.evidence {
-            evidence.insert("why".into(), Value::from(why(recording)));
+            evidence.insert("why".into(), Value::from(why(&entry.recording)));
             evidence.insert(
                 "recorded".into(),
-                serde_json::to_value(recording).unwrap_or(Value::Null),
+                serde_json::to_value(&entry.recording).unwrap_or(Value::Null),
             );
         }
         finding
+    }
+
+    /// What is recorded, oldest first.
+    pub fn recordings(&self) -> Vec<Recording> {
+        self.ring.iter().map(|e| e.recording.clone()).collect()
+    }
+
+    /// Changes with every sample: what was written out is stale once this
+    /// differs from its generation.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     pub fn len(&self) -> usize {
@@ -167,7 +209,9 @@ impl Recorder {
     }
 }
 
-/// "shim 4123 was in umount2 for at least 38 s while IO full was 41 %".
+/// "shim 4123 was in umount2 for at least 38 s, in D for at least 38 s
+/// (wchan …), its rootfs mounted in 8 of 8 looks, IO pressure full up to
+/// 41 %": every part bounded, as the recording is.
 fn why(recording: &Recording) -> String {
     let shim = recording
         .shim_pid
@@ -180,6 +224,40 @@ fn why(recording: &Recording) -> String {
     } else {
         format!("while the exit was stuck, no thread of {shim} was seen in umount2")
     };
+    if recording.samples_in_d > 0 {
+        let mut place = Vec::new();
+        let others: Vec<&str> = recording
+            .syscalls_seen
+            .iter()
+            .map(String::as_str)
+            .filter(|name| *name != "umount2")
+            .collect();
+        if !others.is_empty() {
+            place.push(format!("in {}", others.join(", ")));
+        }
+        if !recording.wchans_seen.is_empty() {
+            place.push(format!("wchan {}", recording.wchans_seen.join(", ")));
+        }
+        let place = if place.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", place.join("; "))
+        };
+        text.push_str(&format!(
+            ", a thread of it in D for at least {:.0} s{place}",
+            recording.in_d_for_at_least_seconds
+        ));
+    }
+    let (mounted, unmounted) = (
+        recording.samples_rootfs_mounted,
+        recording.samples_rootfs_unmounted,
+    );
+    if mounted > 0 || unmounted > 0 {
+        text.push_str(&format!(
+            ", its rootfs mounted in {mounted} of {} looks",
+            mounted.saturating_add(unmounted)
+        ));
+    }
     if let Some(full) = recording.io_pressure_full_avg10_max {
         text.push_str(&format!(", IO pressure full up to {full:.0} %"));
     }
@@ -196,6 +274,7 @@ fn why(recording: &Recording) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::recording::RECORDING_BYTES_MAX;
     use crate::model::Severity;
     use serde_json::json;
 
@@ -214,10 +293,15 @@ mod tests {
     #[test]
     fn a_late_exit_carries_what_was_recorded_while_it_was_stuck() {
         let mut recorder = Recorder::default();
+        let blocked = json!([
+            {"tid": 4130, "state": "D", "syscall": "umount2", "wchan": "rwsem_down_write_slowpath"},
+            {"tid": 4131, "state": "D", "syscall": "syncfs", "wchan": "wb_wait_for_completion"},
+        ]);
         let zombie = finding(
             Kind::Zombie,
             "c1",
-            json!({"shim_pid": 4123, "shim_in_umount2": true}),
+            json!({"shim_pid": 4123, "shim_in_umount2": true,
+                   "shim_threads_blocked": blocked, "rootfs_mounted": true}),
         );
         let start = Instant::now();
         let context = |full: f32| NodeContext {
@@ -238,14 +322,27 @@ mod tests {
         assert_eq!(recorded["samples_in_umount2"], 2);
         assert_eq!(recorded["in_umount2_for_at_least_seconds"], 38.0);
         assert_eq!(recorded["io_pressure_full_avg10_max"], 41.0);
+        assert_eq!(recorded["samples_in_d"], 2);
+        assert_eq!(recorded["in_d_for_at_least_seconds"], 38.0);
+        assert_eq!(recorded["states_seen"], "D");
+        assert_eq!(recorded["syscalls_seen"], json!(["umount2", "syncfs"]));
+        assert_eq!(
+            recorded["wchans_seen"],
+            json!(["rwsem_down_write_slowpath", "wb_wait_for_completion"])
+        );
+        assert_eq!(recorded["samples_rootfs_mounted"], 2);
+        assert_eq!(recorded["samples_rootfs_unmounted"], 0);
         assert_eq!(
             told.evidence["lag_seconds"], 45.0,
             "the check's own evidence kept"
         );
         let why = told.evidence["why"].as_str().unwrap();
         assert!(
-            why.contains("shim 4123 was in umount2 for at least 38 s")
-                && why.contains("IO pressure full up to 41 %")
+            why.contains(
+                "shim 4123 was in umount2 for at least 38 s, a thread of it in D for at least \
+                 38 s (in syncfs; wchan rwsem_down_write_slowpath, wb_wait_for_completion), its \
+                 rootfs mounted in 2 of 2 looks"
+            ) && why.contains("IO pressure full up to 41 %")
                 && why.contains("dirty pages up to 64 MiB"),
             "{why}"
         );
@@ -285,5 +382,42 @@ mod tests {
         recorder.sample(&finding(Kind::Zombie, "c1", json!({})), None, now, "t");
         assert!(recorder.wants_samples("c1", now + SAMPLE_EVERY));
         assert!(!recorder.wants_samples("c1", now + SAMPLED_FOR));
+    }
+
+    #[test]
+    fn what_is_kept_stays_bounded_whatever_the_node_says() {
+        let mut recorder = Recorder::default();
+        let now = Instant::now();
+        let huge = "\u{1b}[2J".repeat(10_000);
+        for n in 0..RING + 5 {
+            let threads: Vec<Value> = (0..50)
+                .map(|t| json!({"tid": t, "state": ((b'A' + t) as char).to_string(), "syscall": format!("{huge}{t}"), "wchan": format!("{t}{huge}")}))
+                .collect();
+            let evidence = json!({"shim_pid": n, "shim_threads_blocked": threads});
+            let zombie = finding(Kind::Zombie, &format!("{n}{huge}"), evidence);
+            for look in 0..3 {
+                recorder.sample(&zombie, None, now, &format!("{look}{huge}"));
+            }
+        }
+        assert_eq!(recorder.len(), RING);
+        // The ring itself, as held, not only the file it is written to.
+        let recordings = recorder.recordings();
+        for recording in &recordings {
+            let bytes = serde_json::to_vec(recording).unwrap().len();
+            assert!(bytes <= RECORDING_BYTES_MAX, "{bytes} bytes");
+        }
+        let file = crate::model::RecorderFile::new("v", "t", recordings.clone());
+        let bytes = serde_json::to_vec(&file).unwrap();
+        assert!(bytes.len() <= RING_FILE_BYTES_MAX, "{} bytes", bytes.len());
+        let newest = &recordings[RING - 1];
+        assert_eq!(newest.wchans_seen.len(), 4);
+        assert!(newest
+            .wchans_seen
+            .iter()
+            .all(|w| w.len() <= 64 && !w.contains('\u{1b}')));
+        assert_eq!(newest.states_seen, "ABCDEFGH");
+        // Its late exit is still found by its (cut) id.
+        let late = finding(Kind::LateExit, &format!("{}{huge}", RING + 4), json!({}));
+        assert!(recorder.annotated(&late).evidence.get("why").is_some());
     }
 }
