@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum, ValueHint};
 
 use crate::checks::Settings;
 use crate::gather::GatherOptions;
+use crate::model::recording::RECORDER_FILE;
 use crate::model::{Ask, Reads};
 use crate::paths::PathFlags;
 use crate::render::Format;
@@ -340,6 +341,9 @@ pub struct WatchArgs {
     /// The periodic full look, beside the ones containerd's events call for (1s to 1h)
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = interval)]
     pub interval: Duration,
+    /// Where the flight recorder's ring is written after each change, for `collect` (in a directory only root can write to, made 0700 if missing; never through a symlink)
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath, default_value = RECORDER_FILE)]
+    pub recorder_file: PathBuf,
     #[command(flatten)]
     pub look: LookArgs,
 }
@@ -467,6 +471,9 @@ pub struct CollectArgs {
     /// CRI socket [default: the containerd socket]
     #[arg(long, value_name = "PATH")]
     pub cri_address: Option<PathBuf>,
+    /// The flight recorder file `watch` writes, archived when there (never through a symlink; at most its stated size)
+    #[arg(long, value_name = "PATH", value_hint = ValueHint::FilePath, default_value = RECORDER_FILE)]
+    pub recorder_file: PathBuf,
     #[command(flatten)]
     pub confirm: SettleArgs,
 }

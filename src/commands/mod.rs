@@ -11,6 +11,7 @@ pub mod leaked_pod_cgroups;
 pub mod leaked_sandboxes;
 pub mod leaked_shims;
 pub mod leaked_snapshots;
+pub mod recorder_file;
 pub mod serve;
 pub mod shims;
 pub mod watch;

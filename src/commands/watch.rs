@@ -20,6 +20,7 @@ use serde_json::json;
 
 use crate::cli::{GlobalArgs, WatchArgs};
 use crate::commands::check;
+use crate::commands::recorder_file::Keeper;
 use crate::commands::watch_state::{Change, Watched};
 use crate::exit_codes::{exit, COULD_NOT_CHECK, NOTHING_FOUND};
 use crate::inert;
@@ -47,6 +48,7 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
     quiet.quiet = true;
     let mut out = io::stdout().lock();
     let mut watched = Watched::default();
+    let mut recorder_file = Keeper::start(args.recorder_file.clone(), global.quiet);
     let mut counts = Counts::default();
     let mut streaming = false;
     let mut down_said: Option<Instant> = None;
@@ -81,6 +83,7 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
                         return exit(NOTHING_FOUND);
                     }
                 }
+                recorder_file.keep(watched.recorder());
             }
             Ok(Heard::Stream(StreamNews::Up)) => {
                 counts.connects += 1;

@@ -159,6 +159,11 @@ impl Watched {
                 .is_some_and(|heard| now.duration_since(*heard) < EXIT_HANDLED_WITHIN)
     }
 
+    /// What stuck exits looked like while they were stuck.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
     /// What is open now, in kind order.
     pub fn open(&self) -> impl Iterator<Item = &Finding> {
         self.open.values()

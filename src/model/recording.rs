@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Where `watch` writes its ring and `collect` reads it, unless told.
+pub const RECORDER_FILE: &str = "/run/nodectl/flight-recorder.json";
 /// The most containers the ring keeps (the oldest dropped first).
 pub const RING: usize = 256;
 /// A container id as kept: CRI's are 64 hex digits.

@@ -16,8 +16,7 @@
 //! through the bounded reader: over 1 MiB, not UTF-8, a line that is not
 //! text format), since node_exporter drops a whole file for one bad line.
 
-use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
 use crate::read::bounded::{read_regular, Links};
@@ -248,27 +247,16 @@ fn blanks(text: &str) -> &str {
 
 /// Replaces `path` with `bytes` (mode 0644: node_exporter runs as another
 /// user), as the module's documentation says.
+/// A leading dot and a suffix other than .prom: node_exporter reads only
+/// *.prom, so it never sees a file being written.
 fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    if fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
-        return Err(named(io::Error::other("is a directory")));
-    }
-    // A leading dot and a suffix other than .prom: node_exporter reads only
-    // *.prom, so it never sees a file being written.
-    let (tmp, mut file) = crate::read::beside::create_beside(path, 0o644).map_err(named)?;
-    let placed = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| fs::rename(&tmp, path));
-    if placed.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    placed.map_err(named)
+    crate::read::beside::replace(path, bytes, 0o644)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     const GOOD: &str = "\
 # HELP nodectl_up 1 when every source could be read, 0 when one was unavailable.
