@@ -393,7 +393,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -q -h --force --cri-address --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --force --cri-address --recorder-file --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -401,6 +401,21 @@ _nodectl() {
             case "${prev}" in
                 --cri-address)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --recorder-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --settle)
@@ -1765,7 +1780,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__watch)
-            opts="-n -o -q -h --interval --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --interval --recorder-file --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1773,6 +1788,21 @@ _nodectl() {
             case "${prev}" in
                 --interval)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --recorder-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --late-after)

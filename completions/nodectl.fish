@@ -83,6 +83,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'De
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l cri-address -d 'CRI socket [default: the containerd socket]' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l recorder-file -d 'The flight recorder file `watch` writes, archived when there (never through a symlink; at most its stated size)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l root -d 'containerd root directory [default: the running containerd\'s, else from its config, else /var/lib/containerd]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l state -d 'containerd state directory [default: the running containerd\'s, else from its config, else /run/containerd]' -r -f -a "(__fish_complete_directories)"
@@ -309,6 +310,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l timeout -d 'De
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l interval -d 'The periodic full look, beside the ones containerd\'s events call for (1s to 1h)' -r
+complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l recorder-file -d 'Where the flight recorder\'s ring is written after each change, for `collect` (in a directory only root can write to, made 0700 if missing; never through a symlink)' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l late-after -d 'An exit recorded this long after it happened is reported as late-exit (at most 10 years)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l since -d 'Only report late exits that happened within this window (at most 10 years)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l settle -d 'Look again this long after the first look before calling a zombie or a blocked shim one (only when the first shows one; 0s looks again at once) [default: 1s, or --timeout if shorter] (at most 1m)' -r -f

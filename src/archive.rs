@@ -18,7 +18,8 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use serde::{Deserialize, Serialize};
 
-use crate::model::Snapshot;
+use crate::model::recording::RING_FILE_BYTES_MAX;
+use crate::model::{RecorderFile, Snapshot};
 use crate::paths::config::CONFIG_SIZE_LIMIT;
 use crate::read::beside::create_beside;
 use crate::read::bounded::{open_regular, read_regular, Links, RECORD_CAP};
@@ -80,8 +81,15 @@ const COPIES_DEADLINE: Duration = Duration::from_secs(1);
 /// not read by then is left out, named with the file the read is stuck in.
 /// A file the look has a gap for (or a directory it is in, for a source
 /// that gave up) is not read again: its gap already says why, and a read
-/// that blocked once would block again.
-pub fn read_copies(snapshot: &Snapshot, proc_root: &Path, mountinfo: &Path) -> Copies {
+/// that blocked once would block again. `watch`'s flight recorder file at
+/// `recorder_file` is archived as it is parsed back (see [`Part::Recorder`]);
+/// none there is said, as no `watch` having recorded anything.
+pub fn read_copies(
+    snapshot: &Snapshot,
+    proc_root: &Path,
+    mountinfo: &Path,
+    recorder_file: &Path,
+) -> Copies {
     let started = Instant::now();
     let mut wanted = vec![Copy {
         part: Part::Hostname,
@@ -102,6 +110,13 @@ pub fn read_copies(snapshot: &Snapshot, proc_root: &Path, mountinfo: &Path) -> C
         path: mountinfo.to_path_buf(),
         limit: MOUNTINFO_LIMIT,
         links: Links::Follow,
+    });
+    // Before the status files: thousands of them may not all be read in time.
+    wanted.push(Copy {
+        part: Part::Recorder,
+        path: recorder_file.to_path_buf(),
+        limit: RING_FILE_BYTES_MAX as u64,
+        links: Links::Refuse,
     });
     wanted.extend(snapshot.cri_containers.iter().map(|c| Copy {
         part: Part::File(format!("files/cri-status/{}", c.id)),
@@ -131,6 +146,16 @@ pub fn read_copies(snapshot: &Snapshot, proc_root: &Path, mountinfo: &Path) -> C
             // A fake `--proc-root` may have none: the archive says so by
             // its `null`, as it always has.
             Err(_) if matches!(copy.part, Part::Hostname) => continue,
+            Err(err)
+                if matches!(copy.part, Part::Recorder) && err.kind() == io::ErrorKind::NotFound =>
+            {
+                copies.left_out.push(format!(
+                    "{}: no flight recorder file: no `nodectl watch` has recorded a stuck exit \
+                     here (normal when none runs)",
+                    copy.path.display()
+                ));
+                continue;
+            }
             Err(err) => {
                 copies
                     .left_out
@@ -143,6 +168,7 @@ pub fn read_copies(snapshot: &Snapshot, proc_root: &Path, mountinfo: &Path) -> C
                 copies.hostname = String::from_utf8(bytes).ok().map(|h| h.trim().to_string())
             }
             Part::Config => copies.add_config(&copy.path, &bytes),
+            Part::Recorder => copies.add_recorder(&copy.path, &bytes),
             Part::File(name) => copies.files.push((name.clone(), bytes)),
         }
     }
@@ -178,9 +204,32 @@ enum Part {
     Config,
     /// A copy as it is, under this name in the archive.
     File(String),
+    /// `watch`'s flight recorder file, parsed and written again (see
+    /// [`Copies::add_recorder`]) as [`RECORDER_COPY`].
+    Recorder,
 }
 
+/// Where the flight recorder's ring goes in the archive.
+pub const RECORDER_COPY: &str = "flight-recorder.json";
+
 impl Copies {
+    /// The flight recorder's file as nodectl writes it: parsed and written
+    /// again with only the fields nodectl writes, every string and list
+    /// within its bound (ids, pids, numbers, times, kernel names: no
+    /// secret), or a note that it is left out.
+    fn add_recorder(&mut self, path: &Path, bytes: &[u8]) {
+        let parsed = serde_json::from_slice::<RecorderFile>(bytes)
+            .map(RecorderFile::bounded)
+            .and_then(|file| serde_json::to_vec_pretty(&file));
+        match parsed {
+            Ok(json) => self.files.push((RECORDER_COPY.to_string(), json)),
+            Err(e) => self.left_out.push(format!(
+                "{}: not archived: not a flight recorder file nodectl writes ({e})",
+                path.display()
+            )),
+        }
+    }
+
     /// The config at `path` as [`keep_config`] rebuilds it, or a note that
     /// it is left out.
     fn add_config(&mut self, path: &Path, bytes: &[u8]) {
@@ -567,7 +616,14 @@ mod tests {
         // for ever, and fail this test rather than hang it.
         let (send, answer) = std::sync::mpsc::channel();
         let (proc_root, mountinfo) = (at("proc"), at("mountinfo"));
-        std::thread::spawn(move || send.send(read_copies(&snapshot, &proc_root, &mountinfo)));
+        std::thread::spawn(move || {
+            send.send(read_copies(
+                &snapshot,
+                &proc_root,
+                &mountinfo,
+                Path::new("/nonexistent"),
+            ))
+        });
         let copies = answer
             .recv_timeout(Duration::from_secs(10))
             .expect("the copies are read without blocking");
@@ -581,7 +637,13 @@ mod tests {
             ]
         );
         assert!(!String::from_utf8_lossy(&copies.files[0].1).contains("s-1"));
-        assert_eq!(copies.left_out.len(), 2, "{:#?}", copies.left_out);
+        assert_eq!(copies.left_out.len(), 3, "{:#?}", copies.left_out);
+        // No watch ran: said, before the status files' notes.
+        assert!(
+            copies.left_out[1].starts_with("/nonexistent: no flight recorder file"),
+            "{}",
+            copies.left_out[1]
+        );
         assert!(
             copies.left_out[0].contains("1 other keys dropped"),
             "{}",
@@ -592,10 +654,58 @@ mod tests {
             at("status-b").display()
         );
         assert!(
-            copies.left_out[1].starts_with(&fifo_note),
+            copies.left_out[2].starts_with(&fifo_note),
             "{}",
-            copies.left_out[1]
+            copies.left_out[2]
         );
+    }
+
+    #[test]
+    fn the_flight_recorder_is_archived_as_nodectl_writes_it_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        let copies_of =
+            |recorder: &Path| read_copies(&snapshot(), &at("proc"), &at("mi"), recorder);
+        let recording = serde_json::json!({
+            "container_id": format!("{}\u{1b}[2J", id('a')),
+            "samples": 3, "shim_pid": 4123, "wchans_seen": ["a", "b", "c", "d", "e", "f"],
+            "password": "SECRET-1",
+        });
+        let file = serde_json::json!({"nodectl_version": "0.1.0", "recordings": [recording],
+                                      "token": "SECRET-2"});
+        fs::write(at("recorder.json"), file.to_string()).unwrap();
+        let copies = copies_of(&at("recorder.json"));
+        let (_, json) = copies
+            .files
+            .iter()
+            .find(|(name, _)| name == RECORDER_COPY)
+            .expect("archived");
+        let text = String::from_utf8(json.clone()).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
+        let back: RecorderFile = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.recordings[0].container_id, id('a'));
+        assert_eq!(back.recordings[0].shim_pid, Some(4123));
+        assert_eq!(back.recordings[0].wchans_seen, ["a", "b", "c", "d"]);
+
+        // A symlink, a file larger than any ring, or another kind of file:
+        // not archived, and said.
+        std::os::unix::fs::symlink(at("recorder.json"), at("link.json")).unwrap();
+        fs::write(at("huge.json"), vec![b' '; RING_FILE_BYTES_MAX + 1]).unwrap();
+        fs::write(at("other.json"), "[1, 2]").unwrap();
+        for (name, why) in [
+            ("link.json", "a symlink"),
+            ("huge.json", "larger than the 394496 bytes"),
+            ("other.json", "not a flight recorder file"),
+        ] {
+            let copies = copies_of(&at(name));
+            assert!(
+                copies.files.iter().all(|(n, _)| n != RECORDER_COPY),
+                "{name}"
+            );
+            let note = copies.left_out.last().unwrap();
+            assert!(note.contains(&format!("{name}: not archived: ")), "{note}");
+            assert!(note.contains(why), "{note}");
+        }
     }
 
     #[test]

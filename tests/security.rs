@@ -851,3 +851,70 @@ fn forged_shims_with_huge_arguments_leave_every_output_small() {
         assert!(peak_rss_kib < 96 << 10, "peak RSS {peak_rss_kib} KiB");
     }
 }
+
+#[test]
+fn collect_archives_the_flight_recorder_as_nodectl_writes_it_and_says_when_there_is_none() {
+    let node = Node::new();
+    let recorder = node.path("flight-recorder.json");
+    let run_collect = |name: &str, recorder: &Path| {
+        let out = node.path(name);
+        let output = node.run(&[
+            "collect",
+            out.to_str().unwrap(),
+            "--recorder-file",
+            recorder.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            support::stderr(&output)
+        );
+        (out, support::stderr(&output))
+    };
+    let recorded = |archive: &Path| {
+        support::archive_files(archive)
+            .into_iter()
+            .find(|(name, ..)| name == "flight-recorder.json")
+    };
+
+    // No watch ran: normal, and said.
+    let (out, err) = run_collect("none.tar.gz", &recorder);
+    assert!(err.contains("no flight recorder file"), "{err}");
+    assert!(recorded(&out).is_none());
+
+    // What watch writes, with what it never writes beside it.
+    let id = "a".repeat(64);
+    fs::write(
+        &recorder,
+        format!(
+            r#"{{"nodectl_version":"0.1.0","written_at":"2026-01-01T00:00:00.000Z","ring":256,
+            "bytes_at_most":394496,"recordings":[{{"container_id":"{id}","samples":8,
+            "shim_pid":4123,"samples_in_umount2":8,"in_umount2_for_at_least_seconds":38.0,
+            "wchans_seen":["rwsem_down_write_slowpath"],"io_pressure_full_avg10_max":41.0,
+            "token":"SECRET"}}],"SECRET":"SECRET"}}"#
+        ),
+    )
+    .unwrap();
+    let (out, err) = run_collect("recorded.tar.gz", &recorder);
+    assert!(!err.contains("flight recorder"), "{err}");
+    let (_, bytes, mode) = recorded(&out).expect("the ring archived");
+    assert_eq!(mode & 0o077, 0);
+    let ring: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let recording = &ring["recordings"][0];
+    assert_eq!(recording["container_id"], id.as_str());
+    assert_eq!(recording["in_umount2_for_at_least_seconds"], 38.0);
+    assert_eq!(recording["wchans_seen"][0], "rwsem_down_write_slowpath");
+    let unpacked = unpacked(&out);
+    assert!(
+        !unpacked.windows(6).any(|w| w == b"SECRET"),
+        "only what nodectl writes is archived"
+    );
+
+    // Through a symlink: not read, and said.
+    let link = node.path("link.json");
+    symlink(&recorder, &link).unwrap();
+    let (out, err) = run_collect("link.tar.gz", &link);
+    assert!(err.contains("link.json: not archived"), "{err}");
+    assert!(recorded(&out).is_none());
+}

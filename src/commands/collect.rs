@@ -15,7 +15,7 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
     let mountinfo = global
         .gather_options(crate::model::Reads::NOTHING)
         .mountinfo;
-    let copies = archive::read_copies(&first, &global.proc_root, &mountinfo);
+    let copies = archive::read_copies(&first, &global.proc_root, &mountinfo, &args.recorder_file);
     let evidence = Archived {
         nodectl_version: env!("CARGO_PKG_VERSION").to_string(),
         hostname: copies.hostname.clone(),
