@@ -186,7 +186,7 @@ fn main() -> ExitCode {
     let text = format!(
         "`watch` fed {} events/s (a container's exit, task delete, record and snapshot \
          removal in turn) on {} containers: {:.2} s of CPU in {:.0} s after a {} s warm-up, \
-         {:.2} % of one core: {}; peak RSS {:.1} MiB: {}; watch's exit {:?}.\n",
+         {:.2} % of one core: {}; peak RSS {:.1} MiB: {}; watch {}.\n",
         options.rate,
         containers,
         used.as_secs_f64(),
@@ -196,7 +196,11 @@ fn main() -> ExitCode {
         verdict(percent, TARGET_CORE_PERCENT, "%"),
         mib,
         verdict(mib, TARGET_MIB, "MiB"),
-        status,
+        if status == ExitCode::SUCCESS {
+            "ended with status 0"
+        } else {
+            "ended with a failure status"
+        },
     );
     eprint!("{text}");
     if let Some(path) = &options.report {
