@@ -106,7 +106,15 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                         continue;
                     }
                 };
-                watched.heed(replaying || proves_the_daemon(&report));
+                let proven = replaying || proves_the_daemon(&report);
+                if streaming && !proven && watched.heeding() {
+                    say(
+                        global,
+                        "the look did not prove the daemon at the socket: its events are not \
+                         heeded until one does",
+                    );
+                }
+                watched.heed(proven);
                 if !streaming {
                     streaming = subscribe(global, &report, &tell);
                 }

@@ -82,6 +82,10 @@ impl Watched {
         self.heeding = proven;
     }
 
+    pub fn heeding(&self) -> bool {
+        self.heeding
+    }
+
     /// Notes `event`, heard at `now`, and the looks it calls for (none
     /// while events are not heeded).
     pub fn heard(&mut self, event: &Event, now: Instant) {
