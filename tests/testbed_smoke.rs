@@ -11,15 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_cri::v1::ContainerState;
-use serde_json::Value;
 use support::{is_running, procs, Line, TestBed};
-
-/// CRI's status file of a container, parsed.
-fn status_file(bed: &TestBed, container_id: &str) -> Value {
-    let path = bed.status_file(container_id);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// Processes alive (not Z) that name `address` as their `-address`.
 fn alive_with_address(address: &Path) -> Vec<(i32, Vec<String>)> {
@@ -55,9 +47,7 @@ async fn healthy_pod_runs_and_teardown_leaves_nothing() {
         std::process::id() as i32,
         "the shim is reparented to us"
     );
-    let pid = status_file(&bed, &pod.container_id)["Pid"]
-        .as_i64()
-        .unwrap() as i32;
+    let pid = bed.status(&pod.container_id)["Pid"].as_i64().unwrap() as i32;
     let pid_stat = procs::stat(pid).unwrap();
     assert!(is_running(pid), "the container's process {pid} runs");
     assert!(

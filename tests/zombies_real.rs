@@ -13,13 +13,6 @@ use k8s_cri::v1::ContainerState;
 use serde_json::Value;
 use support::{procs, TestBed};
 
-/// CRI's status file of a container, parsed.
-fn status_file(bed: &TestBed, container_id: &str) -> Value {
-    let path = bed.status_file(container_id);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 fn ns_to_time(ns: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).expect("a time after 1970"))
 }
@@ -69,9 +62,7 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
     let started = Instant::now();
     let shim = bed.shim_pid(&stuck.sandbox_id);
     let mut strace = bed.delay_umount2(shim, Duration::from_secs(40));
-    let pid = status_file(&bed, &stuck.container_id)["Pid"]
-        .as_i64()
-        .unwrap() as i32;
+    let pid = bed.status(&stuck.container_id)["Pid"].as_i64().unwrap() as i32;
     let since = procs::stat(pid)
         .expect("the container's process runs")
         .starttime;
@@ -180,7 +171,7 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
 
     // The status file's own times, before nodectl reads them: FinishedAt is
     // the real exit (~4 s after the start), the file written over 30 s later.
-    let status = status_file(&bed, &stuck.container_id);
+    let status = bed.status(&stuck.container_id);
     let finished = ns_to_time(status["FinishedAt"].as_i64().unwrap());
     let run = finished
         .duration_since(ns_to_time(status["StartedAt"].as_i64().unwrap()))
