@@ -1,15 +1,21 @@
 //! `nodectl zombies` against a real containerd reproducing the failure of the
 //! seeds: a container exits while its shim's umount2 is held up, CRI's exit
 //! handler times out in task.Delete and leaves the container RUNNING; when
-//! the unmount is let go, a retry records the exit late.
+//! the unmount is let go, a retry records the exit late. The failure itself
+//! is asserted from the bed's own ground truth (the process gone, CRI's
+//! state and log, the status file's times) beside what nodectl says of it.
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_cri::v1::ContainerState;
 use serde_json::Value;
-use support::TestBed;
+use support::{procs, TestBed};
+
+fn ns_to_time(ns: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).expect("a time after 1970"))
+}
 
 fn findings(output: &std::process::Output) -> Vec<Value> {
     let doc = support::report(output);
@@ -56,6 +62,10 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
     let started = Instant::now();
     let shim = bed.shim_pid(&stuck.sandbox_id);
     let mut strace = bed.delay_umount2(shim, Duration::from_secs(40));
+    let pid = bed.status(&stuck.container_id)["Pid"].as_i64().unwrap() as i32;
+    let since = procs::stat(pid)
+        .expect("the container's process runs")
+        .starttime;
 
     // The container exits at ~4 s; CRI's task.Delete gives up at ~14 s.
     tokio::time::sleep(Duration::from_secs(16).saturating_sub(started.elapsed())).await;
@@ -63,6 +73,21 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
         bed.container_state(&stuck.container_id).await,
         ContainerState::ContainerRunning,
         "precondition: the failure reproduced (CRI still says RUNNING)"
+    );
+    assert!(
+        !procs::is_running_since(pid, since),
+        "precondition: the container's process {pid} is gone or defunct"
+    );
+    // CRI's exit handler called task.Delete with its 10 s timeout; the shim
+    // sits in the held umount2 of the rootfs, so the handler gave up.
+    let log = std::fs::read_to_string(bed.log_path()).unwrap_or_default();
+    assert!(
+        log.lines().any(|l| {
+            l.contains("failed to handle container TaskExit event")
+                && l.contains(stuck.container_id.as_str())
+                && l.contains("deadline exceeded")
+        }),
+        "precondition: containerd logged its exit handler timing out in task.Delete"
     );
     bed.capture_status("running.json", &healthy.container_id);
     bed.capture_status("exited.json", &finished.container_id);
@@ -143,6 +168,33 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
         started.elapsed().as_secs_f64()
     );
     bed.capture_status("late-exit.json", &stuck.container_id);
+
+    // The status file's own times, before nodectl reads them: FinishedAt is
+    // the real exit (~4 s after the start), the file written over 30 s later.
+    let status = bed.status(&stuck.container_id);
+    let finished = ns_to_time(status["FinishedAt"].as_i64().unwrap());
+    let run = finished
+        .duration_since(ns_to_time(status["StartedAt"].as_i64().unwrap()))
+        .unwrap();
+    let written = std::fs::metadata(bed.status_file(&stuck.container_id))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let file_lag = written.duration_since(finished).unwrap_or_default();
+    eprintln!(
+        "status file: FinishedAt - StartedAt {:.1} s, mtime - FinishedAt {:.1} s",
+        run.as_secs_f64(),
+        file_lag.as_secs_f64()
+    );
+    assert_eq!(status["ExitCode"], 0, "{status}");
+    assert!(
+        run > Duration::from_secs(3) && run < Duration::from_secs(10),
+        "FinishedAt is the real exit, not the late one: {status}"
+    );
+    assert!(
+        file_lag > Duration::from_secs(30),
+        "the exit is recorded late: {file_lag:?}, {status}"
+    );
 
     let output = bed.nodectl(&["zombies", "-o", "json"]);
     assert_eq!(output.status.code(), Some(1));

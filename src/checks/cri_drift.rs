@@ -83,7 +83,21 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
                 json!({"in_containerd": true, "in_cri": false}),
             ));
         }
-        for id in cri_ids.iter().filter(|id| !records.contains(**id)) {
+        // 2.x keeps a pod sandbox's record in its sandbox store too: one a
+        // crash left there before its pause container was created is
+        // recovered NOTREADY with no container record, and is containerd's
+        // all the same (`leaked-sandbox` tells its story).
+        let in_sandbox_store = |id: &str| {
+            namespace
+                .sandboxes_created
+                .as_ref()
+                .is_some_and(|store| store.contains_key(id))
+                && sandboxes.iter().any(|s| s.id == id)
+        };
+        for id in cri_ids
+            .iter()
+            .filter(|id| !records.contains(**id) && !in_sandbox_store(id))
+        {
             findings.push(drift(
                 snapshot,
                 id,
@@ -304,5 +318,17 @@ mod tests {
         );
         s.cri_containers.push(running(&id('a'), 10, NOW - 60 * SEC));
         assert!(check(&s).is_empty());
+    }
+
+    #[test]
+    fn a_sandbox_only_in_2_x_s_sandbox_store_is_containerd_s_and_no_drift() {
+        let sandbox = |c| item(&id(c), CriApiState::SandboxNotReady);
+        let mut s = with_views(vec![], vec![sandbox('s'), sandbox('t')], &[], vec![]);
+        let view = s.containerd.as_mut().unwrap();
+        let namespace = view.namespaces.get_mut("k8s.io").unwrap();
+        namespace.sandboxes_created = Some([(id('s'), 1)].into_iter().collect());
+        let findings = check(&s);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].id, id('t'), "no record anywhere: drift");
     }
 }

@@ -57,6 +57,37 @@ fn run_before_limits(cli: &Cli) -> anyhow::Result<Report> {
 /// millisecond or more to free) on a thread of its own once the report is
 /// built from them: the answer does not wait for the allocator. A one-shot
 /// run exits without waiting for that thread; `serve` frees them meanwhile.
+/// The CPU this process has used so far (user and system, every thread):
+/// what a look of `watch` or `serve` costs, to pace the next one
+/// ([`watch_state::LOOK_SHARE`]). Zero if the kernel will not say.
+fn cpu_used() -> std::time::Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_SELF)
+        .map(|usage| {
+            let (user, system) = (usage.user_time(), usage.system_time());
+            let micros = |t: nix::sys::time::TimeVal| {
+                t.tv_sec().max(0) as u64 * 1_000_000 + t.tv_usec().max(0) as u64
+            };
+            std::time::Duration::from_micros(micros(user) + micros(system))
+        })
+        .unwrap_or_default()
+}
+
+/// Long-running commands (`watch`, `serve`) keep few malloc arenas. glibc
+/// gives each new thread an arena of its own, up to 8 per core, and each
+/// look runs on threads of its own: measured on the synthetic node of
+/// 1,000 containers, `watch`'s peak RSS grew from 24 to 40 MiB over a
+/// minute of churn with the default, and stayed at 17 MiB with one arena.
+/// Two keep a look and the loop from contending on one lock.
+fn few_malloc_arenas() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets a tunable of glibc's allocator; it is
+    // called before the command starts any thread of its own.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 2);
+    }
+}
+
 fn free_in_background<T: Send + 'static>(value: T) {
     // A thread that cannot be started drops `value` here, as before.
     let _ = std::thread::Builder::new()

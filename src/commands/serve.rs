@@ -39,6 +39,7 @@ use crate::sources::events::{self, StreamNews};
 const COMMAND: &str = "check";
 
 pub fn run(global: &GlobalArgs, args: &ServeArgs) -> ExitCode {
+    super::few_malloc_arenas();
     let listener = match bind(args.listen) {
         Ok(listener) => listener,
         Err(err) => {
@@ -160,6 +161,7 @@ fn check_loop(global: &GlobalArgs, args: &CheckArgs, interval: Duration, latest:
     let mut stream = Stream::default();
     loop {
         let started = Instant::now();
+        let before = super::cpu_used();
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
             // `{:#}`: the error with each context it went through.
             check::run(global, args)
@@ -168,6 +170,9 @@ fn check_loop(global: &GlobalArgs, args: &CheckArgs, interval: Duration, latest:
         }))
         .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));
         let took = started.elapsed();
+        stream
+            .watched
+            .looked(super::cpu_used().saturating_sub(before), Instant::now());
         runs += 1;
         let metrics = match &outcome {
             Ok(report) => {
@@ -218,11 +223,14 @@ struct Stream {
 }
 
 impl Stream {
-    /// Subscribes once, to the daemon `report`'s run proved; none when it
-    /// proved none (then only the interval's runs).
+    /// Heeds events while `report`'s run proved the daemon at the socket,
+    /// and subscribes once, to that daemon; none when no run proved one
+    /// (then only the interval's runs).
     fn start_once(&mut self, global: &GlobalArgs, report: &Report) {
+        let proven = super::watch::proves_the_daemon(report);
+        self.watched.heed(proven);
         let paths = &report.paths;
-        if self.news.is_some() || paths.process.is_none() || !paths.unproven.is_empty() {
+        if self.news.is_some() || !proven {
             return;
         }
         let (tell, news) = mpsc::channel();

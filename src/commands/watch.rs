@@ -38,7 +38,25 @@ enum Heard {
 /// How often, at most, a stream that keeps failing is said to be down.
 const DOWN_SAID_EVERY: Duration = Duration::from_secs(60);
 
+/// Tells `watch` what a stream heard; false once `watch` has ended.
+pub type Teller = Box<dyn Fn(StreamNews) -> bool + Send>;
+
+/// A stand-in for containerd's stream (the benchmark's replay of a churning
+/// node's events), started at once and told through the [`Teller`].
+pub type Replay = Box<dyn FnOnce(Teller) + Send>;
+
 pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
+    run_with(global, args, None)
+}
+
+/// `watch` fed by `replay` instead of containerd's stream: what
+/// bench/run measures the cost of events with.
+pub fn run_replaying(global: &GlobalArgs, args: &WatchArgs, replay: Replay) -> ExitCode {
+    run_with(global, args, Some(replay))
+}
+
+fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> ExitCode {
+    super::few_malloc_arenas();
     let (tell, heard) = mpsc::channel::<Heard>();
     if let Err(err) = on_signal(tell.clone()) {
         eprintln!("nodectl: watch: {err}");
@@ -51,8 +69,19 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
     let mut recorder_file = Keeper::start(args.recorder_file.clone(), global.quiet);
     let mut counts = Counts::default();
     let mut streaming = false;
+    // A replay stands in for a proven daemon's stream.
+    let replaying = replay.is_some();
+    if let Some(replay) = replay {
+        let tell = tell.clone();
+        let teller: Teller = Box::new(move |news| tell.send(Heard::Stream(news)).is_ok());
+        streaming = std::thread::Builder::new()
+            .name("replay".into())
+            .spawn(move || replay(teller))
+            .is_ok();
+    }
     let mut down_said: Option<Instant> = None;
     let mut looking = true;
+    counts.cpu = super::cpu_used();
     start_look(&quiet, args, &tell);
     let mut next_periodic = Instant::now() + args.interval;
     loop {
@@ -66,6 +95,11 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
             Ok(Heard::Looked(result)) => {
                 looking = false;
                 counts.looks += 1;
+                // What the process used since the last look ended (this
+                // look, and the events heard meanwhile) paces the next.
+                let cpu = super::cpu_used();
+                watched.looked(cpu.saturating_sub(counts.cpu), Instant::now());
+                counts.cpu = cpu;
                 next_periodic = Instant::now() + args.interval;
                 let report = match *result {
                     Ok(report) => report,
@@ -74,6 +108,15 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
                         continue;
                     }
                 };
+                let proven = replaying || proves_the_daemon(&report);
+                if streaming && !proven && watched.heeding() {
+                    say(
+                        global,
+                        "the look did not prove the daemon at the socket: its events are not \
+                         heeded until one does",
+                    );
+                }
+                watched.heed(proven);
                 if !streaming {
                     streaming = subscribe(global, &report, &tell);
                 }
@@ -124,6 +167,8 @@ pub fn run(global: &GlobalArgs, args: &WatchArgs) -> ExitCode {
 #[derive(Default)]
 struct Counts {
     looks: u64,
+    /// The process's CPU when the last look ended.
+    cpu: Duration,
     events: u64,
     connects: u64,
 }
@@ -142,9 +187,8 @@ fn start_look(global: &GlobalArgs, args: &WatchArgs, tell: &mpsc::Sender<Heard>)
             let _ = told.send(Heard::Looked(Box::new(result)));
         });
     if let Err(err) = spawned {
-        let _ = tell.send(Heard::Looked(Box::new(Err(format!(
-            "starting a look: {err}"
-        )))));
+        let failed = Err(format!("starting a look: {err}"));
+        let _ = tell.send(Heard::Looked(Box::new(failed)));
     }
 }
 
@@ -152,7 +196,7 @@ fn start_look(global: &GlobalArgs, args: &WatchArgs, tell: &mpsc::Sender<Heard>)
 /// when it proved none (then only the periodic looks run).
 fn subscribe(global: &GlobalArgs, report: &Report, tell: &mpsc::Sender<Heard>) -> bool {
     let paths = &report.paths;
-    if paths.process.is_none() || !paths.unproven.is_empty() {
+    if !proves_the_daemon(report) {
         say(
             global,
             "no proven containerd serves the socket: no event stream, looking every --interval",
@@ -183,6 +227,12 @@ fn subscribe(global: &GlobalArgs, report: &Report, tell: &mpsc::Sender<Heard>) -
             false
         }
     }
+}
+
+/// Whether `report`'s look proved the containerd serving its socket, and
+/// that root and state are that daemon's own.
+pub fn proves_the_daemon(report: &Report) -> bool {
+    report.paths.process.is_some() && report.paths.unproven.is_empty()
 }
 
 fn on_signal(tell: mpsc::Sender<Heard>) -> io::Result<()> {
@@ -266,6 +316,7 @@ fn summary(
             "change": "summary",
             "open": open,
             "looks": counts.looks,
+            "cpu_seconds": super::cpu_used().as_secs_f64(),
             "events": counts.events,
             "reconnects": counts.connects.saturating_sub(1),
         });
@@ -273,12 +324,13 @@ fn summary(
     } else {
         writeln!(
             out,
-            "{} summary: {} open after {} looks and {} events ({} reconnects)",
+            "{} summary: {} open after {} looks and {} events ({} reconnects, {:.1} s of CPU)",
             now_text(),
             open.len(),
             counts.looks,
             counts.events,
-            counts.connects.saturating_sub(1)
+            counts.connects.saturating_sub(1),
+            super::cpu_used().as_secs_f64()
         )?;
         for finding in open {
             writeln!(

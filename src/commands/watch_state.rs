@@ -14,6 +14,13 @@
 //! - a task's delete (a sandbox's ends with its shim's Shutdown), a
 //!   container's or a snapshot's removal: looked at shortly after, and
 //!   again once a slow delete would have given up.
+//!
+//! Looks are paced by what they cost: on a node whose pods churn, events
+//! arrive faster than looks end, and each look reads the whole node. After
+//! a look that took `c` of CPU, the next one an event calls for waits until
+//! `c × (LOOK_SHARE − 1)` has passed, so event-driven looks use at most
+//! 1/[`LOOK_SHARE`] of one core however fast events come; looks due
+//! meanwhile are taken together by the next one.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -30,6 +37,8 @@ use crate::report::Report;
 pub const EXIT_HANDLED_WITHIN: Duration = Duration::from_millis(10_500);
 /// How soon after a delete or removal its leftovers are looked for.
 pub const SHORTLY: Duration = Duration::from_secs(2);
+/// Event-driven looks use at most 1/`LOOK_SHARE` of one core (2 %).
+pub const LOOK_SHARE: u32 = 50;
 
 /// When to look after `event`, from when it was heard.
 pub fn looks_after(event: &Event) -> Vec<Duration> {
@@ -56,13 +65,33 @@ pub struct Watched {
     exits: HashMap<String, Instant>,
     /// Looks due, earliest first.
     due: BTreeSet<Instant>,
+    /// Whether events are heeded: only while the last look proved the
+    /// daemon at the socket. After containerd went away, whoever serves
+    /// the path next is not listened to until a look proves it.
+    heeding: bool,
+    /// No look an event called for starts before this (the last look's
+    /// cost, paced: see [`LOOK_SHARE`]).
+    not_before: Option<Instant>,
     /// What stuck exits looked like while they were stuck.
     recorder: Recorder,
 }
 
 impl Watched {
-    /// Notes `event`, heard at `now`, and the looks it calls for.
+    /// Whether the last look proved the daemon whose stream is heard.
+    pub fn heed(&mut self, proven: bool) {
+        self.heeding = proven;
+    }
+
+    pub fn heeding(&self) -> bool {
+        self.heeding
+    }
+
+    /// Notes `event`, heard at `now`, and the looks it calls for (none
+    /// while events are not heeded).
     pub fn heard(&mut self, event: &Event, now: Instant) {
+        if !self.heeding {
+            return;
+        }
         if event.is_init_exit() {
             if let Some(id) = &event.container_id {
                 self.exits.insert(id.clone(), now);
@@ -78,15 +107,24 @@ impl Watched {
         self.due.insert(now);
     }
 
-    /// The earliest look due, if any.
+    /// A look that ended at `now` took `cost` of CPU: the next one an
+    /// event calls for waits `cost × (LOOK_SHARE − 1)`.
+    pub fn looked(&mut self, cost: Duration, now: Instant) {
+        self.not_before = Some(now + cost * (LOOK_SHARE - 1));
+    }
+
+    /// When the next look is due, if any: the earliest an event called
+    /// for, once the last look's cost allows it.
     pub fn next_look(&self) -> Option<Instant> {
-        self.due.first().copied()
+        let first = *self.due.first()?;
+        Some(self.not_before.map_or(first, |paced| first.max(paced)))
     }
 
     /// Whether a look is due at `now`; if so, every look due by then is
-    /// taken by it (events heard together share one look).
+    /// taken by it (events heard together, or while the last look's cost
+    /// was paid off, share one look).
     pub fn take_due(&mut self, now: Instant) -> bool {
-        let due = self.due.first().is_some_and(|&at| at <= now);
+        let due = self.next_look().is_some_and(|at| at <= now);
         if due {
             self.due.retain(|&at| at > now);
         }
@@ -192,6 +230,13 @@ mod tests {
         Report::new("check", "k8s.io", paths, findings, gaps)
     }
 
+    /// Following a proven daemon's stream.
+    fn heeding() -> Watched {
+        let mut watched = Watched::default();
+        watched.heed(true);
+        watched
+    }
+
     fn init_exit(id: &str) -> Event {
         Event {
             topic: "/tasks/exit".into(),
@@ -203,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_finding_is_told_once_when_found_and_once_when_cleared() {
-        let mut watched = Watched::default();
+        let mut watched = heeding();
         let now = Instant::now();
         let shim = finding(Kind::LeakedShim, "s1");
         let changes = watched.update(&report(vec![shim.clone()], vec![]), now);
@@ -218,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_zombie_is_looked_at_again_soon_and_its_late_exit_says_why() {
-        let mut watched = Watched::default();
+        let mut watched = heeding();
         let now = Instant::now();
         let mut zombie = finding(Kind::Zombie, "c1");
         zombie.evidence = serde_json::json!({"shim_pid": 7, "shim_in_umount2": true});
@@ -242,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_look_blind_to_a_kind_clears_none_of_it() {
-        let mut watched = Watched::default();
+        let mut watched = heeding();
         let now = Instant::now();
         let zombie = finding(Kind::Zombie, "c1");
         watched.update(&report(vec![zombie], vec![]), now);
@@ -253,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_zombie_is_held_back_while_its_exit_is_being_handled() {
-        let mut watched = Watched::default();
+        let mut watched = heeding();
         let heard = Instant::now();
         watched.heard(&init_exit("c1"), heard);
         let zombie = finding(Kind::Zombie, "c1");
@@ -270,7 +315,7 @@ mod tests {
 
     #[test]
     fn events_heard_together_share_a_look_once_the_handler_gave_up() {
-        let mut watched = Watched::default();
+        let mut watched = heeding();
         let heard = Instant::now();
         watched.heard(&init_exit("c1"), heard);
         watched.heard(&init_exit("c2"), heard);
@@ -289,5 +334,49 @@ mod tests {
         };
         watched.heard(&delete, heard);
         assert_eq!(watched.next_look(), Some(heard + SHORTLY));
+    }
+
+    #[test]
+    fn looks_an_event_calls_for_are_paced_by_what_the_last_one_cost() {
+        let mut watched = heeding();
+        let ended = Instant::now();
+        // A look that took 50 ms of CPU: events may not bring the next
+        // one before 49 × 50 ms, whatever their rate.
+        watched.looked(Duration::from_millis(50), ended);
+        let paced = ended + Duration::from_millis(50) * (LOOK_SHARE - 1);
+        let mut heard = ended;
+        for i in 0..100 {
+            let delete = Event {
+                topic: "/tasks/delete".into(),
+                ..init_exit(&format!("c{i}"))
+            };
+            watched.heard(&delete, heard);
+            heard += Duration::from_millis(20);
+        }
+        assert_eq!(watched.next_look(), Some(paced));
+        assert!(!watched.take_due(paced - Duration::from_millis(1)));
+        assert!(watched.take_due(paced), "every look due by then, as one");
+        assert!(!watched.take_due(paced), "taken");
+        // What was due later (the deletes' looks after a slow delete)
+        // still is.
+        let next = watched.next_look().expect("the later looks are still due");
+        assert!(next > paced, "{:?}", next - paced);
+    }
+
+    #[test]
+    fn events_call_for_no_look_until_a_look_proved_the_daemon() {
+        let mut watched = Watched::default();
+        let heard = Instant::now();
+        watched.heard(&init_exit("c1"), heard);
+        assert_eq!(watched.next_look(), None, "nothing proven yet");
+        watched.heed(true);
+        watched.heard(&init_exit("c1"), heard);
+        assert_eq!(watched.next_look(), Some(heard + EXIT_HANDLED_WITHIN));
+        // containerd went away; whoever serves its socket now is not
+        // listened to (the look after the reconnect did not prove it).
+        assert!(watched.take_due(heard + EXIT_HANDLED_WITHIN));
+        watched.heed(false);
+        watched.heard(&init_exit("c2"), heard);
+        assert_eq!(watched.next_look(), None);
     }
 }

@@ -67,7 +67,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         "nodectl_findings",
         "Findings of the last run, by kind; none written for a kind that could not be checked and found nothing.",
     )?;
-    for (kind, ok) in checked {
+    for &(kind, ok) in &checked {
         let count = report.count(kind);
         // A kind nodectl could not check has no 0 to say: a 0 would resolve
         // its alert while nodectl cannot see. What it found despite the gap
@@ -83,8 +83,12 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     gauge(
         out,
         "nodectl_findings_by_severity",
-        "Findings of the last run, by severity.",
+        "Findings of the last run, by severity; no 0 written while a kind could not be checked.",
     )?;
+    // A kind that could not be checked may have findings of either
+    // severity: a 0 would resolve an alert on the totals while nodectl
+    // cannot see (as for `nodectl_findings`).
+    let blind = checked.iter().any(|(_, ok)| !ok);
     for (severity, name, omitted) in [
         (
             Severity::Critical,
@@ -99,6 +103,9 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
                 .iter()
                 .filter(|f| f.severity == severity)
                 .count();
+        if blind && count == 0 {
+            continue;
+        }
         writeln!(
             out,
             "nodectl_findings_by_severity{{command=\"{command}\",severity=\"{name}\"}} {count}"
@@ -457,6 +464,8 @@ mod tests {
             !text.contains("nodectl_findings{command=\"check\",kind=\"leaked-shim\"}"),
             "{text}"
         );
+        // Nor do the totals by severity say 0 while a kind is blind.
+        assert!(!text.contains("nodectl_findings_by_severity{"), "{text}");
 
         // One unreadable status file is not the store: every kind is ok.
         let one_file = vec![Gap::item(Source::CriStore, "/x/status", "corrupt")];

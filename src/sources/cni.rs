@@ -457,7 +457,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("pods");
         fs::create_dir_all(&store).unwrap();
-        std::os::unix::fs::symlink("/dev/zero", store.join("10.0.0.2")).unwrap();
+        // A symlink to a well-formed reservation: followed, it would count.
+        let elsewhere = dir.path().join("elsewhere");
+        fs::write(&elsewhere, "0123456789abcdef\r\neth0").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, store.join("10.0.0.2")).unwrap();
         nix::unistd::mkfifo(&store.join("10.0.0.3"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         let network = CniNetwork {
             name: "pods".into(),

@@ -361,6 +361,13 @@ impl TestBed {
             .join("status")
     }
 
+    /// [`Self::status_file`], parsed.
+    pub fn status(&self, container_id: &str) -> serde_json::Value {
+        let path = self.status_file(container_id);
+        let bytes = fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
     /// The last `lines` lines of containerd's log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = fs::read_to_string(&self.log).unwrap_or_default();
