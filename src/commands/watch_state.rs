@@ -18,7 +18,7 @@
 //! Looks are paced by what they cost: on a node whose pods churn, events
 //! arrive faster than looks end, and each look reads the whole node. After
 //! a look that took `c` of CPU, the next one an event calls for waits until
-//! `c × (LOOK_SHARE − 1)` has passed, so event-driven looks use at most
+//! `c × LOOK_SHARE` has passed, so event-driven looks use at most
 //! 1/[`LOOK_SHARE`] of one core however fast events come; looks due
 //! meanwhile are taken together by the next one.
 
@@ -108,9 +108,9 @@ impl Watched {
     }
 
     /// A look that ended at `now` took `cost` of CPU: the next one an
-    /// event calls for waits `cost × (LOOK_SHARE − 1)`.
+    /// event calls for waits `cost × LOOK_SHARE`.
     pub fn looked(&mut self, cost: Duration, now: Instant) {
-        self.not_before = Some(now + cost * (LOOK_SHARE - 1));
+        self.not_before = Some(now + cost * LOOK_SHARE);
     }
 
     /// When the next look is due, if any: the earliest an event called
@@ -341,9 +341,9 @@ mod tests {
         let mut watched = heeding();
         let ended = Instant::now();
         // A look that took 50 ms of CPU: events may not bring the next
-        // one before 49 × 50 ms, whatever their rate.
+        // one before 50 × 50 ms, whatever their rate.
         watched.looked(Duration::from_millis(50), ended);
-        let paced = ended + Duration::from_millis(50) * (LOOK_SHARE - 1);
+        let paced = ended + Duration::from_millis(50) * LOOK_SHARE;
         let mut heard = ended;
         for i in 0..100 {
             let delete = Event {

@@ -17,7 +17,7 @@
 //!
 //! ```sh
 //! watch_replay --node DIR [--rate 50] [--seconds 60] [--warmup 10] \
-//!     [--report FILE] -- watch --root DIR/root ... >watch.jsonl
+//!     [--report FILE] -- watch --recorder-file DIR/ring.json --root DIR/root ... >watch.jsonl
 //! ```
 //!
 //! Targets: at most 2 % of one core and 40 MiB. Exits 1 when one is
