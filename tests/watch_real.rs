@@ -109,7 +109,9 @@ fn is(line: &str, what: &str, kind: &str, id: &str) -> bool {
 /// stdout and its stderr.
 fn start_watch(bed: &TestBed, more: &[&str]) -> (std::process::Child, Lines, Lines) {
     let paths = [bed.root(), bed.state(), bed.address(), bed.config_path()];
-    let args: Vec<&str> = ["watch", "-o", "json"]
+    // The flight recorder's file is the bed's, not the machine's.
+    let recorder = recorder_file(bed);
+    let args: Vec<&str> = ["watch", "-o", "json", "--recorder-file", &recorder]
         .iter()
         .chain(more)
         .copied()
@@ -128,6 +130,12 @@ fn start_watch(bed: &TestBed, more: &[&str]) -> (std::process::Child, Lines, Lin
         err.all(Duration::ZERO)
     );
     (child, out, err)
+}
+
+fn recorder_file(bed: &TestBed) -> String {
+    bed.scratch("recorder/flight-recorder.json")
+        .display()
+        .to_string()
 }
 
 /// Ends `watch` with SIGTERM: it exits 0 after a summary, which is the last
@@ -523,6 +531,39 @@ async fn watch_finds_an_exit_while_containerd_was_down_once_and_tells_a_zombie_w
             .is_some_and(|why| why.contains(&format!("shim {shim} was in umount2"))),
         "{evidence:#}"
     );
+    // The ring as watch wrote it to its file, and as collect archives it.
+    let file = recorder_file(&bed);
+    let kept = |ring: &Value| {
+        ring["recordings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| {
+                r["container_id"] == stuck.container_id.as_str()
+                    && r["samples_in_umount2"].as_u64() >= Some(3)
+            })
+    };
+    let written: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert!(kept(&written), "{file}: {written:#}");
+    let archive = bed.scratch("collected.tar.gz");
+    let collected = bed.nodectl(&[
+        "collect",
+        archive.to_str().unwrap(),
+        "--recorder-file",
+        &file,
+    ]);
+    assert_eq!(
+        collected.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&collected.stderr)
+    );
+    let archived = support::archive_files(&archive)
+        .into_iter()
+        .find(|(name, ..)| name == "flight-recorder.json")
+        .expect("collect archives the flight recorder");
+    let archived: Value = serde_json::from_slice(&archived.1).unwrap();
+    assert!(kept(&archived), "{archived:#}");
     eprintln!(
         "{TEST}: {}: cleared and told as a late exit {:.1} s after the unmount was let go",
         bed.containerd_version(),

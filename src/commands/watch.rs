@@ -112,8 +112,8 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                 if streaming && !proven && watched.heeding() {
                     say(
                         global,
-                        "the look did not prove the daemon at the socket: its events are not \
-                         heeded until one does",
+                        "the look did not prove the daemon at the socket: its events are held \
+                         until one does",
                     );
                 }
                 watched.heed(proven);

@@ -22,7 +22,7 @@
 //! 1/[`LOOK_SHARE`] of one core however fast events come; looks due
 //! meanwhile are taken together by the next one.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::checks::registry::CHECKS;
@@ -37,6 +37,9 @@ use crate::report::Report;
 pub const EXIT_HANDLED_WITHIN: Duration = Duration::from_millis(10_500);
 /// How soon after a delete or removal its leftovers are looked for.
 pub const SHORTLY: Duration = Duration::from_secs(2);
+/// Events heard while not heeded, kept until a look proves the daemon
+/// (the oldest dropped past this).
+pub const HELD_EVENTS: usize = 4096;
 /// Event-driven looks use at most 1/`LOOK_SHARE` of one core (2 %).
 pub const LOOK_SHARE: u32 = 50;
 
@@ -69,6 +72,10 @@ pub struct Watched {
     /// daemon at the socket. After containerd went away, whoever serves
     /// the path next is not listened to until a look proves it.
     heeding: bool,
+    /// Events heard meanwhile, and when: heeded once a look proves the
+    /// daemon (the stream reconnects before the look that proves it, and
+    /// what it tells in between, such as a pod's removal, must not be lost).
+    held: VecDeque<(Event, Instant)>,
     /// No look an event called for starts before this (the last look's
     /// cost, paced: see [`LOOK_SHARE`]).
     not_before: Option<Instant>,
@@ -77,19 +84,30 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// Whether the last look proved the daemon whose stream is heard.
+    /// Whether the last look proved the daemon whose stream is heard; once
+    /// it does, the events held meanwhile call for their looks, from when
+    /// they were heard.
     pub fn heed(&mut self, proven: bool) {
         self.heeding = proven;
+        if proven {
+            for (event, heard) in std::mem::take(&mut self.held) {
+                self.heard(&event, heard);
+            }
+        }
     }
 
     pub fn heeding(&self) -> bool {
         self.heeding
     }
 
-    /// Notes `event`, heard at `now`, and the looks it calls for (none
+    /// Notes `event`, heard at `now`, and the looks it calls for (held
     /// while events are not heeded).
     pub fn heard(&mut self, event: &Event, now: Instant) {
         if !self.heeding {
+            if self.held.len() == HELD_EVENTS {
+                self.held.pop_front();
+            }
+            self.held.push_back((event.clone(), now));
             return;
         }
         if event.is_init_exit() {
@@ -364,7 +382,7 @@ mod tests {
     }
 
     #[test]
-    fn events_call_for_no_look_until_a_look_proved_the_daemon() {
+    fn events_call_for_looks_only_once_a_look_proved_the_daemon() {
         let mut watched = Watched::default();
         let heard = Instant::now();
         watched.heard(&init_exit("c1"), heard);
@@ -373,10 +391,19 @@ mod tests {
         watched.heard(&init_exit("c1"), heard);
         assert_eq!(watched.next_look(), Some(heard + EXIT_HANDLED_WITHIN));
         // containerd went away; whoever serves its socket now is not
-        // listened to (the look after the reconnect did not prove it).
+        // listened to (the look after the reconnect did not prove it)...
         assert!(watched.take_due(heard + EXIT_HANDLED_WITHIN));
         watched.heed(false);
-        watched.heard(&init_exit("c2"), heard);
+        let later = heard + Duration::from_secs(20);
+        let removal = Event {
+            topic: "/containers/delete".into(),
+            ..init_exit("c2")
+        };
+        watched.heard(&removal, later);
         assert_eq!(watched.next_look(), None);
+        // ...until a look proves it: what it told meanwhile is heeded then,
+        // from when it was heard.
+        watched.heed(true);
+        assert_eq!(watched.next_look(), Some(later + SHORTLY));
     }
 }

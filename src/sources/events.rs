@@ -37,7 +37,10 @@ pub enum StreamNews {
 
 /// The first pause before a retry, doubled up to [`MOST_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MOST_BACKOFF: Duration = Duration::from_secs(30);
+/// At most 5 s: a retry is one connect to a local socket, refused at once
+/// while containerd is down, and every second of waiting past its return is
+/// a second of events lost (the stream has no replay).
+const MOST_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Streams `namespace`'s events from `address` to `tell` until it returns
 /// false, reconnecting with backoff; connecting takes at most `within`.
