@@ -53,14 +53,10 @@ fn run_before_limits(cli: &Cli) -> anyhow::Result<Report> {
     }
 }
 
-/// Frees `value` (snapshots of thousands of records, which take a
-/// millisecond or more to free) on a thread of its own once the report is
-/// built from them: the answer does not wait for the allocator. A one-shot
-/// run exits without waiting for that thread; `serve` frees them meanwhile.
 /// The CPU this process has used so far (user and system, every thread):
 /// what a look of `watch` or `serve` costs, to pace the next one
 /// ([`watch_state::LOOK_SHARE`]). Zero if the kernel will not say.
-fn cpu_used() -> std::time::Duration {
+pub fn cpu_used() -> std::time::Duration {
     use nix::sys::resource::{getrusage, UsageWho};
     getrusage(UsageWho::RUSAGE_SELF)
         .map(|usage| {
@@ -88,6 +84,10 @@ fn few_malloc_arenas() {
     }
 }
 
+/// Frees `value` (snapshots of thousands of records, which take a
+/// millisecond or more to free) on a thread of its own once the report is
+/// built from them: the answer does not wait for the allocator. A one-shot
+/// run exits without waiting for that thread; `serve` frees them meanwhile.
 fn free_in_background<T: Send + 'static>(value: T) {
     // A thread that cannot be started drops `value` here, as before.
     let _ = std::thread::Builder::new()

@@ -135,10 +135,9 @@ fn replay(ids: Vec<String>, rate: u32) -> watch::Replay {
     })
 }
 
+/// The process's CPU, as `watch` counts it to pace its looks.
 fn cpu() -> Duration {
-    let usage = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
-    let micros = |t: nix::sys::time::TimeVal| t.tv_sec() as u64 * 1_000_000 + t.tv_usec() as u64;
-    Duration::from_micros(micros(usage.user_time()) + micros(usage.system_time()))
+    nodectl::commands::cpu_used()
 }
 
 fn main() -> ExitCode {
