@@ -527,10 +527,11 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
         "{doc}"
     );
     assert!(is_mount_point(&rootfs) && bundles.join(&bare).is_dir());
-    // A shim of a test running beside this one may end between nodectl's
-    // scan and its read of it; nodectl then refuses every removal (what
-    // that shim served is unknown), rightly. Asked again once, as a user
-    // would.
+    // A shim of a test running beside this one may be ending while nodectl
+    // reads it: its command line already empty, its state not yet Z (one
+    // gone by its second read is skipped). nodectl then refuses every
+    // removal (what that shim served is unknown), rightly. Asked again
+    // once, as a user would.
     let plan = || bed.nodectl(&["leaked-mounts", "--unmount", "--remove-bundles"]);
     let mut table = plan();
     if String::from_utf8_lossy(&table.stdout).contains("could not be read") {

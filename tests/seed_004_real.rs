@@ -352,20 +352,26 @@ async fn seed_004_probe_execs_lose_the_exit_on_affected_releases_only() {
                 .all(|t| matches!(t.outcome, Outcome::Recorded(_)) && t.init_exit_logged),
             "containerd {version} has no containerd#10589, yet an exit was lost:\n  {evidence}"
         );
-        // An exec started after the init's exit is refused: from 1.7 on by
-        // the fixed shim ("init process is not running") when it has seen
-        // the exit, else by runc ("cannot exec in a stopped container"),
-        // which 1.6's shim always leaves it to (seen on 1.7.34 too, when
-        // the exec reached runc first). Either shows the recipe met the
+        // An exec started after the init's exit is refused by whoever meets
+        // it first: the shim's init state machine once it has handled the
+        // exit ("cannot exec in a stopped state", every line; seen on
+        // 2.0.11), from 1.7 on the fixed shim's own check ("init process is
+        // not running"), else runc ("cannot exec in a stopped container"),
+        // which 1.6's shim always leaves it to (seen on 1.7.34 too, when the
+        // exec reached runc first). Any of them shows the recipe met the
         // exec/exit race, and lost nothing.
         {
             let refusals: &[&str] = if bed.line() >= Line::V1_7 {
                 &[
                     "init process is not running",
+                    "cannot exec in a stopped state",
                     "cannot exec in a stopped container",
                 ]
             } else {
-                &["cannot exec in a stopped container"]
+                &[
+                    "cannot exec in a stopped state",
+                    "cannot exec in a stopped container",
+                ]
             };
             assert!(
                 tries.iter().any(|t| t

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use nix::fcntl::{OFlag, AT_FDCWD};
 
 use super::proc_stat::{
-    boot_time_nanos, noted, parse_stat, read_failure, ticks_to_nanos, FailedReads,
+    boot_time_nanos, noted, parse_stat, read_failure, ticks_to_nanos, FailedReads, StatRecord,
+    Unread,
 };
 use super::shim_threads::{sample_threads, ThreadReads};
 use crate::model::{Gap, ProcessInfo, Shim, Source, UnixNanos};
@@ -179,30 +180,10 @@ impl<'a> Reader<'a> {
     /// while it lives is noted as unread. A shim file it cannot read while
     /// the shim runs is a gap (one for the process).
     fn read(&mut self, pid: i32, piece: &mut Piece) {
-        let mut path = [0; 48];
-        let read = read_proc_record_at(
-            &*self.root_dir,
-            numbered(&mut path, pid, "stat"),
-            &mut self.buffer,
-        );
-        let filled = match read {
-            Ok(filled) => filled,
-            Err(err) => {
-                // Gone is churn; anything else leaves a live process unseen,
-                // which a check must not take for one that exited.
-                if let Some(reason) = read_failure(&err) {
-                    piece.unread.push(pid);
-                    piece.first_unread.get_or_insert_with(|| {
-                        (self.proc_root.join(pid.to_string()).join("stat"), reason)
-                    });
-                }
-                return;
-            }
-        };
-        let Some(stat) = parse_stat(&self.buffer[..filled]) else {
+        let Some(stat) = self.stat(pid, piece) else {
             return;
         };
-        let info = ProcessInfo {
+        let mut info = ProcessInfo {
             pid: stat.pid,
             ppid: stat.ppid,
             comm: stat.comm,
@@ -225,12 +206,51 @@ impl<'a> Reader<'a> {
             let shim = opened
                 .ok()
                 .and_then(|opened| read_shim(&opened, &dir, info.pid, threads, &mut unread));
-            if let Some(shim) = shim {
-                piece.shims.push(shim);
-            }
             piece.gaps.extend(unread.into_gap());
+            match shim {
+                Some(shim) => piece.shims.push(shim),
+                // Its details unread: read its `stat` again (see
+                // [`Unread`]).
+                None => match Unread::judge(stat.starttime, self.stat(pid, piece)) {
+                    Unread::Gone => return,
+                    Unread::Reused => {
+                        piece.unread.push(pid);
+                        piece.first_unread.get_or_insert_with(|| {
+                            let path = self.proc_root.join(&name).join("stat");
+                            (path, "its pid was reused while it was read".to_string())
+                        });
+                        return;
+                    }
+                    Unread::Now(state) => info.state = state,
+                },
+            }
         }
         piece.processes.push(info);
+    }
+
+    /// `pid`'s `stat`, parsed; `None` when it is gone (or unparsable), or
+    /// unreadable while it lives (then noted in `piece` as unread).
+    fn stat(&mut self, pid: i32, piece: &mut Piece) -> Option<StatRecord> {
+        let mut path = [0; 48];
+        let read = read_proc_record_at(
+            &*self.root_dir,
+            numbered(&mut path, pid, "stat"),
+            &mut self.buffer,
+        );
+        match read {
+            Ok(filled) => parse_stat(&self.buffer[..filled]),
+            Err(err) => {
+                // Gone is churn; anything else leaves a live process unseen,
+                // which a check must not take for one that exited.
+                if let Some(reason) = read_failure(&err) {
+                    piece.unread.push(pid);
+                    piece.first_unread.get_or_insert_with(|| {
+                        (self.proc_root.join(pid.to_string()).join("stat"), reason)
+                    });
+                }
+                None
+            }
+        }
     }
 }
 

@@ -205,6 +205,29 @@ pub(crate) fn noted<T>(result: io::Result<T>, path: &Path, unread: &mut FailedRe
     result.map_err(|err| unread.note(path, &err)).ok()
 }
 
+/// A shim whose details could not be read, by its `stat` read again.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unread {
+    /// Ended since it was first read: it serves nothing, and a cleanup must
+    /// not be refused for it (a shim ending beside one is everyday churn).
+    Gone,
+    /// Reaped and its pid taken by another process, which is unseen.
+    Reused,
+    /// Still there, in this state (a live one is taken to serve anything).
+    Now(char),
+}
+
+impl Unread {
+    /// `starttime`, the first read's; `again`, the second (`None`: gone).
+    pub(crate) fn judge(starttime: u64, again: Option<StatRecord>) -> Unread {
+        match again {
+            None => Unread::Gone,
+            Some(again) if again.starttime != starttime => Unread::Reused,
+            Some(again) => Unread::Now(again.state),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +460,21 @@ mod tests {
                 proptest::prop_assert_eq!(ours, procfs_fields(&record));
             }
         }
+    }
+
+    #[test]
+    fn a_shim_read_again_is_gone_reused_or_in_its_state_now() {
+        let record = |starttime, state| StatRecord {
+            pid: 8,
+            comm: "containerd-shim".to_string(),
+            state,
+            ppid: 1,
+            starttime,
+            rss: 0,
+        };
+        assert_eq!(Unread::judge(777, None), Unread::Gone);
+        assert_eq!(Unread::judge(777, Some(record(778, 'S'))), Unread::Reused);
+        assert_eq!(Unread::judge(777, Some(record(777, 'Z'))), Unread::Now('Z'));
+        assert_eq!(Unread::judge(777, Some(record(777, 'S'))), Unread::Now('S'));
     }
 }
