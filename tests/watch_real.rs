@@ -303,7 +303,22 @@ async fn watch_finds_an_exit_while_containerd_was_down_once_and_tells_a_zombie_w
     );
     let killed = SystemTime::now();
     std::fs::remove_dir(&while_down).expect("removing a pod directory");
-    std::thread::sleep(DOWN_AFTER_THE_EXIT);
+    // Asked now, nodectl tells the zombie as what it is: containerd down.
+    let output = bed.nodectl(&["zombies", "-o", "json"]);
+    let doc = support::report(&output);
+    let zombie = doc["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|f| f["kind"] == "zombie" && f["id"] == down.container_id.as_str());
+    let cause = zombie.and_then(|f| f["cause"].as_str()).unwrap_or_default();
+    assert!(
+        cause.starts_with("No containerd is running"),
+        "{}: the zombie while containerd is down: {doc:#}",
+        bed.containerd_version()
+    );
+    let asked = killed.elapsed().unwrap_or_default();
+    std::thread::sleep(DOWN_AFTER_THE_EXIT.saturating_sub(asked));
     let restarted = SystemTime::now();
     bed.start_containerd().await;
     let again = err.wait_for(Duration::from_secs(60), |l| {

@@ -236,6 +236,10 @@ fn finding(
         None
     };
     let (cause, remedy) = match (&exit_lost, in_umount2.is_empty()) {
+        _ if containerd_down(snapshot) => (
+            CONTAINERD_DOWN_CAUSE.to_string(),
+            CONTAINERD_DOWN_REMEDY.to_string(),
+        ),
         (Some(advisory), _) => lost_exit_story(snapshot, advisory),
         (None, false) => (UMOUNT2_CAUSE.to_string(), SLOW_DELETE_REMEDY.to_string()),
         (None, true) => (
@@ -276,6 +280,40 @@ fn finding(
         remedy,
     }
 }
+
+/// No containerd runs at all: its API did not answer, every process was
+/// read and none is called containerd (a name is enough here: it only
+/// chooses the words).
+fn containerd_down(snapshot: &Snapshot) -> bool {
+    let unanswered = snapshot.containerd.as_ref().is_some_and(|view| {
+        view.calls
+            .iter()
+            .any(|c| c.method.reaches_the_api() && c.error.is_some())
+    });
+    unanswered
+        && snapshot.paths.process.is_none()
+        && snapshot.processes_read()
+        && snapshot.unread_pids.is_empty()
+        && !snapshot
+            .processes
+            .values()
+            .any(|p| p.comm == "containerd" && p.is_running())
+}
+
+/// An exit while containerd is down, as measured on each line (a container
+/// killed while containerd was stopped for 18 s): its shims live on, but
+/// nothing handles their exit events, and a shim drops an exit it could not
+/// send after 5 tries (about 15 s).
+const CONTAINERD_DOWN_CAUSE: &str = "No containerd is running on this node. CRI runs inside \
+    containerd and records an exit only when containerd handles the shim's exit event; while \
+    containerd is down nothing does, so CRI still says RUNNING (a shim drops an exit it could not \
+    send after about 15 s).";
+
+const CONTAINERD_DOWN_REMEDY: &str = "Start containerd (its shims and containers keep \
+    running). On start CRI reloads each container from its shim: 1.6 records this exit with its \
+    real code and time (nodectl late-exit shows how late); 1.7 and later find no process in the \
+    task and record the container EXITED with exit code 255, reason Unknown, the real code and \
+    time lost. Either way kubelet then moves the pod on.";
 
 /// The slow delete, seen: a shim thread in `umount2`.
 const UMOUNT2_CAUSE: &str = "The shim is blocked in umount2 unmounting the container's overlay \
@@ -343,7 +381,9 @@ mod tests {
     use super::*;
     use crate::inert::SHOWN_CAP;
     use crate::model::fixtures::*;
-    use crate::model::{ContainerdVersion, Gap, Source, VersionSource};
+    use crate::model::{
+        Api, ApiCall, ContainerdVersion, ContainerdView, Gap, Method, Source, VersionSource,
+    };
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
         check(snapshot).into_iter().map(|f| f.id).collect()
@@ -446,7 +486,17 @@ mod tests {
 
     /// A zombie of `version` whose pod's shim is sampled in `syscalls`.
     fn zombie_on(version: Option<&str>, syscalls: &[&str]) -> Finding {
+        zombie_on_a(version, syscalls, |_| {})
+    }
+
+    /// [`zombie_on`]'s node, changed by `node` first.
+    fn zombie_on_a(
+        version: Option<&str>,
+        syscalls: &[&str],
+        node: impl FnOnce(&mut Snapshot),
+    ) -> Finding {
         let mut s = snapshot();
+        node(&mut s);
         s.containerd_version = ContainerdVersion {
             version: version.map(str::to_string),
             source: VersionSource::Api,
@@ -546,6 +596,50 @@ mod tests {
             never_says(&f.cause, &["containerd#10589"]);
             says(&f.remedy, &["Relieve the disk I/O pressure"]);
         }
+    }
+
+    #[test]
+    fn with_containerd_down_the_zombie_says_so_and_to_start_it() {
+        let refused = ApiCall {
+            api: Api::Containerd,
+            method: Method::Connect,
+            target: None,
+            latency_ms: 0.1,
+            error: Some("connection refused".into()),
+            timed_out: false,
+        };
+        let down = |s: &mut Snapshot| {
+            s.containerd = Some(ContainerdView {
+                calls: vec![refused.clone()],
+                ..ContainerdView::default()
+            });
+        };
+        // Down: its API refused, no process of it. Even with the shim in
+        // umount2 and a version that loses exits, that is the story.
+        for (version, syscalls) in [(Some("1.7.21"), &["futex"]), (None, &["umount2"])] {
+            let f = zombie_on_a(version, syscalls, down);
+            says(
+                &f.cause,
+                &["No containerd is running", "records an exit only"],
+            );
+            says(&f.remedy, &["Start containerd", "255, reason Unknown"]);
+        }
+        // Its API refused while a containerd runs (frozen, restarting):
+        // the usual stories.
+        let f = zombie_on_a(Some("1.7.22"), &["futex"], |s| {
+            down(s);
+            s.processes.insert(
+                812,
+                ProcessInfo {
+                    comm: "containerd".to_string(),
+                    ..process(812, 'S', NOW - 600 * SEC)
+                },
+            );
+        });
+        says(&f.cause, &["typically because"]);
+        // Its API answering: the same.
+        let f = zombie_on_a(Some("1.7.22"), &["futex"], |_| {});
+        says(&f.cause, &["typically because"]);
     }
 
     #[test]
