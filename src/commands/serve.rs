@@ -220,6 +220,7 @@ struct Stream {
     news: Option<mpsc::Receiver<StreamNews>>,
     watched: Watched,
     metrics: prometheus::StreamMetrics,
+    stream: events::Reconnects,
 }
 
 impl Stream {
@@ -265,15 +266,16 @@ impl Stream {
         match news.recv_timeout(until.saturating_duration_since(now)) {
             Ok(StreamNews::Up) => {
                 self.metrics.up = true;
-                self.metrics.connects += 1;
-                // What the stream missed meanwhile: a run now (the first
-                // connect follows a run, and needs none).
-                if self.metrics.connects > 1 {
+                // What the stream missed while down: a run now (a first
+                // connect at once follows a run, and needs none).
+                if self.stream.up() {
                     self.watched.look_now(Instant::now());
                 }
+                self.metrics.reconnects = self.stream.count;
                 Some(true)
             }
             Ok(StreamNews::Down(_)) => {
+                self.stream.down();
                 let changed = self.metrics.up;
                 self.metrics.up = false;
                 Some(changed)

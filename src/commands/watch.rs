@@ -26,7 +26,7 @@ use crate::exit_codes::{exit, COULD_NOT_CHECK, NOTHING_FOUND};
 use crate::inert;
 use crate::render::Format;
 use crate::report::Report;
-use crate::sources::events::{self, StreamNews};
+use crate::sources::events::{self, Reconnects, StreamNews};
 
 /// What the loop hears.
 enum Heard {
@@ -129,14 +129,14 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                 recorder_file.keep(watched.recorder());
             }
             Ok(Heard::Stream(StreamNews::Up)) => {
-                counts.connects += 1;
                 down_said = None;
-                if counts.connects > 1 {
+                if counts.stream.up() {
                     say(global, "event stream up again: looking at the whole node");
                 }
                 watched.look_now(Instant::now());
             }
             Ok(Heard::Stream(StreamNews::Down(reason))) => {
+                counts.stream.down();
                 if down_said.is_none_or(|at| at.elapsed() > DOWN_SAID_EVERY) {
                     say(
                         global,
@@ -170,7 +170,7 @@ struct Counts {
     /// The process's CPU when the last look ended.
     cpu: Duration,
     events: u64,
-    connects: u64,
+    stream: Reconnects,
 }
 
 /// One look, `check`'s, on a thread of its own (it runs its own runtime).
@@ -318,7 +318,7 @@ fn summary(
             "looks": counts.looks,
             "cpu_seconds": super::cpu_used().as_secs_f64(),
             "events": counts.events,
-            "reconnects": counts.connects.saturating_sub(1),
+            "reconnects": counts.stream.count,
         });
         writeln!(out, "{line}")?;
     } else {
@@ -329,7 +329,7 @@ fn summary(
             open.len(),
             counts.looks,
             counts.events,
-            counts.connects.saturating_sub(1),
+            counts.stream.count,
             super::cpu_used().as_secs_f64()
         )?;
         for finding in open {

@@ -222,8 +222,8 @@ pub fn render_loop(
 pub struct StreamMetrics {
     /// Subscribed now.
     pub up: bool,
-    /// Connects so far (the first one and each reconnect).
-    pub connects: u64,
+    /// Connects after the stream was down (see `events::Reconnects`).
+    pub reconnects: u64,
     /// Events heard, by topic (`tasks/exit`, ...).
     pub events: BTreeMap<String, u64>,
 }
@@ -247,13 +247,13 @@ pub fn render_stream(out: &mut dyn Write, command: &str, stream: &StreamMetrics)
     )?;
     writeln!(
         out,
-        "# HELP nodectl_event_stream_reconnects_total Connects to containerd's event stream after the first; events published meanwhile were not seen."
+        "# HELP nodectl_event_stream_reconnects_total Connects to containerd's event stream after it was down; events published meanwhile were not seen."
     )?;
     writeln!(out, "# TYPE nodectl_event_stream_reconnects_total counter")?;
     writeln!(
         out,
         "nodectl_event_stream_reconnects_total{{command=\"{command}\"}} {}",
-        stream.connects.saturating_sub(1)
+        stream.reconnects
     )?;
     writeln!(
         out,
@@ -641,7 +641,7 @@ mod tests {
     fn the_event_stream_is_told_up_with_its_reconnects_and_events_by_topic() {
         let stream = StreamMetrics {
             up: true,
-            connects: 3,
+            reconnects: 2,
             events: [
                 ("tasks/exit".to_string(), 5),
                 ("tasks/delete".to_string(), 2),

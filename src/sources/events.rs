@@ -35,6 +35,31 @@ pub enum StreamNews {
     Down(String),
 }
 
+/// Which of a stream's connects are reconnects: each that follows a `Down`.
+/// Not "every connect after the first": the first connect fails too when
+/// containerd restarts right after the subscription was asked for, and
+/// what was missed before a later one matters as much.
+#[derive(Debug, Default)]
+pub struct Reconnects {
+    down: bool,
+    /// Reconnects so far.
+    pub count: u64,
+}
+
+impl Reconnects {
+    /// The stream is down.
+    pub fn down(&mut self) {
+        self.down = true;
+    }
+
+    /// The stream is up: true when that is a reconnect.
+    pub fn up(&mut self) -> bool {
+        let again = std::mem::take(&mut self.down);
+        self.count += u64::from(again);
+        again
+    }
+}
+
 /// The first pause before a retry, doubled up to [`MOST_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// At most 5 s: a retry is one connect to a local socket, refused at once
@@ -222,5 +247,22 @@ mod tests {
             (event.topic.as_str(), event.container_id),
             ("/tasks/exit", None)
         );
+    }
+
+    #[test]
+    fn an_up_after_a_down_is_a_reconnect_even_the_first_up() {
+        let mut stream = Reconnects::default();
+        assert!(!stream.up(), "the first connect");
+        stream.down();
+        stream.down();
+        assert!(stream.up(), "after retries");
+        assert_eq!(stream.count, 1);
+        // containerd gone before the first connect: that connect, when it
+        // comes, follows a Down.
+        let mut stream = Reconnects::default();
+        stream.down();
+        assert!(stream.up());
+        assert!(!stream.up(), "an Up after an Up");
+        assert_eq!(stream.count, 1);
     }
 }
