@@ -161,7 +161,20 @@ fn zombie_exits_1_with_the_full_id_in_json() {
     assert_eq!(doc["findings"][0]["kind"], "zombie");
     assert_eq!(doc["findings"][0]["id"], RUNNING_ID);
     assert_eq!(doc["paths"]["root"]["origin"], "flag");
-    // What the person on the node acts on: the way out, and what to check next.
+    // What the person on the node acts on: the way out. This node has no
+    // containerd at all (nothing at its socket, no process of it).
+    let remedy = doc["findings"][0]["remedy"].as_str().unwrap();
+    assert!(remedy.starts_with("Start containerd"), "{remedy}");
+
+    // With its containerd running, the way out of a slow delete, and what
+    // to check next.
+    let node = Node::proven();
+    node.write_config();
+    node.add_status(RUNNING_ID, &dead_running_status());
+    let output = node.run(&["zombies", "-o", "json", "--settle", "100ms"]);
+    assert_eq!(output.status.code(), Some(1));
+    let doc = json(&output);
+    assert_eq!(doc["findings"][0]["id"], RUNNING_ID);
     let remedy = doc["findings"][0]["remedy"].as_str().unwrap();
     assert!(remedy.contains("restarting containerd"), "{remedy}");
     assert!(remedy.contains("nodectl leaked-shims"), "{remedy}");
