@@ -150,14 +150,19 @@ fn healthy_node_exits_0_and_says_which_paths_it_used() {
     );
 }
 
-#[test]
-fn zombie_exits_1_with_the_full_id_in_json() {
-    let node = Node::new();
+/// `zombies -o json` on `node` with one container CRI calls running whose
+/// process is gone: exit 1, and the report.
+fn one_zombie_on(node: Node) -> serde_json::Value {
     node.write_config();
     node.add_status(RUNNING_ID, &dead_running_status());
     let output = node.run(&["zombies", "-o", "json", "--settle", "100ms"]);
     assert_eq!(output.status.code(), Some(1));
-    let doc = json(&output);
+    json(&output)
+}
+
+#[test]
+fn zombie_exits_1_with_the_full_id_in_json() {
+    let doc = one_zombie_on(Node::new());
     assert_eq!(doc["findings"][0]["kind"], "zombie");
     assert_eq!(doc["findings"][0]["id"], RUNNING_ID);
     assert_eq!(doc["paths"]["root"]["origin"], "flag");
@@ -168,12 +173,7 @@ fn zombie_exits_1_with_the_full_id_in_json() {
 
     // With its containerd running, the way out of a slow delete, and what
     // to check next.
-    let node = Node::proven();
-    node.write_config();
-    node.add_status(RUNNING_ID, &dead_running_status());
-    let output = node.run(&["zombies", "-o", "json", "--settle", "100ms"]);
-    assert_eq!(output.status.code(), Some(1));
-    let doc = json(&output);
+    let doc = one_zombie_on(Node::proven());
     assert_eq!(doc["findings"][0]["id"], RUNNING_ID);
     let remedy = doc["findings"][0]["remedy"].as_str().unwrap();
     assert!(remedy.contains("restarting containerd"), "{remedy}");

@@ -306,11 +306,9 @@ async fn watch_finds_an_exit_while_containerd_was_down_once_and_tells_a_zombie_w
     // Asked now, nodectl tells the zombie as what it is: containerd down.
     let output = bed.nodectl(&["zombies", "-o", "json"]);
     let doc = support::report(&output);
-    let zombie = doc["findings"]
-        .as_array()
+    let zombie = support::findings_of_kind(&doc, "zombie")
         .into_iter()
-        .flatten()
-        .find(|f| f["kind"] == "zombie" && f["id"] == down.container_id.as_str());
+        .find(|f| f["id"] == down.container_id.as_str());
     let cause = zombie.and_then(|f| f["cause"].as_str()).unwrap_or_default();
     assert!(
         cause.starts_with("No containerd is running"),

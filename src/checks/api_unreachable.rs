@@ -56,9 +56,7 @@ pub fn gaps(snapshot: &Snapshot) -> Vec<Gap> {
 }
 
 fn unreachable(api: &str, address: &str, calls: &[ApiCall]) -> Option<Finding> {
-    let failed = calls
-        .iter()
-        .find(|c| c.method.reaches_the_api() && c.error.is_some())?;
+    let failed = ApiCall::first_unanswered(calls)?;
     let what = if failed.timed_out {
         format!("no answer within {:.0} ms", failed.latency_ms)
     } else {

@@ -25,8 +25,8 @@ use serde_json::Value;
 use crate::advisories::{self, Applied, Version, EXIT_LOST_TO_EXEC};
 use crate::checks::shared::ShimIndex;
 use crate::model::{
-    timestamp, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity, Snapshot,
-    Suspects, ThreadSample,
+    timestamp, ApiCall, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity,
+    Snapshot, Suspects, ThreadSample,
 };
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
@@ -285,11 +285,10 @@ fn finding(
 /// read and none is called containerd (a name is enough here: it only
 /// chooses the words).
 fn containerd_down(snapshot: &Snapshot) -> bool {
-    let unanswered = snapshot.containerd.as_ref().is_some_and(|view| {
-        view.calls
-            .iter()
-            .any(|c| c.method.reaches_the_api() && c.error.is_some())
-    });
+    let unanswered = snapshot
+        .containerd
+        .as_ref()
+        .is_some_and(|view| ApiCall::first_unanswered(&view.calls).is_some());
     unanswered
         && snapshot.paths.process.is_none()
         && snapshot.processes_read()
@@ -382,7 +381,7 @@ mod tests {
     use crate::inert::SHOWN_CAP;
     use crate::model::fixtures::*;
     use crate::model::{
-        Api, ApiCall, ContainerdVersion, ContainerdView, Gap, Method, Source, VersionSource,
+        Api, ContainerdVersion, ContainerdView, Gap, Method, Source, VersionSource,
     };
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {

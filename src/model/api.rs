@@ -111,6 +111,14 @@ pub struct ApiCall {
 }
 
 impl ApiCall {
+    /// The first of `calls` that did not reach the API (its connect or its
+    /// Version failed): the API did not answer at all.
+    pub fn first_unanswered(calls: &[ApiCall]) -> Option<&ApiCall> {
+        calls
+            .iter()
+            .find(|c| c.method.reaches_the_api() && c.error.is_some())
+    }
+
     /// The call without its API: `ContainerStatus <id>`, `connect`.
     pub fn text(&self) -> String {
         match &self.target {

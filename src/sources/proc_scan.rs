@@ -71,6 +71,15 @@ struct Piece {
     first_unread: Option<(PathBuf, String)>,
 }
 
+impl Piece {
+    /// `pid` lives but was not read; `why` (its path and the reason) is
+    /// kept for the first such.
+    fn note_unread(&mut self, pid: i32, why: impl FnOnce() -> (PathBuf, String)) {
+        self.unread.push(pid);
+        self.first_unread.get_or_insert_with(why);
+    }
+}
+
 /// Reads `pids` into `scan`, which is new. Two cores read procfs faster
 /// than one; the shims and gaps stay in the order of `pids`. The process
 /// table is built once, from every piece's list (a bulk build), not by an
@@ -214,11 +223,8 @@ impl<'a> Reader<'a> {
                 None => match Unread::judge(stat.starttime, self.stat(pid, piece)) {
                     Unread::Gone => return,
                     Unread::Reused => {
-                        piece.unread.push(pid);
-                        piece.first_unread.get_or_insert_with(|| {
-                            let path = self.proc_root.join(&name).join("stat");
-                            (path, "its pid was reused while it was read".to_string())
-                        });
+                        let reason = "its pid was reused while it was read";
+                        piece.note_unread(pid, || (dir.join("stat"), reason.to_string()));
                         return;
                     }
                     Unread::Now(state) => info.state = state,
@@ -243,10 +249,8 @@ impl<'a> Reader<'a> {
                 // Gone is churn; anything else leaves a live process unseen,
                 // which a check must not take for one that exited.
                 if let Some(reason) = read_failure(&err) {
-                    piece.unread.push(pid);
-                    piece.first_unread.get_or_insert_with(|| {
-                        (self.proc_root.join(pid.to_string()).join("stat"), reason)
-                    });
+                    let path = || self.proc_root.join(pid.to_string()).join("stat");
+                    piece.note_unread(pid, || (path(), reason));
                 }
                 None
             }

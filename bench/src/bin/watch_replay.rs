@@ -31,6 +31,7 @@ use clap::Parser;
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::sys::signal::{raise, Signal};
 use nodectl::cli::{Cli, Command};
+use nodectl::commands::cpu_used;
 use nodectl::commands::watch::{self, Teller};
 use nodectl::model::Event;
 use nodectl::sources::events::StreamNews;
@@ -135,11 +136,6 @@ fn replay(ids: Vec<String>, rate: u32) -> watch::Replay {
     })
 }
 
-/// The process's CPU, as `watch` counts it to pace its looks.
-fn cpu() -> Duration {
-    nodectl::commands::cpu_used()
-}
-
 fn main() -> ExitCode {
     let options = match options() {
         Ok(options) => options,
@@ -161,9 +157,9 @@ fn main() -> ExitCode {
     let (warmup, seconds) = (options.warmup, options.seconds);
     let measured = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(warmup));
-        let (from, at) = (cpu(), Instant::now());
+        let (from, at) = (cpu_used(), Instant::now());
         std::thread::sleep(Duration::from_secs(seconds));
-        let (used, took) = (cpu() - from, at.elapsed());
+        let (used, took) = (cpu_used() - from, at.elapsed());
         // watch ends on SIGTERM, with its summary on stdout.
         let _ = raise(Signal::SIGTERM);
         (used, took)
