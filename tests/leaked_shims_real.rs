@@ -534,9 +534,10 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
     assert!(is_mount_point(&rootfs) && bundles.join(&bare).is_dir());
     // A shim of a test running beside this one may be ending while nodectl
     // reads it: its command line already empty, its state not yet Z (one
-    // gone by its second read is skipped). nodectl then refuses every
-    // removal (what that shim served is unknown), rightly. Asked again
-    // once, as a user would.
+    // gone by its second read is skipped). nodectl then looks once more,
+    // 0.5 s on, and refuses every removal (what that shim served is
+    // unknown) if it is still there, rightly. Asked again once, as a user
+    // would.
     let plan = || bed.nodectl(&["leaked-mounts", "--unmount", "--remove-bundles"]);
     let mut table = plan();
     if String::from_utf8_lossy(&table.stdout).contains("could not be read") {

@@ -74,6 +74,26 @@ pub enum IdKind {
     Sandbox,
 }
 
+/// A live process with a shim's name on `fresh` whose service cannot be
+/// told, which makes [`still_dead`] refuse every target: its command line
+/// unread (a process already exiting reads an empty one), or without `-id`
+/// (containerd 2.x runs `containerd-shim-runc-v2 -info` as CRI starts, to
+/// learn the runtime's features; it ends within milliseconds). Both are
+/// usually gone a moment later, so [`walk::walk`] gathers once more before
+/// it judges. Pure.
+pub fn shim_of_unknown_service(fresh: &Snapshot) -> Option<i32> {
+    let live = |pid: &i32| fresh.processes.get(pid).is_none_or(ProcessInfo::is_running);
+    let without_id = fresh.shims.iter().filter(|s| s.id.is_none()).map(|s| s.pid);
+    let read = |pid: &i32| fresh.shims.iter().any(|s| s.pid == *pid);
+    let unread = fresh
+        .processes
+        .values()
+        .filter(|p| p.comm == SHIM_PREFIX)
+        .map(|p| p.pid)
+        .filter(|pid| !read(pid));
+    without_id.chain(unread).find(live)
+}
+
 /// Why `id` (in containerd `namespace`) must be left alone on `fresh`, if
 /// anything says it lives: its mount table unread, containerd not answering
 /// (its records and tasks are the proof that nothing owns the id), a record
@@ -352,6 +372,31 @@ mod tests {
         with_live_shim(&mut t, anonymous);
         let err = refusal(&t, &id('a'), IdKind::Task);
         assert!(err.contains("shim pid 82 has no -id"), "{err}");
+    }
+
+    #[test]
+    fn a_live_shim_unread_or_without_an_id_is_one_whose_service_is_unknown() {
+        let s = pod_of_a();
+        let mut t = s.clone();
+        with_live_shim(&mut t, shim(81, &id('t'), ADDRESS, &[]));
+        assert_eq!(
+            shim_of_unknown_service(&t),
+            None,
+            "its -id says what it serves"
+        );
+        // Its command line not read.
+        t.shims.clear();
+        assert_eq!(shim_of_unknown_service(&t), Some(81));
+        // Read, without `-id` (containerd 2.x's `-info` run).
+        let mut t = s.clone();
+        let mut info = shim(82, &id('t'), ADDRESS, &[]);
+        info.id = None;
+        info.namespace = None;
+        with_live_shim(&mut t, info);
+        assert_eq!(shim_of_unknown_service(&t), Some(82));
+        // Ended, waiting to be reaped: it serves nothing.
+        t.processes.get_mut(&82).unwrap().state = 'Z';
+        assert_eq!(shim_of_unknown_service(&t), None);
     }
 
     #[test]

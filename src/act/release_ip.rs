@@ -102,7 +102,7 @@ pub fn run(
     before: &Snapshot,
     settings: &Settings,
     act: bool,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
     walk(before, targets, act, &mut Release { settings }, regather)

@@ -80,7 +80,7 @@ pub fn run(
     before: &Snapshot,
     act: bool,
     unmounting: &BTreeSet<PathBuf>,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     walk(
         before,

@@ -112,7 +112,7 @@ pub fn run(
     before: &Snapshot,
     settings: &Settings,
     act: bool,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
     walk(before, targets, act, &mut Remove { settings }, regather)
@@ -295,7 +295,7 @@ mod tests {
             (unanswered, CleanupOutcome::Refused, "did not answer"),
             (gone, CleanupOutcome::AlreadyGone, "no longer exists"),
         ] {
-            let done = run(&before, &Settings::default(), true, || fresh);
+            let done = run(&before, &Settings::default(), true, || fresh.clone());
             assert_eq!(done[0].outcome, outcome, "{done:?}");
             assert!(done[0].detail.contains(says), "{done:?}");
             assert!(pod.exists());

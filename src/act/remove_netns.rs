@@ -83,7 +83,7 @@ pub fn run(
     before: &Snapshot,
     settings: &Settings,
     act: bool,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
     walk(before, targets, act, &mut Release { settings }, regather)
@@ -246,7 +246,7 @@ mod tests {
                 "no longer mounted",
             ),
         ] {
-            let done = run(&before, &Settings::default(), true, || fresh);
+            let done = run(&before, &Settings::default(), true, || fresh.clone());
             assert_eq!(done[0].outcome, outcome, "{done:?}");
             assert!(done[0].detail.contains(says), "{done:?}");
         }

@@ -67,7 +67,7 @@ pub fn run(
     before: &Snapshot,
     settings: &Settings,
     act: bool,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
     remove: impl FnMut(&str) -> Result<(), String>,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
@@ -158,7 +158,7 @@ mod tests {
             before,
             &Settings::default(),
             act,
-            || fresh,
+            || fresh.clone(),
             |id| {
                 removed.push(id.to_string());
                 Ok(())

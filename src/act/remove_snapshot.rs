@@ -44,7 +44,7 @@ pub fn run(
     before: &Snapshot,
     settings: &Settings,
     act: bool,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
     remove: impl FnMut(&str, &str) -> Result<(), String>,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
@@ -144,7 +144,7 @@ mod tests {
             before,
             &Settings::default(),
             act,
-            || fresh,
+            || fresh.clone(),
             |s, k| {
                 removed.push(format!("{s}/{k}"));
                 Ok(())

@@ -86,7 +86,7 @@ pub fn run(
     options: Options,
     allowed: Result<(), String>,
     own_mountinfo: &Path,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     let mut unmount = Unmount {
         lazy: options.lazy,

@@ -5,8 +5,17 @@
 //! with the reason, and record a row. An action supplies only what is its
 //! own: its judgement, how it acts, and its row.
 
-use crate::act::{daemon_proven, Verdict};
+use std::time::Duration;
+
+use crate::act::{daemon_proven, shim_of_unknown_service, Verdict};
 use crate::model::{CleanupOutcome, Outcome, Snapshot};
+
+/// How long [`walk`] waits to gather once more when its fresh snapshot
+/// holds a shim whose service cannot be told (see
+/// [`shim_of_unknown_service`]): such a process ends within milliseconds
+/// (`containerd-shim-runc-v2 -info` takes 10 ms here), and every target
+/// would be refused because of it. One wait, one more gather, at most.
+pub const SETTLE: Duration = Duration::from_millis(500);
 
 /// What one kind of action supplies to [`walk`].
 pub trait Act {
@@ -53,21 +62,38 @@ impl Told for Outcome {
 
 /// Acts on `targets` (or, without `acting`, plans) with `action`, in their
 /// order: with none, nothing is gathered; otherwise the node is gathered
-/// again once (`regather`), right before acting, and every target is refused
-/// (the plan too) unless that is still the proven daemon `before` found,
-/// then each is judged again on that fresh snapshot and acted on only if
-/// its verdict lets it go.
+/// again (`regather`), right before acting (a second time, after [`SETTLE`],
+/// when a shim whose service cannot be told was there), and every target is
+/// refused (the plan too) unless that is still the proven daemon `before`
+/// found, then each is judged again on that fresh snapshot and acted on only
+/// if its verdict lets it go.
 pub fn walk<A: Act>(
     before: &Snapshot,
     targets: Vec<A::Target>,
     acting: bool,
     action: &mut A,
-    regather: impl FnOnce() -> Snapshot,
+    regather: impl FnMut() -> Snapshot,
+) -> Vec<A::Row> {
+    walk_settling(before, targets, acting, action, regather, SETTLE)
+}
+
+/// [`walk`], waiting `settle` before gathering a second time.
+fn walk_settling<A: Act>(
+    before: &Snapshot,
+    targets: Vec<A::Target>,
+    acting: bool,
+    action: &mut A,
+    mut regather: impl FnMut() -> Snapshot,
+    settle: Duration,
 ) -> Vec<A::Row> {
     if targets.is_empty() {
         return Vec::new();
     }
-    let fresh = regather();
+    let mut fresh = regather();
+    if shim_of_unknown_service(&fresh).is_some() {
+        std::thread::sleep(settle);
+        fresh = regather();
+    }
     let proven = daemon_proven(before, &fresh);
     targets
         .into_iter()
@@ -157,6 +183,72 @@ mod tests {
         // Nothing to act on: nothing is gathered.
         let (rows, _, gathered) = run(&s, &s, &[], true);
         assert_eq!((rows.len(), gathered), (0, 0));
+    }
+
+    /// Refuses every target while a shim whose service is unknown is
+    /// there, as `still_dead` does.
+    struct WhileUnknownShim;
+
+    impl Act for WhileUnknownShim {
+        type Target = u8;
+        type Outcome = CleanupOutcome;
+        type Row = (u8, CleanupOutcome);
+        fn verdict(&self, fresh: &Snapshot, _: &u8) -> Verdict {
+            match shim_of_unknown_service(fresh) {
+                Some(pid) => Verdict::Refuse(format!("shim pid {pid} has no -id")),
+                None => Verdict::Go,
+            }
+        }
+        fn would(&self, _: &u8) -> (CleanupOutcome, String) {
+            (CleanupOutcome::WouldRemove, String::new())
+        }
+        fn act(&mut self, _: &u8) -> (CleanupOutcome, String) {
+            (CleanupOutcome::Removed, String::new())
+        }
+        fn record(
+            &self,
+            n: u8,
+            o: CleanupOutcome,
+            _: String,
+            _: &Snapshot,
+        ) -> (u8, CleanupOutcome) {
+            (n, o)
+        }
+    }
+
+    #[test]
+    fn a_shim_whose_service_is_unknown_is_looked_at_once_more_before_judging() {
+        let before = of_proven_daemon(snapshot());
+        let mut passing = before.clone();
+        let mut info = shim(82, "t", "/run/containerd/containerd.sock", &[]);
+        info.id = None;
+        with_live_shim(&mut passing, info);
+        // Each call of `regather` takes the next look; the number taken.
+        let judged = |looks: Vec<Snapshot>| {
+            let mut looks = looks.into_iter();
+            let taken = Cell::new(0);
+            let rows = walk_settling(
+                &before,
+                vec![1],
+                true,
+                &mut WhileUnknownShim,
+                || {
+                    taken.set(taken.get() + 1);
+                    looks.next().expect("no more looks than given")
+                },
+                Duration::ZERO,
+            );
+            (rows, taken.get())
+        };
+        // Gone by the second look: the target is judged on that one.
+        let (rows, taken) = judged(vec![passing.clone(), before.clone()]);
+        assert_eq!((rows, taken), (vec![(1, CleanupOutcome::Removed)], 2));
+        // Still there: refused, and no third look.
+        let (rows, taken) = judged(vec![passing.clone(), passing, before.clone()]);
+        assert_eq!((rows, taken), (vec![(1, CleanupOutcome::Refused)], 2));
+        // None there: one look.
+        let (rows, taken) = judged(vec![before.clone()]);
+        assert_eq!((rows, taken), (vec![(1, CleanupOutcome::Removed)], 1));
     }
 
     #[test]
