@@ -84,14 +84,18 @@ pub enum IdKind {
 pub fn shim_of_unknown_service(fresh: &Snapshot) -> Option<i32> {
     let live = |pid: &i32| fresh.processes.get(pid).is_none_or(ProcessInfo::is_running);
     let without_id = fresh.shims.iter().filter(|s| s.id.is_none()).map(|s| s.pid);
-    let read = |pid: &i32| fresh.shims.iter().any(|s| s.pid == *pid);
-    let unread = fresh
+    without_id.filter(live).chain(unread_shims(fresh)).next()
+}
+
+/// Live processes with a shim's name whose command line was not read. Every
+/// shim's comm is the prefix (the kernel cuts it at 15 bytes).
+fn unread_shims(fresh: &Snapshot) -> impl Iterator<Item = i32> + '_ {
+    let read = |pid: i32| fresh.shims.iter().any(|s| s.pid == pid);
+    fresh
         .processes
         .values()
-        .filter(|p| p.comm == SHIM_PREFIX)
+        .filter(move |p| p.comm == SHIM_PREFIX && p.is_running() && !read(p.pid))
         .map(|p| p.pid)
-        .filter(|pid| !read(pid));
-    without_id.chain(unread).find(live)
 }
 
 /// Why `id` (in containerd `namespace`) must be left alone on `fresh`, if
@@ -157,16 +161,9 @@ fn no_shim_serves(fresh: &Snapshot, namespace: &str, id: &str, kind: IdKind) -> 
             "process {pid} could not be read, and it may be a shim serving it"
         ));
     }
-    // Every shim's comm is the prefix (the kernel cuts it at 15 bytes).
-    let read = |pid: i32| fresh.shims.iter().any(|s| s.pid == pid);
-    if let Some(unread) = fresh
-        .processes
-        .values()
-        .find(|p| p.comm == SHIM_PREFIX && p.is_running() && !read(p.pid))
-    {
+    if let Some(unread) = unread_shims(fresh).next() {
         return Err(format!(
-            "shim pid {} could not be read, so what it serves is unknown",
-            unread.pid
+            "shim pid {unread} could not be read, so what it serves is unknown"
         ));
     }
     // Bundles were read for the snapshot's namespace only.
