@@ -249,27 +249,21 @@ pub(crate) fn read_proc_string(path: &Path, limit: u64) -> io::Result<String> {
 }
 
 /// Reads to the end, but never more than `limit` bytes (the file may have
-/// grown since `fstat`), into a buffer sized from `fstat` (and the cap), so
-/// that one `read` normally gets it all. The end is where a `read` returns
-/// 0, or where one leaves room in the buffer having reached the size `fstat`
-/// gave: a regular file hands out what it holds, up to the room asked for.
-/// A loop, not one `read`: FUSE and NFS may return short reads before the
-/// end (short of the size, they are read on).
+/// grown since `fstat`), into a buffer sized from `fstat` (and the cap).
+/// The end is only where a `read` returns 0: a short read proves nothing.
+/// procfs, sysfs and cgroupfs files say size 0 (or a page) whatever they
+/// hold, and a seq_file hands out at most a page of whole records per read
+/// (a 4 KiB read of a mount table returns about 4,000 bytes, and so do all
+/// after it), so a reader that stopped at the first read leaving room would
+/// see a node's mount table cut after its first page; FUSE and NFS may
+/// return short reads before the end too. On a local file the read that
+/// says 0 costs a syscall and no I/O.
 fn read_at_most(file: &mut File, limit: u64, size: u64) -> io::Result<Vec<u8>> {
     let cap = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
     // Room for one byte more than `fstat` said: a file that grew shows so.
     let mut bytes = vec![0; (size.min(limit) as usize).saturating_add(1).min(cap)];
     let mut filled = 0;
     loop {
-        let n = match file.read(&mut bytes[filled..]) {
-            Ok(n) => n,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err),
-        };
-        filled += n;
-        if n == 0 || (filled < bytes.len() && filled as u64 >= size) {
-            break;
-        }
         if filled == bytes.len() {
             if bytes.len() >= cap {
                 return Err(too_large(limit, filled as u64));
@@ -278,6 +272,15 @@ fn read_at_most(file: &mut File, limit: u64, size: u64) -> io::Result<Vec<u8>> {
             let grown = bytes.len().saturating_mul(2).clamp(64, cap);
             bytes.resize(grown, 0);
         }
+        let n = match file.read(&mut bytes[filled..]) {
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if n == 0 {
+            break;
+        }
+        filled += n;
     }
     bytes.truncate(filled);
     Ok(bytes)
@@ -468,6 +471,44 @@ mod tests {
                 .starts_with("101 bytes, larger than the 100"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_proc_file_handed_out_a_page_at_a_time_is_read_to_its_end() {
+        // A seq_file (the mount table, smaps) returns at most about a page
+        // of whole records per read, however much room the read leaves:
+        // `smaps` of a sleeping process is some 28 KB, so a reader that took
+        // the first short read for the end would keep only its first page.
+        // The process sleeps, so its mappings, and the file, stay the same.
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let path = PathBuf::from(format!("/proc/{}/smaps", sleeper.id()));
+        // Once it sleeps (its stat says S), its libraries are mapped.
+        let stat = PathBuf::from(format!("/proc/{}/stat", sleeper.id()));
+        let asleep = || {
+            let record = std::fs::read_to_string(&stat).unwrap_or_default();
+            record
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.starts_with(" S"))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !asleep() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ours = read_proc(&path, 64 << 20);
+        let whole = std::fs::read(&path);
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        let (ours, whole) = (ours.unwrap(), whole.unwrap());
+        assert!(whole.len() > 3 * 4096, "{} bytes only", whole.len());
+        assert_eq!(ours.len(), whole.len());
+        assert_eq!(ours, whole);
+        // The cap holds on such a file too: past it, an error, never a cut.
+        let error = read_proc(&path, 8192);
+        assert!(error.is_err(), "read {:?} bytes", error.map(|b| b.len()));
     }
 
     #[test]
