@@ -12,7 +12,10 @@
 //! - [`stall`]: holding one shim thread at one syscall (ptrace), for races;
 //! - [`leaked`]: nodectl finds the shims a test leaked, `--kill` ends them;
 //! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it;
-//! - [`cni`]: real CNI networking for the networked bed, and a leaked pod IP.
+//! - [`cni`]: real CNI networking for the networked bed, and a leaked pod IP;
+//! - [`neighbourhood`]: what a real node has beside containerd (a mount
+//!   table of hundreds of KB before the bed's, an unprivileged user's
+//!   processes), built with every bed.
 //!
 //! Below: helpers for the tests' nodectl reports.
 // Each test crate includes this module and uses a different part of it
@@ -25,6 +28,7 @@ mod fake_daemon;
 mod image;
 mod leaked;
 mod line;
+mod neighbourhood;
 mod orphan_shim;
 pub mod procs;
 pub mod serve;

@@ -167,8 +167,9 @@ impl TestBed {
             }
         }
 
-        // 5. Mounts (rootfs overlays, sandbox shm, anything a test mounted),
-        //    then cgroups, then the files.
+        // 5. Mounts (rootfs overlays, sandbox shm, the neighbourhood's
+        //    padding, anything a test mounted), then cgroups, then the files.
+        problems.extend(self.neighbourhood.end());
         let left = unmount_below(&self.dir);
         if !left.is_empty() {
             problems.push(format!("still mounted: {left:?}"));
@@ -371,7 +372,7 @@ pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
 
 /// Lazily detaches every mount below `dir`, deepest first, a few rounds
 /// (stacked mounts reveal the one below); returns what is still mounted.
-fn unmount_below(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn unmount_below(dir: &Path) -> Vec<PathBuf> {
     for _ in 0..5 {
         let mut points = mounts_below(dir);
         if points.is_empty() {

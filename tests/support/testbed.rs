@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::cni::{self, Cni};
 use super::image::{self, IMAGE};
 use super::line::{Containerd, Line};
+use super::neighbourhood::Neighbourhood;
 use super::procs;
 use super::strace::{self, Strace};
 use super::{run_bounded, skip, which};
@@ -54,6 +55,8 @@ pub struct TestBed {
     /// Real CNI networking ([`TestBed::start_networked`]); None: host
     /// network pods only.
     pub(crate) cni: Option<Cni>,
+    /// What a real node has beside containerd (see [`Neighbourhood`]).
+    pub(crate) neighbourhood: Neighbourhood,
 }
 
 /// Says why the test bed cannot run: in CI that fails the test, elsewhere
@@ -219,14 +222,26 @@ impl TestBed {
             .to_string_lossy()
             .into_owned();
         let cgroup_parent = format!("/{name}");
-        fs::write(
+        // Before containerd starts: the bed's every mount comes after it.
+        let mut neighbourhood = match Neighbourhood::build(&dir) {
+            Ok(neighbourhood) => neighbourhood,
+            Err(e) => {
+                let left = super::teardown::unmount_below(&dir);
+                return Err(format!("{e} (still mounted: {left:?})"));
+            }
+        };
+        let written = fs::write(
             &config,
             config_toml(&dir, release.line, networked.is_some()),
         )
-        .map_err(|e| format!("{}: {e}", config.display()))?;
-        let cni = match networked {
-            Some(subnet) => Some(Cni::write(&dir, subnet)?),
-            None => None,
+        .map_err(|e| format!("{}: {e}", config.display()))
+        .and_then(|()| match networked {
+            Some(subnet) => Cni::write(&dir, subnet).map(Some),
+            None => Ok(None),
+        });
+        let cni = match written {
+            Ok(cni) => cni,
+            Err(e) => return Err(neighbourhood.abandon(&dir, e)),
         };
         let spawned = spawn_containerd(&release, &config, &log, cni.as_ref());
         let (containerd, cni) = match (spawned, cni) {
@@ -237,14 +252,14 @@ impl TestBed {
                     let _ = containerd.kill();
                     let _ = containerd.wait();
                     cni.teardown(&BTreeSet::new());
-                    return Err(e);
+                    return Err(neighbourhood.abandon(&dir, e));
                 }
             },
             (Err(e), cni) => {
                 if let Some(mut cni) = cni {
                     cni.teardown(&BTreeSet::new());
                 }
-                return Err(e);
+                return Err(neighbourhood.abandon(&dir, e));
             }
         };
         Ok(TestBed {
@@ -264,6 +279,7 @@ impl TestBed {
             seen_shims: Default::default(),
             torn_down: false,
             cni,
+            neighbourhood,
         })
     }
 
