@@ -29,7 +29,7 @@ pub fn render(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "nodectl_containerd_info{{command=\"{command}\",version=\"{}\",source=\"{}\"}} 1",
-        escape(&capped(version, VERSION_LABEL_LIMIT)),
+        node_label(version),
         report.containerd.source.as_str()
     )?;
     gauge(
@@ -264,7 +264,7 @@ pub fn render_stream(out: &mut dyn Write, command: &str, stream: &StreamMetrics)
         writeln!(
             out,
             "nodectl_events_total{{command=\"{command}\",topic=\"{}\"}} {count}",
-            escape(topic)
+            node_label(topic)
         )?;
     }
     Ok(())
@@ -288,7 +288,7 @@ fn pod_addresses(out: &mut dyn Write, report: &Report, command: &str) -> io::Res
         writeln!(
             out,
             "nodectl_pod_addresses_reserved{{command=\"{command}\",network=\"{}\"}} {}",
-            escape(&capped(&use_of.network, VERSION_LABEL_LIMIT)),
+            node_label(&use_of.network),
             use_of.reserved
         )?;
     }
@@ -302,7 +302,7 @@ fn pod_addresses(out: &mut dyn Write, report: &Report, command: &str) -> io::Res
             writeln!(
                 out,
                 "nodectl_pod_addresses_capacity{{command=\"{command}\",network=\"{}\"}} {capacity}",
-                escape(&capped(&use_of.network, VERSION_LABEL_LIMIT)),
+                node_label(&use_of.network),
             )?;
         }
     }
@@ -320,6 +320,16 @@ const VERSION_LABEL_LIMIT: usize = 64;
 
 fn capped(value: &str, limit: usize) -> String {
     value.chars().take(limit).collect()
+}
+
+/// A label value that came from the node (a CNI network's name, the
+/// version a binary printed, an event's topic): cut short, so that a strange
+/// one cannot bloat every scrape, and inert as in every text output, so that
+/// no control, bidirectional or separator character reaches a dashboard or
+/// a terminal that shows the scrape (`\x1b` stays a backslash and three
+/// characters there).
+fn node_label(value: &str) -> String {
+    escape(&crate::inert::inert(&capped(value, VERSION_LABEL_LIMIT)))
 }
 
 /// Label values escape backslash, double quote and newline.
@@ -410,6 +420,40 @@ mod tests {
         assert!(
             !text.contains("nodectl_pod_addresses_capacity{command=\"check\",network=\"unsized\"")
         );
+    }
+
+    #[test]
+    fn a_node_string_reaches_a_label_inert_and_short() {
+        let s = snapshot();
+        let mut report = Report::new("check", "k8s.io", s.paths.clone(), vec![], vec![]);
+        let hostile = "pods\u{1b}]0;owned\u{7}\u{2028}\u{202e}x\ny";
+        report.containerd.version = Some(format!("1.7.0{hostile}"));
+        report.pod_addresses = vec![crate::model::AddressUse {
+            network: format!("{hostile}{}", "n".repeat(500)),
+            reserved: 1,
+            capacity: Some(2),
+        }];
+        let mut out = Vec::new();
+        render(&report, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for line in text.lines() {
+            assert!(
+                !line
+                    .chars()
+                    .any(|c| c.is_control()
+                        || crate::inert::inert(&c.to_string()).len() > c.len_utf8()),
+                "{line:?}"
+            );
+        }
+        let network = text
+            .lines()
+            .find(|l| l.starts_with("nodectl_pod_addresses_reserved{"))
+            .unwrap();
+        assert!(
+            network.contains("network=\"pods\\\\x1b]0;owned\\\\x07\\\\u{2028}\\\\u{202e}x\\\\x0ay"),
+            "{network}"
+        );
+        assert!(network.len() < 200, "{network}");
     }
 
     fn rendered(findings: Vec<crate::model::Finding>, gaps: Vec<Gap>) -> String {
