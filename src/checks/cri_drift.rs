@@ -10,13 +10,19 @@ use serde_json::json;
 
 use crate::checks::zombie;
 
-use crate::model::{CriApiState, Finding, Kind, Severity, Snapshot, TaskStatus, TaskView};
+use crate::model::{
+    CriApiState, Finding, Kind, Severity, Snapshot, TaskStatus, TaskView, CRI_NAMESPACE,
+};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let (Some(cri), Some(containerd)) = (&snapshot.cri, &snapshot.containerd) else {
         return Vec::new();
     };
-    let Some(namespace) = containerd.namespaces.get(&snapshot.namespace) else {
+    // CRI keeps its pods in containerd's `k8s.io` namespace whatever `-n`
+    // names (containerd's CRI plugin hard-codes it): another namespace's
+    // tasks are not CRI's, and comparing them called every CRI container
+    // drifted (`-n moby check`).
+    let Some(namespace) = containerd.namespaces.get(CRI_NAMESPACE) else {
         return Vec::new();
     };
     let (Some(cri_containers), Some(tasks)) = (&cri.containers, &namespace.tasks) else {
@@ -203,6 +209,36 @@ mod tests {
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].id, id('a'));
         assert_eq!(findings[0].evidence["task_state"], "stopped");
+    }
+
+    #[test]
+    fn cri_is_compared_with_its_own_namespace_whatever_n_names() {
+        let mut s = with_views(
+            vec![
+                item(&id('a'), CriApiState::ContainerRunning),
+                item(&id('b'), CriApiState::ContainerRunning),
+            ],
+            vec![],
+            &[id('a'), id('b')],
+            vec![
+                task(&id('a'), TaskStatus::Running, 10),
+                task(&id('b'), TaskStatus::Stopped, 11),
+            ],
+        );
+        // `-n moby`: moby's namespace has other tasks, none of CRI's.
+        s.namespace = "moby".to_string();
+        let containerd = s.containerd.as_mut().unwrap();
+        containerd.namespaces.insert(
+            "moby".to_string(),
+            NamespaceView {
+                containers: Some(BTreeSet::from([id('m')])),
+                tasks: Some(vec![task(&id('m'), TaskStatus::Running, 12)]),
+                ..NamespaceView::default()
+            },
+        );
+        let findings = check(&s);
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, [id('b')], "{findings:#?}");
     }
 
     #[test]
