@@ -16,8 +16,8 @@ pub mod unmount;
 pub mod walk;
 
 use crate::checks::shared::short;
-use crate::model::shim::SHIM_PREFIX;
-use crate::model::{Bundle, CriItem, ProcessInfo, Snapshot, Source};
+use crate::model::shim::{cannot_be_a_shim, SHIM_PREFIX};
+use crate::model::{Bundle, CriItem, ProcessInfo, Shim, Snapshot, Source};
 
 /// What the re-verification on a fresh snapshot says about one target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,8 +83,19 @@ pub enum IdKind {
 /// it judges. Pure.
 pub fn shim_of_unknown_service(fresh: &Snapshot) -> Option<i32> {
     let live = |pid: &i32| fresh.processes.get(pid).is_none_or(ProcessInfo::is_running);
-    let without_id = fresh.shims.iter().filter(|s| s.id.is_none()).map(|s| s.pid);
+    let without_id = possible_shims(fresh)
+        .filter(|s| s.id.is_none())
+        .map(|s| s.pid);
     without_id.filter(live).chain(unread_shims(fresh)).next()
+}
+
+/// The shims of `fresh` that may be a containerd's: every one but those
+/// the kernel's facts rule out (see [`cannot_be_a_shim`]).
+fn possible_shims(fresh: &Snapshot) -> impl Iterator<Item = &Shim> + '_ {
+    fresh
+        .shims
+        .iter()
+        .filter(|shim| cannot_be_a_shim(shim).is_none())
 }
 
 /// Live processes with a shim's name whose command line was not read. Every
@@ -102,7 +113,8 @@ fn unread_shims(fresh: &Snapshot) -> impl Iterator<Item = i32> + '_ {
 /// anything says it lives: its mount table unread, containerd not answering
 /// (its records and tasks are the proof that nothing owns the id), a record
 /// or a task for the id, CRI listing it, or a live shim that serves it or
-/// may (see [`no_shim_serves`]), of any containerd, proven or not. Pure.
+/// may (see [`no_shim_serves`]), of any containerd, proven or not, unless
+/// the kernel's facts say it is none (see [`cannot_be_a_shim`]). Pure.
 pub fn still_dead(fresh: &Snapshot, namespace: &str, id: &str, kind: IdKind) -> Result<(), String> {
     // Any line of it unread may be a mount on the very path: refused too.
     if let Some(gap) = fresh.gaps.iter().find(|g| g.source == Source::Mountinfo) {
@@ -186,7 +198,7 @@ fn no_shim_serves(fresh: &Snapshot, namespace: &str, id: &str, kind: IdKind) -> 
             .get(&pid)
             .is_none_or(ProcessInfo::is_running)
     };
-    for shim in fresh.shims.iter().filter(|s| live(s.pid)) {
+    for shim in possible_shims(fresh).filter(|s| live(s.pid)) {
         let pid = shim.pid;
         if shim.id.as_deref() == Some(id) {
             return Err(format!("a shim for it is alive (pid {pid})"));
@@ -239,7 +251,7 @@ fn no_shim_serves(fresh: &Snapshot, namespace: &str, id: &str, kind: IdKind) -> 
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CriView, Gap, TaskStatus, TaskView, RUNC_GROUP_ANNOTATION};
+    use crate::model::{CriView, Gap, ShimProof, TaskStatus, TaskView, RUNC_GROUP_ANNOTATION};
 
     /// containerd answers and knows none of them; app container `a` of pod
     /// `s` has its bundle (its spec read), and so has the pod's sandbox.
@@ -369,6 +381,46 @@ mod tests {
         with_live_shim(&mut t, anonymous);
         let err = refusal(&t, &id('a'), IdKind::Task);
         assert!(err.contains("shim pid 82 has no -id"), "{err}");
+    }
+
+    #[test]
+    fn a_process_named_like_a_shim_that_the_kernel_says_is_none_refuses_nothing() {
+        let s = pod_of_a();
+        // A tenant's process, named like a shim, with no -id.
+        let mut tenant = proven(shim(83, &id('t'), ADDRESS, &[]));
+        tenant.id = None;
+        for (what, change) in [
+            (
+                "another pid namespace",
+                (|p: &mut ShimProof| p.namespaces.as_mut().unwrap().pid = 9) as fn(&mut ShimProof),
+            ),
+            ("another mount namespace", |p| {
+                p.namespaces.as_mut().unwrap().mnt = 9
+            }),
+            ("a binary a user owns", |p| p.exe_uid = Some(1001)),
+        ] {
+            let mut t = s.clone();
+            let mut process = tenant.clone();
+            change(process.proof.as_mut().unwrap());
+            with_live_shim(&mut t, process);
+            assert_eq!(
+                still_dead(&t, "k8s.io", &id('a'), IdKind::Task),
+                Ok(()),
+                "{what}"
+            );
+            assert_eq!(shim_of_unknown_service(&t), None, "{what}");
+        }
+        // In the host's namespaces, from root's binary: it may be a shim.
+        let mut t = s.clone();
+        with_live_shim(&mut t, tenant.clone());
+        assert!(refusal(&t, &id('a'), IdKind::Task).contains("shim pid 83 has no -id"));
+        assert_eq!(shim_of_unknown_service(&t), Some(83));
+        // Its namespaces unread prove nothing: it may be a shim.
+        let mut t = s.clone();
+        let mut unread = tenant;
+        unread.proof.as_mut().unwrap().namespaces = None;
+        with_live_shim(&mut t, unread);
+        assert!(refusal(&t, &id('a'), IdKind::Task).contains("shim pid 83 has no -id"));
     }
 
     #[test]

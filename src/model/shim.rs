@@ -191,6 +191,40 @@ impl Identity {
     }
 }
 
+/// Why `shim` cannot be a shim of any containerd on this node, when its
+/// facts say so: the kernel put it in another pid or mount namespace than
+/// the reference (the proven containerd, else PID 1), or it runs a binary
+/// neither root nor containerd's user owns. containerd starts every shim as
+/// itself, in its own namespaces, from its own binary; a tenant can name a
+/// process of its own container like one, and without `-id` it made every
+/// cleanup refuse "what it serves is unknown" for as long as it lived.
+/// Facts that could not be read prove nothing: such a process may still be
+/// a shim (`None`). Pure.
+pub fn cannot_be_a_shim(shim: &Shim) -> Option<String> {
+    let proof = shim.proof.as_ref()?;
+    let reference = &proof.reference;
+    if let (Some(theirs), Some(ours)) = (proof.namespaces, reference.namespaces) {
+        for (kind, a, b) in [
+            ("pid", theirs.pid, ours.pid),
+            ("mount", theirs.mnt, ours.mnt),
+        ] {
+            if a != b {
+                return Some(format!(
+                    "it runs in another {kind} namespace ({a}) than {} ({b})",
+                    reference.described
+                ));
+            }
+        }
+    }
+    match proof.exe_uid {
+        Some(uid) if uid != 0 && uid != reference.uid => Some(format!(
+            "its executable is owned by uid {uid}, not by root or containerd's uid {}",
+            reference.uid
+        )),
+        _ => None,
+    }
+}
+
 /// Judges the recorded facts of `shim`.
 pub fn identity(shim: &Shim) -> Identity {
     let Some(proof) = &shim.proof else {
