@@ -594,7 +594,11 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
         "the orphan bundle is removed"
     );
 
-    // The shim gone again, both are cleaned: the mount, then its bundle.
+    // The shim gone again, both are cleaned: the mount, then its bundle,
+    // while a pod tenant's process named like a shim, without -id, runs in
+    // namespaces of its own: it cannot serve anything of containerd's, and
+    // refuses nothing.
+    let tenant = support::TenantShim::start(&bed.scratch("tenant"));
     kill(Pid::from_raw(back.pid), Signal::SIGKILL).unwrap();
     assert!(support::wait_until(Duration::from_secs(10), || {
         !support::is_running(back.pid)
@@ -618,6 +622,11 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
         "{doc}"
     );
     assert!(!is_mount_point(&rootfs) && !bundles.join(&unknown).exists());
+    assert!(
+        support::is_running(tenant.pid),
+        "the tenant's process ran all along"
+    );
+    drop(tenant);
 
     // The live pod is untouched, and nothing is left to find.
     assert_eq!(

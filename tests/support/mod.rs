@@ -48,6 +48,7 @@ pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
 pub use leaked::{findings_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
+pub use neighbourhood::TenantShim;
 pub use orphan_shim::OrphanShim;
 pub use procs::is_running;
 pub use stall::Stall;

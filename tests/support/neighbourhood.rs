@@ -186,3 +186,72 @@ fn pod_uid(n: usize) -> String {
 fn hex_id(n: usize) -> String {
     format!("{:0>64x}", 0x00ab_cdef_0000_0000_u64 + n as u64)
 }
+
+/// A pod tenant's process named like a shim: `containerd-shim-runc-v2`
+/// (a copy of `sleep`, so its comm and its executable's name are a shim's),
+/// without `-id`, in mount and pid namespaces of its own (as `unshare -m -p
+/// --fork --mount-proc` makes them, as a container's process is), its
+/// binary on a tmpfs only that mount namespace sees. nodectl must not take
+/// it for a shim of any containerd: it could not serve anything of theirs.
+pub struct TenantShim {
+    child: Child,
+    /// As the test's pid namespace sees it.
+    pub pid: i32,
+}
+
+impl TenantShim {
+    pub fn start(scratch: &Path) -> TenantShim {
+        let mount_point = scratch.join("tenant-shim-mnt");
+        fs::create_dir_all(&mount_point).unwrap();
+        // The tmpfs, the copy and the exec happen in the new namespaces.
+        let script = r#"mnt=$0
+mount -t tmpfs tmpfs "$mnt" && cp "$(command -v sleep)" "$mnt/containerd-shim-runc-v2" && exec "$mnt/containerd-shim-runc-v2" 3600"#;
+        let child = Command::new("unshare")
+            .args(["-m", "-p", "--fork", "--mount-proc", "--kill-child"])
+            .args(["sh", "-c", script])
+            .arg(&mount_point)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("unshare: {e}"));
+        let mut pid = None;
+        let started = super::wait_until(std::time::Duration::from_secs(10), || {
+            pid = super::procs::descendants(&[child.id() as i32])
+                .into_iter()
+                .find(|&p| {
+                    fs::read_to_string(format!("/proc/{p}/comm"))
+                        .is_ok_and(|c| c.trim() == "containerd-shim")
+                });
+            pid.is_some()
+        });
+        let tenant = TenantShim {
+            child,
+            pid: pid.unwrap_or(0),
+        };
+        assert!(started, "the tenant's shim-named process did not start");
+        for ns in ["mnt", "pid"] {
+            let theirs = fs::read_link(format!("/proc/{}/ns/{ns}", tenant.pid)).unwrap();
+            let ours = fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+            assert_ne!(
+                theirs, ours,
+                "the tenant's process has a {ns} namespace of its own"
+            );
+        }
+        tenant
+    }
+}
+
+impl Drop for TenantShim {
+    fn drop(&mut self) {
+        // The init of its pid namespace: only SIGKILL reaches it from outside.
+        if self.pid > 0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
