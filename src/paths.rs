@@ -351,6 +351,9 @@ fn choose(
         }
     };
     match kernel.serving(&target) {
+        // The kernel's record of who listened, uid included: root's daemon
+        // listens as root.
+        Ok(peer) if peer.uid != 0 => chosen.unserved = Some(served_by(peer, &chosen.others)),
         Ok(peer) => match eligible.iter().position(|p| p.pid == peer.pid) {
             Some(found) => chosen.process = Some(eligible.remove(found)),
             None => chosen.unserved = Some(served_by(peer, &chosen.others)),
@@ -621,6 +624,8 @@ mod tests {
         listeners: std::cell::RefCell<BTreeMap<PathBuf, i32>>,
         /// Processes in a container's namespaces.
         contained: std::cell::RefCell<Vec<i32>>,
+        /// Processes run by a user other than root: pid → uid.
+        users: std::cell::RefCell<BTreeMap<i32, u32>>,
         /// Directories that are one directory under two spellings.
         aliases: std::cell::RefCell<BTreeMap<PathBuf, PathBuf>>,
         /// Paths the daemon resolves to another directory than nodectl
@@ -640,6 +645,12 @@ mod tests {
         }
     }
 
+    impl FakeKernel {
+        fn uid(&self, pid: i32) -> u32 {
+            self.users.borrow().get(&pid).copied().unwrap_or(0)
+        }
+    }
+
     impl Kernel for FakeKernel {
         fn host(&self) -> Option<daemon_proof::Host> {
             Some(daemon_proof::Host {
@@ -655,13 +666,17 @@ mod tests {
                     uid: 0,
                     mode: 0o755,
                 }),
+                uids: Ok(vec![self.uid(pid); 4]),
             }
         }
         fn serving(&self, socket: &Path) -> Result<daemon_proof::Peer, String> {
             self.listeners
                 .borrow()
                 .get(socket)
-                .map(|&pid| daemon_proof::Peer { pid, uid: 0 })
+                .map(|&pid| daemon_proof::Peer {
+                    pid,
+                    uid: self.uid(pid),
+                })
                 .ok_or_else(|| "it does not exist".to_string())
         }
         fn serving_in(&self, _pid: i32, socket: &Path) -> Result<daemon_proof::Peer, String> {
@@ -872,6 +887,47 @@ mod tests {
         node.containerd(30, "");
         let (paths, _) = node.resolve(&node.flags());
         assert_eq!(paths.process.map(|p| p.pid), Some(30));
+        assert_eq!(paths.note, None);
+    }
+
+    #[test]
+    fn a_users_containerd_is_never_the_daemon_nor_one_of_several() {
+        let node = Node::new();
+        // Root's /usr/bin/containerd run by uid 1001, with its own config,
+        // socket, root and state; the node's containerd is down.
+        let own = node.file(
+            "user.toml",
+            "version = 2\nroot = \"/home/u/root\"\nstate = \"/home/u/state\"\n\
+             [grpc]\naddress = \"/home/u/c.sock\"\n",
+        );
+        node.containerd(600, &format!("-c {}", own.display()));
+        node.kernel.users.borrow_mut().insert(600, 1001);
+        let (paths, gaps) = node.resolve(&node.flags());
+        assert_eq!(paths.process, None);
+        assert_eq!(paths.root.path, PathBuf::from(DEFAULT_ROOT));
+        assert!(!gaps.is_empty(), "never an all-clear: {gaps:?}");
+        let others: Vec<(i32, &str)> = paths
+            .other_containerds
+            .iter()
+            .map(|o| (o.pid, o.reason.as_str()))
+            .collect();
+        assert_eq!(
+            others,
+            [(600, "it runs as uid 1001 (effective 1001), not root")]
+        );
+        // Asked at its very socket, it is not proven either.
+        let (paths, _) = node.resolve(&PathFlags {
+            address: Some(PathBuf::from("/home/u/c.sock")),
+            ..node.flags()
+        });
+        assert_eq!(paths.process, None);
+        assert!(!paths.unproven.is_empty());
+        // Beside a k3s-style containerd, it is not one of "several": the
+        // node's is used with no flag.
+        node.containerd(300, "-a /run/k3s/containerd/containerd.sock --root /k3s");
+        let (paths, gaps) = node.resolve(&node.flags());
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(paths.process.map(|p| p.pid), Some(300));
         assert_eq!(paths.note, None);
     }
 

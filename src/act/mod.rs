@@ -12,6 +12,7 @@ pub mod remove_cgroup;
 pub mod remove_netns;
 pub mod remove_sandbox;
 pub mod remove_snapshot;
+mod tree;
 pub mod unmount;
 pub mod walk;
 

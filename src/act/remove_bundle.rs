@@ -13,16 +13,14 @@
 //! meets instead of descending into it.
 
 use std::collections::BTreeSet;
-use std::ffi::{CStr, CString, OsStr};
-use std::os::fd::AsFd;
+use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nix::dir::Dir;
 use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
-use nix::unistd::{unlinkat, UnlinkatFlags};
 
+use crate::act::tree;
 use crate::act::walk::{walk, Act};
 use crate::act::{still_dead, IdKind, Verdict};
 use crate::checks::orphan_bundle;
@@ -164,65 +162,19 @@ pub fn remove(dir: &Path) -> Result<(), (CleanupOutcome, String)> {
         }
         Err(e) => return Err(refused(format!("lstat: {e}"))),
     }
-    remove_tree(&parent_fd, &name, Path::new(""), 0).map_err(|why| {
+    let removed = tree::remove(
+        &parent_fd,
+        &name,
+        tree::Files::Unlink,
+        MAX_DEPTH,
+        "the bundle directory",
+    );
+    removed.map_err(|why| {
         (
             CleanupOutcome::Failed,
             format!("{why}; the rest is left as is"),
         )
     })
-}
-
-/// Removes `name` (a directory) inside `parent`; `shown` is its path below
-/// the bundle, for messages.
-fn remove_tree(parent: &impl AsFd, name: &CStr, shown: &Path, depth: usize) -> Result<(), String> {
-    if depth > MAX_DEPTH {
-        return Err(format!(
-            "{} is nested deeper than {MAX_DEPTH} levels",
-            shown.display()
-        ));
-    }
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_XDEV,
-        );
-    let at = |what: &str, e: nix::Error| match e {
-        nix::Error::EXDEV | nix::Error::EBUSY => format!("{what}: a mount point, not entered"),
-        e => format!("{what}: {e}"),
-    };
-    let fd = openat2(parent, name, how).map_err(|e| at(&show(shown), e))?;
-    let mut dir = Dir::from_fd(fd).map_err(|e| at(&show(shown), e))?;
-    let mut names = Vec::new();
-    for entry in dir.iter() {
-        let entry = entry.map_err(|e| at(&show(shown), e))?;
-        let child = entry.file_name();
-        if child != c"." && child != c".." {
-            names.push(child.to_owned());
-        }
-    }
-    for child in names {
-        let child_shown = shown.join(OsStr::from_bytes(child.as_bytes()));
-        let st = fstatat(&dir, child.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
-            .map_err(|e| at(&show(&child_shown), e))?;
-        if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
-            remove_tree(&dir, &child, &child_shown, depth + 1)?;
-        } else {
-            unlinkat(&dir, child.as_c_str(), UnlinkatFlags::NoRemoveDir)
-                .map_err(|e| at(&show(&child_shown), e))?;
-        }
-    }
-    drop(dir);
-    unlinkat(parent, name, UnlinkatFlags::RemoveDir).map_err(|e| at(&show(shown), e))
-}
-
-fn show(below: &Path) -> String {
-    if below.as_os_str().is_empty() {
-        "the bundle directory".to_string()
-    } else {
-        below.display().to_string()
-    }
 }
 
 #[cfg(test)]

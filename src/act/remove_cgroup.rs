@@ -8,11 +8,23 @@
 //! cgroups first (`rmdir`, the only way a cgroup is removed). The kernel
 //! refuses to remove a cgroup with a process in it (EBUSY), so a process
 //! that arrives after the verdict stops the removal there.
+//!
+//! Only a cgroup is removed, whatever the cgroup root says (a kubelet's
+//! `--cgroup-root` or `--kubelet-cgroup-root` with `..`, a symlink planted
+//! below it): the cgroup's path below its hierarchy is plain names, the
+//! hierarchy is a cgroup filesystem (`fstatfs`), and the tree is walked from
+//! descriptors, never through a symlink nor across a mount (see `tree`).
 
+use std::ffi::CString;
 use std::fs;
-use std::io;
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
 
+use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+use nix::sys::stat::{fstatat, SFlag};
+use nix::sys::statfs::{fstatfs, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
+
+use crate::act::tree;
 use crate::act::walk::{walk, Act};
 use crate::act::Verdict;
 use crate::checks::leaked_pod_cgroup;
@@ -25,10 +37,16 @@ use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot};
 pub struct Target {
     pub uid: String,
     pub path: PathBuf,
-    /// cgroup v1 makes a pod's cgroup in every hierarchy: the same place
-    /// below each of the others, removed with it.
-    pub in_other_hierarchies: Vec<PathBuf>,
+    /// The hierarchy it was judged in (cgroup v2: the cgroup filesystem).
+    pub hierarchy: PathBuf,
+    /// cgroup v1 makes a pod's cgroup in every hierarchy: the other
+    /// hierarchies that have it at the same place, where it is removed too.
+    pub other_hierarchies: Vec<PathBuf>,
 }
+
+/// Directories nested deeper than this below a pod cgroup are left alone:
+/// kubelet makes one per container, and runc's below those are few.
+const MAX_DEPTH: usize = 16;
 
 /// Every leaked pod cgroup of `snapshot`.
 pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
@@ -40,7 +58,8 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
         .map(|cgroup| Target {
             uid: cgroup.uid.clone(),
             path: cgroup.path.clone(),
-            in_other_hierarchies: match view.version {
+            hierarchy: view.hierarchy.clone(),
+            other_hierarchies: match view.version {
                 1 => other_hierarchies(&view.hierarchy, &cgroup.path),
                 _ => Vec::new(),
             },
@@ -48,9 +67,9 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
         .collect()
 }
 
-/// `cgroup`'s place (below `hierarchy`) in each other v1 hierarchy beside
-/// it that has it. A symlink among them (`cpu` → `cpu,cpuacct`) is the
-/// same hierarchy again, skipped.
+/// The other v1 hierarchies beside `hierarchy` that have `cgroup` (below
+/// `hierarchy`) at the same place. A symlink among them (`cpu` →
+/// `cpu,cpuacct`) is the same hierarchy again, skipped.
 fn other_hierarchies(hierarchy: &Path, cgroup: &Path) -> Vec<PathBuf> {
     let (Some(cgroup_fs), Ok(relative)) = (hierarchy.parent(), cgroup.strip_prefix(hierarchy))
     else {
@@ -59,14 +78,14 @@ fn other_hierarchies(hierarchy: &Path, cgroup: &Path) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(cgroup_fs) else {
         return Vec::new();
     };
-    let mut places: Vec<PathBuf> = entries
+    let mut others: Vec<PathBuf> = entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path().join(relative))
-        .filter(|place| place != cgroup && place.is_dir())
+        .map(|e| e.path())
+        .filter(|other| other != hierarchy && other.join(relative).is_dir())
         .collect();
-    places.sort();
-    places
+    others.sort();
+    others
 }
 
 /// Whether `target` may be removed now, judged on `fresh`.
@@ -139,25 +158,23 @@ impl Act for Remove<'_> {
     fn act(&mut self, target: &Target) -> (CleanupOutcome, String) {
         // The judged hierarchy first: the kernel refuses it while a
         // process is in it, and then nothing else is touched.
-        let removed = remove_tree(&target.path).and_then(|()| {
-            target
-                .in_other_hierarchies
-                .iter()
-                .try_for_each(|place| match remove_tree(place) {
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
-                    other => other,
-                })
-        });
-        match removed {
-            Ok(()) => (CleanupOutcome::Removed, "removed".to_string()),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                (CleanupOutcome::AlreadyGone, "removed meanwhile".to_string())
+        let relative = match target.path.strip_prefix(&target.hierarchy) {
+            Ok(relative) => relative,
+            Err(_) => {
+                let why = format!("not below its hierarchy {}", target.hierarchy.display());
+                return (CleanupOutcome::Refused, why);
             }
-            Err(err) => (
-                CleanupOutcome::Failed,
-                format!("rmdir {}: {err}", target.path.display()),
-            ),
+        };
+        if let Err(refusal) = remove_in(&target.hierarchy, relative) {
+            return refusal;
         }
+        for other in &target.other_hierarchies {
+            match remove_in(other, relative) {
+                Ok(()) | Err((CleanupOutcome::AlreadyGone, _)) => {}
+                Err((outcome, why)) => return (outcome, format!("{why} (in {})", other.display())),
+            }
+        }
+        (CleanupOutcome::Removed, "removed".to_string())
     }
 
     fn record(
@@ -177,17 +194,68 @@ impl Act for Remove<'_> {
     }
 }
 
-/// `rmdir` of `cgroup` and the cgroups below it, deepest first. A cgroup
-/// directory holds only the kernel's files, which go with it; anything
-/// that is not a directory is never followed.
-fn remove_tree(cgroup: &Path) -> io::Result<()> {
-    for entry in fs::read_dir(cgroup)? {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            remove_tree(&entry.path())?;
-        }
+/// `rmdir` of the cgroup at `relative` below the cgroup hierarchy
+/// `hierarchy`, and of the cgroups below it, deepest first. A cgroup
+/// directory holds only the kernel's files, which go with it. Refused
+/// unless `relative` is plain names and `hierarchy` a cgroup filesystem;
+/// walked from descriptors (see [`tree`]).
+fn remove_in(hierarchy: &Path, relative: &Path) -> Result<(), (CleanupOutcome, String)> {
+    let refused = |why: String| (CleanupOutcome::Refused, why);
+    if !relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+    {
+        return Err(refused(format!(
+            "{} is not a plain path below the hierarchy",
+            relative.display()
+        )));
     }
-    fs::remove_dir(cgroup)
+    let (Some(parent), Some(name)) = (relative.parent(), relative.file_name()) else {
+        return Err(refused("the hierarchy itself is no pod cgroup".to_string()));
+    };
+    let name =
+        CString::new(name.as_bytes()).map_err(|_| refused("a NUL in its name".to_string()))?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let root = openat2(AT_FDCWD, hierarchy, how).map_err(|e| {
+        refused(format!(
+            "{} is not reached without following a symlink: {e}",
+            hierarchy.display()
+        ))
+    })?;
+    let kind = fstatfs(&root)
+        .map_err(|e| refused(format!("{}: statfs: {e}", hierarchy.display())))?
+        .filesystem_type();
+    if kind != CGROUP2_SUPER_MAGIC && kind != CGROUP_SUPER_MAGIC {
+        return Err(refused(format!(
+            "{} is not a cgroup filesystem (type {:#x}): nothing is removed there",
+            hierarchy.display(),
+            kind.0
+        )));
+    }
+    let parent_fd = match parent.as_os_str().is_empty() {
+        true => root,
+        false => openat2(&root, parent, tree::beneath()).map_err(|e| match e {
+            nix::Error::ENOENT => (CleanupOutcome::AlreadyGone, "removed meanwhile".to_string()),
+            e => (
+                CleanupOutcome::Failed,
+                format!("{}: {e}", hierarchy.join(parent).display()),
+            ),
+        })?,
+    };
+    let shown = hierarchy.join(relative).display().to_string();
+    match fstatat(&parent_fd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR => {}
+        Ok(_) => return Err(refused(format!("{shown} is not a directory"))),
+        Err(nix::Error::ENOENT) => {
+            return Err((CleanupOutcome::AlreadyGone, "removed meanwhile".to_string()))
+        }
+        Err(e) => return Err((CleanupOutcome::Failed, format!("{shown}: {e}"))),
+    }
+    let files = tree::Files::GoWithTheirDirectory;
+    tree::remove(&parent_fd, &name, files, MAX_DEPTH, &shown)
+        .map_err(|why| (CleanupOutcome::Failed, format!("rmdir {why}")))
 }
 
 #[cfg(test)]
@@ -231,12 +299,66 @@ mod tests {
         of_proven_daemon(s)
     }
 
+    /// A scratch cgroup of this test in the machine's own cgroup
+    /// filesystem (v2, or v1's pids hierarchy, as nodectl judges them):
+    /// (hierarchy, scratch); removed when dropped. `None` (said why)
+    /// without root outside CI; in CI, where tests run as root, a failure.
+    struct Scratch {
+        hierarchy: PathBuf,
+        dir: PathBuf,
+    }
+
+    impl Scratch {
+        fn new(name: &str) -> Option<Scratch> {
+            let cgroup_fs = Path::new("/sys/fs/cgroup");
+            let hierarchy = match cgroup_fs.join("cgroup.controllers").is_file() {
+                true => cgroup_fs.to_path_buf(),
+                false => cgroup_fs.join("pids"),
+            };
+            let dir = hierarchy.join(format!("nodectl-unit-{name}-{}", std::process::id()));
+            match fs::create_dir(&dir) {
+                Ok(()) => Some(Scratch { hierarchy, dir }),
+                Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+                    panic!("{}: {e} (CI runs the tests as root)", dir.display())
+                }
+                Err(e) => {
+                    eprintln!(
+                        "SKIPPED {name}: no cgroup of its own ({}: {e})",
+                        dir.display()
+                    );
+                    None
+                }
+            }
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            fn rmdir_tree(dir: &Path) {
+                for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        rmdir_tree(&entry.path());
+                    }
+                }
+                let _ = fs::remove_dir(dir);
+            }
+            rmdir_tree(&self.dir);
+        }
+    }
+
+    fn in_hierarchy(mut s: Snapshot, hierarchy: &Path) -> Snapshot {
+        s.pod_cgroups.as_mut().unwrap().hierarchy = hierarchy.to_path_buf();
+        s
+    }
+
     #[test]
     fn a_dry_run_plans_and_yes_removes_the_tree_deepest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let pod = dir.path().join("podgone");
+        let Some(scratch) = Scratch::new("tree") else {
+            return;
+        };
+        let pod = scratch.dir.join("kubepods/burstable/podgone");
         fs::create_dir_all(pod.join("container/inner")).unwrap();
-        let s = node(&pod, Some(0), &[]);
+        let s = in_hierarchy(node(&pod, Some(0), &[]), &scratch.hierarchy);
         let done = run(&s, &Settings::default(), false, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::WouldRemove);
         assert!(pod.exists());
@@ -244,31 +366,83 @@ mod tests {
         assert_eq!(done[0].outcome, CleanupOutcome::Removed, "{done:?}");
         assert_eq!(done[0].action, CleanupAction::RemoveCgroup);
         assert!(!pod.exists());
+        assert!(
+            scratch.dir.join("kubepods/burstable").is_dir(),
+            "only the pod's"
+        );
+        // Removed meanwhile: said so.
+        let done = run(&s, &Settings::default(), true, || s.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::AlreadyGone, "{done:?}");
     }
 
     #[test]
     fn on_v1_the_same_cgroup_goes_from_every_hierarchy() {
-        let dir = tempfile::tempdir().unwrap();
-        let pods = |hierarchy: &str| {
-            dir.path()
-                .join(hierarchy)
-                .join("kubepods/burstable/podgone")
+        let Some(scratch) = Scratch::new("v1") else {
+            return;
         };
-        for hierarchy in ["pids", "memory", "cpu,cpuacct"] {
-            fs::create_dir_all(pods(hierarchy).join("container")).unwrap();
+        if scratch.hierarchy == Path::new("/sys/fs/cgroup") {
+            eprintln!("SKIPPED on_v1_the_same_cgroup_goes_from_every_hierarchy: cgroup v2 here");
+            return;
         }
-        std::os::unix::fs::symlink(dir.path().join("cpu,cpuacct"), dir.path().join("cpu")).unwrap();
-        fs::create_dir_all(dir.path().join("freezer")).unwrap();
-        let mut s = node(&pods("pids"), Some(0), &[]);
-        let view = s.pod_cgroups.as_mut().unwrap();
-        view.version = 1;
-        view.hierarchy = dir.path().join("pids");
+        let relative = scratch.dir.strip_prefix(&scratch.hierarchy).unwrap();
+        let memory = Path::new("/sys/fs/cgroup/memory").join(relative);
+        fs::create_dir(&memory).unwrap();
+        let _memory = Scratch {
+            hierarchy: PathBuf::from("/sys/fs/cgroup/memory"),
+            dir: memory.clone(),
+        };
+        let pod = scratch.dir.join("kubepods/burstable/podgone");
+        fs::create_dir_all(pod.join("container")).unwrap();
+        fs::create_dir_all(memory.join("kubepods/burstable/podgone/container")).unwrap();
+        let mut s = in_hierarchy(node(&pod, Some(0), &[]), &scratch.hierarchy);
+        s.pod_cgroups.as_mut().unwrap().version = 1;
         let done = run(&s, &Settings::default(), true, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::Removed, "{done:?}");
-        for hierarchy in ["pids", "memory", "cpu,cpuacct"] {
-            assert!(!pods(hierarchy).exists(), "{hierarchy}");
-        }
-        assert!(dir.path().join("freezer").exists());
+        assert!(!pod.exists());
+        assert!(!memory.join("kubepods/burstable/podgone").exists());
+        assert!(memory.join("kubepods/burstable").is_dir());
+    }
+
+    #[test]
+    fn nothing_outside_a_cgroup_filesystem_is_removed_whatever_the_path_says() {
+        let dir = tempfile::tempdir().unwrap();
+        // A "hierarchy" that is a plain directory (a cgroup root with `..`
+        // that left the cgroup filesystem): refused, nothing removed.
+        let pod = dir.path().join("kubepods/burstable/podgone");
+        fs::create_dir_all(pod.join("container")).unwrap();
+        let s = in_hierarchy(node(&pod, Some(0), &[]), dir.path());
+        let done = run(&s, &Settings::default(), true, || s.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
+        assert!(
+            done[0].detail.contains("is not a cgroup filesystem"),
+            "{done:?}"
+        );
+        assert!(pod.join("container").is_dir());
+        // A path that climbs out of its hierarchy, even spelled below it.
+        let climbing = dir.path().join("kubepods/../../elsewhere/podgone");
+        let s = in_hierarchy(node(&climbing, Some(0), &[]), dir.path());
+        let done = run(&s, &Settings::default(), true, || s.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
+        assert!(done[0].detail.contains("not a plain path"), "{done:?}");
+        // A symlink on the way is not followed, even into a cgroup
+        // filesystem.
+        let Some(scratch) = Scratch::new("link") else {
+            return;
+        };
+        let victim = scratch.dir.join("podgone");
+        fs::create_dir_all(victim.join("kept")).unwrap();
+        std::os::unix::fs::symlink(&scratch.hierarchy, dir.path().join("link")).unwrap();
+        let hierarchy = dir
+            .path()
+            .join("link")
+            .join(scratch.dir.file_name().unwrap());
+        let through = hierarchy.join("podgone");
+        let s = in_hierarchy(node(&through, Some(0), &[]), &hierarchy);
+        let done = run(&s, &Settings::default(), true, || s.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
+        assert!(done[0].detail.contains("symlink"), "{done:?}");
+        assert!(victim.join("kept").is_dir());
+        drop(scratch);
     }
 
     #[test]

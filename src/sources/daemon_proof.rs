@@ -8,8 +8,11 @@
 //! in, who owns the file the kernel executed for it, and whether it is the
 //! process listening on the socket nodectl is about to ask (the kernel
 //! records the listener's credentials at `listen`, and hands them to every
-//! connection as `SO_PEERCRED`). Those are read here, as data; the judgement
-//! is [`disqualified`], pure.
+//! connection as `SO_PEERCRED`), nor the uids it runs as: an unprivileged
+//! user may run root's own `/usr/bin/containerd` with a config of its own,
+//! a socket, root and state in its home, and while the node's containerd is
+//! down it was taken for the daemon. Those are read here, as data; the
+//! judgement is [`disqualified`], pure.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -39,6 +42,8 @@ pub struct Host {
 pub struct DaemonFacts {
     pub namespaces: Result<NamespaceIds, String>,
     pub executable: Result<Executable, String>,
+    /// Real, effective, saved and filesystem uids (`/proc/<pid>/status`).
+    pub uids: Result<Vec<u32>, String>,
 }
 
 /// The file the kernel executed for a process (`stat` of `/proc/<pid>/exe`,
@@ -82,7 +87,8 @@ pub fn facts(proc_root: &Path, pid: i32) -> DaemonFacts {
             let err = format!("{}: {err}", dir.display());
             return DaemonFacts {
                 namespaces: Err(err.clone()),
-                executable: Err(err),
+                executable: Err(err.clone()),
+                uids: Err(err),
             };
         }
     };
@@ -95,7 +101,26 @@ pub fn facts(proc_root: &Path, pid: i32) -> DaemonFacts {
                 mode: stat.st_mode & 0o7777,
             })
             .map_err(|err| format!("its executable could not be read (exe: {})", err.desc())),
+        uids: status_uids(&dir),
     }
+}
+
+/// `/proc/<pid>/status` is a couple of kB.
+const STATUS_LIMIT: usize = 64 * 1024;
+
+/// The `Uid:` line of `status` in the open `/proc/<pid>` directory `dir`:
+/// real, effective, saved and filesystem uid.
+pub(crate) fn status_uids(dir: &File) -> Result<Vec<u32>, String> {
+    let mut buffer = Vec::with_capacity(crate::read::bounded::RECORD_READ);
+    let filled = crate::read::bounded::read_proc_record_at(dir, "status", &mut buffer)
+        .map_err(|err| format!("status: {err}"))?;
+    let text = String::from_utf8_lossy(&buffer[..filled.min(STATUS_LIMIT)]);
+    text.lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .ok_or_else(|| "status: no Uid line".to_string())?
+        .split_whitespace()
+        .map(|u| u.parse::<u32>().map_err(|e| format!("status: {e}")))
+        .collect()
 }
 
 /// Why a process with these facts is not a daemon nodectl may believe, if
@@ -121,6 +146,18 @@ pub fn disqualified(facts: &DaemonFacts, host: Option<&Host>) -> Option<String> 
                 host.described
             ));
         }
+    }
+    // containerd runs as root (its real and effective uid): only root can
+    // mount a rootfs, and only root's daemon is the node's.
+    match facts.uids.as_deref() {
+        Err(err) => return Some(format!("its uids could not be read: {err}")),
+        Ok([real, effective, ..]) if *real != 0 || *effective != 0 => {
+            return Some(format!(
+                "it runs as uid {real} (effective {effective}), not root"
+            ))
+        }
+        Ok([_, _, ..]) => {}
+        Ok(_) => return Some("its uids could not be read: a short Uid line".to_string()),
     }
     match &facts.executable {
         Err(err) => Some(err.clone()),
@@ -265,6 +302,7 @@ mod tests {
                 uid: 0,
                 mode: 0o755,
             }),
+            uids: Ok(vec![0, 0, 0, 0]),
         }
     }
 
@@ -285,6 +323,12 @@ mod tests {
         assert!(with(|f| f.executable.as_mut().unwrap().mode = 0o777).contains("writable"));
         assert!(with(|f| f.executable.as_mut().unwrap().regular = false).contains("regular"));
         assert!(with(|f| f.executable = Err("exe: ENOENT".into())).contains("ENOENT"));
+        // Root's binary run by a user, or by a setuid program for one.
+        assert!(with(|f| f.uids = Ok(vec![1001; 4])).contains("runs as uid 1001"));
+        assert!(with(|f| f.uids = Ok(vec![1001, 0, 0, 0])).contains("uid 1001 (effective 0)"));
+        assert!(with(|f| f.uids = Ok(vec![0, 1001, 0, 0])).contains("effective 1001"));
+        assert!(with(|f| f.uids = Ok(vec![0])).contains("short Uid line"));
+        assert!(with(|f| f.uids = Err("status: ESRCH".into())).contains("ESRCH"));
         // Nothing to compare with proves nothing.
         assert!(disqualified(&daemon(), None).is_some());
     }
@@ -296,6 +340,8 @@ mod tests {
         if found.described == "nodectl itself" {
             assert_eq!(me.namespaces.unwrap(), found.namespaces);
         }
+        let uid = nix::unistd::getuid().as_raw();
+        assert_eq!(me.uids.unwrap()[0], uid, "the real uid, first");
         // A fake procfs without namespaces proves nothing.
         let fake = tempfile::tempdir().unwrap();
         assert_eq!(super::host(fake.path()), None);

@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::model::{Gap, KubeletView, Located, Origin, PodDir, ProcessInfo, Source};
 use crate::read::bounded::{mtime_nanos, read_proc};
-use crate::sources::mountinfo;
+use crate::sources::{daemon_proof, mountinfo};
 
 pub(crate) const SOURCE: Source = Source::Kubelet;
 /// kubelet's `--root-dir` when it is given none.
@@ -40,17 +40,39 @@ pub fn root(
 
 /// kubelet's cgroup root (its `--cgroup-root`, where `kubepods` is made):
 /// `--kubelet-cgroup-root` when given, else the running kubelet's (found
-/// as for [`root`]), else `/`.
+/// as for [`root`]), else `/`; as a cgroup name, cleaned (see
+/// [`clean_cgroup_root`]).
 pub fn cgroup_root(
     flag: Option<&Path>,
     proc_root: &Path,
     processes: &BTreeMap<i32, ProcessInfo>,
 ) -> Located {
-    located(
+    let mut located = located(
         flag,
         running_kubelet_arg(proc_root, processes, "--cgroup-root"),
         DEFAULT_CGROUP_ROOT,
-    )
+    );
+    located.path = clean_cgroup_root(&located.path);
+    located
+}
+
+/// A cgroup root as an absolute cgroup name with no `.` or `..` in it: a
+/// `..` takes off the name before it and none climbs above the root, as
+/// `path.Clean` (which kubelet's cgroup names go through) reads one. Joined
+/// to the cgroup filesystem's path it stays inside it: `/../../etc` is `/etc`
+/// below the hierarchy, never the host's.
+pub fn clean_cgroup_root(path: &Path) -> PathBuf {
+    let mut clean = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => clean.push(name),
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    clean
 }
 
 fn located(flag: Option<&Path>, running: Option<Option<String>>, default: &str) -> Located {
@@ -71,25 +93,22 @@ fn located(flag: Option<&Path>, running: Option<Option<String>>, default: &str) 
 }
 
 /// The value of kubelet's flag `name` (`None` inside: not given), when
-/// exactly one running kubelet of nodectl's mount namespace says one thing.
+/// exactly one running kubelet nodectl believes says one thing.
 fn running_kubelet_arg(
     proc_root: &Path,
     processes: &BTreeMap<i32, ProcessInfo>,
     name: &str,
 ) -> Option<Option<String>> {
-    let ours = fs::read_link(proc_root.join("self/ns/mnt")).ok()?;
-    // The name only picks candidates: the kernel says whether one sees our
-    // filesystem (its mount namespace) and runs as we do (its procfs
-    // directory's owner is its effective uid: root's, as kubelet runs).
-    let our_uid = fs::metadata(proc_root.join("self")).ok()?.uid();
+    // The name only picks candidates: the kernel's facts decide (see
+    // [`not_believed`]).
+    let ours = fs::metadata(proc_root.join("self/ns/mnt")).ok()?.ino();
+    let host = daemon_proof::host(proc_root);
     let mut values: Vec<Option<String>> = processes
         .values()
         .filter(|p| p.comm == "kubelet" && p.is_running())
         .filter(|p| {
-            fs::read_link(proc_root.join(format!("{}/ns/mnt", p.pid))).ok() == Some(ours.clone())
-        })
-        .filter(|p| {
-            fs::metadata(proc_root.join(p.pid.to_string())).is_ok_and(|m| m.uid() == our_uid)
+            let facts = daemon_proof::facts(proc_root, p.pid);
+            not_believed(&facts, host.as_ref(), ours).is_none()
         })
         .filter_map(|p| {
             read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()
@@ -102,6 +121,33 @@ fn running_kubelet_arg(
         [one] => Some(one.clone()),
         // None, or kubelets that disagree: the default, said so by origin.
         _ => None,
+    }
+}
+
+/// Why a process named kubelet is not believed on its flags, if it is not.
+/// Anyone can name a process kubelet (a setuid program run through a
+/// symlink of that name takes it as its `comm`), so it is proven as
+/// containerd is ([`daemon_proof::disqualified`]): in the host's mount and
+/// pid namespaces, running as root (real and effective uid: a setuid
+/// program a user started has the user's real uid), from a root-owned
+/// executable no one else may write. And in nodectl's own mount namespace,
+/// so that the paths it names mean the same directories to both (not so in
+/// a DaemonSet pod, which uses its own view). Pure.
+fn not_believed(
+    facts: &daemon_proof::DaemonFacts,
+    host: Option<&daemon_proof::Host>,
+    nodectl_mount_namespace: u64,
+) -> Option<String> {
+    if let Some(why) = daemon_proof::disqualified(facts, host) {
+        return Some(why);
+    }
+    match &facts.namespaces {
+        Ok(ns) if ns.mnt == nodectl_mount_namespace => None,
+        Ok(ns) => Some(format!(
+            "it runs in another mount namespace (mnt:[{}]) than nodectl (mnt:[{nodectl_mount_namespace}])",
+            ns.mnt
+        )),
+        Err(err) => Some(err.clone()),
     }
 }
 
@@ -246,46 +292,155 @@ mod tests {
     }
 
     #[test]
-    fn the_running_kubelet_s_root_is_taken_only_from_nodectl_s_mount_namespace() {
-        let flag = Path::new("/given");
-        let (proc_root, processes) = proc_with(&[(7, "mnt:[1]", b"kubelet\0--root-dir=/data/k\0")]);
-        let found = root(None, proc_root.path(), &processes);
-        assert_eq!(
-            (found.path.as_path(), found.origin),
-            (Path::new("/data/k"), Origin::Process)
-        );
-        // The flag wins.
-        assert_eq!(
-            root(Some(flag), proc_root.path(), &processes).origin,
-            Origin::Flag
-        );
-        // A kubelet in another mount namespace (a container's) names a
-        // path of its own filesystem: not taken.
-        let (proc_root, processes) = proc_with(&[(7, "mnt:[2]", b"kubelet\0--root-dir=/evil\0")]);
+    fn a_kubelet_is_believed_on_the_kernels_facts_never_its_name() {
+        let host = daemon_proof::Host {
+            described: "PID 1",
+            namespaces: crate::model::NamespaceIds {
+                user: 1,
+                pid: 2,
+                mnt: 3,
+            },
+        };
+        let kubelet = || daemon_proof::DaemonFacts {
+            namespaces: Ok(host.namespaces),
+            executable: Ok(daemon_proof::Executable {
+                regular: true,
+                uid: 0,
+                mode: 0o755,
+            }),
+            uids: Ok(vec![0; 4]),
+        };
+        assert_eq!(not_believed(&kubelet(), Some(&host), 3), None);
+        let with = |change: fn(&mut daemon_proof::DaemonFacts)| {
+            let mut facts = kubelet();
+            change(&mut facts);
+            not_believed(&facts, Some(&host), 3).unwrap_or_default()
+        };
+        // `su` run by a user through a symlink named kubelet: setuid root,
+        // its real uid the user's.
+        assert!(with(|f| f.uids = Ok(vec![1001, 0, 0, 0])).contains("uid 1001"));
+        // A binary anyone may write.
+        assert!(with(|f| f.executable.as_mut().unwrap().mode = 0o777).contains("writable"));
+        // A container's kubelet (kind, k3d): its own namespaces.
+        assert!(with(|f| f.namespaces.as_mut().unwrap().pid = 9).contains("pid namespace"));
+        // In the host's namespaces but not nodectl's mount namespace (the
+        // DaemonSet's): its paths are not nodectl's.
+        assert!(not_believed(&kubelet(), Some(&host), 4)
+            .unwrap_or_default()
+            .contains("than nodectl"));
+    }
+
+    /// A kubelet in a fake procfs is files, not the kernel's facts.
+    #[test]
+    fn a_fake_procfs_proves_no_kubelet() {
+        let (proc_root, processes) = proc_with(&[(7, "mnt:[1]", b"kubelet\0--root-dir=/evil\0")]);
         let found = root(None, proc_root.path(), &processes);
         assert_eq!(
             (found.path.as_path(), found.origin),
             (Path::new(DEFAULT_ROOT), Origin::Default)
         );
-        // Two that disagree: neither.
-        let (proc_root, processes) = proc_with(&[
-            (7, "mnt:[1]", b"kubelet\0--root-dir=/a\0"),
-            (8, "mnt:[1]", b"kubelet\0--root-dir=/b\0"),
-        ]);
+        // The flag wins.
+        let flag = Path::new("/given");
         assert_eq!(
-            root(None, proc_root.path(), &processes).origin,
-            Origin::Default
+            root(Some(flag), proc_root.path(), &processes).origin,
+            Origin::Flag
         );
-        // One in our namespace run by another user (a process anyone can
-        // name kubelet): not taken. Only root can give it away to test.
-        if nix::unistd::geteuid().is_root() {
-            let (proc_root, processes) = proc_with(&[(7, "mnt:[1]", b"kubelet\0--root-dir=/x\0")]);
-            std::os::unix::fs::chown(proc_root.path().join("7"), Some(65534), None).unwrap();
+    }
+
+    /// A live process named kubelet run as `uid`, and what nodectl takes
+    /// from it: a script of that name (its `comm` is kubelet, its
+    /// executable root's `/bin/sh`) with `--root-dir=/data/k`, or with
+    /// `binary` a copy of `sleep` named kubelet that anyone may write.
+    fn live_kubelet(uid: u32, binary: bool) -> Located {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let kubelet = dir.path().join("kubelet");
+        let mut command = match binary {
+            // A copy of sleep anyone may write.
+            true => {
+                fs::copy("/bin/sleep", &kubelet).unwrap();
+                fs::set_permissions(&kubelet, fs::Permissions::from_mode(0o777)).unwrap();
+                let mut command = std::process::Command::new(&kubelet);
+                command.arg("60");
+                command
+            }
+            false => {
+                fs::write(&kubelet, "#!/bin/sh\nsleep 60\n").unwrap();
+                fs::set_permissions(&kubelet, fs::Permissions::from_mode(0o755)).unwrap();
+                let mut command = std::process::Command::new(&kubelet);
+                command.arg("--root-dir=/data/k");
+                command
+            }
+        };
+        let mut child = command.uid(uid).spawn().unwrap();
+        let pid = child.id() as i32;
+        let comm = Path::new("/proc").join(format!("{pid}/comm"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while fs::read_to_string(&comm).is_ok_and(|c| c.trim() != "kubelet")
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut process = crate::model::fixtures::process(pid, 'S', 0);
+        process.comm = "kubelet".to_string();
+        let found = root(None, Path::new("/proc"), &BTreeMap::from([(pid, process)]));
+        let _ = child.kill();
+        let _ = child.wait();
+        found
+    }
+
+    #[test]
+    fn a_running_kubelet_is_believed_only_as_root_from_roots_binary() {
+        if !nix::unistd::geteuid().is_root() {
+            let why = "needs root to run a process as root and as another user";
+            let in_ci =
+                std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+            assert!(!in_ci, "{why} (CI runs the tests as root)");
+            eprintln!(
+                "SKIPPED a_running_kubelet_is_believed_only_as_root_from_roots_binary: {why}"
+            );
+            return;
+        }
+        let found = live_kubelet(0, false);
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (Path::new("/data/k"), Origin::Process)
+        );
+        // Run by another user: not believed.
+        let found = live_kubelet(65534, false);
+        assert_eq!(found.origin, Origin::Default, "{found:?}");
+        // A binary anyone may write, run by root: not believed either.
+        let found = live_kubelet(0, true);
+        assert_eq!(found.origin, Origin::Default, "{found:?}");
+    }
+
+    #[test]
+    fn a_cgroup_root_never_climbs_out_of_the_cgroup_filesystem() {
+        for (given, clean) in [
+            ("/", "/"),
+            ("", "/"),
+            ("/kube", "/kube"),
+            ("kube/./nodes/", "/kube/nodes"),
+            ("/../../../etc", "/etc"),
+            ("/a/../../b", "/b"),
+            ("/a/b/..", "/a"),
+        ] {
             assert_eq!(
-                root(None, proc_root.path(), &processes).origin,
-                Origin::Default
+                clean_cgroup_root(Path::new(given)),
+                Path::new(clean),
+                "{given}"
             );
         }
+        let hierarchy = Path::new("/sys/fs/cgroup");
+        let root = clean_cgroup_root(Path::new("/../../../tmp/victim"));
+        let joined = hierarchy.join(root.strip_prefix("/").unwrap());
+        assert!(joined.starts_with(hierarchy), "{}", joined.display());
+        // The flag is cleaned too.
+        let (proc_root, processes) = proc_with(&[]);
+        let found = cgroup_root(Some(Path::new("/x/../../y")), proc_root.path(), &processes);
+        assert_eq!(found.path, Path::new("/y"));
     }
 
     #[test]
