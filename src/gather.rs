@@ -536,10 +536,15 @@ fn ask_apis(
     };
     let (containerd, cri, snapshotter) = runtime.block_on(async {
         let deadline = tokio::time::Instant::now() + timeout;
-        let containerd = containerd_api::query(&paths.address.path, namespaces, deadline);
+        // With the daemon proven, every API is asked only over a connection
+        // whose peer is that daemon (CRI runs inside it too).
+        let daemon = paths.process.as_ref().map(|p| p.pid);
+        let containerd = containerd_api::query(&paths.address.path, daemon, namespaces, deadline);
         let cri = async {
             match cri_socket {
-                Some(address) => Some(cri_api::query(address, container_ids, deadline).await),
+                Some(address) => {
+                    Some(cri_api::query(address, daemon, container_ids, deadline).await)
+                }
                 None => None,
             }
         };
@@ -549,7 +554,9 @@ fn ask_apis(
             }
             let (address, namespace) = (&paths.address.path, &options.namespace);
             let configured = paths.snapshotter.as_deref();
-            Some(containerd_snapshots::query(address, namespace, configured, deadline).await)
+            let query =
+                containerd_snapshots::query(address, daemon, namespace, configured, deadline);
+            Some(query.await)
         };
         let answers = async { tokio::join!(containerd, cri, snapshotter) };
         // Never finishes: it only speaks up if the answers take a while.

@@ -31,14 +31,19 @@ pub fn run(global: &GlobalArgs, args: &LeakedSnapshotsArgs) -> anyhow::Result<Re
         super::pause_for_tests();
         let regather = super::look_again(global, &options);
         let (address, namespace) = (&paths.address.path, &global.namespace);
+        // Removed only over a connection whose peer is the daemon the scan
+        // proved (the walk refuses everything without one).
+        let daemon = snapshot.paths.process.as_ref().map(|p| p.pid);
         let remove = |snapshotter: &str, key: &str| {
+            let daemon = daemon.ok_or("no containerd was proven")?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|err| format!("starting an async runtime: {err}"))?;
             runtime.block_on(async {
                 let deadline = tokio::time::Instant::now() + global.timeout;
-                containerd_snapshots::remove(address, namespace, snapshotter, key, deadline).await
+                let key = (snapshotter, key);
+                containerd_snapshots::remove(address, daemon, namespace, key, deadline).await
             })
         };
         cleanups = remove_snapshot::run(&snapshot, &settings, args.yes, regather, remove);

@@ -35,16 +35,64 @@ pub async fn timed<T>(
 }
 
 /// [`connect`] to `address` for `api` within `deadline`, the attempt
-/// recorded in `calls`: every API source starts this way.
+/// recorded in `calls`: every API source starts this way. With the proven
+/// daemon's pid, only over a connection whose peer is that daemon
+/// ([`connect_to_daemon`]): whoever serves a socket writes its answers.
 pub async fn connect_recorded(
     api: Api,
     address: &Path,
+    daemon: Option<i32>,
     deadline: Instant,
     calls: &mut Vec<ApiCall>,
 ) -> Option<Channel> {
-    let (channel, call) = timed((api, Method::Connect, None), deadline, connect(address)).await;
+    let connected = async {
+        match daemon {
+            Some(pid) => connect_to_daemon(address, pid).await,
+            None => connect(address).await,
+        }
+    };
+    let (channel, call) = timed((api, Method::Connect, None), deadline, connected).await;
     calls.push(call);
     channel
+}
+
+/// A gRPC channel to the containerd `daemon` (its pid, proven) at
+/// `address`: one connection is made, its peer read on it (`SO_PEERCRED`),
+/// and every call of the channel goes over that connection alone. Checking
+/// the path's listener and then dialling the path again would let a process
+/// rename another socket over it in between (a fake CRI that listed a live
+/// pod as leaked, then the real one to remove it).
+pub async fn connect_to_daemon(address: &Path, daemon: i32) -> Result<Channel, String> {
+    let (stream, peer) = crate::sources::daemon_proof::connect_checked(address)?;
+    if peer.pid != daemon || peer.uid != 0 {
+        return Err(format!(
+            "{} is served by pid {} (uid {}), not by containerd pid {daemon}",
+            address.display(),
+            peer.pid,
+            peer.uid
+        ));
+    }
+    over(stream).await
+}
+
+/// A channel whose every call goes over `stream`, never dialling again: once
+/// that connection is closed, calls fail.
+async fn over(stream: std::os::unix::net::UnixStream) -> Result<Channel, String> {
+    let once = std::sync::Mutex::new(Some(stream));
+    tonic::transport::Endpoint::from_static("http://[::]")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let stream = once.lock().unwrap_or_else(|e| e.into_inner()).take();
+            async move {
+                let stream = stream.ok_or_else(|| {
+                    std::io::Error::other("the checked connection is closed; not dialled again")
+                })?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::from_std(stream)?,
+                ))
+            }
+        }))
+        .await
+        .map_err(|err| err.to_string())
 }
 
 /// What [`connect`] says when there is nothing at the socket's path.
@@ -106,6 +154,61 @@ mod tests {
         runtime
             .block_on(connect(address))
             .expect_err("nothing listens there")
+    }
+
+    #[test]
+    fn the_daemons_channel_goes_over_the_connection_checked_never_the_path_again() {
+        use std::io::Read;
+        use std::os::unix::net::UnixListener;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // A channel's buffer lives on the runtime.
+        let _inside = runtime.enter();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("containerd.sock");
+        let checked = UnixListener::bind(&path).unwrap();
+        let me = std::process::id() as i32;
+        // Another pid than the listener's: refused.
+        let other = runtime
+            .block_on(connect_to_daemon(&path, me + 1))
+            .unwrap_err();
+        assert!(other.contains(&format!("served by pid {me}")), "{other}");
+        drop(checked.accept().unwrap());
+        let channel = runtime.block_on(connect_to_daemon(&path, me)).unwrap();
+        // Then another socket is renamed over the path.
+        let swapped = dir.path().join("swapped.sock");
+        let impostor = UnixListener::bind(&swapped).unwrap();
+        impostor.set_nonblocking(true).unwrap();
+        std::fs::rename(&swapped, &path).unwrap();
+        let call = |channel: Channel| {
+            let mut client =
+                containerd_client::services::v1::version_client::VersionClient::new(channel);
+            let asked = async { client.version(()).await };
+            runtime.block_on(tokio::time::timeout(
+                std::time::Duration::from_millis(500),
+                asked,
+            ))
+        };
+        let _ = call(channel.clone());
+        // The call went to the listener that was checked...
+        let (mut first, _) = checked.accept().unwrap();
+        first
+            .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        let mut preface = [0; 24];
+        first.read_exact(&mut preface).unwrap();
+        assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        // ... and, once that connection is gone, nowhere: never dialled again.
+        drop(first);
+        let answer = call(channel);
+        assert!(!matches!(answer, Ok(Ok(_))), "{answer:?}");
+        let dialled = impostor.accept();
+        assert!(
+            matches!(&dialled, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the renamed socket was dialled: {dialled:?}"
+        );
     }
 
     #[test]

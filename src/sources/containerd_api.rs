@@ -24,6 +24,7 @@ const SOURCE: Source = Source::ContainerdApi;
 /// tasks. Calls run concurrently and all end by `deadline`.
 pub async fn query(
     address: &Path,
+    daemon: Option<i32>,
     namespaces: &BTreeSet<String>,
     deadline: Instant,
 ) -> ContainerdView {
@@ -31,7 +32,8 @@ pub async fn query(
         address: address.to_path_buf(),
         ..ContainerdView::default()
     };
-    let Some(channel) = connect_recorded(Api::Containerd, address, deadline, &mut view.calls).await
+    let Some(channel) =
+        connect_recorded(Api::Containerd, address, daemon, deadline, &mut view.calls).await
     else {
         return view;
     };

@@ -17,7 +17,7 @@ use crate::model::{
     Api, ApiCall, ContainerSnapshot, Gap, Lease, LeaseResource, Method, SnapshotInfo, SnapshotKind,
     SnapshotterView, Source, UnixNanos,
 };
-use crate::sources::api::{connect, connect_recorded, namespaced, status_text, timed};
+use crate::sources::api::{connect_recorded, connect_to_daemon, namespaced, status_text, timed};
 use crate::sources::api_gaps;
 
 /// Always asked, whatever the records and the config say: containerd's
@@ -35,6 +35,7 @@ const GC_LABEL_PREFIX: &str = "containerd.io/gc.";
 /// [`DEFAULT_SNAPSHOTTER`]) and each lease's resources.
 pub async fn query(
     address: &Path,
+    daemon: Option<i32>,
     namespace: &str,
     configured: Option<&str>,
     deadline: Instant,
@@ -44,7 +45,8 @@ pub async fn query(
         namespace: namespace.to_string(),
         ..SnapshotterView::default()
     };
-    let Some(channel) = connect_recorded(Api::Containerd, address, deadline, &mut view.calls).await
+    let Some(channel) =
+        connect_recorded(Api::Containerd, address, daemon, deadline, &mut view.calls).await
     else {
         return view;
     };
@@ -255,16 +257,17 @@ fn kind(code: i32) -> SnapshotKind {
     }
 }
 
-/// Removes one snapshot (`Snapshots.Remove`), by `deadline`.
+/// Removes one snapshot (`Snapshots.Remove`, `(snapshotter, key)`) by
+/// `deadline`, over a connection whose peer is the containerd `daemon`.
 pub async fn remove(
     address: &Path,
+    daemon: i32,
     namespace: &str,
-    snapshotter: &str,
-    key: &str,
+    (snapshotter, key): (&str, &str),
     deadline: Instant,
 ) -> Result<(), String> {
     let call = async {
-        let channel = connect(address).await?;
+        let channel = connect_to_daemon(address, daemon).await?;
         let message = snapshots::RemoveSnapshotRequest {
             snapshotter: snapshotter.to_string(),
             key: key.to_string(),

@@ -24,7 +24,7 @@ use tonic::transport::Channel;
 use crate::model::{
     name_labels, Api, CriApiState, CriItem, CriView, Gap, Method, Source, StatusProbe,
 };
-use crate::sources::api::{connect, connect_recorded, status_text, timed};
+use crate::sources::api::{connect_recorded, connect_to_daemon, status_text, timed};
 use crate::sources::api_gaps;
 
 const SOURCE: Source = Source::CriApi;
@@ -35,12 +35,19 @@ const STATUS_CONCURRENCY: usize = 16;
 /// Asks CRI at `address` for its view; every call ends by `deadline`.
 /// `container_ids` are probed with ContainerStatus (the ids on disk, so the
 /// probes do not depend on ListContainers answering).
-pub async fn query(address: &Path, container_ids: &[String], deadline: Instant) -> CriView {
+pub async fn query(
+    address: &Path,
+    daemon: Option<i32>,
+    container_ids: &[String],
+    deadline: Instant,
+) -> CriView {
     let mut view = CriView {
         address: address.to_path_buf(),
         ..CriView::default()
     };
-    let Some(channel) = connect_recorded(Api::Cri, address, deadline, &mut view.calls).await else {
+    let Some(channel) =
+        connect_recorded(Api::Cri, address, daemon, deadline, &mut view.calls).await
+    else {
         return view;
     };
     let client = RuntimeServiceClient::new(channel);
@@ -83,9 +90,19 @@ pub fn gaps(view: &CriView, gaps: &mut Vec<Gap>) {
 
 /// Stops one sandbox (CRI runs its CNI DEL and removes its network
 /// namespace) and removes it, as kubelet does, each call by its own
-/// `timeout`: a stop waits on CNI plugins, which may be slow.
-pub async fn remove_sandbox(address: &Path, id: &str, timeout: Duration) -> Result<(), String> {
-    let channel = within(timeout, "connect", connect(address)).await?;
+/// `timeout`: a stop waits on CNI plugins, which may be slow. Both calls go
+/// over one connection whose peer is the containerd `daemon`: CRI runs
+/// inside it, and `--cri-address` may name any socket.
+pub async fn remove_sandbox(
+    address: &Path,
+    daemon: i32,
+    id: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let connected = connect_to_daemon(address, daemon);
+    let channel = within(timeout, "connect", connected)
+        .await
+        .map_err(|why| format!("CRI: {why}"))?;
     let mut client = RuntimeServiceClient::new(channel);
     let stop = StopPodSandboxRequest {
         pod_sandbox_id: id.to_string(),

@@ -179,6 +179,14 @@ pub fn disqualified(facts: &DaemonFacts, host: Option<&Host>) -> Option<String> 
 /// its peer's credentials read, and it is closed. Non-blocking: a listener
 /// whose backlog is full (a frozen daemon) is an error, not a wait.
 pub fn serving(path: &Path) -> Result<Peer, String> {
+    connect_checked(path).map(|(_, peer)| peer)
+}
+
+/// A connection to the socket at `path` (see [`serving`]) and its peer's
+/// credentials, read on that very connection: a caller that sends its calls
+/// over it talks to the process it checked, whatever is renamed over the
+/// path afterwards. The socket is non-blocking.
+pub fn connect_checked(path: &Path) -> Result<(std::os::unix::net::UnixStream, Peer), String> {
     // sun_path holds 108 bytes: the socket is reached through its open
     // directory instead, whatever the length of the path to it.
     let parent = match path.parent() {
@@ -218,10 +226,11 @@ pub fn serving(path: &Path) -> Result<Peer, String> {
     }
     let credentials = socket::getsockopt(&socket, sockopt::PeerCredentials)
         .map_err(|err| format!("reading its peer's credentials: {}", err.desc()))?;
-    Ok(Peer {
+    let peer = Peer {
         pid: credentials.pid(),
         uid: credentials.uid(),
-    })
+    };
+    Ok((std::os::unix::net::UnixStream::from(socket), peer))
 }
 
 /// [`serving`] for a socket a process names, resolved inside that
