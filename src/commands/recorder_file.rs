@@ -5,17 +5,21 @@
 //! flushed to disk, and a disk under the very pressure being recorded must
 //! not hold up `watch`'s looks. Written safely: into a directory only root
 //! (this user) can write to, made 0700 when missing and refused when it is
-//! a symlink or anyone else's ([`own_dir`]); as a new file beside the old
-//! one (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600) renamed over it
-//! ([`replace`]), so never through a symlink and never half written.
+//! a symlink or anyone else's, opened and checked from `/` with every
+//! directory on the way one no one else could swap it in
+//! ([`CheckedDir::own`]); as a new file beside the old one
+//! (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600) renamed over it, relative to
+//! that directory's descriptor, so never through a symlink, never
+//! elsewhere, and never half written.
 
+use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::commands::flight_recorder::Recorder;
 use crate::inert;
 use crate::model::RecorderFile;
-use crate::read::beside::{own_dir, replace};
+use crate::read::beside::{split, CheckedDir};
 
 /// Hands the ring to the writing thread when it changed.
 pub struct Keeper {
@@ -83,11 +87,15 @@ fn write_each(path: &std::path::Path, shared: &Shared, quiet: bool) {
                 };
             }
         };
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => std::path::Path::new("."),
-        };
-        match own_dir(dir).and_then(|()| replace(path, &bytes, 0o600)) {
+        // The directory opened and checked again for each write: made again
+        // if removed, and never a descriptor kept on one swapped meanwhile.
+        let written = split(path).and_then(|(dir, name)| {
+            CheckedDir::own(dir)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?
+                .replace(name, &bytes, 0o600)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+        });
+        match written {
             Ok(()) => {
                 if failing.take().is_some() {
                     say(quiet, "flight recorder file written again");
