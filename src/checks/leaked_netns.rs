@@ -228,6 +228,7 @@ mod tests {
                     pod_uid: None,
                 },
             ],
+            cri_networks: vec!["pods".into()],
             ..CniView::default()
         });
         let findings = check(&s, &Settings::default());
