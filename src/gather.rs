@@ -136,6 +136,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     pods.narrow(
         containerd.as_ref(),
         cri.as_ref(),
+        files.cni.as_ref(),
         options,
         &proc_scan.processes,
         &mut gaps,
