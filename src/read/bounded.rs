@@ -267,7 +267,9 @@ fn read_at_most(file: &mut File, limit: u64, size: u64) -> io::Result<Vec<u8>> {
             Err(err) => return Err(err),
         };
         filled += n;
-        if n == 0 || (filled < bytes.len() && filled as u64 >= size) {
+        // A file that says size 0 (procfs, sysfs) hands out a page or so
+        // per read: only a read of 0 is its end.
+        if n == 0 || (size > 0 && filled < bytes.len() && filled as u64 >= size) {
             break;
         }
         if filled == bytes.len() {
