@@ -252,6 +252,7 @@ mod tests {
                 })
                 .collect(),
             holders_looked_for: true,
+            ..NetnsView::default()
         });
         let mut view = ContainerdView::default();
         view.namespaces.insert(

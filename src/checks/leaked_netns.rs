@@ -197,6 +197,7 @@ mod tests {
                 })
                 .collect(),
             holders_looked_for: true,
+            ..NetnsView::default()
         });
         let mut view = ContainerdView::default();
         view.namespaces.insert(

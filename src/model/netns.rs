@@ -4,7 +4,7 @@
 //! netns add`, another runtime's): what made each is told by its name,
 //! the sandbox records and libcni's cache (see `checks::leaked_netns`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,12 @@ pub struct NetnsView {
     /// descriptors (procfs read whole, within its time).
     #[serde(default)]
     pub holders_looked_for: bool,
+    /// The processes whose threads or descriptors the kernel would not let
+    /// nodectl see (ptrace access: without CAP_SYS_PTRACE, a process with
+    /// capabilities nodectl lacks): what they hold is unknown. A gap names
+    /// them.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub holders_unread: BTreeSet<i32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,10 +109,17 @@ pub fn is_cri_made(name: &std::ffi::OsStr, cni: Option<&crate::model::CniView>) 
     is_cri_name(name) || cni.is_some_and(|cni| cni.attachment_in_netns(name).is_some())
 }
 
-/// The interfaces of `mount` that CRI did not put there: any but `lo` and
-/// the pod's own, which go-cni names `eth<i>` for CRI's i-th network
-/// (`getIfName`, prefix `eth`). `None`: its interfaces were not seen, so
-/// nothing can be said.
+/// The fallback devices the kernel puts in every new network namespace
+/// while their tunnel modules are loaded (`net.core.
+/// fb_tunnels_only_for_init_net` 0, the default): nobody's interface.
+const KERNEL_FALLBACK_TUNNELS: &[&str] = &[
+    "tunl0", "sit0", "ip6tnl0", "gre0", "gretap0", "erspan0", "ip6gre0", "ip_vti0", "ip6_vti0",
+];
+
+/// The interfaces of `mount` that CRI did not put there: any but `lo`, the
+/// kernel's fallback tunnels and the pod's own, which go-cni names
+/// `eth<i>` for CRI's i-th network (`getIfName`, prefix `eth`). `None`:
+/// its interfaces were not seen, so nothing can be said.
 pub fn foreign_interfaces(mount: &NetnsMount, cri_networks: usize) -> Option<Vec<&str>> {
     let pods_own = |name: &str| {
         name.strip_prefix("eth")
@@ -118,7 +131,9 @@ pub fn foreign_interfaces(mount: &NetnsMount, cri_networks: usize) -> Option<Vec
         interfaces
             .iter()
             .map(String::as_str)
-            .filter(|name| *name != "lo" && !pods_own(name))
+            .filter(|name| {
+                *name != "lo" && !KERNEL_FALLBACK_TUNNELS.contains(name) && !pods_own(name)
+            })
             .collect(),
     )
 }

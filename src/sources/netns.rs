@@ -80,8 +80,9 @@ const HOLDERS_TIME: Duration = Duration::from_secs(5);
 /// thread joins only its own) or a descriptor open on it
 /// (`/proc/<pid>/fd/<n>`, as a runtime or `ip netns` keeps one), each by
 /// the identity the kernel gives the link's target (`stat`), never by a
-/// name. `holders_looked_for` only when every process was read whole: a
-/// process whose threads or descriptors cannot be read (no root) is a gap.
+/// name. `holders_looked_for` only when every process was read whole, but
+/// for those the kernel will not let nodectl see (`holders_unread`, named
+/// in a gap); any other failure leaves it false, with a gap.
 pub fn find_holders(
     view: &mut NetnsView,
     wanted: &BTreeSet<(u64, u64)>,
@@ -113,11 +114,28 @@ pub fn find_holders(
                     view.holders.entry(inode).or_insert(holder);
                 }
             }
+            // The kernel's ptrace check said no: named, and the look goes
+            // on (as procfs's unread pids do).
+            Err((_, err)) if err.kind() == io::ErrorKind::PermissionDenied => {
+                view.holders_unread.insert(pid);
+            }
             Err((path, err)) => {
                 gaps.push(Gap::item(Source::Procfs, path, err));
                 return;
             }
         }
+    }
+    if !view.holders_unread.is_empty() {
+        let pids: Vec<String> = view.holders_unread.iter().map(i32::to_string).collect();
+        gaps.push(Gap::item(
+            Source::Procfs,
+            proc_root,
+            format!(
+                "the threads and descriptors of process(es) {} not seen (permission denied): \
+                 a pod network namespace only they held would be taken for unheld",
+                pids.join(", ")
+            ),
+        ));
     }
     view.holders_looked_for = true;
 }
