@@ -5,6 +5,7 @@
 //! nothing holds, the interfaces in it.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStrExt;
@@ -95,6 +96,14 @@ pub fn find_holders(
         view.holders_looked_for = true;
         return;
     }
+    // The file names of the namespaces asked about, as a descriptor
+    // opened through their mounts spells them.
+    let names: BTreeSet<&OsStr> = view
+        .mounts
+        .iter()
+        .filter(|m| wanted.contains(&(m.device, m.inode)))
+        .filter_map(|m| m.path.file_name())
+        .collect();
     let until = Instant::now() + HOLDERS_TIME;
     for pid in pids {
         if Instant::now() > until {
@@ -108,7 +117,7 @@ pub fn find_holders(
             ));
             return;
         }
-        match holders_in(proc_root, pid, wanted) {
+        match holders_in(proc_root, pid, wanted, &names) {
             Ok(found) => {
                 for (inode, holder) in found {
                     view.holders.entry(inode).or_insert(holder);
@@ -147,6 +156,7 @@ fn holders_in(
     proc_root: &Path,
     pid: i32,
     wanted: &BTreeSet<(u64, u64)>,
+    names: &BTreeSet<&OsStr>,
 ) -> Result<Vec<(u64, NetnsHolder)>, (PathBuf, io::Error)> {
     let gone = |err: &io::Error| {
         err.kind() == io::ErrorKind::NotFound || err.raw_os_error() == Some(nix::libc::ESRCH)
@@ -177,15 +187,19 @@ fn holders_in(
         }
     }
     for (fd, path) in entries(process.join("fd"))? {
-        // The link's text says what it is (an nsfs file reads
-        // `net:[<inode>]`): only those are stat'ed, so a descriptor on a
+        // The link's text says what it may be: `net:[<inode>]` for a
+        // namespace opened through procfs, the mount point's path for one
+        // opened through its bind mount (`ip netns exec`, a runtime's
+        // setns by path). Only those are stat'ed, so a descriptor on a
         // stalled filesystem is never followed.
         let target = match fs::read_link(&path) {
             Ok(target) => target,
             Err(err) if gone(&err) => continue,
             Err(err) => return Err((path, err)),
         };
-        if !target.as_os_str().as_bytes().starts_with(b"net:[") {
+        let through_procfs = target.as_os_str().as_bytes().starts_with(b"net:[");
+        let through_mount = target.file_name().is_some_and(|n| names.contains(n));
+        if !through_procfs && !through_mount {
             continue;
         }
         if let Some(inode) = identity(&path)? {
@@ -344,8 +358,25 @@ mod tests {
         std::os::unix::fs::symlink("plain", proc.root.path().join("20/fd/8")).unwrap();
         // C: a namespace whose name a link spells, another file's identity.
         let c = (a.0, a.1 + 1_000_000);
-        let mut view = NetnsView::default();
-        let wanted = BTreeSet::from([a, b, c]);
+        // D: held by process 20 through its mount: the link reads the
+        // mount point's path (as `exec 3</run/netns/x` leaves it).
+        let mounted = proc.root.path().join("netns/cni-d");
+        fs::create_dir_all(mounted.parent().unwrap()).unwrap();
+        fs::write(&mounted, "").unwrap();
+        std::os::unix::fs::symlink(&mounted, proc.root.path().join("20/fd/9")).unwrap();
+        let m = fs::metadata(&mounted).unwrap();
+        let d = (m.dev(), m.ino());
+        let mut view = NetnsView {
+            mounts: vec![NetnsMount {
+                path: PathBuf::from("/var/run/netns/cni-d"),
+                inode: d.1,
+                device: d.0,
+                created_at: 0,
+                interfaces: None,
+            }],
+            ..NetnsView::default()
+        };
+        let wanted = BTreeSet::from([a, b, c, d]);
         let mut gaps = Vec::new();
         // 30 has exited: it holds nothing.
         find_holders(
@@ -371,6 +402,13 @@ mod tests {
                 NetnsHolder {
                     pid: 20,
                     by: HeldBy::Descriptor(7),
+                },
+            ),
+            (
+                d.1,
+                NetnsHolder {
+                    pid: 20,
+                    by: HeldBy::Descriptor(9),
                 },
             ),
         ]);
