@@ -141,6 +141,8 @@ impl PodsRead {
                     .filter(|&i| !view.holders.contains_key(&view.mounts[i].inode))
                     .collect();
                 netns::look_at_interfaces(view, &unheld, &options.proc_root, gaps);
+                let cri_networks = cni.map_or(0, |cni| cni.cri_networks.len());
+                netns::note_unread_holders(view, &unheld, cri_networks, &options.proc_root, gaps);
             }
         }
         if let (Some(view), Some(listed)) =

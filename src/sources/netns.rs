@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::OFlag;
 use nix::sched::{setns, CloneFlags};
 
+use crate::model::netns::foreign_interfaces;
 use crate::model::{Gap, HeldBy, NetnsHolder, NetnsMount, NetnsView, Paths, Source};
 use crate::read::bounded::{mtime_nanos, open_at, open_regular, Links};
 use crate::sources::mountinfo;
@@ -83,7 +84,8 @@ const HOLDERS_TIME: Duration = Duration::from_secs(5);
 /// the identity the kernel gives the link's target (`stat`), never by a
 /// name. `holders_looked_for` only when every process was read whole, but
 /// for those the kernel will not let nodectl see (`holders_unread`, named
-/// in a gap); any other failure leaves it false, with a gap.
+/// in a gap by [`note_unread_holders`] when a verdict rests on them); any
+/// other failure leaves it false, with a gap.
 pub fn find_holders(
     view: &mut NetnsView,
     wanted: &BTreeSet<(u64, u64)>,
@@ -133,18 +135,6 @@ pub fn find_holders(
                 return;
             }
         }
-    }
-    if !view.holders_unread.is_empty() {
-        let pids: Vec<String> = view.holders_unread.iter().map(i32::to_string).collect();
-        gaps.push(Gap::item(
-            Source::Procfs,
-            proc_root,
-            format!(
-                "the threads and descriptors of process(es) {} not seen (permission denied): \
-                 a pod network namespace only they held would be taken for unheld",
-                pids.join(", ")
-            ),
-        ));
     }
     view.holders_looked_for = true;
 }
@@ -208,6 +198,38 @@ fn holders_in(
         }
     }
     Ok(found)
+}
+
+/// The gap saying which processes' threads and descriptors were not
+/// seen, when a verdict rests on it: some namespace of `indices` (those
+/// nothing seen holds) has no interface CRI did not put there, so only
+/// what was not seen could still hold it.
+pub fn note_unread_holders(
+    view: &NetnsView,
+    indices: &[usize],
+    cri_networks: usize,
+    proc_root: &Path,
+    gaps: &mut Vec<Gap>,
+) {
+    let rests_on_them = indices.iter().any(|&i| {
+        view.mounts
+            .get(i)
+            .and_then(|m| foreign_interfaces(m, cri_networks))
+            .is_some_and(|foreign| foreign.is_empty())
+    });
+    if view.holders_unread.is_empty() || !rests_on_them {
+        return;
+    }
+    let pids: Vec<String> = view.holders_unread.iter().map(i32::to_string).collect();
+    gaps.push(Gap::item(
+        Source::Procfs,
+        proc_root,
+        format!(
+            "the threads and descriptors of process(es) {} not seen (permission denied): \
+             a pod network namespace only they held would be taken for unheld",
+            pids.join(", ")
+        ),
+    ));
 }
 
 /// How long seeing one namespace's interfaces may take.

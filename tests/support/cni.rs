@@ -438,6 +438,20 @@ pub struct Neighbours {
 }
 
 impl Neighbours {
+    /// The file names of their namespaces in CRI's netns dir.
+    pub fn netns_names(&self) -> Vec<String> {
+        [
+            &self.admin_netns,
+            &self.admin_empty_netns,
+            &self.held_netns,
+            &self.foreign_netns,
+        ]
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect()
+    }
+
     /// The interfaces of the live process's namespace.
     pub fn live_interfaces(&self) -> Vec<String> {
         fs::read_to_string(format!("/proc/{}/net/dev", self.live_pid))
