@@ -19,9 +19,10 @@
 //!
 //! Beside them, the bed's neighbours (`support::Neighbours`): an
 //! administrator's namespaces in CRI's netns dir (one with a veth into a
-//! live process's namespace, one empty), a `cni-<uuid>` namespace only a live process's open
-//! descriptor holds, and a `cni-<uuid>` one holding a veth CRI did not put
-//! there. None is ever reported or removed, and the live process keeps its
+//! live process's namespace, one empty), and `cni-<uuid>` namespaces only
+//! a live process's open descriptor holds, only a thread (not the main
+//! one) of a live process is in, or holding a veth CRI did not put there.
+//! None is ever reported or removed, and the live process keeps its
 //! interfaces.
 
 mod support;
@@ -255,10 +256,11 @@ async fn a_namespace_whose_record_was_removed_is_found_and_the_live_one_is_not()
 /// The bed's neighbours (see `support::Neighbours`) are neither reported
 /// (`rows`: findings or cleanup rows, each naming a path) nor touched: an
 /// administrator's namespaces (`ip netns add`, not CRI's name), one with a
-/// veth into a live process's namespace and one empty, a namespace named as CRI names them
-/// that only a live process's open descriptor holds, and one that nothing
-/// holds but that holds a veth CRI did not put there; their mounts stay
-/// and the live process keeps its interfaces.
+/// veth into a live process's namespace and one empty; and namespaces
+/// named as CRI names them: one only a live process's open descriptor
+/// holds, one only a thread (not the main one) of a live process is in,
+/// one that nothing holds but that holds a veth CRI did not put there.
+/// Their mounts stay and the live process keeps its interfaces.
 fn neighbours_untouched(bed: &TestBed, rows: &[&Value], after: &str) {
     let neighbours = bed.neighbours();
     for netns in [
@@ -266,6 +268,7 @@ fn neighbours_untouched(bed: &TestBed, rows: &[&Value], after: &str) {
         &neighbours.admin_empty_netns,
         &neighbours.held_netns,
         &neighbours.foreign_netns,
+        &neighbours.thread_netns,
     ] {
         let path = netns.display().to_string();
         let row =

@@ -359,6 +359,10 @@ impl Cni {
         if let Some(mut neighbours) = self.neighbours.take() {
             let _ = neighbours.live.kill();
             let _ = neighbours.live.wait();
+            if let Some((leave, thread)) = neighbours.thread.take() {
+                drop(leave);
+                let _ = thread.join();
+            }
         }
         self.netns = None;
         let ours = format!("{}-", self.network);
@@ -421,7 +425,8 @@ pub const ADMIN_EMPTY_NETNS: &str = "blue";
 ///   namespace, and an empty one ([`ADMIN_EMPTY_NETNS`]); a namespace named as CRI names them that nothing but an
 ///   open descriptor of the live process holds (`held`); and one named so
 ///   that nothing holds but which holds `vnb0`, whose peer `vlive1` is in
-///   the live process's namespace (`foreign`).
+///   the live process's namespace (`foreign`); and one, named so, that
+///   only a thread of the test process (not its main one) is in.
 ///
 /// None of it is CRI's to report or remove.
 pub struct Neighbours {
@@ -435,6 +440,11 @@ pub struct Neighbours {
     pub admin_empty_netns: PathBuf,
     pub held_netns: PathBuf,
     pub foreign_netns: PathBuf,
+    /// Named as CRI names them; only a thread (not the main one) of the
+    /// test process is in it.
+    pub thread_netns: PathBuf,
+    /// That thread, which leaves once the sender is dropped.
+    thread: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
 }
 
 impl Neighbours {
@@ -445,6 +455,7 @@ impl Neighbours {
             &self.admin_empty_netns,
             &self.held_netns,
             &self.foreign_netns,
+            &self.thread_netns,
         ]
         .iter()
         .filter_map(|p| p.file_name())
@@ -564,14 +575,17 @@ impl Cni {
         let admin_empty_netns = netns_dir.join(ADMIN_EMPTY_NETNS);
         let held_netns = netns_dir.join(cri_style_name());
         let foreign_netns = netns_dir.join(cri_style_name());
+        let thread_netns = netns_dir.join(cri_style_name());
         for netns in [
             &admin_netns,
             &admin_empty_netns,
             &held_netns,
             &foreign_netns,
+            &thread_netns,
         ] {
             Cni::add_netns(netns)?;
         }
+        let thread = Cni::thread_in(&thread_netns)?;
         // The live process: in a namespace of its own, holding `held`
         // open (descriptor 3), doing nothing.
         let mut live = Command::new("unshare")
@@ -612,6 +626,8 @@ impl Cni {
                     admin_empty_netns,
                     held_netns,
                     foreign_netns,
+                    thread_netns,
+                    thread: Some(thread),
                 });
                 Ok(())
             }
@@ -620,6 +636,28 @@ impl Cni {
                 let _ = live.wait();
                 Err(e)
             }
+        }
+    }
+
+    /// A thread of this process in the namespace at `path` (its
+    /// descriptor closed once joined), until the sender is dropped.
+    fn thread_in(
+        path: &Path,
+    ) -> Result<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>), String> {
+        let netns = fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (leave, told) = std::sync::mpsc::channel::<()>();
+        let (joined, answer) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let result = nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET);
+            drop(netns);
+            let _ = joined.send(result.map_err(|e| e.to_string()));
+            // Until told to leave (the sender dropped).
+            let _ = told.recv();
+        });
+        match answer.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok((leave, thread)),
+            Ok(Err(e)) => Err(format!("setns into {}: {e}", path.display())),
+            Err(e) => Err(format!("the thread into {}: {e}", path.display())),
         }
     }
 
