@@ -234,6 +234,8 @@ pub fn note_unread_holders(
 
 /// How long seeing one namespace's interfaces may take.
 const INTERFACES_TIME: Duration = Duration::from_secs(2);
+/// How long seeing them all may take, one look.
+const ALL_INTERFACES_TIME: Duration = Duration::from_secs(5);
 /// The most namespaces whose interfaces one look sees.
 const INTERFACES_LOOKED_AT: usize = 64;
 /// A namespace's `net/dev`: a line per interface.
@@ -243,23 +245,29 @@ const NET_DEV_LIMIT: u64 = 1 << 20;
 /// namespaces CRI made that nothing names or holds), each read on a
 /// short-lived thread of its own that joins the namespace (`setns`, the
 /// thread's alone) and reads `/proc/thread-self/net/dev`: nothing is run
-/// and nothing changed. A namespace not seen in [`INTERFACES_TIME`] keeps
-/// `interfaces` `None`, and a gap says why.
+/// and nothing changed. A namespace not seen in [`INTERFACES_TIME`] (all
+/// of them: [`ALL_INTERFACES_TIME`], at most [`INTERFACES_LOOKED_AT`])
+/// keeps `interfaces` `None`, and a gap says why.
 pub fn look_at_interfaces(
     view: &mut NetnsView,
     indices: &[usize],
     proc_root: &Path,
     gaps: &mut Vec<Gap>,
 ) {
+    let until = Instant::now() + ALL_INTERFACES_TIME;
     for (n, &index) in indices.iter().enumerate() {
         let Some(mount) = view.mounts.get_mut(index) else {
             continue;
         };
-        if n >= INTERFACES_LOOKED_AT {
+        let left = until.saturating_duration_since(Instant::now());
+        if n >= INTERFACES_LOOKED_AT || left.is_zero() {
             gaps.push(Gap::item(
                 SOURCE,
                 &mount.path,
-                format!("its interfaces not looked at: past {INTERFACES_LOOKED_AT} namespaces"),
+                format!(
+                    "its interfaces not looked at: past {INTERFACES_LOOKED_AT} namespaces or {} s",
+                    ALL_INTERFACES_TIME.as_secs()
+                ),
             ));
             continue;
         }
@@ -273,7 +281,7 @@ pub fn look_at_interfaces(
             });
         let seen = match spawned {
             Ok(_) => answered
-                .recv_timeout(INTERFACES_TIME)
+                .recv_timeout(INTERFACES_TIME.min(left))
                 .unwrap_or_else(|_| Err(format!("not seen in {} s", INTERFACES_TIME.as_secs()))),
             Err(err) => Err(format!("no thread to look: {err}")),
         };
@@ -473,6 +481,36 @@ mod tests {
             &mut gaps,
         );
         assert!(view.holders_looked_for);
+    }
+
+    #[test]
+    fn processes_not_seen_are_a_gap_only_when_a_verdict_rests_on_them() {
+        let mount = |interfaces: &[&str]| NetnsMount {
+            path: PathBuf::from("/var/run/netns/cni-x"),
+            inode: 1,
+            device: 4,
+            created_at: 0,
+            interfaces: Some(interfaces.iter().map(|n| n.to_string()).collect()),
+        };
+        let mut view = NetnsView {
+            mounts: vec![mount(&["lo", "vadm0"])],
+            holders_unread: BTreeSet::from([1]),
+            ..NetnsView::default()
+        };
+        let mut gaps = Vec::new();
+        // Its foreign veth keeps it whatever pid 1 holds.
+        note_unread_holders(&view, &[0], 1, Path::new("/proc"), &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // Only pid 1 could still hold this one.
+        view.mounts[0] = mount(&["lo", "eth0"]);
+        note_unread_holders(&view, &[0], 1, Path::new("/proc"), &mut gaps);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].error.contains("process(es) 1 not seen"), "{gaps:?}");
+        // Every process seen: nothing to say.
+        view.holders_unread.clear();
+        let mut gaps = Vec::new();
+        note_unread_holders(&view, &[0], 1, Path::new("/proc"), &mut gaps);
+        assert!(gaps.is_empty());
     }
 
     #[test]
