@@ -570,6 +570,17 @@ impl Cni {
     /// ADD run in containerd's network namespace (where the bed's bridge
     /// is), once [`Cni::hold_netns`] holds it.
     pub(crate) fn start_neighbours(&mut self, netns_dir: &Path) -> Result<(), String> {
+        let started = self.make_neighbours(netns_dir);
+        if started.is_err() {
+            // Their mounts would keep the bed's dir from being removed.
+            for entry in fs::read_dir(netns_dir).into_iter().flatten().flatten() {
+                let _ = nix::mount::umount2(&entry.path(), nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+        started
+    }
+
+    fn make_neighbours(&mut self, netns_dir: &Path) -> Result<(), String> {
         fs::create_dir_all(netns_dir).map_err(|e| format!("{}: {e}", netns_dir.display()))?;
         let admin_netns = netns_dir.join(ADMIN_NETNS);
         let admin_empty_netns = netns_dir.join(ADMIN_EMPTY_NETNS);
