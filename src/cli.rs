@@ -169,7 +169,7 @@ pub enum Command {
     LeakedSandboxes(LeakedSandboxesArgs),
     /// kubelet pod cgroups whose pod has no sandbox; --remove removes those nothing runs in
     LeakedPodCgroups(LeakedPodCgroupsArgs),
-    /// Pod network namespaces no sandbox record names and no process is in; --remove unmounts and removes them
+    /// Pod network namespaces CRI made that no sandbox record names and nothing holds (no thread in it, no descriptor on it, no foreign interface); --remove unmounts and removes them
     LeakedNetns(LeakedNetnsArgs),
     /// Serve `check`'s metrics over HTTP (/metrics, /healthz), checking once per --interval and when containerd's events call for it; never kills
     Serve(ServeArgs),

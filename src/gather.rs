@@ -136,6 +136,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     pods.narrow(
         containerd.as_ref(),
         cri.as_ref(),
+        files.cni.as_ref(),
         options,
         &proc_scan.processes,
         &mut gaps,
@@ -228,9 +229,10 @@ impl FileSources {
             })
         });
         let conf_dir = cni::conf_dir(paths.cni_conf_dir.as_deref());
+        let max_conf_num = paths.cni_max_conf_num.unwrap_or(cni::DEFAULT_MAX_CONF_NUM);
         let cni = options.cni.then(|| {
             SourceThread::spawn(cni::SOURCE, &conf_dir.clone(), move |gaps| {
-                cni::read(&conf_dir, Path::new(cni::RESULT_CACHE), gaps)
+                cni::read(&conf_dir, max_conf_num, Path::new(cni::RESULT_CACHE), gaps)
             })
         });
         let others = FileSources {

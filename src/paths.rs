@@ -133,6 +133,7 @@ fn resolve_with(
         unproven: Vec::new(),
         snapshotter: file.as_ref().and_then(|c| c.snapshotter.clone()),
         cni_conf_dir: file.as_ref().and_then(|c| c.cni_conf_dir.clone()),
+        cni_max_conf_num: file.as_ref().and_then(|c| c.cni_max_conf_num),
         netns_under_state_dir: file.as_ref().is_some_and(|c| c.netns_under_state_dir),
         daemon_lookup: None,
     };

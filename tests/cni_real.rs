@@ -42,6 +42,16 @@ fn nth_address(n: usize) -> Ipv4Addr {
 }
 
 /// The entries of a dir (pod netns mounts), sorted.
+/// The pods' network namespaces in CRI's netns dir: its entries but the
+/// bed's neighbours' (see `support::Neighbours`).
+fn pod_netns(bed: &TestBed) -> Vec<String> {
+    let theirs = bed.neighbours().netns_names();
+    entries(&bed.netns_dir())
+        .into_iter()
+        .filter(|name| !theirs.contains(name))
+        .collect()
+}
+
 fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .into_iter()
@@ -99,7 +109,7 @@ async fn pods_get_addresses_until_the_range_is_used_up_and_give_them_back() {
     assert!(has_bridge(devices(bed.containerd_pid().to_string())));
     assert!(!has_bridge(devices("self".to_string())), "no bridge here");
     assert_eq!(
-        entries(&bed.netns_dir()).len(),
+        pod_netns(&bed).len(),
         POD_ADDRESSES,
         "one netns mount per pod under {}",
         bed.netns_dir().display()
@@ -125,7 +135,7 @@ async fn pods_get_addresses_until_the_range_is_used_up_and_give_them_back() {
         bed.remove_pod(id).await.expect("RemovePodSandbox");
     }
     assert_eq!(bed.ip_files(), vec![], "every address released");
-    assert_eq!(entries(&bed.netns_dir()), Vec::<String>::new());
+    assert_eq!(pod_netns(&bed), Vec::<String>::new());
     assert_eq!(bed.listed_sandboxes().await, Vec::<String>::new());
 }
 
@@ -167,7 +177,7 @@ async fn missing_chained_plugin_leaks_the_address_but_on_1_6() {
             assert!(bed.listed_sandboxes().await.contains(&id));
             let status = bed.sandbox_status(&id).await.expect("PodSandboxStatus");
             assert_eq!(status.state, PodSandboxState::SandboxNotready as i32);
-            assert_eq!(entries(&bed.netns_dir()).len(), 1);
+            assert_eq!(pod_netns(&bed).len(), 1);
         }
         Line::V2_0 | Line::V2_3 => {}
     }
@@ -193,7 +203,7 @@ async fn missing_chained_plugin_leaks_the_address_but_on_1_6() {
             bed.stop_pod(&id).await.expect("StopPodSandbox");
             bed.remove_pod(&id).await.expect("RemovePodSandbox");
             assert!(!bed.listed_sandboxes().await.contains(&id));
-            assert_eq!(entries(&bed.netns_dir()), Vec::<String>::new());
+            assert_eq!(pod_netns(&bed), Vec::<String>::new());
             bed.clear_cni_faults();
             assert_eq!(bed.ip_files(), files, "leaked: no sandbox {id}");
         }
@@ -201,7 +211,7 @@ async fn missing_chained_plugin_leaks_the_address_but_on_1_6() {
             // The cleanup's DEL error is dropped (no CNI result yet): the
             // sandbox and its netns are gone, the address is not.
             assert!(!bed.listed_sandboxes().await.contains(&id));
-            assert_eq!(entries(&bed.netns_dir()), Vec::<String>::new());
+            assert_eq!(pod_netns(&bed), Vec::<String>::new());
             bed.clear_cni_faults();
             assert_eq!(bed.ip_files(), files, "leaked: no sandbox {id}");
             // Nothing will DEL it again: the next pod gets the next address.
@@ -237,7 +247,7 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
     let owners: Vec<String> = bed.ip_files().into_iter().map(|f| f.container_id).collect();
     assert_eq!(owners, vec![healthy.clone(), leaked.sandbox_id.clone()]);
     // The netns went with the sandbox: only the address is left.
-    assert_eq!(entries(&bed.netns_dir()).len(), 1);
+    assert_eq!(pod_netns(&bed).len(), 1);
 
     // A restarted containerd (back in the bed's network namespace) knows
     // no more of it; the healthy pod keeps its address and the next pod

@@ -231,7 +231,7 @@ const KINDS: &[(&str, &str, &str)] = &[
     (
         "leaked-netns",
         "warning",
-        "A pod network namespace CRI mounted that no sandbox record names and no process is in; it keeps the pod's veth and address.",
+        "A pod network namespace CRI made that no sandbox record names and nothing holds (no thread in it, no descriptor on it, no foreign interface); it keeps the pod's veth and address.",
     ),
     (
         "cri-drift",

@@ -1373,6 +1373,7 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 unproven: Vec::new(),
                 snapshotter: None,
                 cni_conf_dir: None,
+                cni_max_conf_num: None,
                 netns_under_state_dir: false,
                 daemon_lookup: None,
             };

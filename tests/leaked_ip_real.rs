@@ -6,7 +6,9 @@
 //! line). nodectl must find that address, name its sandbox, its network,
 //! its file and the range's use, judge it by containerd's records and CRI's
 //! list, and leave the live pod's address alone; within the grace it must
-//! call nothing leaked. `leaked-ips --release` plans, refuses an address
+//! call nothing leaked. Beside CRI's network the bed has podman's
+//! (`87-podman.conflist`, which CRI does not load) with a live process's
+//! address that containerd never knew: never reported, never released. `leaked-ips --release` plans, refuses an address
 //! host-local gave to a new pod between its scan and its release, releases
 //! the other under host-local's lock, and the node whose range was used up
 //! starts a pod again.
@@ -35,6 +37,23 @@ async fn an_address_whose_teardown_failed_is_found_and_the_live_pod_s_is_not() {
     let healthy = bed.run_sandbox("healthy").await;
     let leak = bed.leak_pod_ip("leaked").await;
     let network = bed.cni().network.clone();
+    // The neighbour (podman's network beside CRI's, sorted after it): a
+    // live process's address, reserved for an id containerd never had.
+    let neighbour = bed.neighbours();
+    let neighbours_address = |when: &str| {
+        let held = std::fs::read_to_string(&neighbour.podman_file).unwrap_or_default();
+        assert!(
+            held.starts_with(support::NEIGHBOUR_ID),
+            "{when}: podman's reservation {} stays: {held:?}",
+            neighbour.podman_file.display()
+        );
+        let configured = neighbour.live_addresses();
+        assert!(
+            configured.contains(&format!("{}/29", neighbour.podman_ip)),
+            "{when}: the live process keeps its address: {configured}"
+        );
+    };
+    neighbours_address("at the start");
 
     // Reserved a moment ago: within the grace (5 min), nothing is called
     // leaked, as for a sandbox being set up.
@@ -46,6 +65,12 @@ async fn an_address_whose_teardown_failed_is_found_and_the_live_pod_s_is_not() {
     let doc = support::report(&output);
     assert_eq!(output.status.code(), Some(1), "{doc:#}");
     let found = leaked_ips(&doc);
+    assert!(
+        !found
+            .iter()
+            .any(|f| f["evidence"]["network"] == support::NEIGHBOUR_NETWORK),
+        "another network's address is never leaked: {doc:#}"
+    );
     assert_eq!(found.len(), 1, "only the leaked address: {doc:#}");
     let finding = found[0];
     eprintln!("{TEST}: the finding:\n{finding:#}");
@@ -157,6 +182,11 @@ async fn an_address_whose_teardown_failed_is_found_and_the_live_pod_s_is_not() {
     let doc = support::report(&output);
     eprintln!("{TEST}: released: {:#}", doc["cleanups"]);
     let cleanups = doc["cleanups"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !cleanups.iter().any(|c| c["id"] == support::NEIGHBOUR_ID),
+        "podman's address is not CRI's to release: {doc:#}"
+    );
+    neighbours_address("after leaked-ips --release --yes");
     assert_eq!(cleanups.len(), 2, "{doc:#}");
     let row = |file: &std::path::Path| {
         cleanups

@@ -1,5 +1,9 @@
 //! Releasing leaked pod addresses, safely, as host-local itself does.
 //!
+//! Only an address of a network CRI loads is released (another CNI user's,
+//! in the same `conf_dir`, is never CRI's), and that is asked again on the
+//! fresh look: a config changed in between ends it.
+//!
 //! Between the scan and the release a sandbox of that id may show up again
 //! in containerd's records or CRI's list, host-local may give the address
 //! to a new pod (after the file was removed by someone else), or the file
@@ -62,10 +66,21 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
     {
         return Verdict::Go;
     }
+    let cri_s = fresh.cni.as_ref().is_some_and(|cni| {
+        cni.cri_networks()
+            .any(|n| n.name == target.network && n.store == target.store)
+    });
+    if !cri_s {
+        return Verdict::Refuse(format!(
+            "network {} is not one CRI loads now (its conf_dir changed, or go-cni fails \
+             on it): its addresses are not CRI's to release",
+            target.network
+        ));
+    }
     let held = fresh
         .cni
         .iter()
-        .flat_map(|cni| &cni.networks)
+        .flat_map(|cni| cni.cri_networks())
         .find_map(|n| {
             n.reservations
                 .iter()
@@ -226,6 +241,7 @@ mod tests {
         s.cni = Some(CniView {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             attachments: Vec::new(),
+            cri_networks: vec!["pods".to_string()],
             networks: vec![CniNetwork {
                 name: "pods".to_string(),
                 conf_file: PathBuf::from("/etc/cni/net.d/10-pods.conflist"),
@@ -238,6 +254,7 @@ mod tests {
                     reserved_at: NOW - 3600 * SEC,
                     ..IpReservation::default()
                 }],
+                loaded_by_cri: true,
             }],
         });
         s
@@ -308,6 +325,34 @@ mod tests {
         };
         let done = run(&before, &settings, true, || gone.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::AlreadyGone);
+    }
+
+    #[test]
+    fn an_address_of_a_network_cri_does_not_load_is_never_released() {
+        let (_dir, store) = store();
+        let file = store.join("10.251.0.2");
+        fs::write(&file, id('a')).unwrap();
+        let settings = Settings::default();
+        let not_cri_s = |mut s: Snapshot| {
+            let cni = s.cni.as_mut().unwrap();
+            cni.cri_networks.clear();
+            cni.networks[0].loaded_by_cri = false;
+            s
+        };
+        // Never a target: nothing planned.
+        let other = not_cri_s(node(&store, &id('a'), &[]));
+        assert!(run(&other, &settings, true, || other.clone()).is_empty());
+        // CRI's at the scan, another's (say a config sorted before it) at
+        // the fresh look: refused, the file kept.
+        let before = node(&store, &id('a'), &[]);
+        let done = run(&before, &settings, true, || other.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{:?}", done[0]);
+        assert!(
+            done[0].detail.contains("not one CRI loads"),
+            "{:?}",
+            done[0]
+        );
+        assert!(file.exists());
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Releasing leaked pod network namespaces, as CRI's teardown does:
 //! unmount the namespace's bind mount, then remove its file.
 //!
-//! Between the scan and the act a sandbox record may name it again, or a
-//! process may enter it (`ip netns exec`, `nsenter`). So, right before
-//! acting: re-gather, re-judge each namespace on that fresh snapshot with
-//! the check's own judgement ([`leaked_netns::leaked`]), `stat` the mount
-//! point once more and act only if it is still the same namespace (its
+//! Between the scan and the act a sandbox record may name it again, a
+//! process may enter it (`ip netns exec`, `nsenter`) or open it, or an
+//! interface may be moved into it. So, right before acting: re-gather
+//! (every thread and descriptor looked at again, its interfaces seen
+//! again), re-judge each namespace on that fresh snapshot with the check's
+//! own judgement ([`leaked_netns::leaked`]: CRI made it, nothing names or
+//! holds it, no interface but its own), `stat` the mount point once more
+//! and act only if it is still the same namespace (nsfs device and
 //! inode). The unmount never follows a symlink (`UMOUNT_NOFOLLOW`), and the
 //! file is removed relative to the netns directory opened without following
 //! one. A process in the namespace keeps it alive after the unmount: only
@@ -23,14 +26,23 @@ use crate::act::walk::{walk, Act};
 use crate::act::Verdict;
 use crate::checks::leaked_netns;
 use crate::checks::Settings;
-use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot, CRI_NAMESPACE};
+use crate::model::netns::{foreign_interfaces, is_cri_made};
+use crate::model::{Cleanup, CleanupAction, CleanupOutcome, NetnsMount, Snapshot, CRI_NAMESPACE};
 use crate::read::bounded::open_at;
 
-/// One leaked namespace: its mount point and its inode.
+/// One leaked namespace: its mount point and its identity (nsfs device
+/// and inode).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub path: PathBuf,
+    pub device: u64,
     pub inode: u64,
+}
+
+impl Target {
+    fn identity(&self) -> (u64, u64) {
+        (self.device, self.inode)
+    }
 }
 
 /// Every leaked namespace of `snapshot`.
@@ -39,6 +51,7 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
         .into_iter()
         .map(|mount| Target {
             path: mount.path.clone(),
+            device: mount.device,
             inode: mount.inode,
         })
         .collect()
@@ -46,11 +59,8 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
 
 /// Whether `target` may be released now, judged on `fresh`.
 pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
-    let same = |path: &Path, inode: u64| path == target.path && inode == target.inode;
-    if leaked_netns::leaked(fresh, settings)
-        .iter()
-        .any(|m| same(&m.path, m.inode))
-    {
+    let same = |m: &NetnsMount| m.path == target.path && (m.device, m.inode) == target.identity();
+    if leaked_netns::leaked(fresh, settings).into_iter().any(same) {
         return Verdict::Go;
     }
     let Some(view) = &fresh.netns else {
@@ -58,19 +68,41 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
             "the netns directory was not read, so nothing is confirmed".to_string(),
         );
     };
-    if !view.mounts.iter().any(|m| same(&m.path, m.inode)) {
+    let Some(mount) = view.mounts.iter().find(|m| same(m)) else {
         return Verdict::Gone("no longer mounted (or another namespace is)".to_string());
-    }
-    if let Some(pid) = view.users.get(&target.inode) {
-        return Verdict::Refuse(format!("process {pid} is in it"));
+    };
+    if let Some(holder) = view.holders.get(&target.inode) {
+        return Verdict::Refuse(holder.to_string());
     }
     let named = fresh
         .containerd
         .as_ref()
         .map(|c| c.netns_files_named(CRI_NAMESPACE))
         .unwrap_or_default();
-    if target.path.file_name().is_some_and(|n| named.contains(n)) {
+    let Some(name) = target.path.file_name() else {
+        return Verdict::Refuse("not a path in a directory".to_string());
+    };
+    if named.contains(name) {
         return Verdict::Refuse("a sandbox record names it again".to_string());
+    }
+    let cni = fresh.cni.as_ref();
+    if !is_cri_made(name, cni) {
+        return Verdict::Refuse(
+            "CRI did not make it (not its name, no cache of CRI's names it)".to_string(),
+        );
+    }
+    let cri_networks = cni.map_or(0, |cni| cni.cri_networks.len());
+    match foreign_interfaces(mount, cri_networks) {
+        Some(foreign) if !foreign.is_empty() => {
+            return Verdict::Refuse(format!(
+                "it holds {} that CRI did not put there",
+                foreign.join(", ")
+            ))
+        }
+        None if view.holders_looked_for => {
+            return Verdict::Refuse("its interfaces could not be seen".to_string())
+        }
+        _ => {}
     }
     Verdict::Refuse(
         "containerd's records or procfs did not answer, so nothing is confirmed".to_string(),
@@ -145,10 +177,10 @@ fn release(target: &Target) -> Result<(), (CleanupOutcome, String)> {
             "not a path in a directory".to_string(),
         ));
     };
-    // Still the namespace judged: the mount point's inode is the
-    // namespace's while it is mounted.
+    // Still the namespace judged: the mount point's device and inode are
+    // the namespace's while it is mounted.
     match std::fs::symlink_metadata(&target.path) {
-        Ok(meta) if meta.ino() == target.inode => {}
+        Ok(meta) if (meta.dev(), meta.ino()) == target.identity() => {}
         Ok(_) => {
             return Err((
                 CleanupOutcome::Refused,
@@ -179,26 +211,48 @@ fn release(target: &Target) -> Result<(), (CleanupOutcome, String)> {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{ContainerdView, NamespaceView, NetnsMount, NetnsView};
+    use crate::model::{ContainerdView, HeldBy, NamespaceView, NetnsHolder, NetnsView};
     use std::collections::{BTreeMap, BTreeSet};
 
     const HOUR: i64 = 3600 * SEC;
 
-    fn node(mounted: bool, users: &[(u64, i32)], named: bool) -> Snapshot {
+    fn node(mounted: bool, holders: &[(u64, i32)], named: bool) -> Snapshot {
+        with_interfaces(mounted, holders, named, &["lo", "eth0"])
+    }
+
+    fn with_interfaces(
+        mounted: bool,
+        holders: &[(u64, i32)],
+        named: bool,
+        interfaces: &[&str],
+    ) -> Snapshot {
         let mut s = snapshot();
-        let path = PathBuf::from("/var/run/netns/cni-lost");
+        let path = PathBuf::from("/var/run/netns/cni-00000000-0000-0000-0000-00000000000c");
         s.netns = Some(NetnsView {
             dir: PathBuf::from("/var/run/netns"),
             mounts: match mounted {
                 true => vec![NetnsMount {
                     path,
                     inode: 7,
+                    device: 4,
                     created_at: NOW - HOUR,
+                    interfaces: Some(interfaces.iter().map(|n| n.to_string()).collect()),
                 }],
                 false => vec![],
             },
-            users: users.iter().copied().collect(),
-            users_looked_for: true,
+            holders: holders
+                .iter()
+                .map(|&(inode, pid)| {
+                    let by = match pid {
+                        // An even pid holds it by a descriptor, for the tests.
+                        pid if pid % 2 == 0 => HeldBy::Descriptor(5),
+                        pid => HeldBy::Thread(pid),
+                    };
+                    (inode, NetnsHolder { pid, by })
+                })
+                .collect(),
+            holders_looked_for: true,
+            ..NetnsView::default()
         });
         let mut view = ContainerdView::default();
         view.namespaces.insert(
@@ -207,7 +261,11 @@ mod tests {
                 containers: Some(BTreeSet::new()),
                 sandboxes_created: Some(BTreeMap::new()),
                 netns_paths: match named {
-                    true => [("sb".to_string(), "/run/netns/cni-lost".to_string())].into(),
+                    true => [(
+                        "sb".to_string(),
+                        "/run/netns/cni-00000000-0000-0000-0000-00000000000c".to_string(),
+                    )]
+                    .into(),
                     false => BTreeMap::new(),
                 },
                 ..NamespaceView::default()
@@ -223,7 +281,7 @@ mod tests {
         let done = run(&s, &Settings::default(), false, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::WouldRemove);
         assert_eq!(done[0].action, CleanupAction::RemoveNetns);
-        assert_eq!(done[0].id, "cni-lost");
+        assert_eq!(done[0].id, "cni-00000000-0000-0000-0000-00000000000c");
     }
 
     #[test]
@@ -231,9 +289,19 @@ mod tests {
         let before = node(true, &[], false);
         for (fresh, outcome, says) in [
             (
+                node(true, &[(7, 4243)], false),
+                CleanupOutcome::Refused,
+                "process 4243 is in it",
+            ),
+            (
                 node(true, &[(7, 4242)], false),
                 CleanupOutcome::Refused,
-                "process 4242",
+                "process 4242 holds it open (descriptor 5)",
+            ),
+            (
+                with_interfaces(true, &[], false, &["lo", "eth0", "vadm0"]),
+                CleanupOutcome::Refused,
+                "it holds vadm0 that CRI did not put there",
             ),
             (
                 node(true, &[], true),

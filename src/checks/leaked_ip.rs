@@ -12,6 +12,11 @@
 //! on the node fails with "failed to allocate for range 0: no IP addresses
 //! available in range set".
 //!
+//! Only the networks CRI loads are judged (see `CniView::cri_networks`):
+//! CRI sets pods up with the first `max_conf_num` configs of its
+//! `conf_dir` alone, and another network's reservations there belong to
+//! whoever else uses CNI.
+//!
 //! A sandbox is gone only when containerd's records say so (its sandbox is
 //! a container of CRI's namespace there), never by the files alone; when
 //! CRI's own list answered, it must not list it either; nothing on disk
@@ -90,8 +95,10 @@ pub fn leaked<'a>(
             || snapshot.cri_sandboxes.contains(id)
             || served.contains(id)
     };
-    cni.networks
-        .iter()
+    // Only CRI's networks: another CNI user's addresses in the same
+    // directory (podman's, a second network CRI does not load) are held
+    // for ids containerd never had, and are not its to judge.
+    cni.cri_networks()
         .flat_map(|network| network.reservations.iter().map(move |r| (network, r)))
         .filter(|(_, reservation)| {
             let old_enough = snapshot.is_older_than(reservation.reserved_at, settings.ip_grace);
@@ -185,12 +192,14 @@ mod tests {
         s.cni = Some(CniView {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             attachments: Vec::new(),
+            cri_networks: vec!["pods".to_string()],
             networks: vec![CniNetwork {
                 name: "pods".to_string(),
                 conf_file: PathBuf::from("/etc/cni/net.d/10-pods.conflist"),
                 store: PathBuf::from("/var/lib/cni/networks/pods"),
                 capacity: Some(5),
                 reservations,
+                loaded_by_cri: true,
             }],
         });
         s
@@ -239,6 +248,36 @@ mod tests {
             f.remedy
         );
         assert!(f.cause.contains("no IP addresses available in range set"));
+    }
+
+    #[test]
+    fn another_network_s_addresses_are_never_leaked() {
+        let mut s = node(vec![reserved("10.251.0.2", &id('a'), NOW - HOUR)], &[]);
+        let podman = CniNetwork {
+            name: "podman".to_string(),
+            conf_file: PathBuf::from("/etc/cni/net.d/87-podman.conflist"),
+            store: PathBuf::from("/var/lib/cni/networks/podman"),
+            capacity: Some(5),
+            reservations: vec![reserved("10.88.9.2", &id('p'), NOW - HOUR)],
+            loaded_by_cri: false,
+        };
+        s.cni.as_mut().unwrap().networks.push(podman.clone());
+        let ids = |s: &Snapshot| -> Vec<String> {
+            check(s, &Settings::default())
+                .into_iter()
+                .map(|f| f.id)
+                .collect()
+        };
+        assert_eq!(ids(&s), [id('a')], "CRI's network alone is judged");
+        // A store CRI's network shares with another's: told apart by
+        // nothing, judged not at all.
+        let cni = s.cni.as_mut().unwrap();
+        cni.networks[1].store = cni.networks[0].store.clone();
+        assert!(ids(&s).is_empty());
+        // No network CRI loads (go-cni fails on the directory): none.
+        let mut s = node(vec![reserved("10.251.0.2", &id('a'), NOW - HOUR)], &[]);
+        s.cni.as_mut().unwrap().networks[0].loaded_by_cri = false;
+        assert!(ids(&s).is_empty());
     }
 
     #[test]

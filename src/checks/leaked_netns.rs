@@ -9,17 +9,27 @@
 //! lost or restored) leaves the mount, and with it the pod's veth and,
 //! through CNI, its address: nothing in containerd will ever remove it.
 //!
+//! Only a namespace CRI made is judged: in its netns directory, named as
+//! containerd's `pkg/netns` names them (`cni-<uuid>`) or by libcni's cache
+//! of an ADD of one of CRI's networks. An administrator's (`ip netns add`)
+//! or another runtime's namespace in the same directory is never reported.
+//!
 //! Judged by containerd's records of CRI's namespace (sandbox containers
-//! and, from 2.x, the sandbox store: both must have answered), by the
-//! kernel (no process's `/proc/<pid>/ns/net` is that namespace) and past
-//! the grace on the namespace's creation (it exists a moment before its
-//! record names it).
+//! and, from 2.x, the sandbox store: both must have answered); by the
+//! kernel: no thread of any process is in it and no descriptor holds it
+//! open (`/proc/<pid>/task/<tid>/ns/net`, `/proc/<pid>/fd/<n>`, compared
+//! by nsfs device and inode), and it holds no interface but `lo` and the
+//! pod's own (`eth<i>`, go-cni's names for CRI's networks: a leaked pod
+//! namespace keeps its veth end, which goes with it as in CRI's teardown);
+//! and past the grace on the namespace's creation (it exists a moment
+//! before its record names it).
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, short};
+use crate::model::netns::{foreign_interfaces, is_cri_made};
 use crate::model::{timestamp, Finding, Kind, NetnsMount, Severity, Snapshot, CRI_NAMESPACE};
 
 #[derive(Serialize)]
@@ -39,7 +49,11 @@ pub struct Evidence {
     pub basis: &'static str,
 }
 
-/// The leaked namespaces of `snapshot`: what [`check`] reports.
+/// The leaked namespaces of `snapshot`: what [`check`] reports and what a
+/// removal re-judges on a fresh look. A namespace is leaked only when CRI
+/// made it ([`is_cri_made`]), no sandbox record names it, nothing holds
+/// it (no thread in it, no descriptor on it), it holds no interface CRI
+/// did not put there, and it is past the grace.
 pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a NetnsMount> {
     let Some(view) = &snapshot.netns else {
         return Vec::new();
@@ -53,14 +67,21 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a NetnsM
         .namespaces
         .get(CRI_NAMESPACE)
         .is_some_and(|ns| ns.containers.is_some() && ns.sandboxes_created.is_some());
-    if !answered || !view.users_looked_for {
+    if !answered || !view.holders_looked_for {
         return Vec::new();
     }
     let named = containerd.netns_files_named(CRI_NAMESPACE);
+    let cni = snapshot.cni.as_ref();
+    let cri_networks = cni.map_or(0, |cni| cni.cri_networks.len());
     view.mounts
         .iter()
-        .filter(|m| !m.path.file_name().is_some_and(|n| named.contains(n)))
-        .filter(|m| !view.users.contains_key(&m.inode))
+        .filter(|m| {
+            m.path
+                .file_name()
+                .is_some_and(|n| !named.contains(n) && is_cri_made(n, cni))
+        })
+        .filter(|m| !view.holders.contains_key(&m.inode))
+        .filter(|m| foreign_interfaces(m, cri_networks).is_some_and(|f| f.is_empty()))
         .filter(|m| {
             m.created_at > 0 && snapshot.is_older_than(m.created_at, settings.sandbox_grace)
         })
@@ -98,7 +119,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
                 summary: format!(
-                    "pod network namespace {} (net:[{}]){} is named by no sandbox record and no process is in it",
+                    "pod network namespace {} (net:[{}]){} is named by no sandbox record, and no process is in it or holds it",
                     evidence.path,
                     mount.inode,
                     whose(&evidence)
@@ -110,9 +131,10 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                         (see leaked-ip). Nothing in containerd removes it later."
                     .to_string(),
                 remedy: format!(
-                    "Check that nothing uses it (`ip netns identify` finds no process; no \
+                    "Check that nothing uses it (no process is in it or holds it open; no \
                      pod's sandbox names it), then release it as CRI does: `umount {path} && \
-                     rm {path}`; release the pod's address too (`nodectl leaked-ips`).",
+                     rm {path}`, or `nodectl leaked-netns --remove`; release the pod's \
+                     address too (`nodectl leaked-ips`).",
                     path = evidence.path
                 ),
                 evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
@@ -134,7 +156,9 @@ fn whose(evidence: &Evidence) -> String {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CachedAttachment, CniView, ContainerdView, NamespaceView, NetnsView};
+    use crate::model::{
+        CachedAttachment, CniView, ContainerdView, HeldBy, NamespaceView, NetnsHolder, NetnsView,
+    };
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::PathBuf;
     use std::time::Duration;
@@ -145,20 +169,35 @@ mod tests {
         NetnsMount {
             path: PathBuf::from(format!("/var/run/netns/{name}")),
             inode,
+            device: 4,
             created_at,
+            // A leaked pod's namespace keeps its end of the pod's veth.
+            interfaces: Some(vec!["lo".into(), "eth0".into()]),
         }
     }
 
     /// A node whose records name `named` (as `/run/netns/<name>`: another
-    /// spelling of the same directory) and where `used` inodes have a
-    /// process.
+    /// spelling of the same directory) and where a thread of a process is
+    /// in each of the `used` inodes.
     fn node(mounts: Vec<NetnsMount>, named: &[&str], used: &[u64]) -> Snapshot {
         let mut s = snapshot();
         s.netns = Some(NetnsView {
             dir: PathBuf::from("/var/run/netns"),
             mounts,
-            users: used.iter().map(|&i| (i, 100)).collect(),
-            users_looked_for: true,
+            holders: used
+                .iter()
+                .map(|&i| {
+                    (
+                        i,
+                        NetnsHolder {
+                            pid: 100,
+                            by: HeldBy::Thread(100),
+                        },
+                    )
+                })
+                .collect(),
+            holders_looked_for: true,
+            ..NetnsView::default()
         });
         let mut view = ContainerdView::default();
         view.namespaces.insert(
@@ -182,21 +221,31 @@ mod tests {
     fn a_namespace_no_record_names_and_no_process_is_in_is_leaked() {
         let s = node(
             vec![
-                mount("cni-named", 1, NOW - HOUR),
-                mount("cni-used", 2, NOW - HOUR),
-                mount("cni-lost", 3, NOW - HOUR),
+                mount("cni-00000000-0000-0000-0000-00000000000a", 1, NOW - HOUR),
+                mount("cni-00000000-0000-0000-0000-00000000000b", 2, NOW - HOUR),
+                mount("cni-00000000-0000-0000-0000-00000000000c", 3, NOW - HOUR),
             ],
-            &["cni-named"],
+            &["cni-00000000-0000-0000-0000-00000000000a"],
             &[2],
         );
         let findings = check(&s, &Settings::default());
         assert_eq!(findings.len(), 1, "{findings:?}");
         let f = &findings[0];
-        assert_eq!((f.kind, f.id.as_str()), (Kind::LeakedNetns, "cni-lost"));
+        assert_eq!(
+            (f.kind, f.id.as_str()),
+            (
+                Kind::LeakedNetns,
+                "cni-00000000-0000-0000-0000-00000000000c"
+            )
+        );
         assert_eq!(f.evidence["inode"], 3);
-        assert_eq!(f.evidence["path"], "/var/run/netns/cni-lost");
+        assert_eq!(
+            f.evidence["path"],
+            "/var/run/netns/cni-00000000-0000-0000-0000-00000000000c"
+        );
         assert!(
-            f.remedy.contains("umount /var/run/netns/cni-lost"),
+            f.remedy
+                .contains("umount /var/run/netns/cni-00000000-0000-0000-0000-00000000000c"),
             "{}",
             f.remedy
         );
@@ -205,14 +254,22 @@ mod tests {
 
     #[test]
     fn the_pod_is_named_by_libcnis_cache_of_its_add() {
-        let mut s = node(vec![mount("cni-lost", 3, NOW - HOUR)], &[], &[]);
+        let mut s = node(
+            vec![mount(
+                "cni-00000000-0000-0000-0000-00000000000c",
+                3,
+                NOW - HOUR,
+            )],
+            &[],
+            &[],
+        );
         s.cni = Some(CniView {
             attachments: vec![
                 CachedAttachment {
                     network: "pods".into(),
                     container_id: "b".repeat(64),
                     ifname: "eth0".into(),
-                    netns: Some("/var/run/netns/cni-other".into()),
+                    netns: Some("/var/run/netns/cni-00000000-0000-0000-0000-00000000000e".into()),
                     pod_namespace: Some("batch".into()),
                     pod_name: Some("job-1".into()),
                     pod_uid: None,
@@ -222,12 +279,13 @@ mod tests {
                     container_id: "a".repeat(64),
                     ifname: "eth0".into(),
                     // Another spelling of the same directory.
-                    netns: Some("/run/netns/cni-lost".into()),
+                    netns: Some("/run/netns/cni-00000000-0000-0000-0000-00000000000c".into()),
                     pod_namespace: Some("shop".into()),
                     pod_name: Some("cart-7d9".into()),
                     pod_uid: None,
                 },
             ],
+            cri_networks: vec!["pods".into()],
             ..CniView::default()
         });
         let findings = check(&s, &Settings::default());
@@ -245,14 +303,30 @@ mod tests {
 
     #[test]
     fn within_the_grace_or_without_the_records_or_procfs_nothing_is_leaked() {
-        let s = node(vec![mount("cni-new", 3, NOW - 10 * SEC)], &[], &[]);
+        let s = node(
+            vec![mount(
+                "cni-00000000-0000-0000-0000-00000000000d",
+                3,
+                NOW - 10 * SEC,
+            )],
+            &[],
+            &[],
+        );
         assert!(check(&s, &Settings::default()).is_empty());
         let none = Settings {
             sandbox_grace: Duration::ZERO,
             ..Settings::default()
         };
         assert_eq!(check(&s, &none).len(), 1);
-        let mut s = node(vec![mount("cni-lost", 3, NOW - HOUR)], &[], &[]);
+        let mut s = node(
+            vec![mount(
+                "cni-00000000-0000-0000-0000-00000000000c",
+                3,
+                NOW - HOUR,
+            )],
+            &[],
+            &[],
+        );
         s.containerd
             .as_mut()
             .unwrap()
@@ -264,14 +338,111 @@ mod tests {
             check(&s, &Settings::default()).is_empty(),
             "the store did not answer"
         );
-        let mut s = node(vec![mount("cni-lost", 3, NOW - HOUR)], &[], &[]);
-        s.netns.as_mut().unwrap().users_looked_for = false;
+        let mut s = node(
+            vec![mount(
+                "cni-00000000-0000-0000-0000-00000000000c",
+                3,
+                NOW - HOUR,
+            )],
+            &[],
+            &[],
+        );
+        s.netns.as_mut().unwrap().holders_looked_for = false;
         assert!(
             check(&s, &Settings::default()).is_empty(),
             "no process looked for"
         );
-        let mut s = node(vec![mount("cni-lost", 3, NOW - HOUR)], &[], &[]);
+        let mut s = node(
+            vec![mount(
+                "cni-00000000-0000-0000-0000-00000000000c",
+                3,
+                NOW - HOUR,
+            )],
+            &[],
+            &[],
+        );
         s.containerd = None;
         assert!(check(&s, &Settings::default()).is_empty());
+    }
+
+    const ADMIN: &str = "admin-net";
+    const HELD: &str = "cni-00000000-0000-0000-0000-0000000000f0";
+
+    fn ids(s: &Snapshot) -> Vec<String> {
+        check(s, &Settings::default())
+            .into_iter()
+            .map(|f| f.id)
+            .collect()
+    }
+
+    #[test]
+    fn a_namespace_cri_did_not_make_is_never_leaked() {
+        let lost = "cni-00000000-0000-0000-0000-00000000000c";
+        // `ip netns add admin-net`, podman's `netns-<uuid>`: not CRI's names.
+        let mut s = node(
+            vec![
+                mount(ADMIN, 1, NOW - HOUR),
+                mount("netns-0b2f3c4d-0a1b-2c3d-4e5f-0123456789ab", 2, NOW - HOUR),
+                mount("pod-net", 3, NOW - HOUR),
+                mount(lost, 4, NOW - HOUR),
+            ],
+            &[],
+            &[],
+        );
+        assert_eq!(ids(&s), [lost]);
+        // libcni's cache of an ADD of CRI's network names `pod-net`: CRI's;
+        // podman's cache entry (its own network) names its namespace: not.
+        let cached = |network: &str, netns: &str| CachedAttachment {
+            network: network.into(),
+            container_id: "c".repeat(64),
+            ifname: "eth0".into(),
+            netns: Some(format!("/var/run/netns/{netns}")),
+            pod_namespace: None,
+            pod_name: None,
+            pod_uid: None,
+        };
+        s.cni = Some(CniView {
+            attachments: vec![
+                cached("pods", "pod-net"),
+                cached("podman", "netns-0b2f3c4d-0a1b-2c3d-4e5f-0123456789ab"),
+            ],
+            cri_networks: vec!["pods".into()],
+            ..CniView::default()
+        });
+        let mut found = ids(&s);
+        found.sort();
+        assert_eq!(found, [lost, "pod-net"]);
+    }
+
+    #[test]
+    fn a_namespace_any_thread_or_descriptor_holds_is_not_leaked() {
+        for by in [HeldBy::Thread(4243), HeldBy::Descriptor(9)] {
+            let mut s = node(vec![mount(HELD, 5, NOW - HOUR)], &[], &[]);
+            let view = s.netns.as_mut().unwrap();
+            view.holders.insert(5, NetnsHolder { pid: 4242, by });
+            assert!(ids(&s).is_empty(), "{by:?}");
+            // The same holder of another namespace holds not this one.
+            let view = s.netns.as_mut().unwrap();
+            let holder = view.holders.remove(&5).unwrap();
+            view.holders.insert(6, holder);
+            assert_eq!(ids(&s), [HELD], "{by:?}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_holding_an_interface_cri_did_not_put_there_is_not_leaked() {
+        let with = |interfaces: Option<&[&str]>| {
+            let mut m = mount(HELD, 5, NOW - HOUR);
+            m.interfaces = interfaces.map(|i| i.iter().map(|n| n.to_string()).collect());
+            node(vec![m], &[], &[])
+        };
+        assert_eq!(ids(&with(Some(&["lo"]))), [HELD]);
+        assert_eq!(ids(&with(Some(&["lo", "eth0"]))), [HELD]);
+        // A veth someone moved in (its peer in a live process's namespace).
+        assert!(ids(&with(Some(&["lo", "eth0", "vadm0"]))).is_empty());
+        // eth1 is a pod's own only when CRI loads a second network.
+        assert!(ids(&with(Some(&["lo", "eth1"]))).is_empty());
+        // Not seen (the look timed out, or not asked): nothing said.
+        assert!(ids(&with(None)).is_empty());
     }
 }

@@ -109,7 +109,7 @@ fn addresses(snapshot: &Snapshot, sandbox_id: &str) -> Vec<String> {
     snapshot
         .cni
         .iter()
-        .flat_map(|cni| &cni.networks)
+        .flat_map(|cni| cni.cri_networks())
         .flat_map(|network| {
             network
                 .reservations
@@ -219,6 +219,7 @@ mod tests {
         s.cni = Some(CniView {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             attachments: Vec::new(),
+            cri_networks: vec!["pods".to_string()],
             networks: vec![CniNetwork {
                 name: "pods".to_string(),
                 conf_file: PathBuf::from("/etc/cni/net.d/10-pods.conflist"),
@@ -232,6 +233,7 @@ mod tests {
                     pod_namespace: None,
                     pod_name: None,
                 }],
+                loaded_by_cri: true,
             }],
         });
         let findings = check(&s, &Settings::default());

@@ -177,9 +177,12 @@ pub const CHECKS: &[Check] = &[
         kind: Kind::LeakedNetns,
         reads: Reads {
             // Named by containerd's sandbox records, never by the mount
-            // alone; a process in it is the kernel's say. Its pod is named
-            // from CNI's cache when CNI is read (`check`, `leaked-netns`),
-            // which judges nothing.
+            // alone; a thread or descriptor holding it is the kernel's say.
+            // CNI, when read (`check`, `leaked-netns`), adds the namespaces
+            // its cache of CRI's networks names to those CRI's
+            // `cni-<uuid>` names make CRI's, says how many `eth<i>` are
+            // the pod's own, and names the pod; without it only fewer are
+            // judged.
             containerd_api: Ask::Always,
             netns: true,
             ..Reads::NOTHING

@@ -1,5 +1,6 @@
 //! `nodectl leaked-netns [--remove [--yes]] [--grace DURATION]`: pod
-//! network namespaces no sandbox record names and no process is in;
+//! network namespaces CRI made that no sandbox record names and nothing
+//! holds;
 //! optionally release them as CRI's teardown does, each re-checked right
 //! before.
 

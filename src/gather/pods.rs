@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::gather::GatherOptions;
+use crate::model::netns::is_cri_made;
 use crate::model::{
-    CgroupView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
+    CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
     CRI_NAMESPACE,
 };
 use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, SourceThread};
@@ -89,13 +90,15 @@ impl PodSources {
 }
 
 impl PodsRead {
-    /// After the APIs: a process is looked for only in the namespaces no
-    /// sandbox record names (a readlink per process, for those alone), and
+    /// After the APIs: what holds a namespace (any thread in it, any
+    /// descriptor on it) is looked for only for those CRI made that no
+    /// sandbox record names, and the interfaces of those nothing holds; and
     /// processes are counted only in the pod cgroups CRI does not list.
     pub(super) fn narrow(
         &mut self,
         containerd: Option<&ContainerdView>,
         cri: Option<&CriView>,
+        cni: Option<&CniView>,
         options: &GatherOptions,
         processes: &BTreeMap<i32, ProcessInfo>,
         gaps: &mut Vec<Gap>,
@@ -104,20 +107,42 @@ impl PodsRead {
             let named = containerd
                 .map(|c| c.netns_files_named(CRI_NAMESPACE))
                 .unwrap_or_default();
-            let unnamed = view
+            // Only the namespaces CRI made that no record names are
+            // candidates; another's (`ip netns add`, podman's) is not
+            // looked into at all.
+            let candidates: Vec<usize> = view
                 .mounts
                 .iter()
-                .filter(|m| !m.path.file_name().is_some_and(|n| named.contains(n)))
-                .map(|m| m.inode)
+                .enumerate()
+                .filter(|(_, m)| {
+                    m.path
+                        .file_name()
+                        .is_some_and(|n| !named.contains(n) && is_cri_made(n, cni))
+                })
+                .map(|(index, _)| index)
+                .collect();
+            let wanted = candidates
+                .iter()
+                .map(|&i| (view.mounts[i].device, view.mounts[i].inode))
                 .collect();
             // Without procfs no process is known: none is looked for.
             if !processes.is_empty() {
-                netns::find_users(
+                netns::find_holders(
                     view,
-                    &unnamed,
+                    &wanted,
                     &options.proc_root,
                     processes.keys().copied(),
+                    gaps,
                 );
+            }
+            if view.holders_looked_for {
+                let unheld: Vec<usize> = candidates
+                    .into_iter()
+                    .filter(|&i| !view.holders.contains_key(&view.mounts[i].inode))
+                    .collect();
+                netns::look_at_interfaces(view, &unheld, &options.proc_root, gaps);
+                let cri_networks = cni.map_or(0, |cni| cni.cri_networks.len());
+                netns::note_unread_holders(view, &unheld, cri_networks, &options.proc_root, gaps);
             }
         }
         if let (Some(view), Some(listed)) =

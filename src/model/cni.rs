@@ -17,14 +17,23 @@ use crate::model::cri_status::UnixNanos;
 pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
 /// host-local's default `dataDir`.
 pub const DEFAULT_HOST_LOCAL_DIR: &str = "/var/lib/cni/networks";
+/// The loopback network go-cni adds for CRI (`WithLoNetwork`).
+pub const CNI_LOOPBACK: &str = "cni-loopback";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CniView {
     /// The directory the network configs were read from.
     #[serde(with = "crate::model::path_json")]
     pub conf_dir: PathBuf,
-    /// Each network with host-local IPAM, in the order CNI loads them.
+    /// Each network with host-local IPAM the directory holds, by file
+    /// name, CRI's or not: another CNI user's (podman's, a CNI plugin's
+    /// own config) is kept as context, never judged.
     pub networks: Vec<CniNetwork>,
+    /// The names of the networks CRI loads from the directory, as go-cni's
+    /// `loadFromConfDir` does: the valid configs, by file name, the first
+    /// `max_conf_num`; none when go-cni fails on one of those.
+    #[serde(default)]
+    pub cri_networks: Vec<String>,
     /// libcni's cached ADD results for those networks: what names the pod
     /// behind an address or a network namespace once its sandbox is gone.
     #[serde(default)]
@@ -63,14 +72,17 @@ impl CniView {
             })
     }
 
-    /// The cached attachment whose network namespace is the file `name`
-    /// (compared by file name: `/run/netns` and `/var/run/netns` are one
-    /// directory spelt two ways).
+    /// The cached attachment of one of CRI's networks whose network
+    /// namespace is the file `name` (compared by file name: `/run/netns`
+    /// and `/var/run/netns` are one directory spelt two ways). Another CNI
+    /// user's entry (podman keeps its results in the same cache) names no
+    /// pod.
     pub fn attachment_in_netns(&self, name: &std::ffi::OsStr) -> Option<&CachedAttachment> {
         self.attachments.iter().find(|a| {
-            a.netns
-                .as_deref()
-                .is_some_and(|netns| std::path::Path::new(netns).file_name() == Some(name))
+            self.is_cri_attachment(a)
+                && a.netns
+                    .as_deref()
+                    .is_some_and(|netns| std::path::Path::new(netns).file_name() == Some(name))
         })
     }
 }
@@ -87,6 +99,11 @@ pub struct CniNetwork {
     /// How many addresses its ranges give out, when the config says.
     pub capacity: Option<u64>,
     pub reservations: Vec<IpReservation>,
+    /// Whether CRI loads this config (see [`CniView::cri_networks`]): only
+    /// then are its reservations CRI's to judge. Absent in a recording
+    /// made before nodectl told: not CRI's, nothing judged.
+    #[serde(default)]
+    pub loaded_by_cri: bool,
 }
 
 /// How much of a network's range host-local holds: `check`'s and
@@ -101,10 +118,30 @@ pub struct AddressUse {
 }
 
 impl CniView {
-    /// Each network's use of its range.
+    /// The networks whose reservations are CRI's: those CRI loads whose
+    /// store no other config of the directory shares (a store shared with
+    /// another CNI user's network holds addresses of both, told apart by
+    /// nothing).
+    pub fn cri_networks(&self) -> impl Iterator<Item = &CniNetwork> {
+        self.networks.iter().filter(|n| {
+            n.loaded_by_cri
+                && !self
+                    .networks
+                    .iter()
+                    .any(|other| !other.loaded_by_cri && other.store == n.store)
+        })
+    }
+
+    /// Whether libcni's cache entry `attachment` is of a network CRI set up
+    /// (one it loads, or go-cni's own loopback network, `cni-loopback`).
+    pub fn is_cri_attachment(&self, attachment: &CachedAttachment) -> bool {
+        attachment.network == CNI_LOOPBACK || self.cri_networks.contains(&attachment.network)
+    }
+
+    /// Each of CRI's networks' use of its range (another CNI user's range
+    /// is not the pods').
     pub fn address_use(&self) -> Vec<AddressUse> {
-        self.networks
-            .iter()
+        self.cri_networks()
             .map(|n| AddressUse {
                 network: n.name.clone(),
                 reserved: n.reservations.len(),

@@ -29,6 +29,7 @@ pub fn snapshot() -> Snapshot {
         unproven: Vec::new(),
         snapshotter: None,
         cni_conf_dir: None,
+        cni_max_conf_num: None,
         netns_under_state_dir: false,
         daemon_lookup: None,
     };

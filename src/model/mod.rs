@@ -48,7 +48,7 @@ pub use names::{
     name_labels, PodRef, CONTAINER_NAME_LABEL, CRI_NAMESPACE, KIND_LABEL, POD_NAMESPACE_LABEL,
     POD_NAME_LABEL,
 };
-pub use netns::{NetnsMount, NetnsView};
+pub use netns::{HeldBy, NetnsHolder, NetnsMount, NetnsView};
 pub use node::NodeContext;
 pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths};
 pub use reads::{Ask, Reads};

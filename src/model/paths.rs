@@ -59,6 +59,9 @@ pub struct Paths {
         with = "crate::model::path_json::option"
     )]
     pub cni_conf_dir: Option<PathBuf>,
+    /// CRI's `max_conf_num`, when the config sets it (CRI's default: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni_max_conf_num: Option<i64>,
     /// Where CRI mounts pods' network namespaces:
     /// `<state>/io.containerd.grpc.v1.cri/netns` when the config says
     /// `netns_mounts_under_state_dir`, else `/var/run/netns`.

@@ -34,6 +34,9 @@ pub struct ConfigPaths {
     pub snapshotter: Option<String>,
     /// CRI's CNI config directory.
     pub cni_conf_dir: Option<PathBuf>,
+    /// How many of its network configs CRI loads (`max_conf_num`; CRI's
+    /// default is 1, 0 is every one).
+    pub cni_max_conf_num: Option<i64>,
     /// CRI mounts pods' network namespaces under its state directory
     /// (`netns_mounts_under_state_dir`), not /var/run/netns.
     pub netns_under_state_dir: bool,
@@ -122,6 +125,7 @@ fn parse(text: &str) -> io::Result<ConfigPaths> {
         address: nonempty(address),
         snapshotter: cri_snapshotter(&file.plugins, version),
         cni_conf_dir: cri_cni_conf_dir(&file.plugins, version).map(PathBuf::from),
+        cni_max_conf_num: cri_cni_max_conf_num(&file.plugins, version),
         netns_under_state_dir: netns_under_state_dir(&file.plugins, version),
     })
 }
@@ -154,6 +158,19 @@ fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<String> {
     } else {
         plugin_string(plugins, &["io.containerd.grpc.v1.cri", "cni", "conf_dir"])
     }
+}
+
+/// CRI's `max_conf_num`, beside `conf_dir` (see [`cri_cni_conf_dir`]).
+fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64) -> Option<i64> {
+    let plugin = match version >= 3 {
+        true => "io.containerd.cri.v1.runtime",
+        false => "io.containerd.grpc.v1.cri",
+    };
+    plugins
+        .get(plugin)?
+        .get("cni")?
+        .get("max_conf_num")?
+        .as_integer()
 }
 
 /// CRI's `netns_mounts_under_state_dir`: in `[plugins."io.containerd.grpc.v1.cri"]`
@@ -193,6 +210,7 @@ mod tests {
             address: address.map(PathBuf::from),
             snapshotter: None,
             cni_conf_dir: None,
+            cni_max_conf_num: None,
             netns_under_state_dir: false,
         }
     }
@@ -299,6 +317,20 @@ mod tests {
             read("[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"\"\n"),
             None
         );
+    }
+
+    #[test]
+    fn cri_s_max_conf_num_is_read_from_the_key_of_the_config_s_version() {
+        let old = "[plugins.\"io.containerd.grpc.v1.cri\".cni]\nmax_conf_num = 0\n";
+        let new = "[plugins.\"io.containerd.cri.v1.runtime\".cni]\nmax_conf_num = 2\n";
+        let read = |text: &str| parse(text).unwrap().cni_max_conf_num;
+        assert_eq!(read(old), Some(0));
+        assert_eq!(read(&format!("version = 2\n{old}")), Some(0));
+        assert_eq!(read(&format!("version = 3\n{new}")), Some(2));
+        // Each version reads only its own key; unset is CRI's default.
+        assert_eq!(read(&format!("version = 3\n{old}")), None);
+        assert_eq!(read(&format!("version = 2\n{new}")), None);
+        assert_eq!(read("version = 2\n"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! CNI on disk: the network configs in CRI's `conf_dir` (as libcni loads
-//! them: `*.conf`, `*.conflist` and `*.json`, by name), and for each network
-//! whose IPAM is host-local, the addresses its store holds
+//! CNI on disk: the network configs in CRI's `conf_dir` (as libcni lists
+//! them: `*.conf`, `*.conflist` and `*.json`, by name), which of them CRI
+//! loads (go-cni's rules), and for each network whose IPAM is host-local,
+//! the addresses its store holds
 //! (`<dataDir>/<network>/<ip>`: the container id, then the interface), each
 //! with the pod libcni's result cache names. Read as data, never run: no
 //! plugin is executed.
@@ -8,11 +9,12 @@
 use std::fs;
 use std::io;
 use std::net::IpAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::model::cni::{DEFAULT_CNI_CONF_DIR, DEFAULT_HOST_LOCAL_DIR};
+use crate::model::cni::{CNI_LOOPBACK, DEFAULT_CNI_CONF_DIR, DEFAULT_HOST_LOCAL_DIR};
 use crate::model::{CachedAttachment, CniNetwork, CniView, Gap, IpReservation, Source};
 use crate::read::bounded::{read_regular, Links};
 use crate::read::deadline::reading;
@@ -32,25 +34,29 @@ pub fn conf_dir(configured: Option<&Path>) -> PathBuf {
     configured.map_or_else(|| PathBuf::from(DEFAULT_CNI_CONF_DIR), Path::to_path_buf)
 }
 
-/// Reads every network config of `conf_dir` and what host-local holds for
-/// each. No directory is no CNI (a node of host-network pods), not a gap.
-pub fn read(conf_dir: &Path, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniView {
+/// Reads every network config of `conf_dir`, which of them CRI loads
+/// (the first `max_conf_num` of go-cni's, see [`cri_loads`]), and what
+/// host-local holds for each. No directory is no CNI (a node of
+/// host-network pods), not a gap.
+pub fn read(
+    conf_dir: &Path,
+    max_conf_num: i64,
+    result_cache: &Path,
+    gaps: &mut Vec<Gap>,
+) -> CniView {
     let mut view = CniView {
         conf_dir: conf_dir.to_path_buf(),
-        networks: Vec::new(),
-        attachments: Vec::new(),
+        ..CniView::default()
     };
     reading(conf_dir);
     let mut files: Vec<PathBuf> = match fs::read_dir(conf_dir) {
+        // libcni's ConfFiles: every entry but a directory (a symlink is
+        // kept, even to one), by the extension Go's filepath.Ext sees.
         Ok(entries) => entries
             .flatten()
+            .filter(|e| !e.file_type().is_ok_and(|t| t.is_dir()))
             .map(|e| e.path())
-            .filter(|p| {
-                matches!(
-                    p.extension().and_then(|e| e.to_str()),
-                    Some("conf" | "conflist" | "json")
-                )
-            })
+            .filter(|p| is_config_name(p))
             .collect(),
         Err(err) if err.kind() == io::ErrorKind::NotFound => return view,
         Err(err) => {
@@ -58,25 +64,53 @@ pub fn read(conf_dir: &Path, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniVie
             return view;
         }
     };
+    // go-cni sorts the paths (sort.Strings: bytewise, as here).
     files.sort();
-    for file in files {
-        reading(&file);
-        // Config files are often symlinks (config management, a
-        // DaemonSet's copy); followed, but only to a regular file.
-        let config = match read_regular(&file, CONF_LIMIT, Links::Follow)
-            .and_then(|read| serde_json::from_slice::<Value>(&read.bytes).map_err(io::Error::other))
-        {
+    let configs: Vec<(PathBuf, Result<Value, String>)> = files
+        .into_iter()
+        .map(|file| {
+            reading(&file);
+            // Config files are often symlinks (config management, a
+            // DaemonSet's copy); followed, but only to a regular file.
+            let config = read_regular(&file, CONF_LIMIT, Links::Follow)
+                .map_err(|e| e.to_string())
+                .and_then(|read| {
+                    serde_json::from_slice::<Value>(&read.bytes).map_err(|e| e.to_string())
+                });
+            (file, config)
+        })
+        .collect();
+    let loaded = match cri_loads(&configs, max_conf_num) {
+        Ok(loaded) => loaded,
+        Err(why) => {
+            gaps.push(Gap::item(
+                SOURCE,
+                conf_dir,
+                format!("CRI loads no network from it (go-cni fails: {why}); no address is judged"),
+            ));
+            Vec::new()
+        }
+    };
+    for (index, (file, config)) in configs.iter().enumerate() {
+        let config = match config {
             Ok(config) => config,
             Err(err) => {
-                gaps.push(Gap::item(SOURCE, &file, err));
+                gaps.push(Gap::item(SOURCE, file, err.clone()));
                 continue;
             }
         };
-        if let Some(network) = network_of(&file, &config) {
+        let cri_loads_it = loaded.contains(&index);
+        if cri_loads_it {
+            // A single plugin's config may have no name (go-cni loads it).
+            let name = config["name"].as_str().unwrap_or_default().to_string();
+            view.cri_networks.push(name);
+        }
+        if let Some(mut network) = network_of(file, config) {
+            network.loaded_by_cri = cri_loads_it;
             view.networks.push(read_store(network, gaps));
         }
     }
-    view.attachments = read_cache(result_cache, &view.networks, gaps);
+    view.attachments = read_cache(result_cache, &view, gaps);
     for network in &mut view.networks {
         for reservation in &mut network.reservations {
             let cached = view.attachments.iter().find(|a| {
@@ -91,6 +125,107 @@ pub fn read(conf_dir: &Path, result_cache: &Path, gaps: &mut Vec<Gap>) -> CniVie
         }
     }
     view
+}
+
+/// CRI's `max_conf_num` when its config leaves it unset.
+pub const DEFAULT_MAX_CONF_NUM: i64 = 1;
+
+/// Whether libcni's ConfFiles lists `path`: its extension, from the last
+/// dot of its name as Go's filepath.Ext takes it (`.conf` alone counts),
+/// is `.conf`, `.conflist` or `.json`, the ones go-cni asks for.
+fn is_config_name(path: &Path) -> bool {
+    let name = path.file_name().map(OsStrExt::as_bytes).unwrap_or_default();
+    let extension = name
+        .iter()
+        .rposition(|&b| b == b'.')
+        .map_or(&[][..], |dot| &name[dot..]);
+    matches!(extension, b".conf" | b".conflist" | b".json")
+}
+
+/// Which of `configs` (sorted, as read) CRI loads, as go-cni's
+/// `loadFromConfDir` (v1.1.6 to v1.1.13, every line's) does for
+/// `WithDefaultConf`: in order, each config must load, and the first
+/// `max_conf_num` that do are CRI's networks (0 or less: every one). The
+/// first that fails before that many fails the whole load (CRI then has
+/// no network from the directory and reports NetworkReady false): the
+/// error, naming it.
+pub fn cri_loads(
+    configs: &[(PathBuf, Result<Value, String>)],
+    max_conf_num: i64,
+) -> Result<Vec<usize>, String> {
+    let mut loaded = Vec::new();
+    for (index, (file, config)) in configs.iter().enumerate() {
+        let is_list = file.extension().is_some_and(|e| e == "conflist");
+        config
+            .as_ref()
+            .map_err(String::clone)
+            .and_then(|config| go_cni_loads(config, is_list))
+            .map_err(|why| format!("{}: {why}", file.display()))?;
+        loaded.push(index);
+        if i64::try_from(loaded.len()) == Ok(max_conf_num) {
+            break;
+        }
+    }
+    Ok(loaded)
+}
+
+/// Whether libcni accepts one config: `ConfListFromFile` for a
+/// `.conflist` (a string `name`; a non-empty `plugins` list, each a
+/// plugin config), `ConfFromFile` for the others (one plugin config, which
+/// go-cni turns into a list of one). A plugin config is what Go can
+/// decode into types.NetConf with a `type`: the fields it declares, when
+/// present, of their types.
+fn go_cni_loads(config: &Value, is_list: bool) -> Result<(), String> {
+    if !is_list {
+        return plugin_loads(config);
+    }
+    if !config.is_object() {
+        return Err("not a JSON object".to_string());
+    }
+    if !config["name"].is_string() {
+        return Err("no name (a string)".to_string());
+    }
+    if config.get("cniVersion").is_some_and(|v| !v.is_string()) {
+        return Err("cniVersion is not a string".to_string());
+    }
+    // libcni 1.3 (containerd 2.3) also takes plugins from
+    // `<conf_dir>/<name>/*.conf`: not read, such a list is called failing
+    // (CRI's then judged none: the safe side).
+    let plugins = config["plugins"]
+        .as_array()
+        .filter(|plugins| !plugins.is_empty())
+        .ok_or("no plugins")?;
+    for (n, plugin) in plugins.iter().enumerate() {
+        plugin_loads(plugin).map_err(|why| format!("plugin {n}: {why}"))?;
+    }
+    Ok(())
+}
+
+/// Whether `plugin` decodes into libcni's types.NetConf with a `type`.
+fn plugin_loads(plugin: &Value) -> Result<(), String> {
+    let Some(fields) = plugin.as_object() else {
+        return Err("not a JSON object".to_string());
+    };
+    let of_type = |key: &str, ok: fn(&Value) -> bool| match fields.get(key) {
+        Some(value) if !value.is_null() && !ok(value) => Err(format!("{key} of the wrong type")),
+        _ => Ok(()),
+    };
+    of_type("cniVersion", Value::is_string)?;
+    of_type("name", Value::is_string)?;
+    of_type("type", Value::is_string)?;
+    of_type("capabilities", Value::is_object)?;
+    of_type("ipam", Value::is_object)?;
+    of_type("dns", Value::is_object)?;
+    if fields.get("ipam").is_some_and(|ipam| {
+        ipam.get("type")
+            .is_some_and(|t| !t.is_null() && !t.is_string())
+    }) {
+        return Err("ipam type of the wrong type".to_string());
+    }
+    match fields.get("type").and_then(Value::as_str) {
+        Some(kind) if !kind.is_empty() => Ok(()),
+        _ => Err("no type".to_string()),
+    }
 }
 
 /// The network a config sets up, when its IPAM is host-local: a conflist's
@@ -115,6 +250,7 @@ fn network_of(file: &Path, config: &Value) -> Option<CniNetwork> {
         conf_file: file.to_path_buf(),
         capacity: capacity(ipam),
         reservations: Vec::new(),
+        loaded_by_cri: false,
     })
 }
 
@@ -226,10 +362,10 @@ fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
 /// worth many times over; past it the rest is a gap, not a stall.
 const CACHE_ENTRIES_LIMIT: usize = 20_000;
 
-/// libcni's cached ADD results for `networks` (`<cache>/<network>-<id>-
-/// <ifname>`), each with the pod its CNI_ARGS name and the network
+/// libcni's cached ADD results for the networks of `view` and CRI's
+/// loopback (`<cache>/<network>-<id>-<ifname>`), each with the pod its CNI_ARGS name and the network
 /// namespace it was made in. No cache is nothing cached.
-fn read_cache(cache: &Path, networks: &[CniNetwork], gaps: &mut Vec<Gap>) -> Vec<CachedAttachment> {
+fn read_cache(cache: &Path, view: &CniView, gaps: &mut Vec<Gap>) -> Vec<CachedAttachment> {
     reading(cache);
     let entries = match fs::read_dir(cache) {
         Ok(entries) => entries,
@@ -244,10 +380,15 @@ fn read_cache(cache: &Path, networks: &[CniNetwork], gaps: &mut Vec<Gap>) -> Vec
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            networks.iter().any(|n| {
-                name.strip_prefix(n.name.as_str())
-                    .is_some_and(|r| r.starts_with('-'))
-            })
+            let network_names = view.networks.iter().map(|n| n.name.as_str());
+            let cri_names = view.cri_networks.iter().map(String::as_str);
+            network_names
+                .chain(cri_names)
+                .chain([CNI_LOOPBACK])
+                .any(|network| {
+                    name.strip_prefix(network)
+                        .is_some_and(|r| r.starts_with('-'))
+                })
         })
         .collect();
     files.sort();
@@ -393,7 +534,7 @@ mod tests {
         write(&cache.join("pods-d-eth0"), "{not json");
 
         let mut gaps = Vec::new();
-        let view = read(&conf, &cache, &mut gaps);
+        let view = read(&conf, DEFAULT_MAX_CONF_NUM, &cache, &mut gaps);
         assert_eq!(gaps.len(), 1, "the broken config is a gap: {gaps:?}");
         assert!(gaps[0].path.ends_with("30-broken.conflist"));
         assert_eq!(view.networks.len(), 1);
@@ -444,11 +585,144 @@ mod tests {
         );
     }
 
+    /// A listing as go-cni sees it: each file and what it holds.
+    fn listing(files: &[(&str, Value)]) -> Vec<(PathBuf, Result<Value, String>)> {
+        files
+            .iter()
+            .map(|(name, config)| {
+                (
+                    PathBuf::from(format!("/etc/cni/net.d/{name}")),
+                    Ok(config.clone()),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cri_loads_the_first_max_conf_num_configs_that_load_and_nothing_past_a_failing_one() {
+        let list = |name: &str| json!({"cniVersion": "1.0.0", "name": name, "plugins": [{"type": "bridge"}]});
+        let single = json!({"cniVersion": "0.4.0", "name": "single", "type": "bridge"});
+        let files = listing(&[
+            ("10-containerd.conflist", list("pods")),
+            ("87-podman.conflist", list("podman")),
+            ("99-single.conf", single.clone()),
+        ]);
+        // CRI's default: the first alone; 0 (or less) is every one.
+        assert_eq!(cri_loads(&files, 1), Ok(vec![0]));
+        assert_eq!(cri_loads(&files, 2), Ok(vec![0, 1]));
+        assert_eq!(cri_loads(&files, 0), Ok(vec![0, 1, 2]));
+        assert_eq!(cri_loads(&files, -1), Ok(vec![0, 1, 2]));
+        assert_eq!(cri_loads(&files, 9), Ok(vec![0, 1, 2]));
+        // A config go-cni fails on before the count is reached fails the
+        // whole load (CRI has no network then), naming the file; after it,
+        // it is never read.
+        for broken in [
+            Err("expected value at line 1".to_string()),
+            Ok(json!({"name": "nameless-plugins"})),
+            Ok(json!({"name": "empty", "plugins": []})),
+            Ok(json!({"name": 5, "plugins": [{"type": "bridge"}]})),
+            Ok(json!({"name": "untyped", "plugins": [{"ipam": {}}]})),
+            Ok(json!({"name": "bad-ipam", "plugins": [{"type": "bridge", "ipam": "host-local"}]})),
+            Ok(json!(["not", "an", "object"])),
+        ] {
+            let mut files = files.clone();
+            files.insert(
+                0,
+                (
+                    PathBuf::from("/etc/cni/net.d/05-broken.conflist"),
+                    broken.clone(),
+                ),
+            );
+            let err = cri_loads(&files, 1).unwrap_err();
+            assert!(err.contains("05-broken.conflist"), "{broken:?}: {err}");
+            let mut files = files.clone();
+            files.swap(0, 1);
+            assert_eq!(cri_loads(&files, 1), Ok(vec![0]), "{broken:?}");
+            assert!(cri_loads(&files, 2).is_err(), "{broken:?}");
+        }
+        // A single plugin's config needs its type, not its name; a
+        // conflist in a .conf file has none.
+        let nameless = json!({"type": "bridge"});
+        assert_eq!(
+            cri_loads(&listing(&[("10-a.conf", nameless)]), 1),
+            Ok(vec![0])
+        );
+        assert!(cri_loads(&listing(&[("10-a.json", list("in-a-conf"))]), 1).is_err());
+        assert_eq!(cri_loads(&[], 1), Ok(vec![]));
+    }
+
+    #[test]
+    fn config_names_are_libcni_s_extensions_as_go_sees_them() {
+        for (name, listed) in [
+            ("10-pods.conflist", true),
+            ("10-pods.conf", true),
+            ("10-pods.json", true),
+            (".conf", true),
+            ("10-pods.conflist.bak", false),
+            ("10-pods.CONF", false),
+            ("conf", false),
+            ("README", false),
+        ] {
+            assert_eq!(is_config_name(Path::new(name)), listed, "{name}");
+        }
+    }
+
+    #[test]
+    fn only_the_networks_cri_loads_are_cri_s_and_another_s_store_is_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("net.d");
+        let data = dir.path().join("networks");
+        let network = |name: &str, subnet: &str| {
+            json!({"cniVersion": "1.0.0", "name": name, "plugins": [{"type": "bridge",
+                "ipam": {"type": "host-local", "dataDir": data, "ranges": [[{"subnet": subnet}]]}}]})
+            .to_string()
+        };
+        write(
+            &conf.join("10-pods.conflist"),
+            &network("pods", "10.251.0.0/29"),
+        );
+        write(
+            &conf.join("87-podman.conflist"),
+            &network("podman", "10.88.9.0/29"),
+        );
+        // A directory named like a config is not one (libcni skips it).
+        fs::create_dir_all(conf.join("50-dir.conflist")).unwrap();
+        write(&data.join("pods/10.251.0.2"), "a\neth0");
+        write(&data.join("podman/10.88.9.2"), "p\neth0");
+        let mut gaps = Vec::new();
+        let view = read(&conf, 1, &dir.path().join("results"), &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(view.cri_networks, ["pods"]);
+        let loaded: Vec<(&str, bool, usize)> = view
+            .networks
+            .iter()
+            .map(|n| (n.name.as_str(), n.loaded_by_cri, n.reservations.len()))
+            .collect();
+        assert_eq!(loaded, [("pods", true, 1), ("podman", false, 1)]);
+        let cri_s: Vec<&str> = view.cri_networks().map(|n| n.name.as_str()).collect();
+        assert_eq!(cri_s, ["pods"]);
+        assert_eq!(view.address_use().len(), 1, "the pods' range alone");
+        // max_conf_num 0: both are CRI's.
+        let view = read(&conf, 0, &dir.path().join("results"), &mut gaps);
+        assert_eq!(view.cri_networks, ["pods", "podman"]);
+        // A config go-cni fails on first: CRI loads none, said in a gap.
+        write(&conf.join("05-broken.conflist"), "{not json");
+        let mut gaps = Vec::new();
+        let view = read(&conf, 1, &dir.path().join("results"), &mut gaps);
+        assert!(view.cri_networks.is_empty());
+        assert_eq!(view.cri_networks().count(), 0);
+        assert!(
+            gaps.iter()
+                .any(|g| g.error.contains("CRI loads no network")),
+            "{gaps:?}"
+        );
+    }
+
     #[test]
     fn no_config_directory_is_no_cni_and_no_gap() {
         let dir = tempfile::tempdir().unwrap();
         let mut gaps = Vec::new();
-        let view = read(&dir.path().join("absent"), dir.path(), &mut gaps);
+        let view = read(&dir.path().join("absent"), 1, dir.path(), &mut gaps);
         assert!(view.networks.is_empty() && gaps.is_empty());
     }
 

@@ -1,14 +1,24 @@
 //! The pods' network namespaces CRI mounted: the nsfs mounts in its netns
 //! directory, from the mount table, each `stat`ed for its namespace's
-//! inode; and, for those a check asks about, a process in each.
+//! identity (nsfs device and inode); and, for those a check asks about,
+//! what holds each (a thread in it, a descriptor on it) and, for those
+//! nothing holds, the interfaces in it.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::fs;
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use crate::model::{Gap, NetnsMount, NetnsView, Paths, Source};
-use crate::read::bounded::mtime_nanos;
+use nix::fcntl::OFlag;
+use nix::sched::{setns, CloneFlags};
+
+use crate::model::netns::foreign_interfaces;
+use crate::model::{Gap, HeldBy, NetnsHolder, NetnsMount, NetnsView, Paths, Source};
+use crate::read::bounded::{mtime_nanos, open_at, open_regular, Links};
 use crate::sources::mountinfo;
 
 pub(crate) const SOURCE: Source = Source::Mountinfo;
@@ -47,7 +57,9 @@ pub fn read(
             Some(NetnsMount {
                 path,
                 inode: metadata.ino(),
+                device: metadata.dev(),
                 created_at: mtime_nanos(&metadata).unwrap_or_default(),
+                interfaces: None,
             })
         })
         .collect();
@@ -59,55 +71,457 @@ pub fn read(
     }
 }
 
-/// Looks for a process in each namespace of `inodes`, among `pids`, by
-/// the kernel's own link (`/proc/<pid>/ns/net` → `net:[<inode>]`).
-pub fn find_users(
+/// How long looking for the holders of the namespaces asked about may
+/// take: a readlink per descriptor and a stat per thread, a node's worth
+/// in well under a second. Past it nothing is known to be unheld.
+const HOLDERS_TIME: Duration = Duration::from_secs(5);
+
+/// Looks, among `pids`, for what holds each namespace of `wanted` (nsfs
+/// device and inode): a thread in it (`/proc/<pid>/task/<tid>/ns/net`:
+/// any thread, as `ip netns exec` in a thread or a Go program's locked
+/// thread joins only its own) or a descriptor open on it
+/// (`/proc/<pid>/fd/<n>`, as a runtime or `ip netns` keeps one), each by
+/// the identity the kernel gives the link's target (`stat`), never by a
+/// name. `holders_looked_for` only when every process was read whole, but
+/// for those the kernel will not let nodectl see (`holders_unread`, named
+/// in a gap by [`note_unread_holders`] when a verdict rests on them); any
+/// other failure leaves it false, with a gap.
+pub fn find_holders(
     view: &mut NetnsView,
-    inodes: &BTreeSet<u64>,
+    wanted: &BTreeSet<(u64, u64)>,
     proc_root: &Path,
     pids: impl Iterator<Item = i32>,
+    gaps: &mut Vec<Gap>,
 ) {
-    view.users_looked_for = true;
-    if inodes.is_empty() {
+    view.holders_looked_for = false;
+    if wanted.is_empty() {
+        view.holders_looked_for = true;
         return;
     }
+    // The file names of the namespaces asked about, as a descriptor
+    // opened through their mounts spells them.
+    let names: BTreeSet<&OsStr> = view
+        .mounts
+        .iter()
+        .filter(|m| wanted.contains(&(m.device, m.inode)))
+        .filter_map(|m| m.path.file_name())
+        .collect();
+    let until = Instant::now() + HOLDERS_TIME;
     for pid in pids {
-        let Ok(link) = fs::read_link(proc_root.join(format!("{pid}/ns/net"))) else {
-            continue;
-        };
-        let inode = link
-            .to_str()
-            .and_then(|l| l.strip_prefix("net:["))
-            .and_then(|l| l.strip_suffix(']'))
-            .and_then(|n| n.parse::<u64>().ok());
-        if let Some(inode) = inode.filter(|i| inodes.contains(i)) {
-            view.users.entry(inode).or_insert(pid);
+        if Instant::now() > until {
+            gaps.push(Gap::item(
+                Source::Procfs,
+                proc_root,
+                format!(
+                    "the holders of the pods' network namespaces not all looked for in {} s",
+                    HOLDERS_TIME.as_secs()
+                ),
+            ));
+            return;
+        }
+        match holders_in(proc_root, pid, wanted, &names) {
+            Ok(found) => {
+                for (inode, holder) in found {
+                    view.holders.entry(inode).or_insert(holder);
+                }
+            }
+            // The kernel's ptrace check said no: named, and the look goes
+            // on (as procfs's unread pids do).
+            Err((_, err)) if err.kind() == io::ErrorKind::PermissionDenied => {
+                view.holders_unread.insert(pid);
+            }
+            Err((path, err)) => {
+                gaps.push(Gap::item(Source::Procfs, path, err));
+                return;
+            }
         }
     }
+    view.holders_looked_for = true;
+}
+
+/// The namespaces of `wanted` that process `pid`'s threads are in or its
+/// descriptors hold. A process or thread or descriptor gone meanwhile
+/// holds nothing; anything else unread is an error.
+fn holders_in(
+    proc_root: &Path,
+    pid: i32,
+    wanted: &BTreeSet<(u64, u64)>,
+    names: &BTreeSet<&OsStr>,
+) -> Result<Vec<(u64, NetnsHolder)>, (PathBuf, io::Error)> {
+    let gone = |err: &io::Error| {
+        err.kind() == io::ErrorKind::NotFound || err.raw_os_error() == Some(nix::libc::ESRCH)
+    };
+    // The namespace a link leads to, when it is one of `wanted`; a link
+    // gone meanwhile leads nowhere; one that cannot be read is an error.
+    let identity = |path: &Path| -> Result<Option<u64>, (PathBuf, io::Error)> {
+        match fs::metadata(path) {
+            Ok(m) => Ok(wanted.contains(&(m.dev(), m.ino())).then_some(m.ino())),
+            Err(err) if gone(&err) => Ok(None),
+            Err(err) => Err((path.to_path_buf(), err)),
+        }
+    };
+    let mut found = Vec::new();
+    let process = proc_root.join(pid.to_string());
+    let entries = |dir: PathBuf| match fs::read_dir(&dir) {
+        Ok(entries) => Ok(entries
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.parse::<i32>().ok()?, e.path())))
+            .collect::<Vec<_>>()),
+        Err(err) if gone(&err) => Ok(Vec::new()),
+        Err(err) => Err((dir, err)),
+    };
+    for (tid, task) in entries(process.join("task"))? {
+        if let Some(inode) = identity(&task.join("ns/net"))? {
+            let by = HeldBy::Thread(tid);
+            found.push((inode, NetnsHolder { pid, by }));
+        }
+    }
+    for (fd, path) in entries(process.join("fd"))? {
+        // The link's text says what it may be: `net:[<inode>]` for a
+        // namespace opened through procfs, the mount point's path for one
+        // opened through its bind mount (`ip netns exec`, a runtime's
+        // setns by path). Only those are stat'ed, so a descriptor on a
+        // stalled filesystem is never followed.
+        let target = match fs::read_link(&path) {
+            Ok(target) => target,
+            Err(err) if gone(&err) => continue,
+            Err(err) => return Err((path, err)),
+        };
+        let through_procfs = target.as_os_str().as_bytes().starts_with(b"net:[");
+        let through_mount = target.file_name().is_some_and(|n| names.contains(n));
+        if !through_procfs && !through_mount {
+            continue;
+        }
+        if let Some(inode) = identity(&path)? {
+            let by = HeldBy::Descriptor(fd);
+            found.push((inode, NetnsHolder { pid, by }));
+        }
+    }
+    Ok(found)
+}
+
+/// The gap saying which processes' threads and descriptors were not
+/// seen, when a verdict rests on it: some namespace of `indices` (those
+/// nothing seen holds) has no interface CRI did not put there, so only
+/// what was not seen could still hold it.
+pub fn note_unread_holders(
+    view: &NetnsView,
+    indices: &[usize],
+    cri_networks: usize,
+    proc_root: &Path,
+    gaps: &mut Vec<Gap>,
+) {
+    let rests_on_them = indices.iter().any(|&i| {
+        view.mounts
+            .get(i)
+            .and_then(|m| foreign_interfaces(m, cri_networks))
+            .is_some_and(|foreign| foreign.is_empty())
+    });
+    if view.holders_unread.is_empty() || !rests_on_them {
+        return;
+    }
+    let pids: Vec<String> = view.holders_unread.iter().map(i32::to_string).collect();
+    gaps.push(Gap::item(
+        Source::Procfs,
+        proc_root,
+        format!(
+            "the threads and descriptors of process(es) {} not seen (permission denied): \
+             a pod network namespace only they held would be taken for unheld",
+            pids.join(", ")
+        ),
+    ));
+}
+
+/// How long seeing one namespace's interfaces may take.
+const INTERFACES_TIME: Duration = Duration::from_secs(2);
+/// How long seeing them all may take, one look.
+const ALL_INTERFACES_TIME: Duration = Duration::from_secs(5);
+/// The most namespaces whose interfaces one look sees.
+const INTERFACES_LOOKED_AT: usize = 64;
+/// A namespace's `net/dev`: a line per interface.
+const NET_DEV_LIMIT: u64 = 1 << 20;
+
+/// Sees the interfaces of each mount of `view` at `indices` (the
+/// namespaces CRI made that nothing names or holds), each read on a
+/// short-lived thread of its own that joins the namespace (`setns`, the
+/// thread's alone) and reads `/proc/thread-self/net/dev`: nothing is run
+/// and nothing changed. A namespace not seen in [`INTERFACES_TIME`] (all
+/// of them: [`ALL_INTERFACES_TIME`], at most [`INTERFACES_LOOKED_AT`])
+/// keeps `interfaces` `None`, and a gap says why.
+pub fn look_at_interfaces(
+    view: &mut NetnsView,
+    indices: &[usize],
+    proc_root: &Path,
+    gaps: &mut Vec<Gap>,
+) {
+    let until = Instant::now() + ALL_INTERFACES_TIME;
+    for (n, &index) in indices.iter().enumerate() {
+        let Some(mount) = view.mounts.get_mut(index) else {
+            continue;
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        if n >= INTERFACES_LOOKED_AT || left.is_zero() {
+            gaps.push(Gap::item(
+                SOURCE,
+                &mount.path,
+                format!(
+                    "its interfaces not looked at: past {INTERFACES_LOOKED_AT} namespaces or {} s",
+                    ALL_INTERFACES_TIME.as_secs()
+                ),
+            ));
+            continue;
+        }
+        let (path, identity) = (mount.path.clone(), (mount.device, mount.inode));
+        let net_dev = proc_root.join("thread-self/net/dev");
+        let (answer, answered) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("nodectl-netns".to_string())
+            .spawn(move || {
+                let _ = answer.send(interfaces_in(&path, identity, &net_dev));
+            });
+        let seen = match spawned {
+            Ok(_) => answered
+                .recv_timeout(INTERFACES_TIME.min(left))
+                .unwrap_or_else(|_| Err(format!("not seen in {} s", INTERFACES_TIME.as_secs()))),
+            Err(err) => Err(format!("no thread to look: {err}")),
+        };
+        match seen {
+            Ok(interfaces) => mount.interfaces = Some(interfaces),
+            Err(why) => gaps.push(Gap::item(
+                SOURCE,
+                &mount.path,
+                format!("its interfaces: {why}"),
+            )),
+        }
+    }
+}
+
+/// On the calling thread (which it moves into the namespace for good):
+/// the interfaces of the namespace mounted at `path`, if it is still the
+/// one of `identity` (nsfs device, inode).
+fn interfaces_in(path: &Path, identity: (u64, u64), net_dev: &Path) -> Result<Vec<String>, String> {
+    let namespace = open_at(
+        &nix::fcntl::AT_FDCWD,
+        path,
+        OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+    )
+    .map_err(|e| format!("opening it: {e}"))?;
+    let metadata = namespace.metadata().map_err(|e| e.to_string())?;
+    if (metadata.dev(), metadata.ino()) != identity {
+        return Err("another namespace (or none) is mounted there now".to_string());
+    }
+    setns(&namespace, CloneFlags::CLONE_NEWNET).map_err(|e| format!("joining it: {e}"))?;
+    // procfs's size is 0 and each read a page at most: read to the end.
+    let mut text = Vec::new();
+    open_regular(net_dev, Links::Follow)
+        .and_then(|file| file.take(NET_DEV_LIMIT + 1).read_to_end(&mut text))
+        .map_err(|e| format!("{}: {e}", net_dev.display()))?;
+    if text.len() as u64 > NET_DEV_LIMIT {
+        return Err(format!("{} past {NET_DEV_LIMIT} bytes", net_dev.display()));
+    }
+    Ok(net_dev_interfaces(&String::from_utf8_lossy(&text)))
+}
+
+/// The interface names of a `/proc/net/dev`: two header lines, then one
+/// `<name>: <counters>` per interface (a name never holds a colon).
+pub fn net_dev_interfaces(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(2)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, _)| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_process_is_found_by_its_namespace_s_inode() {
-        let proc_root = tempfile::tempdir().unwrap();
-        for (pid, link) in [(10, "net:[111]"), (11, "net:[222]"), (12, "mnt:[111]")] {
-            let ns = proc_root.path().join(format!("{pid}/ns"));
-            fs::create_dir_all(&ns).unwrap();
-            std::os::unix::fs::symlink(link, ns.join("net")).unwrap();
+    /// A fake procfs where `pid`'s threads are in `threads` and its
+    /// descriptors hold `fds`, each a namespace file made in the tempdir
+    /// (the link's text `net:[n]` resolves to it), returning its identity.
+    struct FakeProc {
+        root: tempfile::TempDir,
+    }
+
+    impl FakeProc {
+        fn new() -> FakeProc {
+            FakeProc {
+                root: tempfile::tempdir().unwrap(),
+            }
         }
-        let mut view = NetnsView::default();
-        let wanted = BTreeSet::from([111, 333]);
-        find_users(
+
+        /// A link at `at` that reads `net:[<n>]` and resolves to a file
+        /// of its own beside it: the namespace's (device, inode).
+        fn link(&self, at: &Path, n: u64) -> (u64, u64) {
+            fs::create_dir_all(at.parent().unwrap()).unwrap();
+            let target = format!("net:[{n}]");
+            let file = at.parent().unwrap().join(&target);
+            fs::write(&file, "").unwrap();
+            std::os::unix::fs::symlink(&target, at).unwrap();
+            let m = fs::metadata(&file).unwrap();
+            (m.dev(), m.ino())
+        }
+
+        fn thread(&self, pid: i32, tid: i32, n: u64) -> (u64, u64) {
+            let at = self.root.path().join(format!("{pid}/task/{tid}/ns/net"));
+            self.link(&at, n)
+        }
+
+        fn fd(&self, pid: i32, fd: i32, n: u64) -> (u64, u64) {
+            let at = self.root.path().join(format!("{pid}/fd/{fd}"));
+            self.link(&at, n)
+        }
+    }
+
+    #[test]
+    fn any_thread_or_open_descriptor_holds_a_namespace_by_its_identity() {
+        let proc = FakeProc::new();
+        // Process 10's main thread is elsewhere; its thread 12 is in A.
+        let _ = proc.thread(10, 10, 1);
+        let a = proc.thread(10, 12, 2);
+        // Process 20 is in nothing asked about, but holds B open.
+        let _ = proc.thread(20, 20, 3);
+        let b = proc.fd(20, 7, 4);
+        // A descriptor on some other file is not looked through.
+        fs::write(proc.root.path().join("20/fd/plain"), "").unwrap();
+        std::os::unix::fs::symlink("plain", proc.root.path().join("20/fd/8")).unwrap();
+        // C: a namespace whose name a link spells, another file's identity.
+        let c = (a.0, a.1 + 1_000_000);
+        // D: held by process 20 through its mount: the link reads the
+        // mount point's path (as `exec 3</run/netns/x` leaves it).
+        let mounted = proc.root.path().join("netns/cni-d");
+        fs::create_dir_all(mounted.parent().unwrap()).unwrap();
+        fs::write(&mounted, "").unwrap();
+        std::os::unix::fs::symlink(&mounted, proc.root.path().join("20/fd/9")).unwrap();
+        let m = fs::metadata(&mounted).unwrap();
+        let d = (m.dev(), m.ino());
+        let mut view = NetnsView {
+            mounts: vec![NetnsMount {
+                path: PathBuf::from("/var/run/netns/cni-d"),
+                inode: d.1,
+                device: d.0,
+                created_at: 0,
+                interfaces: None,
+            }],
+            ..NetnsView::default()
+        };
+        let wanted = BTreeSet::from([a, b, c, d]);
+        let mut gaps = Vec::new();
+        // 30 has exited: it holds nothing.
+        find_holders(
             &mut view,
             &wanted,
-            proc_root.path(),
-            [10, 11, 12, 13].into_iter(),
+            proc.root.path(),
+            [10, 20, 30].into_iter(),
+            &mut gaps,
         );
-        assert!(view.users_looked_for);
-        assert_eq!(view.users.into_iter().collect::<Vec<_>>(), [(111, 10)]);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert!(view.holders_looked_for);
+        // By inode, whichever order the tempdir gave them.
+        let expected = std::collections::BTreeMap::from([
+            (
+                a.1,
+                NetnsHolder {
+                    pid: 10,
+                    by: HeldBy::Thread(12),
+                },
+            ),
+            (
+                b.1,
+                NetnsHolder {
+                    pid: 20,
+                    by: HeldBy::Descriptor(7),
+                },
+            ),
+            (
+                d.1,
+                NetnsHolder {
+                    pid: 20,
+                    by: HeldBy::Descriptor(9),
+                },
+            ),
+        ]);
+        assert_eq!(view.holders, expected);
+        assert_eq!(
+            view.holders[&a.1].to_string(),
+            "thread 12 of process 10 is in it"
+        );
+        assert_eq!(
+            view.holders[&b.1].to_string(),
+            "process 20 holds it open (descriptor 7)"
+        );
+    }
+
+    #[test]
+    fn a_process_whose_descriptors_cannot_be_read_leaves_nothing_known_unheld() {
+        let proc = FakeProc::new();
+        let a = proc.thread(10, 10, 1);
+        // A file where the fd directory belongs: read_dir fails, not gone.
+        fs::write(proc.root.path().join("10/fd"), "").unwrap();
+        let mut view = NetnsView::default();
+        let mut gaps = Vec::new();
+        let wanted = BTreeSet::from([(a.0, a.1 + 1)]);
+        find_holders(
+            &mut view,
+            &wanted,
+            proc.root.path(),
+            [10].into_iter(),
+            &mut gaps,
+        );
+        assert!(!view.holders_looked_for);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        // Nothing asked about: nothing to look for, known at once.
+        let mut view = NetnsView::default();
+        find_holders(
+            &mut view,
+            &BTreeSet::new(),
+            proc.root.path(),
+            [10].into_iter(),
+            &mut gaps,
+        );
+        assert!(view.holders_looked_for);
+    }
+
+    #[test]
+    fn processes_not_seen_are_a_gap_only_when_a_verdict_rests_on_them() {
+        let mount = |interfaces: &[&str]| NetnsMount {
+            path: PathBuf::from("/var/run/netns/cni-x"),
+            inode: 1,
+            device: 4,
+            created_at: 0,
+            interfaces: Some(interfaces.iter().map(|n| n.to_string()).collect()),
+        };
+        let mut view = NetnsView {
+            mounts: vec![mount(&["lo", "vadm0"])],
+            holders_unread: BTreeSet::from([1]),
+            ..NetnsView::default()
+        };
+        let mut gaps = Vec::new();
+        // Its foreign veth keeps it whatever pid 1 holds.
+        note_unread_holders(&view, &[0], 1, Path::new("/proc"), &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // Only pid 1 could still hold this one.
+        view.mounts[0] = mount(&["lo", "eth0"]);
+        note_unread_holders(&view, &[0], 1, Path::new("/proc"), &mut gaps);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].error.contains("process(es) 1 not seen"), "{gaps:?}");
+        // Every process seen: nothing to say.
+        view.holders_unread.clear();
+        let mut gaps = Vec::new();
+        note_unread_holders(&view, &[0], 1, Path::new("/proc"), &mut gaps);
+        assert!(gaps.is_empty());
+    }
+
+    #[test]
+    fn net_dev_lists_each_interface_by_name() {
+        let text = "Inter-|   Receive                            |  Transmit\n \
+                    face |bytes    packets errs drop fifo frame compressed multicast|bytes\n    \
+                    lo:       0       0    0    0    0     0          0         0        0\n  \
+                    eth0:    1296      16    0    0    0     0          0         0      796\n\
+                    vadm0: 0 0 0 0 0 0 0 0 0\n";
+        assert_eq!(net_dev_interfaces(text), ["lo", "eth0", "vadm0"]);
+        assert!(net_dev_interfaces("").is_empty());
     }
 
     #[test]

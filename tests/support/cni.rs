@@ -54,6 +54,8 @@ pub struct Cni {
     fault_dir: PathBuf,
     /// containerd's network namespace, once it runs.
     netns: Option<OwnedFd>,
+    /// What shares the node with CRI (see [`Neighbours`]), once started.
+    neighbours: Option<Neighbours>,
 }
 
 /// An address host-local handed out: the file it keeps for it.
@@ -123,6 +125,7 @@ impl Cni {
             subnet,
             fault_dir: dir.join("cni/fault"),
             netns: None,
+            neighbours: None,
         };
         let io = |path: &Path, e: std::io::Error| format!("{}: {e}", path.display());
         for sub in [&cni.bin_dir, &cni.conf_dir, &cni.data_dir, &cni.fault_dir] {
@@ -136,6 +139,15 @@ impl Cni {
         cni.restore_chained_plugin()?;
         let conflist = cni.conf_dir.join("10-nodectl.conflist");
         fs::write(&conflist, cni.conflist()).map_err(|e| io(&conflist, e))?;
+        // Another CNI user's network beside CRI's, sorted after it: CRI
+        // (max_conf_num 1) never loads it.
+        let podman = cni.conf_dir.join(NEIGHBOUR_CONFLIST);
+        let list = serde_json::json!({
+            "cniVersion": "1.0.0",
+            "name": NEIGHBOUR_NETWORK,
+            "plugins": [cni.neighbour_plugin()],
+        });
+        fs::write(&podman, format!("{list:#}\n")).map_err(|e| io(&podman, e))?;
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         if live.0 == 0 {
             live.1 = [RESULTS, "/var/lib/cni"]
@@ -344,6 +356,14 @@ impl Cni {
     /// one found missing, when empty. Returns what it could not remove.
     pub(crate) fn teardown(&mut self, ids: &BTreeSet<String>) -> Vec<String> {
         self.end_hung_add();
+        if let Some(mut neighbours) = self.neighbours.take() {
+            let _ = neighbours.live.kill();
+            let _ = neighbours.live.wait();
+            if let Some((leave, thread)) = neighbours.thread.take() {
+                drop(leave);
+                let _ = thread.join();
+            }
+        }
         self.netns = None;
         let ours = format!("{}-", self.network);
         let mut problems: Vec<String> = fs::read_dir(RESULTS)
@@ -377,6 +397,333 @@ impl Cni {
             }
         }
         problems
+    }
+}
+
+/// The second CNI user's conflist in CRI's `conf_dir`, sorted after the
+/// bed's own, as podman writes its default network.
+pub const NEIGHBOUR_CONFLIST: &str = "87-podman.conflist";
+/// Its network: its own bridge and subnet, its store beside the bed's.
+pub const NEIGHBOUR_NETWORK: &str = "podman";
+const NEIGHBOUR_BRIDGE: &str = "podman9";
+pub const NEIGHBOUR_SUBNET: &str = "10.88.9.0/29";
+/// The container id podman's ADD is made for: a podman-style 64-hex id
+/// containerd never had.
+pub const NEIGHBOUR_ID: &str = "f00df00df00df00df00df00df00df00df00df00df00df00df00df00df00df00d";
+/// An administrator's namespace in CRI's netns dir, as `ip netns add`
+/// names it.
+pub const ADMIN_NETNS: &str = "admin-net";
+/// Another, empty (`ip netns add blue` and nothing more).
+pub const ADMIN_EMPTY_NETNS: &str = "blue";
+
+/// What shares a node with CRI, beside every networked bed:
+/// - a live process (podman's container) in a namespace of its own, whose
+///   `eth0` and address were given by a real bridge + host-local ADD of
+///   [`NEIGHBOUR_NETWORK`] (its reservation in that network's store);
+/// - in CRI's netns dir: an administrator's namespace ([`ADMIN_NETNS`])
+///   holding `vadm0`, whose peer `vlive0` is in the live process's
+///   namespace, and an empty one ([`ADMIN_EMPTY_NETNS`]); a namespace named as CRI names them that nothing but an
+///   open descriptor of the live process holds (`held`); and one named so
+///   that nothing holds but which holds `vnb0`, whose peer `vlive1` is in
+///   the live process's namespace (`foreign`); and one, named so, that
+///   only a thread of the test process (not its main one) is in.
+///
+/// None of it is CRI's to report or remove.
+pub struct Neighbours {
+    live: std::process::Child,
+    /// The live process (`sleep`, in its own network namespace).
+    pub live_pid: i32,
+    /// podman's reservation: the address and host-local's file for it.
+    pub podman_ip: Ipv4Addr,
+    pub podman_file: PathBuf,
+    pub admin_netns: PathBuf,
+    pub admin_empty_netns: PathBuf,
+    pub held_netns: PathBuf,
+    pub foreign_netns: PathBuf,
+    /// Named as CRI names them; only a thread (not the main one) of the
+    /// test process is in it.
+    pub thread_netns: PathBuf,
+    /// That thread, which leaves once the sender is dropped.
+    thread: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+}
+
+impl Neighbours {
+    /// The file names of their namespaces in CRI's netns dir.
+    pub fn netns_names(&self) -> Vec<String> {
+        [
+            &self.admin_netns,
+            &self.admin_empty_netns,
+            &self.held_netns,
+            &self.foreign_netns,
+            &self.thread_netns,
+        ]
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect()
+    }
+
+    /// The interfaces of the live process's namespace.
+    pub fn live_interfaces(&self) -> Vec<String> {
+        fs::read_to_string(format!("/proc/{}/net/dev", self.live_pid))
+            .unwrap_or_default()
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(name, _)| name.trim().to_string())
+            .collect()
+    }
+
+    /// The IPv4 addresses configured in the live process's namespace.
+    pub fn live_addresses(&self) -> String {
+        let output = Command::new("nsenter")
+            .arg(format!("--net=/proc/{}/ns/net", self.live_pid))
+            .args(["ip", "-4", "-o", "addr", "show"])
+            .output();
+        output
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// A namespace name as containerd's pkg/netns makes them: `cni-` and 16
+/// random bytes as 8-4-4-4-12 hex.
+fn cri_style_name() -> String {
+    let bytes: [u8; 16] = std::array::from_fn(|_| rand_byte());
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "cni-{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+fn rand_byte() -> u8 {
+    let mut byte = [0u8; 1];
+    let _ = fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut byte));
+    byte[0]
+}
+
+/// Runs `command`, failing with its output unless it succeeds.
+fn must_run(command: &mut Command) -> Result<std::process::Output, String> {
+    let shown = format!("{command:?}");
+    let output = command.output().map_err(|e| format!("{shown}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{shown}: {}: {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(output)
+}
+
+impl Cni {
+    /// podman's bridge plugin config (host-local on [`NEIGHBOUR_SUBNET`],
+    /// its store beside the bed's).
+    fn neighbour_plugin(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "bridge",
+            "bridge": NEIGHBOUR_BRIDGE,
+            "isGateway": true,
+            "ipMasq": false,
+            "ipam": {
+                "type": "host-local",
+                "ranges": [[{"subnet": NEIGHBOUR_SUBNET}]],
+                "dataDir": self.data_dir,
+            }
+        })
+    }
+
+    /// A persistent network namespace at `path`, as `ip netns add` makes
+    /// one (an nsfs bind mount on an empty file).
+    fn add_netns(path: &Path) -> Result<(), String> {
+        fs::write(path, "").map_err(|e| format!("{}: {e}", path.display()))?;
+        must_run(
+            Command::new("unshare")
+                .arg(format!("--net={}", path.display()))
+                .arg("true"),
+        )?;
+        Ok(())
+    }
+
+    /// A veth pair: `inside` in the namespace at `netns`, `peer` in
+    /// process `pid`'s.
+    fn veth(netns: &Path, inside: &str, peer: &str, pid: u32) -> Result<(), String> {
+        must_run(
+            Command::new("nsenter")
+                .arg(format!("--net={}", netns.display()))
+                .args([
+                    "ip", "link", "add", inside, "type", "veth", "peer", "name", peer,
+                ])
+                .args(["netns", &pid.to_string()]),
+        )?;
+        Ok(())
+    }
+
+    /// Starts the [`Neighbours`] in CRI's netns dir `netns_dir`, podman's
+    /// ADD run in containerd's network namespace (where the bed's bridge
+    /// is), once [`Cni::hold_netns`] holds it.
+    pub(crate) fn start_neighbours(&mut self, netns_dir: &Path) -> Result<(), String> {
+        let started = self.make_neighbours(netns_dir);
+        if started.is_err() {
+            // Their mounts would keep the bed's dir from being removed.
+            for entry in fs::read_dir(netns_dir).into_iter().flatten().flatten() {
+                let _ = nix::mount::umount2(&entry.path(), nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+        started
+    }
+
+    fn make_neighbours(&mut self, netns_dir: &Path) -> Result<(), String> {
+        fs::create_dir_all(netns_dir).map_err(|e| format!("{}: {e}", netns_dir.display()))?;
+        let admin_netns = netns_dir.join(ADMIN_NETNS);
+        let admin_empty_netns = netns_dir.join(ADMIN_EMPTY_NETNS);
+        let held_netns = netns_dir.join(cri_style_name());
+        let foreign_netns = netns_dir.join(cri_style_name());
+        let thread_netns = netns_dir.join(cri_style_name());
+        for netns in [
+            &admin_netns,
+            &admin_empty_netns,
+            &held_netns,
+            &foreign_netns,
+            &thread_netns,
+        ] {
+            Cni::add_netns(netns)?;
+        }
+        let thread = Cni::thread_in(&thread_netns)?;
+        // The live process: in a namespace of its own, holding `held`
+        // open (descriptor 3), doing nothing.
+        let mut live = Command::new("unshare")
+            .args([
+                "--net",
+                "--",
+                "sh",
+                "-c",
+                "exec 3<\"$0\"; exec sleep 100000",
+            ])
+            .arg(&held_netns)
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("unshare: {e}"))?;
+        let pid = live.id();
+        let started = super::wait_until(std::time::Duration::from_secs(10), || {
+            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        });
+        let result = (|| {
+            if !started {
+                return Err("the neighbour's process did not start".to_string());
+            }
+            Cni::veth(&admin_netns, "vadm0", "vlive0", pid)?;
+            Cni::veth(&foreign_netns, "vnb0", "vlive1", pid)?;
+            self.neighbour_add(pid)
+        })();
+        match result {
+            Ok(podman_ip) => {
+                self.neighbours = Some(Neighbours {
+                    live,
+                    live_pid: pid as i32,
+                    podman_ip,
+                    podman_file: self
+                        .data_dir
+                        .join(NEIGHBOUR_NETWORK)
+                        .join(podman_ip.to_string()),
+                    admin_netns,
+                    admin_empty_netns,
+                    held_netns,
+                    foreign_netns,
+                    thread_netns,
+                    thread: Some(thread),
+                });
+                Ok(())
+            }
+            Err(e) => {
+                let _ = live.kill();
+                let _ = live.wait();
+                Err(e)
+            }
+        }
+    }
+
+    /// A thread of this process in the namespace at `path` (its
+    /// descriptor closed once joined), until the sender is dropped.
+    fn thread_in(
+        path: &Path,
+    ) -> Result<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>), String> {
+        let netns = fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (leave, told) = std::sync::mpsc::channel::<()>();
+        let (joined, answer) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let result = nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET);
+            drop(netns);
+            let _ = joined.send(result.map_err(|e| e.to_string()));
+            // Until told to leave (the sender dropped).
+            let _ = told.recv();
+        });
+        match answer.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok((leave, thread)),
+            Ok(Err(e)) => Err(format!("setns into {}: {e}", path.display())),
+            Err(e) => Err(format!("the thread into {}: {e}", path.display())),
+        }
+    }
+
+    /// podman's ADD for process `pid`: the real bridge plugin (host-local
+    /// under it) run as libcni runs it, in containerd's namespace.
+    fn neighbour_add(&self, pid: u32) -> Result<Ipv4Addr, String> {
+        let mut config = self.neighbour_plugin();
+        config["cniVersion"] = "1.0.0".into();
+        config["name"] = NEIGHBOUR_NETWORK.into();
+        let mut command = Command::new("timeout");
+        command
+            .args(["30", &format!("{PLUGINS_DIR}/bridge")])
+            .env("CNI_COMMAND", "ADD")
+            .env("CNI_CONTAINERID", NEIGHBOUR_ID)
+            .env("CNI_NETNS", format!("/proc/{pid}/ns/net"))
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", PLUGINS_DIR)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        self.own_netns(&mut command);
+        let mut child = command.spawn().map_err(|e| format!("bridge ADD: {e}"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            std::io::Write::write_all(&mut stdin, config.to_string().as_bytes())
+                .map_err(|e| format!("bridge ADD's config: {e}"))?;
+        }
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("bridge ADD: {e}"))?;
+        let said = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            return Err(format!(
+                "bridge ADD for the neighbour failed ({}): {said}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let result: serde_json::Value =
+            serde_json::from_str(&said).map_err(|e| format!("bridge ADD's result {said}: {e}"))?;
+        let address = result["ips"][0]["address"].as_str().unwrap_or_default();
+        address
+            .split('/')
+            .next()
+            .and_then(|ip| ip.parse().ok())
+            .ok_or_else(|| format!("no address in the bridge ADD's result: {said}"))
+    }
+}
+
+impl TestBed {
+    /// What shares the networked bed's node with CRI (see [`Neighbours`]).
+    pub fn neighbours(&self) -> &Neighbours {
+        match self.cni().neighbours.as_ref() {
+            Some(neighbours) => neighbours,
+            None => self.fail("no neighbours: the bed's start did not make them"),
+        }
     }
 }
 

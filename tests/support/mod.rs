@@ -42,7 +42,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use cni::{IpFile, LeakedIp, CHAINED, DEL_NOT_FOUND, EXHAUSTED, POD_ADDRESSES, SUBNET};
+pub use cni::{
+    IpFile, LeakedIp, Neighbours, ADMIN_EMPTY_NETNS, ADMIN_NETNS, CHAINED, DEL_NOT_FOUND,
+    EXHAUSTED, NEIGHBOUR_CONFLIST, NEIGHBOUR_ID, NEIGHBOUR_NETWORK, NEIGHBOUR_SUBNET,
+    POD_ADDRESSES, SUBNET,
+};
 pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;

@@ -246,15 +246,19 @@ impl TestBed {
         let spawned = spawn_containerd(&release, &config, &log, cni.as_ref());
         let (containerd, cni) = match (spawned, cni) {
             (Ok(containerd), None) => (containerd, None),
-            (Ok(mut containerd), Some(mut cni)) => match cni.hold_netns(containerd.id()) {
-                Ok(()) => (containerd, Some(cni)),
-                Err(e) => {
-                    let _ = containerd.kill();
-                    let _ = containerd.wait();
-                    cni.teardown(&BTreeSet::new());
-                    return Err(neighbourhood.abandon(&dir, e));
+            (Ok(mut containerd), Some(mut cni)) => {
+                match cni.hold_netns(containerd.id()).and_then(|()| {
+                    cni.start_neighbours(&dir.join("state/io.containerd.grpc.v1.cri/netns"))
+                }) {
+                    Ok(()) => (containerd, Some(cni)),
+                    Err(e) => {
+                        let _ = containerd.kill();
+                        let _ = containerd.wait();
+                        cni.teardown(&BTreeSet::new());
+                        return Err(neighbourhood.abandon(&dir, e));
+                    }
                 }
-            },
+            }
             (Err(e), cni) => {
                 if let Some(mut cni) = cni {
                     cni.teardown(&BTreeSet::new());
