@@ -354,7 +354,13 @@ fn choose(
     match kernel.serving(&target) {
         // The kernel's record of who listened, uid included: root's daemon
         // listens as root.
-        Ok(peer) if peer.uid != 0 => chosen.unserved = Some(served_by(peer, &chosen.others)),
+        Ok(peer)
+            if !host
+                .as_ref()
+                .is_some_and(|h| daemon_proof::trusted(h, peer.uid)) =>
+        {
+            chosen.unserved = Some(served_by(peer, &chosen.others))
+        }
         Ok(peer) => match eligible.iter().position(|p| p.pid == peer.pid) {
             Some(found) => chosen.process = Some(eligible.remove(found)),
             None => chosen.unserved = Some(served_by(peer, &chosen.others)),
@@ -657,6 +663,7 @@ mod tests {
             Some(daemon_proof::Host {
                 described: "PID 1",
                 namespaces: HOST.ids(false),
+                uid: 0,
             })
         }
         fn facts(&self, pid: i32) -> daemon_proof::DaemonFacts {

@@ -35,6 +35,9 @@ pub struct Host {
     /// `PID 1` or `nodectl itself`.
     pub described: &'static str,
     pub namespaces: NamespaceIds,
+    /// nodectl's own effective uid: a daemon runs as root, or (nodectl run
+    /// by a user, which can act on nothing of root's) as that user.
+    pub uid: u32,
 }
 
 /// What the kernel says of one process called containerd.
@@ -73,6 +76,7 @@ pub fn host(proc_root: &Path) -> Option<Host> {
             Some(Host {
                 described,
                 namespaces: namespaces(&dir).ok()?,
+                uid: nix::unistd::geteuid().as_raw(),
             })
         })
 }
@@ -148,10 +152,12 @@ pub fn disqualified(facts: &DaemonFacts, host: Option<&Host>) -> Option<String> 
         }
     }
     // containerd runs as root (its real and effective uid): only root can
-    // mount a rootfs, and only root's daemon is the node's.
+    // mount a rootfs, and only root's daemon is the node's. (nodectl run by
+    // a user, which can act on nothing of root's, may also believe that
+    // user's own.)
     match facts.uids.as_deref() {
         Err(err) => return Some(format!("its uids could not be read: {err}")),
-        Ok([real, effective, ..]) if *real != 0 || *effective != 0 => {
+        Ok([real, effective, ..]) if !trusted(host, *real) || !trusted(host, *effective) => {
             return Some(format!(
                 "it runs as uid {real} (effective {effective}), not root"
             ))
@@ -172,6 +178,12 @@ pub fn disqualified(facts: &DaemonFacts, host: Option<&Host>) -> Option<String> 
         )),
         Ok(_) => None,
     }
+}
+
+/// Whether a daemon running as `uid` may be believed: root's, or nodectl's
+/// own user's (see [`Host::uid`]).
+pub fn trusted(host: &Host, uid: u32) -> bool {
+    uid == 0 || uid == host.uid
 }
 
 /// Who listens on the socket at `path`, as nodectl resolves it (symlinks,
@@ -300,6 +312,7 @@ mod tests {
                 pid: 2,
                 mnt: 3,
             },
+            uid: 0,
         }
     }
 

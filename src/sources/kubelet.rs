@@ -300,6 +300,7 @@ mod tests {
                 pid: 2,
                 mnt: 3,
             },
+            uid: 0,
         };
         let kubelet = || daemon_proof::DaemonFacts {
             namespaces: Ok(host.namespaces),

@@ -9,7 +9,7 @@
 //! says of names is made by hand, in a fake `--proc-root`: the test
 //! process's `comm` and an `exe` link named containerd that reaches a
 //! root-owned binary (`/bin/true`, never run: nodectl runs nothing it
-//! finds).
+//! finds); its `status` (its uids) is the test process's own.
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -77,6 +77,8 @@ pub fn fake_daemon(proc_root: &Path, socket: &Path, args: &[&str]) -> FakeDaemon
     let _ = symlink(bin.join("containerd"), dir.join("exe"));
     let _ = symlink("/", dir.join("root"));
     let _ = symlink("/", dir.join("cwd"));
+    // Its uids are the kernel's too: the test process's own.
+    let _ = symlink(format!("/proc/{pid}/status"), dir.join("status"));
     FakeDaemon {
         _listener: listener,
         pid,
