@@ -98,7 +98,14 @@ fn resolve_with(
     // The config the running containerd reads is read as it sees it.
     let seen_by = process.as_ref().filter(|_| flags.config.is_none());
     let file = match read_config(&config_path, seen_by, flags.proc_root.as_deref()) {
-        Ok(file) => Some(file),
+        Ok(file) => {
+            // An import unread, a limit reached: the paths come from the
+            // rest, and the report says which file was not read.
+            for (path, problem) in &file.problems {
+                gaps.push(Gap::item(Source::Config, path, problem));
+            }
+            Some(file)
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound && !named => None,
         Err(err) => {
             gaps.push(Gap::item(Source::Config, &config_path, err));
@@ -247,6 +254,12 @@ pub trait Kernel {
     fn file_id(&self, path: &Path) -> Result<FileId, String>;
     /// `path`'s identity as process `pid` resolves it (its root).
     fn file_id_in(&self, pid: i32, path: &Path) -> Result<FileId, String>;
+    /// The files process `pid` holds open (by their links' spelling).
+    fn open_files(&self, pid: i32) -> Result<Vec<daemon_proof::OpenFile>, String>;
+    /// The identity of the file process `pid` holds open as `fd`.
+    fn open_file_id(&self, pid: i32, fd: i32) -> Result<FileId, String>;
+    /// When process `pid` started, ns since the epoch.
+    fn started_nanos(&self, pid: i32) -> Result<i64, String>;
 }
 
 /// The live node's kernel, under a procfs.
@@ -272,6 +285,15 @@ impl Kernel for LiveKernel {
     }
     fn file_id_in(&self, pid: i32, path: &Path) -> Result<FileId, String> {
         daemon_proof::file_id_in(&self.proc_root, pid, path)
+    }
+    fn open_files(&self, pid: i32) -> Result<Vec<daemon_proof::OpenFile>, String> {
+        daemon_proof::open_files(&self.proc_root, pid)
+    }
+    fn open_file_id(&self, pid: i32, fd: i32) -> Result<FileId, String> {
+        daemon_proof::open_file_id(&self.proc_root, pid, fd)
+    }
+    fn started_nanos(&self, pid: i32) -> Result<i64, String> {
+        daemon_proof::started_nanos(&self.proc_root, pid)
     }
 }
 
@@ -428,31 +450,73 @@ fn settle(
     let Some(process) = &paths.process else {
         return;
     };
-    // The daemon's own root and state: its flags, else its config (read as
-    // it reads it), else containerd's defaults.
+    // The daemon's own root and state: its flags (its own by construction),
+    // else its config (read as it reads it, imports too) or containerd's
+    // defaults, each tied to it by what it holds open (`tie`).
     let config = process.config.as_deref().unwrap_or(default_config);
     let own_config = read_config(config, Some(process), proc_root).ok();
-    let own = |flag: &Option<PathBuf>, f: fn(&config::ConfigPaths) -> Option<PathBuf>, default| {
-        flag.clone()
-            .or_else(|| own_config.as_ref().and_then(f))
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or_else(|| PathBuf::from(default))
-    };
-    let own_root = own(&process.root, |c| c.root.clone(), DEFAULT_ROOT);
-    let own_state = own(&process.state, |c| c.state.clone(), DEFAULT_STATE);
     let pid = process.pid;
-    for (what, located, own) in [
-        ("root", &paths.root, own_root),
-        ("state", &paths.state, own_state),
+    let unchanged = config_unchanged(own_config.as_ref(), pid, kernel);
+    let open_files = kernel.open_files(pid);
+    let daemon_flags = [process.root.clone(), process.state.clone()];
+    for (what, located, flag, held) in [
+        ("root", &mut paths.root, &daemon_flags[0], ROOT_HELD),
+        ("state", &mut paths.state, &daemon_flags[1], STATE_HELD),
     ] {
+        let from_config = match what {
+            "root" => own_config.as_ref().and_then(|c| c.root.clone()),
+            _ => own_config.as_ref().and_then(|c| c.state.clone()),
+        };
+        let default = match what {
+            "root" => DEFAULT_ROOT,
+            _ => DEFAULT_STATE,
+        };
+        let (own, tie) = match flag.clone().filter(|p| !p.as_os_str().is_empty()) {
+            Some(flag) => (flag, Tie::Tied),
+            None => {
+                let named = from_config.unwrap_or_else(|| PathBuf::from(default));
+                let tie = tie(kernel, pid, &named, held, &open_files, &unchanged);
+                (named, tie)
+            }
+        };
         // Taken from the daemon's own flags or from the config it reads
-        // (not `--config`'s): its own by construction, whether or not the
-        // directory exists yet. Anything else is compared by identity, never
-        // by spelling: the same words may name another directory here.
+        // (not `--config`'s): its own, once tied. Anything else is compared
+        // by identity, never by spelling: the same words may name another
+        // directory here.
         let from_daemon = match located.origin {
-            Origin::Process => true,
-            Origin::Config => !config_by_flag,
-            Origin::Flag | Origin::Default => false,
+            Origin::Process | Origin::OpenFile => true,
+            Origin::Config | Origin::Default => !config_by_flag,
+            Origin::Flag => false,
+        };
+        let own = match tie {
+            Tie::Tied => own,
+            Tie::Untied(why) => {
+                paths.unproven.push(format!(
+                    "{what} {} could not be tied to containerd pid {pid}: {why}",
+                    own.display()
+                ));
+                continue;
+            }
+            Tie::Held { real, how } => {
+                if from_daemon {
+                    let note = format!(
+                        "{what} {} is containerd pid {pid}'s ({how}); its config names {} \
+                         (edited after it started, or a drop-in not read)",
+                        real.display(),
+                        own.display()
+                    );
+                    paths.note = Some(match paths.note.take() {
+                        Some(before) => format!("{before}; {note}"),
+                        None => note,
+                    });
+                    *located = Located {
+                        path: real,
+                        origin: Origin::OpenFile,
+                    };
+                    continue;
+                }
+                real
+            }
         };
         if from_daemon {
             continue;
@@ -472,6 +536,118 @@ fn settle(
         };
         paths.unproven.push(reason);
     }
+}
+
+/// What containerd keeps open under its root on every line (1.6 to 2.3,
+/// measured): bbolt's metadata database (`metadata.NewDB`, the
+/// `io.containerd.metadata.v1.bolt` plugin), held for the daemon's life.
+const ROOT_HELD: &[&str] = &["io.containerd.metadata.v1.bolt/meta.db"];
+/// What containerd keeps open under its state: 2.3's mount manager
+/// database (`io.containerd.mount-manager.v1.bolt`); 1.6 to 2.2 hold
+/// nothing there (measured, no pod running).
+const STATE_HELD: &[&str] = &["io.containerd.mount-manager.v1.bolt/mounts.db"];
+
+/// How a root or state the daemon's config names was tied to it.
+enum Tie {
+    /// The daemon holds open, under it, the very file (by device and inode)
+    /// it keeps there; or it holds nothing there and its config has not
+    /// changed since it started.
+    Tied,
+    /// The daemon holds that file open under another directory: `real`.
+    Held {
+        real: PathBuf,
+        how: String,
+    },
+    Untied(String),
+}
+
+/// Ties `named` (a root or state the daemon's config names, or the
+/// default) to daemon `pid` by identity: a file it keeps open under such a
+/// directory (`held`, relative to it) is compared, by device and inode,
+/// with that file under `named`; the link's spelling only picks the
+/// candidates. Holding none (a state on 1.6 to 2.2), the config must be
+/// unchanged since the daemon started: then it read these very files.
+fn tie(
+    kernel: &dyn Kernel,
+    pid: i32,
+    named: &Path,
+    held: &[&str],
+    open_files: &Result<Vec<daemon_proof::OpenFile>, String>,
+    unchanged: &Result<(), String>,
+) -> Tie {
+    let candidates: Vec<(&daemon_proof::OpenFile, &str)> = match open_files {
+        Ok(files) => files
+            .iter()
+            .filter_map(|file| {
+                held.iter()
+                    .find(|relative| file.link.ends_with(relative))
+                    .map(|relative| (file, *relative))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    for (file, relative) in &candidates {
+        let Ok(open) = kernel.open_file_id(pid, file.fd) else {
+            continue;
+        };
+        if kernel.file_id_in(pid, &named.join(relative)) == Ok(open) {
+            return Tie::Tied;
+        }
+        // Held elsewhere: the directory it is under, if that path (as the
+        // daemon resolves it) leads to the very file it holds.
+        let depth = Path::new(relative).components().count();
+        let Some(real) = file.link.ancestors().nth(depth) else {
+            continue;
+        };
+        if kernel.file_id_in(pid, &real.join(relative)) == Ok(open) {
+            return Tie::Held {
+                real: real.to_path_buf(),
+                how: format!("it holds {} open", real.join(relative).display()),
+            };
+        }
+    }
+    match (unchanged, open_files) {
+        (Ok(()), _) => Tie::Tied,
+        (Err(why), Ok(_)) => Tie::Untied(format!("it holds nothing open there and {why}")),
+        (Err(why), Err(unread)) => Tie::Untied(format!(
+            "its open files could not be read ({unread}) and {why}"
+        )),
+    }
+}
+
+/// A process's start time is read to a clock tick (and truncated): a file
+/// changed within this of it may have been read before it.
+const START_SLACK_NANOS: i64 = 20_000_000;
+
+/// Whether the daemon's config (every file and globbed directory of it)
+/// is unchanged since the daemon started, by change time (ctime, which no
+/// write can set back): then the daemon read what nodectl reads.
+fn config_unchanged(
+    config: Option<&config::ConfigPaths>,
+    pid: i32,
+    kernel: &dyn Kernel,
+) -> Result<(), String> {
+    let Some(config) = config else {
+        // No config now: containerd's defaults, as at its start unless a
+        // config was removed since (not told by anything left).
+        return Ok(());
+    };
+    let started = kernel
+        .started_nanos(pid)
+        .map_err(|why| format!("its start time is unknown ({why})"))?;
+    if config.changed_nanos <= started.saturating_add(START_SLACK_NANOS) {
+        return Ok(());
+    }
+    Err(format!(
+        "its config ({}) changed {:.1} s after it started",
+        config
+            .files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        (config.changed_nanos - started) as f64 / 1e9
+    ))
 }
 
 /// The socket a running containerd serves: its `-a`, else its config's.
@@ -498,14 +674,11 @@ fn read_config(
     read_by: Option<&ContainerdProcess>,
     proc_root: Option<&Path>,
 ) -> io::Result<config::ConfigPaths> {
-    if let (Some(process), Some(proc_root), Ok(relative)) =
-        (read_by, proc_root, path.strip_prefix("/"))
-    {
-        let seen = proc_root
-            .join(process.pid.to_string())
-            .join("root")
-            .join(relative);
-        if let Ok(file) = config::read(&seen) {
+    if let (Some(process), Some(proc_root), true) = (read_by, proc_root, path.is_absolute()) {
+        // Its imports too, each under its root: an absolute drop-in path
+        // is the process's.
+        let root = proc_root.join(process.pid.to_string()).join("root");
+        if let Ok(file) = config::read_in(path, Some(&root)) {
             return Ok(file);
         }
     }
@@ -626,6 +799,11 @@ mod tests {
         /// Paths the daemon resolves to another directory than nodectl
         /// does (its own root: nodectl in a container, say).
         elsewhere_for_daemon: std::cell::RefCell<BTreeMap<PathBuf, PathBuf>>,
+        /// Files each process holds open, by the path it opened (the fake
+        /// file's identity is that path's).
+        open: std::cell::RefCell<BTreeMap<i32, Vec<PathBuf>>>,
+        /// When each process started; unset: after every file was written.
+        started: std::cell::RefCell<BTreeMap<i32, i64>>,
     }
 
     const HOST: NamespaceIdsFake = NamespaceIdsFake;
@@ -683,6 +861,29 @@ mod tests {
                 Some(there) => self.file_id(there),
                 None => self.file_id(path),
             }
+        }
+        fn open_files(&self, pid: i32) -> Result<Vec<daemon_proof::OpenFile>, String> {
+            let open = self.open.borrow();
+            let files = open.get(&pid).cloned().unwrap_or_default();
+            Ok(files
+                .into_iter()
+                .enumerate()
+                .map(|(fd, link)| daemon_proof::OpenFile {
+                    fd: fd as i32 + 3,
+                    link,
+                })
+                .collect())
+        }
+        fn open_file_id(&self, pid: i32, fd: i32) -> Result<FileId, String> {
+            let open = self.open.borrow();
+            let path = open
+                .get(&pid)
+                .and_then(|files| files.get(fd as usize - 3))
+                .ok_or("no such descriptor")?;
+            self.file_id_in(pid, path)
+        }
+        fn started_nanos(&self, pid: i32) -> Result<i64, String> {
+            Ok(self.started.borrow().get(&pid).copied().unwrap_or(i64::MAX))
         }
     }
 
@@ -991,6 +1192,103 @@ mod tests {
         });
         assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
         assert!(paths.unproven[0].starts_with("state /run/other is not containerd pid 10's"));
+    }
+
+    /// A daemon of `config` holding its metadata database under `root` open.
+    fn daemon_holding(node: &Node, pid: i32, config: &Path, root: &str) {
+        node.containerd(pid, &format!("-c {}", config.display()));
+        node.kernel.open.borrow_mut().insert(
+            pid,
+            vec![PathBuf::from(root).join("io.containerd.metadata.v1.bolt/meta.db")],
+        );
+    }
+
+    #[test]
+    fn the_daemon_s_root_is_tied_by_the_metadata_database_it_holds_open() {
+        let node = Node::new();
+        let config = node.file(
+            "c.toml",
+            "version = 2\nroot = \"/data/c\"\nstate = \"/run/c\"\n",
+        );
+        daemon_holding(&node, 10, &config, "/data/c");
+        let (paths, gaps) = node.resolve(&node.flags());
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(paths.root.path, PathBuf::from("/data/c"));
+        assert_eq!(paths.root.origin, Origin::Config);
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        assert_eq!(paths.note, None);
+    }
+
+    #[test]
+    fn a_config_edited_after_start_gives_the_root_the_daemon_holds_and_leaves_state_unproven() {
+        let node = Node::new();
+        let config = node.file(
+            "c.toml",
+            "version = 2\nroot = \"/edited/root\"\nstate = \"/edited/state\"\n",
+        );
+        daemon_holding(&node, 10, &config, "/real/root");
+        // Started before the config was last changed.
+        node.kernel.started.borrow_mut().insert(10, 0);
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.root.path, PathBuf::from("/real/root"));
+        assert_eq!(paths.root.origin, Origin::OpenFile);
+        let note = paths.note.clone().unwrap_or_default();
+        assert!(note.contains("its config names /edited/root"), "{note}");
+        // Nothing held under the state: the edited config cannot tie it.
+        assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
+        assert!(
+            paths.unproven[0]
+                .starts_with("state /edited/state could not be tied to containerd pid 10"),
+            "{:?}",
+            paths.unproven
+        );
+        assert!(
+            paths.unproven[0].contains("changed"),
+            "{:?}",
+            paths.unproven
+        );
+
+        // A root by flag is compared with the root the daemon holds.
+        let (paths, _) = node.resolve(&PathFlags {
+            root: Some(PathBuf::from("/edited/root")),
+            ..node.flags()
+        });
+        assert!(
+            paths.unproven.iter().any(|r| r
+                .starts_with("root /edited/root is not containerd pid 10's (it uses /real/root)")),
+            "{:?}",
+            paths.unproven
+        );
+
+        // 2.3 holds its mount manager's database under its state: tied.
+        node.kernel
+            .open
+            .borrow_mut()
+            .get_mut(&10)
+            .unwrap()
+            .push(PathBuf::from(
+                "/edited/state/io.containerd.mount-manager.v1.bolt/mounts.db",
+            ));
+        let (paths, _) = node.resolve(&node.flags());
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        assert_eq!(paths.state.path, PathBuf::from("/edited/state"));
+    }
+
+    #[test]
+    fn a_root_the_daemon_holds_nothing_under_is_tied_only_by_an_unchanged_config() {
+        let node = Node::new();
+        let config = node.file("c.toml", "version = 2\nroot = \"/data/c\"\n");
+        node.containerd(10, &format!("-c {}", config.display()));
+        let (paths, _) = node.resolve(&node.flags());
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        node.kernel.started.borrow_mut().insert(10, 0);
+        let (paths, _) = node.resolve(&node.flags());
+        let roots: Vec<&String> = paths
+            .unproven
+            .iter()
+            .filter(|r| r.starts_with("root /data/c"))
+            .collect();
+        assert_eq!(roots.len(), 1, "{:?}", paths.unproven);
     }
 
     #[test]
