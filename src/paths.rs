@@ -456,7 +456,7 @@ fn settle(
     let config = process.config.as_deref().unwrap_or(default_config);
     let own_config = read_config(config, Some(process), proc_root).ok();
     let pid = process.pid;
-    let unchanged = config_unchanged(own_config.as_ref(), pid, kernel);
+    let mut unchanged = config_unchanged(own_config.as_ref(), pid, kernel);
     let open_files = kernel.open_files(pid);
     let daemon_flags = [process.root.clone(), process.state.clone()];
     for (what, located, flag, held) in [
@@ -498,6 +498,17 @@ fn settle(
                 continue;
             }
             Tie::Held { real, how } => {
+                // The config as nodectl reads it is not what the daemon
+                // runs on (edited since, or read by another line's rules:
+                // containerd before 1.6.29 and 1.7.16 globs a relative
+                // import from its working directory, `resolveImports`):
+                // unchanged, it vouches for nothing else.
+                unchanged = Err(format!(
+                    "its config as nodectl reads it names another {what} ({}) than the one it \
+                     holds open ({})",
+                    own.display(),
+                    real.display()
+                ));
                 if from_daemon {
                     let note = format!(
                         "{what} {} is containerd pid {pid}'s ({how}); its config names {} \

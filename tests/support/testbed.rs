@@ -219,11 +219,12 @@ impl TestBed {
             .to_string_lossy()
             .into_owned();
         let cgroup_parent = format!("/{name}");
-        fs::write(
-            &config,
-            config_toml(&dir, release.line, networked.is_some()),
-        )
-        .map_err(|e| format!("{}: {e}", config.display()))?;
+        let (main, drop_in) = config_toml(&dir, release.line, networked.is_some());
+        let drop_in_path = dir.join(DROP_IN);
+        fs::create_dir_all(drop_in_path.parent().unwrap_or(&dir))
+            .and_then(|()| fs::write(&drop_in_path, drop_in))
+            .map_err(|e| format!("{}: {e}", drop_in_path.display()))?;
+        fs::write(&config, main).map_err(|e| format!("{}: {e}", config.display()))?;
         let cni = match networked {
             Some(subnet) => Some(Cni::write(&dir, subnet)?),
             None => None,
@@ -517,6 +518,14 @@ fn spawn_containerd(
         .map_err(|e| format!("{}: {e}", log.display()))?;
     let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
     let mut command = Command::new(release.binary("containerd"));
+    // containerd before 1.6.29 and 1.7.16 globs a relative import from its
+    // working directory, later ones from the importing file's (upstream's
+    // "Fix config import relative path glob", `resolveImports`): run from
+    // the config's directory, every line reads the bed's drop-in. Else
+    // 1.6.20 reads none and runs on /var/lib/containerd and /run/containerd.
+    if let Some(dir) = config.parent() {
+        command.current_dir(dir);
+    }
     command
         .env("PATH", release.path_env())
         .arg("--config")
@@ -602,7 +611,15 @@ impl TestBed {
 /// Version 2 for every line: 2.x migrates it on load, as it does on nodes
 /// upgraded from 1.x (the `cni` table and `netns_mounts_under_state_dir`
 /// move to `io.containerd.cri.v1.runtime`, `bin_dir` becomes `bin_dirs`).
-fn config_toml(dir: &Path, line: Line, networked: bool) -> String {
+/// The bed's drop-in, below its dir: what a node's installer writes.
+pub const DROP_IN: &str = "conf.d/50-node.toml";
+
+/// The bed's config as a node's often is (NVIDIA's toolkit, installers):
+/// a main file importing `conf.d/*.toml` (relative: from its own
+/// directory), and a drop-in holding root, state and CRI's section, so
+/// nodectl must read both as containerd does to find the bed's state.
+/// Returns (main, drop-in).
+fn config_toml(dir: &Path, line: Line, networked: bool) -> (String, String) {
     let d = dir.display();
     // Pod network namespaces are bind mounts, in /var/run/netns unless
     // told otherwise: under the state dir they go with the bed.
@@ -622,10 +639,9 @@ fn config_toml(dir: &Path, line: Line, networked: bool) -> String {
             format!("\n[plugins.\"io.containerd.nri.v1.nri\"]\n  socket_path = \"{d}/nri.sock\"\n")
         }
     };
-    format!(
+    let main = format!(
         r#"version = 2
-root = "{d}/root"
-state = "{d}/state"
+imports = ["conf.d/*.toml"]
 # Snapshotters whose backing filesystems or tools do not exist here: they
 # only fail at start-up and clutter the log.
 disabled_plugins = [
@@ -653,6 +669,12 @@ disabled_plugins = [
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{d}/opt"
+{nri}"#
+    );
+    let drop_in = format!(
+        r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
 
 [plugins."io.containerd.grpc.v1.cri"]
   # No registry: the "pause" image is our imported busybox, whose default
@@ -677,6 +699,7 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{d}/cni/bin"
     conf_dir = "{d}/cni/conf"
-{nri}"#
-    )
+"#
+    );
+    (main, drop_in)
 }
