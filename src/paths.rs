@@ -24,6 +24,7 @@
 //! is read, but nothing is acted on (`Paths::unproven`).
 
 pub mod config;
+mod tie;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -34,6 +35,7 @@ use crate::model::{
     ProcessInfo, Source,
 };
 use crate::sources::{containerd_proc, daemon_proof};
+use tie::{config_unchanged, tie, Tie, ROOT_HELD, STATE_HELD};
 
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
 pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
@@ -97,7 +99,11 @@ fn resolve_with(
     };
     // The config the running containerd reads is read as it sees it.
     let seen_by = process.as_ref().filter(|_| flags.config.is_none());
-    let file = match read_config(&config_path, seen_by, flags.proc_root.as_deref()) {
+    let file = match config::read_seen_by(
+        &config_path,
+        seen_by.map(|p| p.pid),
+        flags.proc_root.as_deref(),
+    ) {
         Ok(file) => {
             // An import unread, a limit reached: the paths come from the
             // rest, and the report says which file was not read.
@@ -454,7 +460,7 @@ fn settle(
     // else its config (read as it reads it, imports too) or containerd's
     // defaults, each tied to it by what it holds open (`tie`).
     let config = process.config.as_deref().unwrap_or(default_config);
-    let own_config = read_config(config, Some(process), proc_root).ok();
+    let own_config = config::read_seen_by(config, Some(process.pid), proc_root).ok();
     let pid = process.pid;
     let mut unchanged = config_unchanged(own_config.as_ref(), pid, kernel);
     let open_files = kernel.open_files(pid);
@@ -549,118 +555,6 @@ fn settle(
     }
 }
 
-/// What containerd keeps open under its root on every line (1.6 to 2.3,
-/// measured): bbolt's metadata database (`metadata.NewDB`, the
-/// `io.containerd.metadata.v1.bolt` plugin), held for the daemon's life.
-const ROOT_HELD: &[&str] = &["io.containerd.metadata.v1.bolt/meta.db"];
-/// What containerd keeps open under its state: 2.3's mount manager
-/// database (`io.containerd.mount-manager.v1.bolt`); 1.6 to 2.2 hold
-/// nothing there (measured, no pod running).
-const STATE_HELD: &[&str] = &["io.containerd.mount-manager.v1.bolt/mounts.db"];
-
-/// How a root or state the daemon's config names was tied to it.
-enum Tie {
-    /// The daemon holds open, under it, the very file (by device and inode)
-    /// it keeps there; or it holds nothing there and its config has not
-    /// changed since it started.
-    Tied,
-    /// The daemon holds that file open under another directory: `real`.
-    Held {
-        real: PathBuf,
-        how: String,
-    },
-    Untied(String),
-}
-
-/// Ties `named` (a root or state the daemon's config names, or the
-/// default) to daemon `pid` by identity: a file it keeps open under such a
-/// directory (`held`, relative to it) is compared, by device and inode,
-/// with that file under `named`; the link's spelling only picks the
-/// candidates. Holding none (a state on 1.6 to 2.2), the config must be
-/// unchanged since the daemon started: then it read these very files.
-fn tie(
-    kernel: &dyn Kernel,
-    pid: i32,
-    named: &Path,
-    held: &[&str],
-    open_files: &Result<Vec<daemon_proof::OpenFile>, String>,
-    unchanged: &Result<(), String>,
-) -> Tie {
-    let candidates: Vec<(&daemon_proof::OpenFile, &str)> = match open_files {
-        Ok(files) => files
-            .iter()
-            .filter_map(|file| {
-                held.iter()
-                    .find(|relative| file.link.ends_with(relative))
-                    .map(|relative| (file, *relative))
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    for (file, relative) in &candidates {
-        let Ok(open) = kernel.open_file_id(pid, file.fd) else {
-            continue;
-        };
-        if kernel.file_id_in(pid, &named.join(relative)) == Ok(open) {
-            return Tie::Tied;
-        }
-        // Held elsewhere: the directory it is under, if that path (as the
-        // daemon resolves it) leads to the very file it holds.
-        let depth = Path::new(relative).components().count();
-        let Some(real) = file.link.ancestors().nth(depth) else {
-            continue;
-        };
-        if kernel.file_id_in(pid, &real.join(relative)) == Ok(open) {
-            return Tie::Held {
-                real: real.to_path_buf(),
-                how: format!("it holds {} open", real.join(relative).display()),
-            };
-        }
-    }
-    match (unchanged, open_files) {
-        (Ok(()), _) => Tie::Tied,
-        (Err(why), Ok(_)) => Tie::Untied(format!("it holds nothing open there and {why}")),
-        (Err(why), Err(unread)) => Tie::Untied(format!(
-            "its open files could not be read ({unread}) and {why}"
-        )),
-    }
-}
-
-/// A process's start time is read to a clock tick (and truncated): a file
-/// changed within this of it may have been read before it.
-const START_SLACK_NANOS: i64 = 20_000_000;
-
-/// Whether the daemon's config (every file and globbed directory of it)
-/// is unchanged since the daemon started, by change time (ctime, which no
-/// write can set back): then the daemon read what nodectl reads.
-fn config_unchanged(
-    config: Option<&config::ConfigPaths>,
-    pid: i32,
-    kernel: &dyn Kernel,
-) -> Result<(), String> {
-    let Some(config) = config else {
-        // No config now: containerd's defaults, as at its start unless a
-        // config was removed since (not told by anything left).
-        return Ok(());
-    };
-    let started = kernel
-        .started_nanos(pid)
-        .map_err(|why| format!("its start time is unknown ({why})"))?;
-    if config.changed_nanos <= started.saturating_add(START_SLACK_NANOS) {
-        return Ok(());
-    }
-    Err(format!(
-        "its config ({}) changed {:.1} s after it started",
-        config
-            .files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
-        (config.changed_nanos - started) as f64 / 1e9
-    ))
-}
-
 /// The socket a running containerd serves: its `-a`, else its config's.
 fn serving_address(
     process: &ContainerdProcess,
@@ -671,29 +565,10 @@ fn serving_address(
         return address.clone();
     }
     let config = process.config.as_deref().unwrap_or(default_config);
-    read_config(config, Some(process), proc_root)
+    config::read_seen_by(config, Some(process.pid), proc_root)
         .ok()
         .and_then(|c| c.address)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_ADDRESS))
-}
-
-/// Reads a config file; one a running containerd reads, through its
-/// `/proc/<pid>/root` first: nodectl in a container (the DaemonSet) may not
-/// have k3s's config at the same path, and could have another file there.
-fn read_config(
-    path: &Path,
-    read_by: Option<&ContainerdProcess>,
-    proc_root: Option<&Path>,
-) -> io::Result<config::ConfigPaths> {
-    if let (Some(process), Some(proc_root), true) = (read_by, proc_root, path.is_absolute()) {
-        // Its imports too, each under its root: an absolute drop-in path
-        // is the process's.
-        let root = proc_root.join(process.pid.to_string()).join("root");
-        if let Ok(file) = config::read_in(path, Some(&root)) {
-            return Ok(file);
-        }
-    }
-    config::read(path)
 }
 
 fn config_address(config: &Path) -> PathBuf {
@@ -1254,7 +1129,8 @@ mod tests {
             paths.unproven
         );
         assert!(
-            paths.unproven[0].contains("changed"),
+            paths.unproven[0]
+                .contains("names another root (/edited/root) than the one it holds open"),
             "{:?}",
             paths.unproven
         );
@@ -1286,7 +1162,7 @@ mod tests {
     }
 
     #[test]
-    fn a_root_the_daemon_holds_nothing_under_is_tied_only_by_an_unchanged_config() {
+    fn what_the_daemon_holds_nothing_under_is_tied_only_by_an_unchanged_config() {
         let node = Node::new();
         let config = node.file("c.toml", "version = 2\nroot = \"/data/c\"\n");
         node.containerd(10, &format!("-c {}", config.display()));
@@ -1300,6 +1176,26 @@ mod tests {
             .filter(|r| r.starts_with("root /data/c"))
             .collect();
         assert_eq!(roots.len(), 1, "{:?}", paths.unproven);
+
+        // Its metadata database ties the root; the state (the default,
+        // nothing held there, as on 1.6 to 2.2) only an unchanged config.
+        node.kernel.open.borrow_mut().insert(
+            10,
+            vec![PathBuf::from(
+                "/data/c/io.containerd.metadata.v1.bolt/meta.db",
+            )],
+        );
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
+        assert!(
+            paths.unproven[0].starts_with("state /run/containerd could not be tied")
+                && paths.unproven[0].contains("changed"),
+            "{:?}",
+            paths.unproven
+        );
+        node.kernel.started.borrow_mut().clear();
+        let (paths, _) = node.resolve(&node.flags());
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
     }
 
     #[test]

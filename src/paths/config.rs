@@ -37,7 +37,7 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -45,6 +45,9 @@ use serde::Deserialize;
 use crate::model::Source;
 use crate::read::bounded::{read_regular, Links};
 use crate::sources::SourceThread;
+
+mod glob;
+use glob::{clean, glob};
 
 /// The server plugin that owns the socket from config version 4 on.
 const GRPC_PLUGIN: &str = "io.containerd.server.v1.grpc";
@@ -63,8 +66,6 @@ pub(crate) const MAX_FILES: usize = 64;
 pub(crate) const MAX_TOTAL_BYTES: u64 = 8 << 20;
 /// Imports of imports are followed this deep.
 pub(crate) const MAX_DEPTH: usize = 8;
-/// A globbed directory listing with more names than this is not read on.
-const MAX_DIR_NAMES: usize = 4096;
 
 /// What a config file (with its imports) sets; `None` where it leaves
 /// containerd's default.
@@ -159,6 +160,25 @@ pub fn read_in(path: &Path, root: Option<&Path>) -> io::Result<ConfigPaths> {
     }
 }
 
+/// Reads a config file; one a running containerd (`read_by`) reads,
+/// through its `/proc/<pid>/root` first, its imports too (an absolute
+/// drop-in path is the process's): nodectl in a container (the DaemonSet)
+/// may not have k3s's config at the same path, and could have another file
+/// there.
+pub(crate) fn read_seen_by(
+    path: &Path,
+    read_by: Option<i32>,
+    proc_root: Option<&Path>,
+) -> io::Result<ConfigPaths> {
+    if let (Some(pid), Some(proc_root), true) = (read_by, proc_root, path.is_absolute()) {
+        let root = proc_root.join(pid.to_string()).join("root");
+        if let Ok(file) = read_in(path, Some(&root)) {
+            return Ok(file);
+        }
+    }
+    read(path)
+}
+
 /// A config file is a few KiB on the root disk: one that has not been read
 /// (with its drop-ins) in this long will not be.
 const CONFIG_DEADLINE: Duration = Duration::from_secs(1);
@@ -167,7 +187,7 @@ const CONFIG_DEADLINE: Duration = Duration::from_secs(1);
 pub(crate) const CONFIG_SIZE_LIMIT: u64 = 4 << 20;
 
 /// Where nodectl opens a path containerd names: under `root` if given.
-fn opened(path: &Path, root: Option<&Path>) -> PathBuf {
+pub(super) fn opened(path: &Path, root: Option<&Path>) -> PathBuf {
     match root {
         Some(root) => root.join(path.strip_prefix("/").unwrap_or(path)),
         None => path.to_path_buf(),
@@ -288,178 +308,6 @@ fn resolve_imports(parent: &Path, imports: &[String]) -> Vec<Import> {
             }
         })
         .collect()
-}
-
-/// Go's `filepath.Clean`, lexically: `.` dropped, `..` eats its parent.
-fn clean(path: &Path) -> PathBuf {
-    let mut out: Vec<Component> = Vec::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => match out.last() {
-                Some(Component::Normal(_)) => {
-                    out.pop();
-                }
-                Some(Component::RootDir) => {}
-                _ => out.push(component),
-            },
-            other => out.push(other),
-        }
-    }
-    if out.is_empty() {
-        return PathBuf::from(".");
-    }
-    out.iter().collect()
-}
-
-/// Go's `filepath.Glob`: each directory's names sorted, a directory that
-/// cannot be listed matches nothing, a malformed pattern is an error.
-fn glob(pattern: &Path, root: Option<&Path>, changed: &mut i64) -> io::Result<Vec<PathBuf>> {
-    let text = pattern.to_string_lossy();
-    if !has_meta(&text) {
-        return Ok(match std::fs::symlink_metadata(opened(pattern, root)) {
-            Ok(_) => vec![pattern.to_path_buf()],
-            Err(_) => Vec::new(),
-        });
-    }
-    let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name()) else {
-        return Err(bad_pattern());
-    };
-    let name = name.to_string_lossy();
-    let dirs = match has_meta(&dir.to_string_lossy()) {
-        true => glob(dir, root, changed)?,
-        false => vec![dir.to_path_buf()],
-    };
-    let mut out = Vec::new();
-    for dir in dirs {
-        let listed = opened(&dir, root);
-        let Ok(metadata) = std::fs::metadata(&listed) else {
-            continue;
-        };
-        if !metadata.is_dir() {
-            continue;
-        }
-        // A drop-in added or removed changes its directory.
-        *changed = (*changed).max(metadata.ctime() * 1_000_000_000 + metadata.ctime_nsec());
-        let Ok(entries) = std::fs::read_dir(&listed) else {
-            continue;
-        };
-        let mut names = Vec::new();
-        for entry in entries.flatten() {
-            if names.len() == MAX_DIR_NAMES {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{} holds over {MAX_DIR_NAMES} names", dir.display()),
-                ));
-            }
-            if let Ok(entry) = entry.file_name().into_string() {
-                names.push(entry);
-            }
-        }
-        names.sort();
-        for entry in names {
-            if glob_match(&name, &entry)? {
-                out.push(dir.join(entry));
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn has_meta(text: &str) -> bool {
-    text.contains(['*', '?', '[', '\\'])
-}
-
-fn bad_pattern() -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidInput, "syntax error in pattern")
-}
-
-/// One pattern element of Go's `filepath.Match`.
-enum Token {
-    Star,
-    AnyChar,
-    Class {
-        negated: bool,
-        ranges: Vec<(char, char)>,
-    },
-    Literal(char),
-}
-
-fn tokens(pattern: &str) -> io::Result<Vec<Token>> {
-    let mut out = Vec::new();
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        out.push(match c {
-            '*' => Token::Star,
-            '?' => Token::AnyChar,
-            '\\' => Token::Literal(chars.next().ok_or_else(bad_pattern)?),
-            '[' => {
-                let negated = chars.next_if_eq(&'^').is_some();
-                let mut ranges = Vec::new();
-                loop {
-                    let low = match chars.next().ok_or_else(bad_pattern)? {
-                        ']' if !ranges.is_empty() => break,
-                        '\\' => chars.next().ok_or_else(bad_pattern)?,
-                        '-' | ']' => return Err(bad_pattern()),
-                        c => c,
-                    };
-                    let high = match chars.next_if_eq(&'-') {
-                        Some(_) => match chars.next().ok_or_else(bad_pattern)? {
-                            '\\' => chars.next().ok_or_else(bad_pattern)?,
-                            '-' | ']' => return Err(bad_pattern()),
-                            c => c,
-                        },
-                        None => low,
-                    };
-                    ranges.push((low, high));
-                }
-                Token::Class { negated, ranges }
-            }
-            c => Token::Literal(c),
-        });
-    }
-    Ok(out)
-}
-
-/// Go's `filepath.Match` of a name (no separator in it): `*` any run,
-/// `?` one character, `[...]` a class. Linear: a star backtracks only to
-/// the last star.
-fn glob_match(pattern: &str, name: &str) -> io::Result<bool> {
-    let tokens = tokens(pattern)?;
-    let name: Vec<char> = name.chars().collect();
-    let one = |token: &Token, c: char| match token {
-        Token::AnyChar => c != '/',
-        Token::Literal(l) => *l == c,
-        Token::Class { negated, ranges } => {
-            ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c)) != *negated
-        }
-        Token::Star => false,
-    };
-    let (mut t, mut n) = (0, 0);
-    let mut last_star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if t < tokens.len() {
-            if let Token::Star = tokens[t] {
-                last_star = Some((t, n));
-                t += 1;
-                continue;
-            }
-            if one(&tokens[t], name[n]) {
-                t += 1;
-                n += 1;
-                continue;
-            }
-        }
-        match last_star {
-            Some((star, from)) if name[from] != '/' => {
-                last_star = Some((star, from + 1));
-                t = star + 1;
-                n = from + 1;
-            }
-            _ => return Ok(false),
-        }
-    }
-    Ok(tokens[t..].iter().all(|token| matches!(token, Token::Star)))
 }
 
 /// One file's settings, by its own version.
@@ -891,12 +739,19 @@ mod import_tests {
             "config.toml",
             "version = 2\nimports = [\"d/*.toml\", \"none/*.toml\", \"e/*.toml\"]\n",
         );
-        // Written out of order: the directory's order is not the merge's.
-        files.write("d/20-b.toml", "root = \"/b\"\n");
-        files.write("d/10-a.toml", "root = \"/a\"\nstate = \"/a-state\"\n");
+        // Written in an order neither sorted nor reversed: the directory's
+        // order (creation, reverse creation or hashed) is not the merge's.
+        for name in ["30", "10", "50", "20", "40"] {
+            files.write(&format!("d/{name}.toml"), &format!("root = \"/{name}\"\n"));
+        }
+        files.write("d/00.toml", "root = \"/00\"\nstate = \"/00-state\"\n");
         let paths = files.read("config.toml");
-        assert_eq!(root_of(&paths), "/b");
-        assert_eq!(paths.state, Some(PathBuf::from("/a-state")));
+        let sorted: Vec<PathBuf> = std::iter::once(files.path("config.toml"))
+            .chain(["00", "10", "20", "30", "40", "50"].map(|n| files.path(&format!("d/{n}.toml"))))
+            .collect();
+        assert_eq!(paths.files, sorted);
+        assert_eq!(root_of(&paths), "/50");
+        assert_eq!(paths.state, Some(PathBuf::from("/00-state")));
         assert!(paths.problems.is_empty(), "{:?}", paths.problems);
     }
 
@@ -1117,7 +972,7 @@ mod import_tests {
     }
 
     #[test]
-    fn only_a_star_makes_a_glob_and_the_match_is_go_s() {
+    fn only_a_star_makes_a_glob() {
         let imports = resolve_imports(
             Path::new("/etc/c/config.toml"),
             &["d/*.toml".into(), "x?.toml".into(), "/abs/../y.toml".into()],
@@ -1137,14 +992,5 @@ mod import_tests {
                 (false, PathBuf::from("/y.toml")),
             ]
         );
-        let matches = |p: &str, n: &str| glob_match(p, n).unwrap();
-        assert!(matches("*.toml", "10-a.toml"));
-        assert!(matches("*.toml", ".hidden.toml"));
-        assert!(!matches("*.toml", "a.toml.bak"));
-        assert!(matches("?0-*.toml", "10-a.toml"));
-        assert!(matches("[0-4]*", "3x"));
-        assert!(!matches("[^0-4]*", "3x"));
-        assert!(matches("a*b*c", "aXbYbZc"));
-        assert!(glob_match("[*.toml", "x").is_err());
     }
 }
