@@ -35,7 +35,6 @@ use crate::model::{
     ProcessInfo, Source,
 };
 use crate::sources::{containerd_proc, daemon_proof};
-use tie::{config_unchanged, tie, Tie, ROOT_HELD, STATE_HELD};
 
 pub const DEFAULT_CONFIG: &str = "/etc/containerd/config.toml";
 pub const DEFAULT_ROOT: &str = "/var/lib/containerd";
@@ -266,6 +265,8 @@ pub trait Kernel {
     fn open_file_id(&self, pid: i32, fd: i32) -> Result<FileId, String>;
     /// When process `pid` started, ns since the epoch.
     fn started_nanos(&self, pid: i32) -> Result<i64, String>;
+    /// Process `pid`'s working directory, as it names it.
+    fn cwd(&self, pid: i32) -> Result<PathBuf, String>;
 }
 
 /// The live node's kernel, under a procfs.
@@ -300,6 +301,10 @@ impl Kernel for LiveKernel {
     }
     fn started_nanos(&self, pid: i32) -> Result<i64, String> {
         daemon_proof::started_nanos(&self.proc_root, pid)
+    }
+    fn cwd(&self, pid: i32) -> Result<PathBuf, String> {
+        let link = self.proc_root.join(pid.to_string()).join("cwd");
+        std::fs::read_link(&link).map_err(|err| format!("{}: {err}", link.display()))
     }
 }
 
@@ -456,103 +461,15 @@ fn settle(
     let Some(process) = &paths.process else {
         return;
     };
-    // The daemon's own root and state: its flags (its own by construction),
-    // else its config (read as it reads it, imports too) or containerd's
-    // defaults, each tied to it by what it holds open (`tie`).
-    let config = process.config.as_deref().unwrap_or(default_config);
-    let own_config = config::read_seen_by(config, Some(process.pid), proc_root).ok();
-    let pid = process.pid;
-    let mut unchanged = config_unchanged(own_config.as_ref(), pid, kernel);
-    let open_files = kernel.open_files(pid);
-    let daemon_flags = [process.root.clone(), process.state.clone()];
-    for (what, located, flag, held) in [
-        ("root", &mut paths.root, &daemon_flags[0], ROOT_HELD),
-        ("state", &mut paths.state, &daemon_flags[1], STATE_HELD),
-    ] {
-        let from_config = match what {
-            "root" => own_config.as_ref().and_then(|c| c.root.clone()),
-            _ => own_config.as_ref().and_then(|c| c.state.clone()),
-        };
-        let default = match what {
-            "root" => DEFAULT_ROOT,
-            _ => DEFAULT_STATE,
-        };
-        let (own, tie) = match flag.clone().filter(|p| !p.as_os_str().is_empty()) {
-            Some(flag) => (flag, Tie::Tied),
-            None => {
-                let named = from_config.unwrap_or_else(|| PathBuf::from(default));
-                let tie = tie(kernel, pid, &named, held, &open_files, &unchanged);
-                (named, tie)
-            }
-        };
-        // Taken from the daemon's own flags or from the config it reads
-        // (not `--config`'s): its own, once tied. Anything else is compared
-        // by identity, never by spelling: the same words may name another
-        // directory here.
-        let from_daemon = match located.origin {
-            Origin::Process | Origin::OpenFile => true,
-            Origin::Config | Origin::Default => !config_by_flag,
-            Origin::Flag => false,
-        };
-        let own = match tie {
-            Tie::Tied => own,
-            Tie::Untied(why) => {
-                paths.unproven.push(format!(
-                    "{what} {} could not be tied to containerd pid {pid}: {why}",
-                    own.display()
-                ));
-                continue;
-            }
-            Tie::Held { real, how } => {
-                // The config as nodectl reads it is not what the daemon
-                // runs on (edited since, or read by another line's rules:
-                // containerd before 1.6.29 and 1.7.16 globs a relative
-                // import from its working directory, `resolveImports`):
-                // unchanged, it vouches for nothing else.
-                unchanged = Err(format!(
-                    "its config as nodectl reads it names another {what} ({}) than the one it \
-                     holds open ({})",
-                    own.display(),
-                    real.display()
-                ));
-                if from_daemon {
-                    let note = format!(
-                        "{what} {} is containerd pid {pid}'s ({how}); its config names {} \
-                         (edited after it started, or a drop-in not read)",
-                        real.display(),
-                        own.display()
-                    );
-                    paths.note = Some(match paths.note.take() {
-                        Some(before) => format!("{before}; {note}"),
-                        None => note,
-                    });
-                    *located = Located {
-                        path: real,
-                        origin: Origin::OpenFile,
-                    };
-                    continue;
-                }
-                real
-            }
-        };
-        if from_daemon {
-            continue;
-        }
-        let reason = match (kernel.file_id(&located.path), kernel.file_id_in(pid, &own)) {
-            (Ok(ours), Ok(theirs)) if ours == theirs => continue,
-            (Ok(_), Ok(_)) => format!(
-                "{what} {} is not containerd pid {pid}'s (it uses {})",
-                located.path.display(),
-                own.display()
-            ),
-            (Err(why), _) | (_, Err(why)) => format!(
-                "{what} {} could not be tied to containerd pid {pid}'s ({}): {why}",
-                located.path.display(),
-                own.display()
-            ),
-        };
-        paths.unproven.push(reason);
-    }
+    let process = process.clone();
+    tie::own_root_and_state(
+        paths,
+        &process,
+        default_config,
+        config_by_flag,
+        proc_root,
+        kernel,
+    );
 }
 
 /// The socket a running containerd serves: its `-a`, else its config's.
@@ -690,6 +607,8 @@ mod tests {
         open: std::cell::RefCell<BTreeMap<i32, Vec<PathBuf>>>,
         /// When each process started; unset: after every file was written.
         started: std::cell::RefCell<BTreeMap<i32, i64>>,
+        /// Each process's working directory; unset: `/`.
+        cwds: std::cell::RefCell<BTreeMap<i32, PathBuf>>,
     }
 
     const HOST: NamespaceIdsFake = NamespaceIdsFake;
@@ -770,6 +689,14 @@ mod tests {
         }
         fn started_nanos(&self, pid: i32) -> Result<i64, String> {
             Ok(self.started.borrow().get(&pid).copied().unwrap_or(i64::MAX))
+        }
+        fn cwd(&self, pid: i32) -> Result<PathBuf, String> {
+            Ok(self
+                .cwds
+                .borrow()
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| PathBuf::from("/")))
         }
     }
 
@@ -1196,6 +1123,44 @@ mod tests {
         node.kernel.started.borrow_mut().clear();
         let (paths, _) = node.resolve(&node.flags());
         assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+    }
+
+    #[test]
+    fn a_relative_glob_is_read_from_the_working_directory_when_that_gives_the_root_held() {
+        let node = Node::new();
+        let config = node.file("c.toml", "version = 2\nimports = [\"conf.d/*.toml\"]\n");
+        let write = |dir: &str, root: &str| {
+            let dir = node.files.path().join(dir).join("conf.d");
+            fs::create_dir_all(&dir).unwrap();
+            let text = format!("root = \"{root}\"\nstate = \"{root}-state\"\n");
+            fs::write(dir.join("a.toml"), text).unwrap();
+        };
+        // Beside the config, and in the daemon's working directory.
+        write("", "/beside");
+        write("cwd", "/in-cwd");
+        node.kernel
+            .cwds
+            .borrow_mut()
+            .insert(10, node.files.path().join("cwd"));
+        daemon_holding(&node, 10, &config, "/in-cwd");
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.root.path, PathBuf::from("/in-cwd"));
+        assert_eq!(paths.root.origin, Origin::Config);
+        assert_eq!(paths.state.path, PathBuf::from("/in-cwd-state"));
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        let note = paths.note.clone().unwrap_or_default();
+        assert!(note.contains("before 1.6.29 and 1.7.16"), "{note}");
+
+        // Held beside the config: read as later lines read it, no note.
+        node.kernel.open.borrow_mut().insert(
+            10,
+            vec![PathBuf::from(
+                "/beside/io.containerd.metadata.v1.bolt/meta.db",
+            )],
+        );
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.state.path, PathBuf::from("/beside-state"));
+        assert_eq!(paths.note, None);
     }
 
     #[test]

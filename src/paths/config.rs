@@ -94,6 +94,19 @@ pub struct ConfigPaths {
     /// of every directory a glob listed: after the daemon's start, the
     /// config is not (all) the one it read.
     pub changed_nanos: i64,
+    /// An import is a relative glob: containerd before 1.6.29 and 1.7.16
+    /// reads it from its working directory ([`GlobsFrom::WorkingDir`]).
+    pub relative_globs: bool,
+}
+
+/// Where a relative glob import is read from: the importing file's
+/// directory (containerd 1.6.29, 1.7.16, 2.x: upstream's "Fix config import
+/// relative path glob"), or, before, the daemon's working directory
+/// (`filepath.Glob` of the uncleaned relative pattern).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GlobsFrom {
+    ImportingFile,
+    WorkingDir(PathBuf),
 }
 
 /// One file's settings, each read by that file's own version (2.x
@@ -149,11 +162,17 @@ pub fn read(path: &Path) -> io::Result<ConfigPaths> {
 /// [`read`] of the config as a process sees it, every file (each import
 /// too) opened under `root` (its `/proc/<pid>/root`).
 pub fn read_in(path: &Path, root: Option<&Path>) -> io::Result<ConfigPaths> {
+    read_in_globbing(path, root, GlobsFrom::ImportingFile)
+}
+
+fn read_in_globbing(path: &Path, root: Option<&Path>, globs: GlobsFrom) -> io::Result<ConfigPaths> {
     let owned = path.to_path_buf();
     let root = root.map(Path::to_path_buf);
     let started = Instant::now();
-    match SourceThread::spawn(Source::Config, path, move |_| load(&owned, root.as_deref()))
-        .answer(started + CONFIG_DEADLINE, started)
+    match SourceThread::spawn(Source::Config, path, move |_| {
+        load(&owned, root.as_deref(), &globs)
+    })
+    .answer(started + CONFIG_DEADLINE, started)
     {
         Ok((result, _)) => result,
         Err((_, error)) => Err(io::Error::new(io::ErrorKind::TimedOut, error)),
@@ -170,13 +189,23 @@ pub(crate) fn read_seen_by(
     read_by: Option<i32>,
     proc_root: Option<&Path>,
 ) -> io::Result<ConfigPaths> {
+    read_seen_by_globbing(path, read_by, proc_root, GlobsFrom::ImportingFile)
+}
+
+/// [`read_seen_by`], relative glob imports read from `globs`.
+pub(crate) fn read_seen_by_globbing(
+    path: &Path,
+    read_by: Option<i32>,
+    proc_root: Option<&Path>,
+    globs: GlobsFrom,
+) -> io::Result<ConfigPaths> {
     if let (Some(pid), Some(proc_root), true) = (read_by, proc_root, path.is_absolute()) {
         let root = proc_root.join(pid.to_string()).join("root");
-        if let Ok(file) = read_in(path, Some(&root)) {
+        if let Ok(file) = read_in_globbing(path, Some(&root), globs.clone()) {
             return Ok(file);
         }
     }
-    read(path)
+    read_in_globbing(path, None, globs)
 }
 
 /// A config file is a few KiB on the root disk: one that has not been read
@@ -195,12 +224,13 @@ pub(super) fn opened(path: &Path, root: Option<&Path>) -> PathBuf {
 }
 
 /// containerd's `LoadConfig` walk (see the module's doc), bounded.
-fn load(main: &Path, root: Option<&Path>) -> io::Result<ConfigPaths> {
+fn load(main: &Path, root: Option<&Path>, globs: &GlobsFrom) -> io::Result<ConfigPaths> {
     let mut files = Vec::new();
     let mut problems = Vec::new();
     let mut changed_nanos = 0;
     let mut total_bytes = 0u64;
     let mut loaded = BTreeSet::new();
+    let mut relative_globs = false;
     let mut pending = std::collections::VecDeque::from([(main.to_path_buf(), 0usize)]);
     while let Some((path, depth)) = pending.pop_front() {
         if loaded.contains(&path) {
@@ -249,7 +279,10 @@ fn load(main: &Path, root: Option<&Path>) -> io::Result<ConfigPaths> {
             ));
             continue;
         }
-        for import in resolve_imports(&path, &imports) {
+        relative_globs |= imports
+            .iter()
+            .any(|i| i.contains('*') && !Path::new(i).is_absolute());
+        for import in resolve_imports(&path, &imports, globs) {
             match import {
                 Import::File(file) => pending.push_back((file, depth + 1)),
                 Import::Glob(pattern) => match glob(&pattern, root, &mut changed_nanos) {
@@ -259,7 +292,9 @@ fn load(main: &Path, root: Option<&Path>) -> io::Result<ConfigPaths> {
             }
         }
     }
-    merge(files, problems, changed_nanos)
+    let mut paths = merge(files, problems, changed_nanos)?;
+    paths.relative_globs = relative_globs;
+    Ok(paths)
 }
 
 /// One file: its size, change time and settings (or why they are none).
@@ -294,13 +329,19 @@ enum Import {
 /// containerd's `resolveImports`: cleaned, relative to the importing
 /// file's directory, a glob when it holds `*` (only then: `?` and `[` are
 /// read as named).
-fn resolve_imports(parent: &Path, imports: &[String]) -> Vec<Import> {
+fn resolve_imports(parent: &Path, imports: &[String], globs: &GlobsFrom) -> Vec<Import> {
     imports
         .iter()
         .map(|import| {
             let mut path = clean(Path::new(import));
-            if !path.is_absolute() {
-                path = clean(&parent.parent().unwrap_or(Path::new("")).join(path));
+            match globs {
+                GlobsFrom::WorkingDir(cwd) if import.contains('*') && !path.is_absolute() => {
+                    path = cwd.join(import);
+                }
+                _ if !path.is_absolute() => {
+                    path = clean(&parent.parent().unwrap_or(Path::new("")).join(path));
+                }
+                _ => {}
             }
             match import.contains('*') {
                 true => Import::Glob(path),
@@ -976,6 +1017,7 @@ mod import_tests {
         let imports = resolve_imports(
             Path::new("/etc/c/config.toml"),
             &["d/*.toml".into(), "x?.toml".into(), "/abs/../y.toml".into()],
+            &GlobsFrom::ImportingFile,
         );
         let names: Vec<(bool, PathBuf)> = imports
             .into_iter()
