@@ -143,3 +143,72 @@ async fn a_config_edited_after_start_gives_no_other_root_as_the_daemon_s() {
         }
     }
 }
+
+/// containerd before 1.6.29 and 1.7.16 globs a relative import from its
+/// working directory, later ones from the importing file's (upstream's "Fix
+/// config import relative path glob"). With a drop-in in each place naming
+/// another root and state, nodectl must report the ones this line's
+/// containerd runs on, whichever rule it follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relative_glob_is_read_where_this_line_reads_it() {
+    const TEST: &str = "a_relative_glob_is_read_where_this_line_reads_it";
+    let Some(mut bed) = TestBed::start(TEST).await else {
+        return;
+    };
+    let drop_in = bed.dir().join(support::DROP_IN);
+    let text = fs::read_to_string(&drop_in).unwrap();
+    // The bed's drop-in in containerd's working directory; beside the
+    // config, one naming another root and state.
+    let cwd = bed.scratch("cwd");
+    fs::create_dir_all(cwd.join("conf.d")).unwrap();
+    fs::write(cwd.join(support::DROP_IN), &text).unwrap();
+    let (other_root, other_state) = (bed.scratch("other-root"), bed.scratch("other-state"));
+    let other = text
+        .replace(
+            &format!("root = \"{}\"", bed.root().display()),
+            &format!("root = \"{}\"", other_root.display()),
+        )
+        .replace(
+            &format!("state = \"{}\"", bed.state().display()),
+            &format!("state = \"{}\"", other_state.display()),
+        );
+    assert_ne!(other, text);
+    bed.stop_containerd();
+    fs::write(&drop_in, other).unwrap();
+    bed.start_containerd_in(&cwd).await;
+
+    let from_cwd = matches!(bed.containerd_release(), (1, 6, p) if p < 29)
+        || matches!(bed.containerd_release(), (1, 7, p) if p < 16);
+    let (root, state) = match from_cwd {
+        true => (bed.root().to_path_buf(), bed.state().to_path_buf()),
+        false => (other_root.clone(), other_state.clone()),
+    };
+    eprintln!(
+        "{TEST}: containerd {} globs from {}",
+        bed.containerd_version(),
+        if from_cwd {
+            "its working directory"
+        } else {
+            "the config's directory"
+        }
+    );
+    // What the daemon runs on, by what it holds open.
+    let meta_db = root.join("io.containerd.metadata.v1.bolt/meta.db");
+    let held = fs::read_dir(format!("/proc/{}/fd", bed.containerd_pid()))
+        .unwrap()
+        .flatten()
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l == meta_db));
+    assert!(held, "containerd does not hold {}", meta_db.display());
+
+    let (_, doc) = nodectl_by_socket(&bed, &["check", "-o", "json"]);
+    let paths = &doc["paths"];
+    assert_eq!(paths["root"], located(&root, "config"), "{paths}");
+    assert_eq!(paths["state"], located(&state, "config"), "{paths}");
+    assert_eq!(paths["unproven"], serde_json::json!([]), "{paths}");
+    let note = paths["note"].as_str().unwrap_or_default();
+    assert_eq!(
+        note.contains("before 1.6.29 and 1.7.16"),
+        from_cwd,
+        "{paths}"
+    );
+}

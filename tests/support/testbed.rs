@@ -229,7 +229,7 @@ impl TestBed {
             Some(subnet) => Some(Cni::write(&dir, subnet)?),
             None => None,
         };
-        let spawned = spawn_containerd(&release, &config, &log, cni.as_ref());
+        let spawned = spawn_containerd(&release, &config, &dir, &log, cni.as_ref());
         let (containerd, cni) = match (spawned, cni) {
             (Ok(containerd), None) => (containerd, None),
             (Ok(mut containerd), Some(mut cni)) => match cni.hold_netns(containerd.id()) {
@@ -508,6 +508,7 @@ impl Drop for TestBed {
 fn spawn_containerd(
     release: &Containerd,
     config: &Path,
+    cwd: &Path,
     log: &Path,
     cni: Option<&Cni>,
 ) -> Result<Child, String> {
@@ -521,11 +522,9 @@ fn spawn_containerd(
     // containerd before 1.6.29 and 1.7.16 globs a relative import from its
     // working directory, later ones from the importing file's (upstream's
     // "Fix config import relative path glob", `resolveImports`): run from
-    // the config's directory, every line reads the bed's drop-in. Else
+    // the config's directory (the bed's), every line reads its drop-in. Else
     // 1.6.20 reads none and runs on /var/lib/containerd and /run/containerd.
-    if let Some(dir) = config.parent() {
-        command.current_dir(dir);
-    }
+    command.current_dir(cwd);
     command
         .env("PATH", release.path_env())
         .arg("--config")
@@ -573,7 +572,13 @@ impl TestBed {
     /// start; an error (containerd stopped again) if it kept running.
     pub fn start_containerd_expecting_exit(&mut self, limit: Duration) -> Result<String, String> {
         let logged_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
-        let spawned = spawn_containerd(&self.release, &self.config, &self.log, self.cni.as_ref());
+        let spawned = spawn_containerd(
+            &self.release,
+            &self.config,
+            &self.dir,
+            &self.log,
+            self.cni.as_ref(),
+        );
         self.containerd = self.must(spawned);
         let deadline = std::time::Instant::now() + limit;
         let exited = loop {
@@ -600,7 +605,21 @@ impl TestBed {
     /// Starts containerd again on the same config after
     /// [`TestBed::stop_containerd`], waiting until CRI answers.
     pub async fn start_containerd(&mut self) {
-        let spawned = spawn_containerd(&self.release, &self.config, &self.log, self.cni.as_ref());
+        let dir = self.dir.clone();
+        self.start_containerd_in(&dir).await;
+    }
+
+    /// [`TestBed::start_containerd`] with `cwd` as containerd's working
+    /// directory (where containerd before 1.6.29 and 1.7.16 globs a
+    /// relative import from).
+    pub async fn start_containerd_in(&mut self, cwd: &Path) {
+        let spawned = spawn_containerd(
+            &self.release,
+            &self.config,
+            cwd,
+            &self.log,
+            self.cni.as_ref(),
+        );
         self.containerd = self.must(spawned);
         let ready = self.wait_cri_ready(Duration::from_secs(60)).await;
         self.must(ready);
