@@ -990,6 +990,45 @@ mod import_tests {
     }
 
     #[test]
+    fn a_fifo_import_and_bytes_over_the_total_are_problems_not_hangs() {
+        let files = Files::new();
+        files.write(
+            "config.toml",
+            "version = 2\nimports = [\"fifo.toml\", \"big/*.toml\"]\n",
+        );
+        nix::unistd::mkfifo(&files.path("fifo.toml"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // Three files of 3 MiB: each within its own cap, not all within
+        // the total.
+        let padding = format!("# {}\n", "x".repeat(3 << 20));
+        for name in ["a", "b", "c"] {
+            files.write(
+                &format!("big/{name}.toml"),
+                &format!("state = \"/{name}\"\n{padding}"),
+            );
+        }
+        let started = Instant::now();
+        let paths = files.read("config.toml");
+        assert!(
+            started.elapsed() < CONFIG_DEADLINE,
+            "{:?}",
+            started.elapsed()
+        );
+        let named: Vec<&Path> = paths.problems.iter().map(|(p, _)| p.as_path()).collect();
+        assert_eq!(
+            named,
+            vec![files.path("fifo.toml"), files.path("big/c.toml")]
+        );
+        assert!(
+            paths.problems[1]
+                .1
+                .contains("bytes read of all config files"),
+            "{:?}",
+            paths.problems
+        );
+        assert_eq!(paths.state, Some(PathBuf::from("/b")));
+    }
+
+    #[test]
     fn a_process_s_config_is_read_under_its_root_absolute_imports_too() {
         let files = Files::new();
         files.write(
