@@ -24,6 +24,7 @@
 //! is read, but nothing is acted on (`Paths::unproven`).
 
 pub mod config;
+mod tie;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -97,8 +98,19 @@ fn resolve_with(
     };
     // The config the running containerd reads is read as it sees it.
     let seen_by = process.as_ref().filter(|_| flags.config.is_none());
-    let file = match read_config(&config_path, seen_by, flags.proc_root.as_deref()) {
-        Ok(file) => Some(file),
+    let file = match config::read_seen_by(
+        &config_path,
+        seen_by.map(|p| p.pid),
+        flags.proc_root.as_deref(),
+    ) {
+        Ok(file) => {
+            // An import unread, a limit reached: the paths come from the
+            // rest, and the report says which file was not read.
+            for (path, problem) in &file.problems {
+                gaps.push(Gap::item(Source::Config, path, problem));
+            }
+            Some(file)
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound && !named => None,
         Err(err) => {
             gaps.push(Gap::item(Source::Config, &config_path, err));
@@ -248,6 +260,14 @@ pub trait Kernel {
     fn file_id(&self, path: &Path) -> Result<FileId, String>;
     /// `path`'s identity as process `pid` resolves it (its root).
     fn file_id_in(&self, pid: i32, path: &Path) -> Result<FileId, String>;
+    /// The files process `pid` holds open (by their links' spelling).
+    fn open_files(&self, pid: i32) -> Result<Vec<daemon_proof::OpenFile>, String>;
+    /// The identity of the file process `pid` holds open as `fd`.
+    fn open_file_id(&self, pid: i32, fd: i32) -> Result<FileId, String>;
+    /// When process `pid` started, ns since the epoch.
+    fn started_nanos(&self, pid: i32) -> Result<i64, String>;
+    /// Process `pid`'s working directory, as it names it.
+    fn cwd(&self, pid: i32) -> Result<PathBuf, String>;
 }
 
 /// The live node's kernel, under a procfs.
@@ -273,6 +293,19 @@ impl Kernel for LiveKernel {
     }
     fn file_id_in(&self, pid: i32, path: &Path) -> Result<FileId, String> {
         daemon_proof::file_id_in(&self.proc_root, pid, path)
+    }
+    fn open_files(&self, pid: i32) -> Result<Vec<daemon_proof::OpenFile>, String> {
+        daemon_proof::open_files(&self.proc_root, pid)
+    }
+    fn open_file_id(&self, pid: i32, fd: i32) -> Result<FileId, String> {
+        daemon_proof::open_file_id(&self.proc_root, pid, fd)
+    }
+    fn started_nanos(&self, pid: i32) -> Result<i64, String> {
+        daemon_proof::started_nanos(&self.proc_root, pid)
+    }
+    fn cwd(&self, pid: i32) -> Result<PathBuf, String> {
+        let link = self.proc_root.join(pid.to_string()).join("cwd");
+        std::fs::read_link(&link).map_err(|err| format!("{}: {err}", link.display()))
     }
 }
 
@@ -438,50 +471,15 @@ fn settle(
     let Some(process) = &paths.process else {
         return;
     };
-    // The daemon's own root and state: its flags, else its config (read as
-    // it reads it), else containerd's defaults.
-    let config = process.config.as_deref().unwrap_or(default_config);
-    let own_config = read_config(config, Some(process), proc_root).ok();
-    let own = |flag: &Option<PathBuf>, f: fn(&config::ConfigPaths) -> Option<PathBuf>, default| {
-        flag.clone()
-            .or_else(|| own_config.as_ref().and_then(f))
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or_else(|| PathBuf::from(default))
-    };
-    let own_root = own(&process.root, |c| c.root.clone(), DEFAULT_ROOT);
-    let own_state = own(&process.state, |c| c.state.clone(), DEFAULT_STATE);
-    let pid = process.pid;
-    for (what, located, own) in [
-        ("root", &paths.root, own_root),
-        ("state", &paths.state, own_state),
-    ] {
-        // Taken from the daemon's own flags or from the config it reads
-        // (not `--config`'s): its own by construction, whether or not the
-        // directory exists yet. Anything else is compared by identity, never
-        // by spelling: the same words may name another directory here.
-        let from_daemon = match located.origin {
-            Origin::Process => true,
-            Origin::Config => !config_by_flag,
-            Origin::Flag | Origin::Default => false,
-        };
-        if from_daemon {
-            continue;
-        }
-        let reason = match (kernel.file_id(&located.path), kernel.file_id_in(pid, &own)) {
-            (Ok(ours), Ok(theirs)) if ours == theirs => continue,
-            (Ok(_), Ok(_)) => format!(
-                "{what} {} is not containerd pid {pid}'s (it uses {})",
-                located.path.display(),
-                own.display()
-            ),
-            (Err(why), _) | (_, Err(why)) => format!(
-                "{what} {} could not be tied to containerd pid {pid}'s ({}): {why}",
-                located.path.display(),
-                own.display()
-            ),
-        };
-        paths.unproven.push(reason);
-    }
+    let process = process.clone();
+    tie::own_root_and_state(
+        paths,
+        &process,
+        default_config,
+        config_by_flag,
+        proc_root,
+        kernel,
+    );
 }
 
 /// The socket a running containerd serves: its `-a`, else its config's.
@@ -494,32 +492,10 @@ fn serving_address(
         return address.clone();
     }
     let config = process.config.as_deref().unwrap_or(default_config);
-    read_config(config, Some(process), proc_root)
+    config::read_seen_by(config, Some(process.pid), proc_root)
         .ok()
         .and_then(|c| c.address)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_ADDRESS))
-}
-
-/// Reads a config file; one a running containerd reads, through its
-/// `/proc/<pid>/root` first: nodectl in a container (the DaemonSet) may not
-/// have k3s's config at the same path, and could have another file there.
-fn read_config(
-    path: &Path,
-    read_by: Option<&ContainerdProcess>,
-    proc_root: Option<&Path>,
-) -> io::Result<config::ConfigPaths> {
-    if let (Some(process), Some(proc_root), Ok(relative)) =
-        (read_by, proc_root, path.strip_prefix("/"))
-    {
-        let seen = proc_root
-            .join(process.pid.to_string())
-            .join("root")
-            .join(relative);
-        if let Ok(file) = config::read(&seen) {
-            return Ok(file);
-        }
-    }
-    config::read(path)
 }
 
 fn config_address(config: &Path) -> PathBuf {
@@ -638,6 +614,13 @@ mod tests {
         /// Paths the daemon resolves to another directory than nodectl
         /// does (its own root: nodectl in a container, say).
         elsewhere_for_daemon: std::cell::RefCell<BTreeMap<PathBuf, PathBuf>>,
+        /// Files each process holds open, by the path it opened (the fake
+        /// file's identity is that path's).
+        open: std::cell::RefCell<BTreeMap<i32, Vec<PathBuf>>>,
+        /// When each process started; unset: after every file was written.
+        started: std::cell::RefCell<BTreeMap<i32, i64>>,
+        /// Each process's working directory; unset: `/`.
+        cwds: std::cell::RefCell<BTreeMap<i32, PathBuf>>,
     }
 
     const HOST: NamespaceIdsFake = NamespaceIdsFake;
@@ -706,6 +689,37 @@ mod tests {
                 Some(there) => self.file_id(there),
                 None => self.file_id(path),
             }
+        }
+        fn open_files(&self, pid: i32) -> Result<Vec<daemon_proof::OpenFile>, String> {
+            let open = self.open.borrow();
+            let files = open.get(&pid).cloned().unwrap_or_default();
+            Ok(files
+                .into_iter()
+                .enumerate()
+                .map(|(fd, link)| daemon_proof::OpenFile {
+                    fd: fd as i32 + 3,
+                    link,
+                })
+                .collect())
+        }
+        fn open_file_id(&self, pid: i32, fd: i32) -> Result<FileId, String> {
+            let open = self.open.borrow();
+            let path = open
+                .get(&pid)
+                .and_then(|files| files.get(fd as usize - 3))
+                .ok_or("no such descriptor")?;
+            self.file_id_in(pid, path)
+        }
+        fn started_nanos(&self, pid: i32) -> Result<i64, String> {
+            Ok(self.started.borrow().get(&pid).copied().unwrap_or(i64::MAX))
+        }
+        fn cwd(&self, pid: i32) -> Result<PathBuf, String> {
+            Ok(self
+                .cwds
+                .borrow()
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| PathBuf::from("/")))
         }
     }
 
@@ -1055,6 +1069,162 @@ mod tests {
         });
         assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
         assert!(paths.unproven[0].starts_with("state /run/other is not containerd pid 10's"));
+    }
+
+    /// A daemon of `config` holding its metadata database under `root` open.
+    fn daemon_holding(node: &Node, pid: i32, config: &Path, root: &str) {
+        node.containerd(pid, &format!("-c {}", config.display()));
+        node.kernel.open.borrow_mut().insert(
+            pid,
+            vec![PathBuf::from(root).join("io.containerd.metadata.v1.bolt/meta.db")],
+        );
+    }
+
+    #[test]
+    fn the_daemon_s_root_is_tied_by_the_metadata_database_it_holds_open() {
+        let node = Node::new();
+        let config = node.file(
+            "c.toml",
+            "version = 2\nroot = \"/data/c\"\nstate = \"/run/c\"\n",
+        );
+        daemon_holding(&node, 10, &config, "/data/c");
+        let (paths, gaps) = node.resolve(&node.flags());
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(paths.root.path, PathBuf::from("/data/c"));
+        assert_eq!(paths.root.origin, Origin::Config);
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        assert_eq!(paths.note, None);
+    }
+
+    #[test]
+    fn a_config_edited_after_start_gives_the_root_the_daemon_holds_and_leaves_state_unproven() {
+        let node = Node::new();
+        let config = node.file(
+            "c.toml",
+            "version = 2\nroot = \"/edited/root\"\nstate = \"/edited/state\"\n",
+        );
+        daemon_holding(&node, 10, &config, "/real/root");
+        // Started before the config was last changed.
+        node.kernel.started.borrow_mut().insert(10, 0);
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.root.path, PathBuf::from("/real/root"));
+        assert_eq!(paths.root.origin, Origin::OpenFile);
+        let note = paths.note.clone().unwrap_or_default();
+        assert!(note.contains("its config names /edited/root"), "{note}");
+        // Nothing held under the state: the edited config cannot tie it.
+        assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
+        assert!(
+            paths.unproven[0]
+                .starts_with("state /edited/state could not be tied to containerd pid 10"),
+            "{:?}",
+            paths.unproven
+        );
+        assert!(
+            paths.unproven[0]
+                .contains("names another root (/edited/root) than the one it holds open"),
+            "{:?}",
+            paths.unproven
+        );
+
+        // A root by flag is compared with the root the daemon holds.
+        let (paths, _) = node.resolve(&PathFlags {
+            root: Some(PathBuf::from("/edited/root")),
+            ..node.flags()
+        });
+        assert!(
+            paths.unproven.iter().any(|r| r
+                .starts_with("root /edited/root is not containerd pid 10's (it uses /real/root)")),
+            "{:?}",
+            paths.unproven
+        );
+
+        // 2.3 holds its mount manager's database under its state: tied.
+        node.kernel
+            .open
+            .borrow_mut()
+            .get_mut(&10)
+            .unwrap()
+            .push(PathBuf::from(
+                "/edited/state/io.containerd.mount-manager.v1.bolt/mounts.db",
+            ));
+        let (paths, _) = node.resolve(&node.flags());
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        assert_eq!(paths.state.path, PathBuf::from("/edited/state"));
+    }
+
+    #[test]
+    fn what_the_daemon_holds_nothing_under_is_tied_only_by_an_unchanged_config() {
+        let node = Node::new();
+        let config = node.file("c.toml", "version = 2\nroot = \"/data/c\"\n");
+        node.containerd(10, &format!("-c {}", config.display()));
+        let (paths, _) = node.resolve(&node.flags());
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        node.kernel.started.borrow_mut().insert(10, 0);
+        let (paths, _) = node.resolve(&node.flags());
+        let roots: Vec<&String> = paths
+            .unproven
+            .iter()
+            .filter(|r| r.starts_with("root /data/c"))
+            .collect();
+        assert_eq!(roots.len(), 1, "{:?}", paths.unproven);
+
+        // Its metadata database ties the root; the state (the default,
+        // nothing held there, as on 1.6 to 2.2) only an unchanged config.
+        node.kernel.open.borrow_mut().insert(
+            10,
+            vec![PathBuf::from(
+                "/data/c/io.containerd.metadata.v1.bolt/meta.db",
+            )],
+        );
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.unproven.len(), 1, "{:?}", paths.unproven);
+        assert!(
+            paths.unproven[0].starts_with("state /run/containerd could not be tied")
+                && paths.unproven[0].contains("changed"),
+            "{:?}",
+            paths.unproven
+        );
+        node.kernel.started.borrow_mut().clear();
+        let (paths, _) = node.resolve(&node.flags());
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+    }
+
+    #[test]
+    fn a_relative_glob_is_read_from_the_working_directory_when_that_gives_the_root_held() {
+        let node = Node::new();
+        let config = node.file("c.toml", "version = 2\nimports = [\"conf.d/*.toml\"]\n");
+        let write = |dir: &str, root: &str| {
+            let dir = node.files.path().join(dir).join("conf.d");
+            fs::create_dir_all(&dir).unwrap();
+            let text = format!("root = \"{root}\"\nstate = \"{root}-state\"\n");
+            fs::write(dir.join("a.toml"), text).unwrap();
+        };
+        // Beside the config, and in the daemon's working directory.
+        write("", "/beside");
+        write("cwd", "/in-cwd");
+        node.kernel
+            .cwds
+            .borrow_mut()
+            .insert(10, node.files.path().join("cwd"));
+        daemon_holding(&node, 10, &config, "/in-cwd");
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.root.path, PathBuf::from("/in-cwd"));
+        assert_eq!(paths.root.origin, Origin::Config);
+        assert_eq!(paths.state.path, PathBuf::from("/in-cwd-state"));
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        let note = paths.note.clone().unwrap_or_default();
+        assert!(note.contains("before 1.6.29 and 1.7.16"), "{note}");
+
+        // Held beside the config: read as later lines read it, no note.
+        node.kernel.open.borrow_mut().insert(
+            10,
+            vec![PathBuf::from(
+                "/beside/io.containerd.metadata.v1.bolt/meta.db",
+            )],
+        );
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.state.path, PathBuf::from("/beside-state"));
+        assert_eq!(paths.note, None);
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub enum Origin {
     /// The config file in `Paths::config`.
     Config,
     Default,
+    /// What the running containerd holds open: its metadata database under
+    /// its root, when its config names another (edited after it started).
+    OpenFile,
 }
 
 impl Origin {
@@ -24,6 +27,7 @@ impl Origin {
             Origin::Process => "process",
             Origin::Config => "config",
             Origin::Default => "default",
+            Origin::OpenFile => "open file",
         }
     }
 }
@@ -46,7 +50,9 @@ pub struct Paths {
     /// The running containerd the paths were read from, if one was.
     #[serde(default)]
     pub process: Option<ContainerdProcess>,
-    /// Why no running containerd was used although some run.
+    /// Why no running containerd was used although some run; or, with
+    /// one, where its root or state was found when its config names
+    /// another.
     #[serde(default)]
     pub note: Option<String>,
     /// The snapshotter CRI uses for images, when the config names one.

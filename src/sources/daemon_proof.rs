@@ -397,3 +397,68 @@ mod tests {
         assert!(serving(&stale).unwrap_err().contains("refused"));
     }
 }
+
+/// A file a process holds open: the path its descriptor's link names (a
+/// spelling, used only to pick candidates) and the descriptor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenFile {
+    pub fd: i32,
+    pub link: PathBuf,
+}
+
+/// A daemon holds a few hundred descriptors (one per shim connection and
+/// pod stream); more than this are not looked through.
+const OPEN_FILES_LIMIT: usize = 65_536;
+
+/// The files (not sockets, pipes or anonymous inodes) process `pid` holds
+/// open, by `/proc/<pid>/fd`'s links: one `readlink` each, which never
+/// touches the file's own filesystem.
+pub fn open_files(proc_root: &Path, pid: i32) -> Result<Vec<OpenFile>, String> {
+    let dir = proc_root.join(pid.to_string()).join("fd");
+    let entries = std::fs::read_dir(&dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+    let mut files = Vec::new();
+    for (seen, entry) in entries.enumerate() {
+        if seen == OPEN_FILES_LIMIT {
+            return Err(format!(
+                "{} holds over {OPEN_FILES_LIMIT} descriptors",
+                dir.display()
+            ));
+        }
+        let Ok(entry) = entry else { continue };
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        match std::fs::read_link(entry.path()) {
+            Ok(link) if link.is_absolute() => files.push(OpenFile { fd, link }),
+            _ => {}
+        }
+    }
+    files.sort_by_key(|f| f.fd);
+    Ok(files)
+}
+
+/// The identity of the very file process `pid` holds open as `fd` (the
+/// magic link followed to the open file, whatever its path says now).
+pub fn open_file_id(proc_root: &Path, pid: i32, fd: i32) -> Result<FileId, String> {
+    file_id(
+        &proc_root
+            .join(pid.to_string())
+            .join("fd")
+            .join(fd.to_string()),
+    )
+}
+
+/// A `stat` record is a few hundred bytes.
+const STAT_LIMIT: u64 = 64 * 1024;
+
+/// When process `pid` started, in ns since the epoch, to a clock tick.
+pub fn started_nanos(proc_root: &Path, pid: i32) -> Result<i64, String> {
+    use super::proc_stat::{boot_time_nanos, parse_stat, ticks_to_nanos};
+    let path = proc_root.join(pid.to_string()).join("stat");
+    let record = crate::read::bounded::read_proc_string(&path, STAT_LIMIT)
+        .map_err(|err| format!("{}: {err}", path.display()))?;
+    let stat =
+        parse_stat(record.as_bytes()).ok_or_else(|| format!("{}: unreadable", path.display()))?;
+    let ticks = procfs::ticks_per_second() as i64;
+    Ok(boot_time_nanos(proc_root)?.saturating_add(ticks_to_nanos(stat.starttime, ticks)))
+}

@@ -30,6 +30,9 @@ pub fn daemon_args<'a>(socket: &'a Path, root: &'a Path, state: &'a Path) -> Vec
 }
 
 /// Keeps the socket's listener for as long as the test needs the daemon.
+/// The fake procfs's boot time (`btime`), unless the test wrote its own.
+const BOOT: u64 = 1_700_000_000;
+
 pub struct FakeDaemon {
     _listener: Option<UnixListener>,
     pub pid: u32,
@@ -54,13 +57,25 @@ pub fn fake_daemon(proc_root: &Path, socket: &Path, args: &[&str]) -> FakeDaemon
         let _ = symlink(&real, proc_root.join("self/ns").join(ns));
     }
     if !proc_root.join("stat").exists() {
-        fs::write(proc_root.join("stat"), "btime 1700000000\n").unwrap();
+        fs::write(proc_root.join("stat"), format!("btime {BOOT}\n")).unwrap();
     }
     fs::write(dir.join("comm"), "containerd\n").unwrap();
+    // Started a second from now, after every file the test wrote before
+    // (its config among them: nodectl ties a state nothing is held open
+    // under by a config unchanged since the daemon started).
+    let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let started = (now + 1 - BOOT) * ticks_per_second;
     fs::write(
         dir.join("stat"),
         format!(
-            "{pid} (containerd) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 100 0 0 \
+            "{pid} (containerd) S 1 {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 {started} 0 0 \
              18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
         ),
     )

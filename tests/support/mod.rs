@@ -58,7 +58,7 @@ pub use procs::is_running;
 pub use stall::Stall;
 pub use strace::Strace;
 pub use teardown::{mounts_below, shim_address};
-pub use testbed::{TestBed, NAMESPACE};
+pub use testbed::{TestBed, DROP_IN, NAMESPACE};
 
 /// CI sets CI=true: there, a test that cannot run fails instead of skipping.
 pub fn in_ci() -> bool {

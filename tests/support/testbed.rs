@@ -230,20 +230,23 @@ impl TestBed {
                 return Err(format!("{e} (still mounted: {left:?})"));
             }
         };
-        let written = fs::write(
-            &config,
-            config_toml(&dir, release.line, networked.is_some()),
-        )
-        .map_err(|e| format!("{}: {e}", config.display()))
-        .and_then(|()| match networked {
-            Some(subnet) => Cni::write(&dir, subnet).map(Some),
-            None => Ok(None),
-        });
+        let (main, drop_in) = config_toml(&dir, release.line, networked.is_some());
+        let drop_in_path = dir.join(DROP_IN);
+        let written = fs::create_dir_all(drop_in_path.parent().unwrap_or(&dir))
+            .and_then(|()| fs::write(&drop_in_path, drop_in))
+            .map_err(|e| format!("{}: {e}", drop_in_path.display()))
+            .and_then(|()| {
+                fs::write(&config, main).map_err(|e| format!("{}: {e}", config.display()))
+            })
+            .and_then(|()| match networked {
+                Some(subnet) => Cni::write(&dir, subnet).map(Some),
+                None => Ok(None),
+            });
         let cni = match written {
             Ok(cni) => cni,
             Err(e) => return Err(neighbourhood.abandon(&dir, e)),
         };
-        let spawned = spawn_containerd(&release, &config, &log, cni.as_ref());
+        let spawned = spawn_containerd(&release, &config, &dir, &log, cni.as_ref());
         let (containerd, cni) = match (spawned, cni) {
             (Ok(containerd), None) => (containerd, None),
             (Ok(mut containerd), Some(mut cni)) => {
@@ -527,6 +530,7 @@ impl Drop for TestBed {
 fn spawn_containerd(
     release: &Containerd,
     config: &Path,
+    cwd: &Path,
     log: &Path,
     cni: Option<&Cni>,
 ) -> Result<Child, String> {
@@ -537,6 +541,12 @@ fn spawn_containerd(
         .map_err(|e| format!("{}: {e}", log.display()))?;
     let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
     let mut command = Command::new(release.binary("containerd"));
+    // containerd before 1.6.29 and 1.7.16 globs a relative import from its
+    // working directory, later ones from the importing file's (upstream's
+    // "Fix config import relative path glob", `resolveImports`): run from
+    // the config's directory (the bed's), every line reads its drop-in. Else
+    // 1.6.20 reads none and runs on /var/lib/containerd and /run/containerd.
+    command.current_dir(cwd);
     command
         .env("PATH", release.path_env())
         .arg("--config")
@@ -584,7 +594,13 @@ impl TestBed {
     /// start; an error (containerd stopped again) if it kept running.
     pub fn start_containerd_expecting_exit(&mut self, limit: Duration) -> Result<String, String> {
         let logged_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
-        let spawned = spawn_containerd(&self.release, &self.config, &self.log, self.cni.as_ref());
+        let spawned = spawn_containerd(
+            &self.release,
+            &self.config,
+            &self.dir,
+            &self.log,
+            self.cni.as_ref(),
+        );
         self.containerd = self.must(spawned);
         let deadline = std::time::Instant::now() + limit;
         let exited = loop {
@@ -611,7 +627,21 @@ impl TestBed {
     /// Starts containerd again on the same config after
     /// [`TestBed::stop_containerd`], waiting until CRI answers.
     pub async fn start_containerd(&mut self) {
-        let spawned = spawn_containerd(&self.release, &self.config, &self.log, self.cni.as_ref());
+        let dir = self.dir.clone();
+        self.start_containerd_in(&dir).await;
+    }
+
+    /// [`TestBed::start_containerd`] with `cwd` as containerd's working
+    /// directory (where containerd before 1.6.29 and 1.7.16 globs a
+    /// relative import from).
+    pub async fn start_containerd_in(&mut self, cwd: &Path) {
+        let spawned = spawn_containerd(
+            &self.release,
+            &self.config,
+            cwd,
+            &self.log,
+            self.cni.as_ref(),
+        );
         self.containerd = self.must(spawned);
         let ready = self.wait_cri_ready(Duration::from_secs(60)).await;
         self.must(ready);
@@ -622,7 +652,15 @@ impl TestBed {
 /// Version 2 for every line: 2.x migrates it on load, as it does on nodes
 /// upgraded from 1.x (the `cni` table and `netns_mounts_under_state_dir`
 /// move to `io.containerd.cri.v1.runtime`, `bin_dir` becomes `bin_dirs`).
-fn config_toml(dir: &Path, line: Line, networked: bool) -> String {
+/// The bed's drop-in, below its dir: what a node's installer writes.
+pub const DROP_IN: &str = "conf.d/50-node.toml";
+
+/// The bed's config as a node's often is (NVIDIA's toolkit, installers):
+/// a main file importing `conf.d/*.toml` (relative: from its own
+/// directory), and a drop-in holding root, state and CRI's section, so
+/// nodectl must read both as containerd does to find the bed's state.
+/// Returns (main, drop-in).
+fn config_toml(dir: &Path, line: Line, networked: bool) -> (String, String) {
     let d = dir.display();
     // Pod network namespaces are bind mounts, in /var/run/netns unless
     // told otherwise: under the state dir they go with the bed.
@@ -642,10 +680,9 @@ fn config_toml(dir: &Path, line: Line, networked: bool) -> String {
             format!("\n[plugins.\"io.containerd.nri.v1.nri\"]\n  socket_path = \"{d}/nri.sock\"\n")
         }
     };
-    format!(
+    let main = format!(
         r#"version = 2
-root = "{d}/root"
-state = "{d}/state"
+imports = ["conf.d/*.toml"]
 # Snapshotters whose backing filesystems or tools do not exist here: they
 # only fail at start-up and clutter the log.
 disabled_plugins = [
@@ -673,6 +710,12 @@ disabled_plugins = [
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{d}/opt"
+{nri}"#
+    );
+    let drop_in = format!(
+        r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
 
 [plugins."io.containerd.grpc.v1.cri"]
   # No registry: the "pause" image is our imported busybox, whose default
@@ -697,6 +740,7 @@ disabled_plugins = [
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{d}/cni/bin"
     conf_dir = "{d}/cni/conf"
-{nri}"#
-    )
+"#
+    );
+    (main, drop_in)
 }
