@@ -30,8 +30,10 @@ use crate::checks::Settings;
 use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot, CRI_NAMESPACE};
 use crate::read::bounded::{open_at, read_regular_at, Links};
 
-/// How long to wait for host-local's lock: it holds it for one ADD or DEL,
-/// milliseconds; a lock held longer is someone else's business, refused.
+/// How long one run waits for host-local's locks, in all: host-local holds
+/// one for one ADD or DEL, milliseconds; a lock held longer is someone
+/// else's business, refused. In all, not per target: a held lock cost 2 s
+/// for each of a store's addresses, a run's time unbounded by anything.
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// One leaked address: its network's store, the address and the sandbox
@@ -120,11 +122,17 @@ pub fn run(
     regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
-    walk(before, targets, act, &mut Release { settings }, regather)
+    let mut release = Release {
+        settings,
+        lock_wait_left: LOCK_WAIT,
+    };
+    walk(before, targets, act, &mut release, regather)
 }
 
 struct Release<'a> {
     settings: &'a Settings,
+    /// What is left of the run's [`LOCK_WAIT`].
+    lock_wait_left: Duration,
 }
 
 impl Act for Release<'_> {
@@ -145,7 +153,7 @@ impl Act for Release<'_> {
     }
 
     fn act(&mut self, target: &Target) -> (CleanupOutcome, String) {
-        match release(target) {
+        match release(target, &mut self.lock_wait_left) {
             Ok(()) => (CleanupOutcome::Removed, "released".to_string()),
             Err((outcome, why)) => (outcome, why),
         }
@@ -170,7 +178,7 @@ impl Act for Release<'_> {
 
 /// Removes `target`'s reservation under host-local's lock, if it still
 /// names the same sandbox.
-fn release(target: &Target) -> Result<(), (CleanupOutcome, String)> {
+fn release(target: &Target, wait_left: &mut Duration) -> Result<(), (CleanupOutcome, String)> {
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         (CleanupOutcome::Failed, format!("{what}: {err}"))
     };
@@ -180,7 +188,7 @@ fn release(target: &Target) -> Result<(), (CleanupOutcome, String)> {
         OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
     )
     .map_err(|e| failed(&format!("opening {}", target.store.display()), &e))?;
-    let _lock = lock(&store, &target.store)?;
+    let _lock = lock(&store, &target.store, wait_left)?;
     let file = target.store.join(&target.ip);
     let read = match read_regular_at(&store, Path::new(&target.ip), &file, 4096, Links::Refuse) {
         Ok(read) => read,
@@ -201,8 +209,13 @@ fn release(target: &Target) -> Result<(), (CleanupOutcome, String)> {
         .map_err(|e| failed(&format!("removing {}", file.display()), &e))
 }
 
-/// host-local's lock of a store, taken within [`LOCK_WAIT`] or refused.
-fn lock(store: &File, shown: &Path) -> Result<Flock<File>, (CleanupOutcome, String)> {
+/// host-local's lock of a store, taken within what is left of the run's
+/// wait (`wait_left`, spent by the waiting) or refused.
+fn lock(
+    store: &File,
+    shown: &Path,
+    wait_left: &mut Duration,
+) -> Result<Flock<File>, (CleanupOutcome, String)> {
     let lock = shown.join("lock");
     let mut file = open_at(store, Path::new("lock"), OFlag::O_NOFOLLOW).map_err(|e| {
         (
@@ -210,22 +223,29 @@ fn lock(store: &File, shown: &Path) -> Result<Flock<File>, (CleanupOutcome, Stri
             format!("host-local's lock {}: {e}", lock.display()),
         )
     })?;
-    let until = Instant::now() + LOCK_WAIT;
-    loop {
+    let started = Instant::now();
+    let until = started + *wait_left;
+    let taken = loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(locked) => return Ok(locked),
+            Ok(locked) => break Ok(locked),
             Err((back, nix::errno::Errno::EWOULDBLOCK)) if Instant::now() < until => {
                 file = back;
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err((_, err)) => {
-                return Err((
+                break Err((
                     CleanupOutcome::Refused,
-                    format!("host-local's lock {} not taken: {err}", lock.display()),
+                    format!(
+                        "host-local's lock {} not taken within the run's {} s: {err}",
+                        lock.display(),
+                        LOCK_WAIT.as_secs()
+                    ),
                 ))
             }
         }
-    }
+    };
+    *wait_left = wait_left.saturating_sub(started.elapsed());
+    taken
 }
 
 #[cfg(test)]
@@ -384,11 +404,27 @@ mod tests {
             FlockArg::LockExclusive,
         )
         .unwrap();
-        let before = node(&store, &id('a'), &[]);
+        let mut before = node(&store, &id('a'), &[]);
+        // Three leaked addresses behind the one held lock: the run waits
+        // LOCK_WAIT in all, not for each.
+        let network = &mut before.cni.as_mut().unwrap().networks[0];
+        for (ip, sandbox) in [("10.251.0.3", id('b')), ("10.251.0.4", id('c'))] {
+            fs::write(store.join(ip), &sandbox).unwrap();
+            let mut reservation = network.reservations[0].clone();
+            reservation.ip = ip.to_string();
+            reservation.container_id = sandbox;
+            network.reservations.push(reservation);
+        }
         let started = Instant::now();
         let done = run(&before, &Settings::default(), true, || before.clone());
-        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{:?}", done[0]);
-        assert!(started.elapsed() >= LOCK_WAIT);
+        let waited = started.elapsed();
+        assert_eq!(done.len(), 3, "{done:?}");
+        for row in &done {
+            assert_eq!(row.outcome, CleanupOutcome::Refused, "{row:?}");
+            assert!(row.detail.contains("not taken within"), "{row:?}");
+        }
+        assert!(waited >= LOCK_WAIT, "{waited:?}");
+        assert!(waited < LOCK_WAIT * 2, "{waited:?} for three targets");
         drop(held);
         let done = run(&before, &Settings::default(), true, || before.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::Removed);
