@@ -17,7 +17,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+use nix::fcntl::{openat2, AtFlags, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
 
 use crate::act::tree;
@@ -143,9 +143,7 @@ pub fn remove(dir: &Path) -> Result<(), (CleanupOutcome, String)> {
     };
     let name =
         CString::new(name.as_bytes()).map_err(|_| refused("a NUL in its name".to_string()))?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let how = tree::no_symlinks();
     let parent_fd = openat2(AT_FDCWD, parent, how).map_err(|e| {
         refused(format!(
             "its parent is not reached without following a symlink: {e}"

@@ -20,7 +20,7 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+use nix::fcntl::{openat2, AtFlags, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
 use nix::sys::statfs::{fstatfs, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
 
@@ -215,9 +215,7 @@ fn remove_in(hierarchy: &Path, relative: &Path) -> Result<(), (CleanupOutcome, S
     };
     let name =
         CString::new(name.as_bytes()).map_err(|_| refused("a NUL in its name".to_string()))?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let how = tree::no_symlinks();
     let root = openat2(AT_FDCWD, hierarchy, how).map_err(|e| {
         refused(format!(
             "{} is not reached without following a symlink: {e}",

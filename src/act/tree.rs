@@ -25,16 +25,22 @@ pub(crate) enum Files {
     GoWithTheirDirectory,
 }
 
+/// How the top of a removal is opened (a path): a directory, reached
+/// without following any symlink.
+pub(crate) fn no_symlinks() -> OpenHow {
+    OpenHow::new()
+        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS)
+}
+
 /// How a directory is opened below its parent: never through a symlink,
 /// never across a mount.
 pub(crate) fn beneath() -> OpenHow {
-    OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_XDEV,
-        )
+    no_symlinks().resolve(
+        ResolveFlag::RESOLVE_BENEATH
+            | ResolveFlag::RESOLVE_NO_SYMLINKS
+            | ResolveFlag::RESOLVE_NO_XDEV,
+    )
 }
 
 /// Removes `name` (a directory) inside `parent`, and everything below it,
