@@ -762,7 +762,11 @@ mod tests {
         assert_eq!(network.reservations.len(), 200);
         assert_eq!(network.name.len(), ARCHIVE_STRING_CAP);
         assert!(network.store.as_os_str().len() <= ARCHIVE_STRING_CAP);
-        assert_eq!(cni.cri_networks, std::slice::from_ref(&network.name), "cut alike");
+        assert_eq!(
+            cni.cri_networks,
+            std::slice::from_ref(&network.name),
+            "cut alike"
+        );
     }
 
     #[test]

@@ -27,7 +27,9 @@ use crate::act::Verdict;
 use crate::checks::leaked_netns;
 use crate::checks::Settings;
 use crate::model::netns::{foreign_interfaces, is_cri_made};
-use crate::model::{Cleanup, CleanupAction, CleanupOutcome, NetnsMount, Snapshot, CRI_NAMESPACE};
+use crate::model::{
+    Cleanup, CleanupAction, CleanupOutcome, CniView, NetnsMount, Snapshot, CRI_NAMESPACE,
+};
 use crate::read::bounded::open_at;
 
 /// One leaked namespace: its mount point and its identity (nsfs device
@@ -85,13 +87,13 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
     if named.contains(name) {
         return Verdict::Refuse("a sandbox record names it again".to_string());
     }
-    let cni = fresh.cni.as_ref();
-    if !is_cri_made(name, cni) {
+    let cni = fresh.cni.as_ref().map(CniView::index);
+    if !is_cri_made(name, cni.as_ref()) {
         return Verdict::Refuse(
             "CRI did not make it (not its name, no cache of CRI's names it)".to_string(),
         );
     }
-    let cri_networks = cni.map_or(0, |cni| cni.cri_networks.len());
+    let cri_networks = fresh.cni.as_ref().map_or(0, |cni| cni.cri_networks.len());
     match foreign_interfaces(mount, cri_networks) {
         Some(foreign) if !foreign.is_empty() => {
             return Verdict::Refuse(format!(

@@ -30,7 +30,9 @@ use serde_json::Value;
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, short};
 use crate::model::netns::{foreign_interfaces, is_cri_made};
-use crate::model::{timestamp, Finding, Kind, NetnsMount, Severity, Snapshot, CRI_NAMESPACE};
+use crate::model::{
+    timestamp, CniView, Finding, Kind, NetnsMount, Severity, Snapshot, CRI_NAMESPACE,
+};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -73,12 +75,13 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a NetnsM
     let named = containerd.netns_files_named(CRI_NAMESPACE);
     let cni = snapshot.cni.as_ref();
     let cri_networks = cni.map_or(0, |cni| cni.cri_networks.len());
+    let index = cni.map(CniView::index);
     view.mounts
         .iter()
         .filter(|m| {
             m.path
                 .file_name()
-                .is_some_and(|n| !named.contains(n) && is_cri_made(n, cni))
+                .is_some_and(|n| !named.contains(n) && is_cri_made(n, index.as_ref()))
         })
         .filter(|m| !view.holders.contains_key(&m.inode))
         .filter(|m| foreign_interfaces(m, cri_networks).is_some_and(|f| f.is_empty()))
@@ -92,13 +95,14 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     let Some(view) = &snapshot.netns else {
         return Vec::new();
     };
+    let index = snapshot.cni.as_ref().map(CniView::index);
     leaked(snapshot, settings)
         .into_iter()
         .map(|mount| {
             let cached = mount
                 .path
                 .file_name()
-                .and_then(|name| snapshot.cni.as_ref()?.attachment_in_netns(name));
+                .and_then(|name| index.as_ref()?.attachment_in_netns(name));
             let evidence = Evidence {
                 sandbox_id: cached.map(|c| c.container_id.clone()),
                 pod_namespace: cached.and_then(|c| c.pod_namespace.clone()),

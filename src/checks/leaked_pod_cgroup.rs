@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_of_uid};
-use crate::model::{timestamp, Finding, Kind, Located, PodCgroup, Severity, Snapshot};
+use crate::model::{timestamp, CniView, Finding, Kind, Located, PodCgroup, Severity, Snapshot};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -59,10 +59,11 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     let Some(view) = &snapshot.pod_cgroups else {
         return Vec::new();
     };
+    let cni = snapshot.cni.as_ref().map(CniView::index);
     leaked(snapshot, settings)
         .into_iter()
         .map(|cgroup| {
-            let (pod_namespace, pod_name) = pod_of_uid(snapshot, &cgroup.uid);
+            let (pod_namespace, pod_name) = pod_of_uid(cni.as_ref(), &cgroup.uid);
             let evidence = Evidence {
                 path: cgroup.path.display().to_string(),
                 pod_uid: cgroup.uid.clone(),

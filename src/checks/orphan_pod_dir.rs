@@ -18,7 +18,9 @@ use serde_json::Value;
 
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_of_uid};
-use crate::model::{timestamp, Finding, Kind, Located, PodDir, Severity, Snapshot};
+use crate::model::{
+    timestamp, CniIndex, CniView, Finding, Kind, Located, PodDir, Severity, Snapshot,
+};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -59,14 +61,15 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     let Some(kubelet) = &snapshot.kubelet else {
         return Vec::new();
     };
+    let cni = snapshot.cni.as_ref().map(CniView::index);
     orphans(snapshot, settings)
         .into_iter()
-        .map(|dir| finding(snapshot, &kubelet.root, dir))
+        .map(|dir| finding(snapshot, cni.as_ref(), &kubelet.root, dir))
         .collect()
 }
 
-fn finding(snapshot: &Snapshot, root: &Located, dir: &PodDir) -> Finding {
-    let (pod_namespace, pod_name) = pod_of_uid(snapshot, &dir.uid);
+fn finding(snapshot: &Snapshot, cni: Option<&CniIndex>, root: &Located, dir: &PodDir) -> Finding {
+    let (pod_namespace, pod_name) = pod_of_uid(cni, &dir.uid);
     let evidence = Evidence {
         path: dir.path.display().to_string(),
         pod_uid: dir.uid.clone(),

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{Basis, CriContainer, Shim, Snapshot};
+use crate::model::{Basis, CniIndex, CriContainer, Shim, Snapshot};
 
 /// The shim serving a container: the one whose pid the bundle recorded, else
 /// (runc v2 groups a pod's containers in one shim) the shim started with
@@ -137,12 +137,10 @@ fn served(snapshot: &Snapshot) -> impl Iterator<Item = &str> {
 
 /// The first 13 characters of an id, as containerd's tools print it.
 /// The namespace and name of the pod of uid `uid`, as libcni's cache
-/// still names it (CNI read, its DEL never ran); none otherwise.
-pub fn pod_of_uid(snapshot: &Snapshot, uid: &str) -> (Option<String>, Option<String>) {
-    snapshot
-        .cni
-        .as_ref()
-        .map_or((None, None), |cni| cni.pod_of_uid(uid))
+/// still names it (CNI read, its DEL never ran); none otherwise. `cni` is
+/// the snapshot's cache, indexed once for all the uids a check asks about.
+pub fn pod_of_uid(cni: Option<&CniIndex>, uid: &str) -> (Option<String>, Option<String>) {
+    cni.map_or((None, None), |cni| cni.pod_of_uid(uid))
 }
 
 /// " of pod <ns>/<name>", or nothing when no name is known.

@@ -110,6 +110,7 @@ impl PodsRead {
             // Only the namespaces CRI made that no record names are
             // candidates; another's (`ip netns add`, podman's) is not
             // looked into at all.
+            let index = cni.map(CniView::index);
             let candidates: Vec<usize> = view
                 .mounts
                 .iter()
@@ -117,7 +118,7 @@ impl PodsRead {
                 .filter(|(_, m)| {
                     m.path
                         .file_name()
-                        .is_some_and(|n| !named.contains(n) && is_cri_made(n, cni))
+                        .is_some_and(|n| !named.contains(n) && is_cri_made(n, index.as_ref()))
                 })
                 .map(|(index, _)| index)
                 .collect();

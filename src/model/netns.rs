@@ -105,7 +105,7 @@ pub fn is_cri_name(name: &std::ffi::OsStr) -> bool {
 /// ADD of one of CRI's networks (the pod's netns, whatever its name). A
 /// sandbox record naming it says so too, but such a namespace is never a
 /// leak.
-pub fn is_cri_made(name: &std::ffi::OsStr, cni: Option<&crate::model::CniView>) -> bool {
+pub fn is_cri_made(name: &std::ffi::OsStr, cni: Option<&crate::model::CniIndex>) -> bool {
     is_cri_name(name) || cni.is_some_and(|cni| cni.attachment_in_netns(name).is_some())
 }
 

@@ -111,12 +111,26 @@ pub fn read(
         }
     }
     view.attachments = read_cache(result_cache, &view, gaps);
+    // Each reservation's cached attachment, looked up, not searched for:
+    // reservations and cache entries are each thousands on a busy node.
+    let mut cached_for = std::collections::HashMap::new();
+    for a in &view.attachments {
+        let key = (
+            a.network.as_str(),
+            a.container_id.as_str(),
+            a.ifname.as_str(),
+        );
+        cached_for.entry(key).or_insert(a);
+    }
     for network in &mut view.networks {
         for reservation in &mut network.reservations {
-            let cached = view.attachments.iter().find(|a| {
-                a.network == network.name
-                    && a.container_id == reservation.container_id
-                    && Some(&a.ifname) == reservation.ifname.as_ref()
+            let cached = reservation.ifname.as_deref().and_then(|ifname| {
+                let key = (
+                    network.name.as_str(),
+                    reservation.container_id.as_str(),
+                    ifname,
+                );
+                cached_for.get(&key)
             });
             if let Some(cached) = cached {
                 reservation.pod_namespace.clone_from(&cached.pod_namespace);
@@ -568,17 +582,18 @@ mod tests {
         assert_eq!(pods.reservations[0].pod_namespace.as_deref(), Some("shop"));
         assert!(pods.reservations[0].reserved_at > 0);
         assert_eq!(view.attachments.len(), 2, "{:?}", view.attachments);
-        let named = view.attachment_in_netns("cni-1234".as_ref()).unwrap();
+        let index = view.index();
+        let named = index.attachment_in_netns("cni-1234".as_ref()).unwrap();
         assert_eq!(
             (named.container_id.as_str(), named.pod_name.as_deref()),
             (sandbox.as_str(), Some("cart-7d9"))
         );
         assert_eq!(
-            view.pod_of_uid("u-1"),
+            index.pod_of_uid("u-1"),
             (Some("shop".to_string()), Some("cart-7d9".to_string()))
         );
-        assert_eq!(view.pod_of_uid("u-2"), (None, None));
-        let unnamed = view.attachment_in_netns("cni-5678".as_ref()).unwrap();
+        assert_eq!(index.pod_of_uid("u-2"), (None, None));
+        let unnamed = index.attachment_in_netns("cni-5678".as_ref()).unwrap();
         assert_eq!(
             (unnamed.container_id.as_str(), unnamed.pod_name.as_deref()),
             ("c", None)
