@@ -268,6 +268,10 @@ pub trait Kernel {
     fn started_nanos(&self, pid: i32) -> Result<i64, String>;
     /// Process `pid`'s working directory, as it names it.
     fn cwd(&self, pid: i32) -> Result<PathBuf, String>;
+    /// Why what `path` names could be swapped by someone else, if it could:
+    /// a directory on its way (resolved) that a user other than root owns,
+    /// or that group or others may write without the sticky bit.
+    fn swappable(&self, path: &Path) -> Option<String>;
 }
 
 /// The live node's kernel, under a procfs.
@@ -306,6 +310,9 @@ impl Kernel for LiveKernel {
     fn cwd(&self, pid: i32) -> Result<PathBuf, String> {
         let link = self.proc_root.join(pid.to_string()).join("cwd");
         std::fs::read_link(&link).map_err(|err| format!("{}: {err}", link.display()))
+    }
+    fn swappable(&self, path: &Path) -> Option<String> {
+        daemon_proof::swappable(path)
     }
 }
 
@@ -480,6 +487,20 @@ fn settle(
         proc_root,
         kernel,
     );
+    // Root's daemon keeps its socket, root and state where only root may
+    // change what they name; one a user could swap something into (a
+    // socket, root or state in or below a user's directory) is never
+    // acted under, whoever runs it.
+    for (what, path) in [
+        ("socket", &paths.address.path),
+        ("root", &paths.root.path),
+        ("state", &paths.state.path),
+    ] {
+        if let Some(why) = kernel.swappable(path) {
+            let reason = format!("{what} {}: {why}", path.display());
+            paths.unproven.push(reason);
+        }
+    }
 }
 
 /// The socket a running containerd serves: its `-a`, else its config's.
@@ -609,6 +630,8 @@ mod tests {
         contained: std::cell::RefCell<Vec<i32>>,
         /// Processes run by a user other than root: pid → uid.
         users: std::cell::RefCell<BTreeMap<i32, u32>>,
+        /// Directories a user owns (what is below them, they can swap).
+        users_dirs: std::cell::RefCell<Vec<PathBuf>>,
         /// Directories that are one directory under two spellings.
         aliases: std::cell::RefCell<BTreeMap<PathBuf, PathBuf>>,
         /// Paths the daemon resolves to another directory than nodectl
@@ -720,6 +743,13 @@ mod tests {
                 .get(&pid)
                 .cloned()
                 .unwrap_or_else(|| PathBuf::from("/")))
+        }
+        fn swappable(&self, path: &Path) -> Option<String> {
+            let users = self.users_dirs.borrow();
+            users
+                .iter()
+                .find(|dir| path.starts_with(dir))
+                .map(|dir| format!("{} is owned by uid 1001", dir.display()))
         }
     }
 
@@ -944,6 +974,25 @@ mod tests {
         });
         assert_eq!(paths.process, None);
         assert!(!paths.unproven.is_empty());
+        // Root's containerd itself, with its state in a user's directory:
+        // proven, but never acted under.
+        node.kernel.users.borrow_mut().clear();
+        node.kernel
+            .users_dirs
+            .borrow_mut()
+            .push(PathBuf::from("/home/u"));
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.process.as_ref().map(|p| p.pid), Some(600));
+        let unproven = paths.unproven.join("; ");
+        for what in [
+            "socket /home/u/c.sock",
+            "root /home/u/root",
+            "state /home/u/state",
+        ] {
+            assert!(unproven.contains(what), "{what}: {unproven}");
+        }
+        node.kernel.users.borrow_mut().insert(600, 1001);
+        node.kernel.users_dirs.borrow_mut().clear();
         // Beside a k3s-style containerd, it is not one of "several": the
         // node's is used with no flag.
         node.containerd(300, "-a /run/k3s/containerd/containerd.sock --root /k3s");

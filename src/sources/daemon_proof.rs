@@ -180,6 +180,51 @@ pub fn disqualified(facts: &DaemonFacts, host: Option<&Host>) -> Option<String> 
     }
 }
 
+/// Why what `path` names could be swapped by someone other than root, if
+/// it could: `path` resolved (symlinks and all, as the daemon's socket and
+/// directories are used), each directory from `/` down to it (the socket's
+/// or file's own directory included) must be root's (or nodectl's own
+/// user's: see [`Host::uid`]) and writable by group or others only with
+/// the sticky bit (`/tmp`: others may not rename what is not theirs). A
+/// path that does not exist yet is judged by the part that does.
+pub fn swappable(path: &Path) -> Option<String> {
+    let mut existing = path;
+    let resolved = loop {
+        match std::fs::canonicalize(existing) {
+            Ok(resolved) => break resolved,
+            Err(_) => existing = existing.parent()?,
+        }
+    };
+    let metadata = std::fs::metadata(&resolved).ok()?;
+    let dir = match metadata.is_dir() {
+        true => resolved.as_path(),
+        false => resolved.parent()?,
+    };
+    let mut ancestors: Vec<&Path> = dir.ancestors().collect();
+    ancestors.reverse();
+    for ancestor in ancestors {
+        let Ok(meta) = std::fs::symlink_metadata(ancestor) else {
+            return Some(format!("{} could not be read", ancestor.display()));
+        };
+        let mode = meta.mode();
+        if meta.uid() != 0 && meta.uid() != nix::unistd::geteuid().as_raw() {
+            return Some(format!(
+                "{} is owned by uid {}, who could swap what it holds",
+                ancestor.display(),
+                meta.uid()
+            ));
+        }
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Some(format!(
+                "{} is writable by group or others (mode {:o}), who could swap what it holds",
+                ancestor.display(),
+                mode & 0o7777
+            ));
+        }
+    }
+    None
+}
+
 /// Whether a daemon running as `uid` may be believed: root's, or nodectl's
 /// own user's (see [`Host::uid`]).
 pub fn trusted(host: &Host, uid: u32) -> bool {
@@ -367,6 +412,43 @@ mod tests {
         // A fake procfs without namespaces proves nothing.
         let fake = tempfile::tempdir().unwrap();
         assert_eq!(super::host(fake.path()), None);
+    }
+
+    #[test]
+    fn a_path_is_swappable_when_a_directory_on_its_way_is_another_users_or_anyones() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        assert_eq!(swappable(&state), None);
+        assert_eq!(
+            swappable(&state.join("not/yet")),
+            None,
+            "judged by what exists"
+        );
+        let socket = dir.path().join("c.sock");
+        let _listener = UnixListener::bind(&socket).unwrap();
+        assert_eq!(swappable(&socket), None);
+        // Anyone may write the directory: they could swap what it holds.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let why = swappable(&state).unwrap_or_default();
+        assert!(why.contains("writable by group or others"), "{why}");
+        assert!(swappable(&socket).is_some());
+        // With the sticky bit (as /tmp) they may not rename what is not theirs.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(swappable(&state), None);
+        // Reached through a symlink: the directory it resolves to is judged.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&state, &link).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(swappable(&link).is_some());
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Another user's directory (only root can give one away to test).
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&state, Some(65534), None).unwrap();
+            let why = swappable(&state.join("io.containerd.runtime.v2.task")).unwrap_or_default();
+            assert!(why.contains("owned by uid 65534"), "{why}");
+        }
     }
 
     #[test]
