@@ -3,10 +3,15 @@
 //! ```sh
 //! cargo run --release -p nodectl-bench --bin synthetic_node -- \
 //!     --out DIR --containers N --mounts M --processes P [--seed S] \
-//!     [--status-pid-offset K]
+//!     [--address SOCKET --daemon-pid PID] [--status-pid-offset K]
 //! ```
 //!
 //! Everything is plain files: nothing is mounted and no process is started.
+//! What only the kernel can say (who listens on the socket, namespaces,
+//! uids, the owner of a binary) is borrowed from a real process: with
+//! `--daemon-pid`, the process listening on `--address` (bench/run's
+//! frozen listener, bench/src/bin/frozen_containerd.rs) is the node's
+//! containerd, as in tests/support/fake_daemon.rs (see `write_proof`).
 //! Under DIR it writes
 //!
 //! - `root/`: containerd's root, with CRI's status file for each of the N
@@ -19,7 +24,9 @@
 //!   `swaps` with no area (kubelet's default: a node without swap),
 //!   and `<pid>/{stat,cmdline}` for P processes: one runc v2 shim per pod with
 //!   its threads, the pods' processes as the shims' children, leaked shims and
-//!   the rest of a node);
+//!   the rest of a node; with `--daemon-pid`, containerd's process has that
+//!   pid (no other process has it) and it and every shim have the links
+//!   that prove them (`ns/*`, `status`, `root`, `exe`);
 //! - `mountinfo`: M mounts, the containers' overlay rootfs and the pods' shm
 //!   among thousands of unrelated ones;
 //! - `containerd.toml`: a config (version 2) that only names CRI's CNI
@@ -45,7 +52,7 @@
 //!   report on it when containerd's API does not answer.
 //!
 //! Point nodectl at it with `--root DIR/root --state DIR/state --address
-//! /run/containerd/containerd.sock --config DIR/containerd.toml --proc-root
+//! SOCKET --config DIR/containerd.toml --proc-root
 //! DIR/proc --mountinfo DIR/mountinfo --kubelet-root DIR/kubelet --cgroup-fs
 //! DIR/cgroup`. The same seed gives the same node, except for times, which
 //! are relative to now; what the generator wrote before the kubelet side
@@ -68,7 +75,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const USAGE: &str = "usage: synthetic_node --out DIR --containers N --mounts M --processes P \
-                     [--seed S] [--address SOCKET] [--status-pid-offset K]";
+                     [--seed S] [--address SOCKET] [--daemon-pid PID] [--status-pid-offset K]";
 
 /// The socket of the containerd under test (`--address`); its shims name it
 /// with `-address`.
@@ -172,6 +179,8 @@ struct Args {
     processes: usize,
     seed: u64,
     address: String,
+    /// The real process listening on `address`: the node's containerd.
+    daemon_pid: Option<i32>,
     /// Added to the pid in every status file (see the head of this file).
     status_pid_offset: i64,
 }
@@ -182,6 +191,7 @@ impl Args {
         let mut seed = 1;
         let mut address = DEFAULT_ADDRESS.to_string();
         let mut status_pid_offset = 0;
+        let mut daemon_pid = None;
         while let Some(flag) = argv.next() {
             let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
             let number = |text: String| {
@@ -197,6 +207,7 @@ impl Args {
                 "--seed" => seed = number(value()?)? as u64,
                 "--address" => address = value()?,
                 "--status-pid-offset" => status_pid_offset = number(value()?)? as i64,
+                "--daemon-pid" => daemon_pid = Some(number(value()?)? as i32),
                 "-h" | "--help" => return Err("help".to_string()),
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -209,6 +220,7 @@ impl Args {
             processes: processes.ok_or_else(|| missing("--processes"))?,
             seed,
             address,
+            daemon_pid,
             status_pid_offset,
         })
     }
@@ -456,13 +468,20 @@ struct Proc {
 }
 
 /// Allocates pids the way the kernel does: increasing, with the gaps left by
-/// short-lived processes.
-struct Pids(i32);
+/// short-lived processes; never `reserved` (the real listener's pid, which
+/// the node's containerd has).
+struct Pids {
+    last: i32,
+    reserved: Option<i32>,
+}
 
 impl Pids {
     fn next(&mut self, rng: &mut Rng) -> i32 {
-        self.0 += 1 + rng.below(3) as i32;
-        self.0
+        self.last += 1 + rng.below(3) as i32;
+        if Some(self.last) == self.reserved {
+            self.last += 1;
+        }
+        self.last
     }
 }
 
@@ -609,6 +628,15 @@ fn prepare(out: &Path) -> Result<PathBuf, String> {
 }
 
 fn run(args: &Args) -> Result<Node, String> {
+    if let Some(pid) = args.daemon_pid {
+        // PID 1 and kthreadd are the node's own; the listener is a live
+        // process whose namespaces and uids the node's containerd borrows.
+        if pid <= 2 || !Path::new(&format!("/proc/{pid}/status")).exists() {
+            return Err(format!(
+                "--daemon-pid {pid}: no such process to be the node's containerd"
+            ));
+        }
+    }
     let dir = prepare(&args.out)?;
     let mut rng = Rng(args.seed);
     let now = SystemTime::now()
@@ -637,7 +665,7 @@ fn run(args: &Args) -> Result<Node, String> {
     let state = dir.join("state");
     write_cri_store(&root, &state, &pods, &containers, args.status_pid_offset)?;
     write_bundles(&state, &pods, &containers, &mut rng, &mut counts)?;
-    write_procfs(&dir.join("proc"), boot, now, &procs)?;
+    write_procfs(&dir.join("proc"), boot, now, &procs, args.daemon_pid)?;
     let mountinfo = mountinfo(
         args.mounts,
         &root,
@@ -989,7 +1017,10 @@ fn plan_processes(
         ));
     }
 
-    let mut pids = Pids(0);
+    let mut pids = Pids {
+        last: 0,
+        reserved: args.daemon_pid,
+    };
     let booted = |rng: &mut Rng| boot + rng.between(SEC, 20 * SEC);
     procs.push(user_proc(
         1,
@@ -999,26 +1030,43 @@ fn plan_processes(
         boot + SEC / 2,
         3_000,
     ));
-    pids.0 = 1;
+    pids.last = 1;
     let mut kthreadd = kernel_proc(2, "kthreadd", boot + SEC / 2);
     (kthreadd.ppid, kthreadd.state) = (0, 'S');
     procs.push(kthreadd);
-    pids.0 = 2;
+    pids.last = 2;
     for comm in KERNEL_THREADS {
         let pid = pids.next(rng);
         procs.push(kernel_proc(pid, comm, booted(rng)));
     }
+    // The daemon's own flags name the node's paths and the socket it
+    // listens on: what nodectl ties them to it by (src/paths/tie.rs).
+    let state = tasks.ancestors().nth(2).unwrap_or(tasks);
+    let node_dir = state.parent().unwrap_or(state);
+    let daemon_args = vec![
+        "/usr/bin/containerd".to_string(),
+        "--config".to_string(),
+        node_dir.join("containerd.toml").display().to_string(),
+        "--address".to_string(),
+        address.to_string(),
+        "--root".to_string(),
+        node_dir.join("root").display().to_string(),
+        "--state".to_string(),
+        state.display().to_string(),
+    ];
+    let daemon_pid = args.daemon_pid;
     for (comm, args) in DAEMONS {
         let pid = pids.next(rng);
         let started = booted(rng);
-        procs.push(user_proc(
-            pid,
-            1,
-            comm,
-            args,
-            started,
-            rng.between(500, 40_000) as u64,
-        ));
+        let mut process = user_proc(pid, 1, comm, args, started, rng.between(500, 40_000) as u64);
+        if let (true, Some(daemon)) = (*comm == "containerd", daemon_pid) {
+            // The listener's pid: the pid drawn for it stays unused, so the
+            // rest of the node is the same whatever the listener's.
+            process.pid = daemon;
+            process.cmdline = daemon_args.clone();
+            process.cwd = Some(PathBuf::from("/"));
+        }
+        procs.push(process);
     }
 
     // Pods in the order they started: a shim, the pause process, then the
@@ -1553,9 +1601,29 @@ fn stat_line(p: &Proc, id: i32, state: char, boot: i64) -> String {
     )
 }
 
-fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<(), String> {
+fn write_procfs(
+    proc_dir: &Path,
+    boot: i64,
+    now: i64,
+    procs: &[Proc],
+    daemon_pid: Option<i32>,
+) -> Result<(), String> {
     mkdir(&proc_dir.join("pressure"))?;
     mkdir(&proc_dir.join("self"))?;
+    if daemon_pid.is_some() {
+        // The host's namespaces, as nodectl's own (PID 1's, else its own:
+        // `daemon_proof::host`), for the daemon's to be compared with.
+        for dir in [proc_dir.join("1"), proc_dir.join("self")] {
+            link_namespaces(&dir, "/proc/self")?;
+        }
+        // Root-owned binaries by the names the kernel would give them
+        // (`/proc/<pid>/exe` names the file it executed): never run.
+        let bin = proc_dir.join(PROOF_BIN);
+        mkdir(&bin)?;
+        for name in [DAEMON_BINARY, SHIM_BINARY] {
+            symlink(ROOT_OWNED_BINARY, bin.join(name)).map_err(|e| io_err(&bin.join(name), e))?;
+        }
+    }
     let uptime_ticks = (now - boot) / (SEC / TICKS_PER_SECOND);
     let blocked = procs
         .iter()
@@ -1610,13 +1678,16 @@ fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<
         }
         write(&dir.join("cmdline"), cmdline)?;
         write(&dir.join("comm"), format!("{}\n", p.comm))?;
-        // nodectl tells the containerd daemon by its comm and exe. Its
-        // binary was upgraded while it runs (the kernel then links the old
-        // one as deleted): the link dangles, so nodectl does not run the
-        // benchmarking machine's own containerd for its `--version`.
-        if p.comm == "containerd" {
-            let exe = dir.join("exe");
-            symlink("/usr/bin/containerd (deleted)", &exe).map_err(|e| io_err(&exe, e))?;
+        match (daemon_pid, proof_binary(p)) {
+            (Some(daemon), Some(binary)) => write_proof(proc_dir, &dir, daemon, binary)?,
+            // No listener to borrow the kernel's facts from: a containerd
+            // whose binary was upgraded while it runs (the kernel then
+            // links the old one as deleted), never proven.
+            (None, Some(DAEMON_BINARY)) => {
+                let exe = dir.join("exe");
+                symlink("/usr/bin/containerd (deleted)", &exe).map_err(|e| io_err(&exe, e))?;
+            }
+            _ => {}
         }
         if let Some(cwd) = &p.cwd {
             symlink(cwd, dir.join("cwd")).map_err(|e| io_err(&dir.join("cwd"), e))?;
@@ -1637,6 +1708,61 @@ fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<
             )?;
             write(&task.join("wchan"), thread.wchan)?;
         }
+    }
+    Ok(())
+}
+
+/// Where the synthetic procfs keeps the binaries its `exe` links name.
+const PROOF_BIN: &str = "daemon-bin";
+const DAEMON_BINARY: &str = "containerd";
+const SHIM_BINARY: &str = "containerd-shim-runc-v2";
+/// A root-owned binary no one else may write, present on every machine.
+const ROOT_OWNED_BINARY: &str = "/bin/true";
+
+/// The binary a process of the node runs, if nodectl proves it: the
+/// daemon's, or a shim's (every `containerd-shim`, another containerd's
+/// and the `delete` run too: real shims, judged by their `-address`).
+fn proof_binary(p: &Proc) -> Option<&'static str> {
+    match p.comm.as_str() {
+        "containerd" => Some(DAEMON_BINARY),
+        "containerd-shim" => Some(SHIM_BINARY),
+        _ => None,
+    }
+}
+
+/// `ns/{user,pid,mnt,net}` in `dir`, links to those of the process whose
+/// procfs directory is `real` (resolved when nodectl reads them).
+fn link_namespaces(dir: &Path, real: &str) -> Result<(), String> {
+    let ns = dir.join("ns");
+    mkdir(&ns)?;
+    for name in ["user", "pid", "mnt", "net"] {
+        symlink(format!("{real}/ns/{name}"), ns.join(name))
+            .map_err(|e| io_err(&ns.join(name), e))?;
+    }
+    Ok(())
+}
+
+/// What nodectl proves a containerd or a shim by (`daemon_proof`,
+/// `shim_proof`), in the node's `<pid>` directory `dir`, as the kernel
+/// would give them for a process the listener (`daemon`, a real process)
+/// started: its namespaces and uids are the listener's (`ns/*` and
+/// `status` link to its own), its root is `/` (its `-address` resolves to
+/// the listener's socket there), and its `exe` names a binary called
+/// `binary` that reaches a root-owned file. Only names are made by hand,
+/// as in tests/support/fake_daemon.rs.
+fn write_proof(proc_dir: &Path, dir: &Path, daemon: i32, binary: &str) -> Result<(), String> {
+    let real = format!("/proc/{daemon}");
+    link_namespaces(dir, &real)?;
+    let links = [
+        ("status", format!("{real}/status")),
+        ("root", "/".to_string()),
+        (
+            "exe",
+            proc_dir.join(PROOF_BIN).join(binary).display().to_string(),
+        ),
+    ];
+    for (name, target) in links {
+        symlink(&target, dir.join(name)).map_err(|e| io_err(&dir.join(name), e))?;
     }
     Ok(())
 }
