@@ -26,11 +26,16 @@
 //!   its threads, the pods' processes as the shims' children, leaked shims and
 //!   the rest of a node; with `--daemon-pid`, containerd's process has that
 //!   pid (no other process has it) and it and every shim have the links
-//!   that prove them (`ns/*`, `status`, `root`, `exe`);
+//!   that prove them (`ns/*`, `status`, `root`, `exe`), and each pod's pause
+//!   process is in its pod's network namespace (`task/<pid>/ns/net`);
 //! - `mountinfo`: M mounts, the containers' overlay rootfs and the pods' shm
 //!   among thousands of unrelated ones;
-//! - `containerd.toml`: a config (version 2) that only names CRI's CNI
-//!   `conf_dir`, `cni/net.d`;
+//! - `containerd.toml`: a config (version 2) that names CRI's CNI
+//!   `conf_dir`, `cni/net.d`, and puts CRI's netns directory under state
+//!   (`netns_mounts_under_state_dir`);
+//! - `state/io.containerd.grpc.v1.cri/netns/cni-<uuid>`: each pod's network
+//!   namespace (a plain file, its nsfs mount a line of `mountinfo` after
+//!   the pods' volumes) and a few leaked ones that no process is in;
 //! - `cni/`: the node's CNI network: `net.d/10-nodectl-bench.conflist`
 //!   (bridge with host-local IPAM, a subnet that holds every sandbox, its
 //!   `dataDir` in `cni/networks`) and host-local's store: one reservation per
@@ -69,7 +74,7 @@ use std::fmt::Write as _;
 use std::fs::{self, File, FileTimes};
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -119,6 +124,8 @@ const LEAKED_RESERVATIONS: usize = 5;
 const ORPHAN_POD_DIRS: usize = 3;
 /// Pod cgroups of pods long gone that kubelet failed to remove.
 const LEAKED_POD_CGROUPS: usize = 3;
+/// CRI's network namespaces of sandboxes removed without their teardown.
+const LEAKED_NETNS: usize = 2;
 /// What a cgroup v2 directory holds besides its children (a few of the
 /// kernel's interface files; `cgroup.procs` is written apart).
 const CGROUP_FILES: &[(&str, &str)] = &[
@@ -520,6 +527,9 @@ struct Counts {
     pod_dir_mounts: usize,
     pod_cgroups: usize,
     leaked_pod_cgroups: usize,
+    /// CRI's network namespaces (mounted, leaked among them).
+    netns: usize,
+    leaked_netns: usize,
 }
 
 struct Node {
@@ -535,7 +545,8 @@ impl Node {
              {} zombies, {} late exits, {} old late exits, {} corrupt), {} processes \
              ({} shims, {} leaked), {} mounts ({} rootfs, {} shm, {} leaked), \
              {} CNI reservations in {} ({} leaked), {} kubelet pod dirs ({} orphans, \
-             {} mounts below them), {} pod cgroups ({} leaked)",
+             {} mounts below them), {} pod cgroups ({} leaked), {} pod network namespaces \
+             ({} leaked)",
             self.dir.display(),
             c.running + c.exited + c.zombies + c.late_exits + c.old_late_exits + c.corrupt,
             c.pods,
@@ -559,7 +570,9 @@ impl Node {
             c.orphan_pod_dirs,
             c.pod_dir_mounts,
             c.pod_cgroups,
-            c.leaked_pod_cgroups
+            c.leaked_pod_cgroups,
+            c.netns,
+            c.leaked_netns
         )
     }
 }
@@ -682,6 +695,9 @@ fn run(args: &Args) -> Result<Node, String> {
     let pod_dir_mounts = write_kubelet_pods(&dir, &pods, &containers, now, &mut rng, &mut counts)?;
     append(&dir.join("mountinfo"), pod_dir_mounts)?;
     write_pod_cgroups(&dir, &pods, &containers, &procs, now, &mut rng, &mut counts)?;
+    // CRI's network namespaces, last for the same reason.
+    let netns_mounts = write_netns(&state, &pods, &procs, now, &mut rng, &mut counts)?;
+    append(&dir.join("mountinfo"), netns_mounts)?;
     write(&dir.join("expected.json"), expected(&counts, args))?;
     Ok(Node { dir, counts })
 }
@@ -2007,10 +2023,15 @@ fn write_cni(
     let data_dir = dir.join("cni/networks");
     let quoted = |path: &Path| serde_json::to_string(&path.to_string_lossy()).unwrap_or_default();
     // A JSON string is a TOML basic string too.
+    // CRI's pod network namespaces go under its state directory
+    // (`netns_mounts_under_state_dir`, CRI's PluginConfig), where the
+    // generator writes them (`write_netns`), not the machine's /var/run/netns.
     write(
         &dir.join("containerd.toml"),
         format!(
-            "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n  conf_dir = {}\n",
+            "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  \
+             netns_mounts_under_state_dir = true\n\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  conf_dir = {}\n",
             quoted(&conf_dir)
         ),
     )?;
@@ -2210,6 +2231,69 @@ fn write_pod_cgroups(
     counts.pod_cgroups = pods.len() + LEAKED_POD_CGROUPS;
     counts.leaked_pod_cgroups = LEAKED_POD_CGROUPS;
     Ok(())
+}
+
+/// CRI's network namespace of each pod, in its netns directory under state
+/// (the config sets `netns_mounts_under_state_dir`): `cni-<uuid>`, as
+/// containerd's pkg/netns names them (`NewNetNSFromPID`'s mount point), a
+/// plain file where the node has an nsfs bind mount, and that mount's line
+/// for `mountinfo`. The pod's pause process is in it: its
+/// `task/<pid>/ns/net` (and `ns/net`) links to the file, whose `stat` is
+/// the file's identity, as a real link's is the namespace's. Then the
+/// leaked ones (a sandbox removed without its teardown): made days ago, no
+/// process in them. Returns the mount table's lines, numbered on from the
+/// table's last mount.
+fn write_netns(
+    state: &Path,
+    pods: &[Pod],
+    procs: &[Proc],
+    now: i64,
+    rng: &mut Rng,
+    counts: &mut Counts,
+) -> Result<String, String> {
+    let netns_dir = state.join("io.containerd.grpc.v1.cri/netns");
+    mkdir(&netns_dir)?;
+    let proc_dir = state.parent().unwrap_or(state).join("proc");
+    let mut next_id = counts.mounts + 1;
+    let mut lines = String::new();
+    let mut mount = |path: &Path, made: i64| -> Result<(), String> {
+        write(path, "")?;
+        set_mtime(path, made)?;
+        let inode = fs::metadata(path).map_err(|e| io_err(path, e))?.ino();
+        let _ = writeln!(
+            lines,
+            "{next_id} 6 0:4 net:[{inode}] {} rw shared:5 - nsfs nsfs rw",
+            path.display()
+        );
+        next_id += 1;
+        Ok(())
+    };
+    for pod in pods {
+        let path = netns_dir.join(format!("cni-{}", rng.uuid()));
+        // Made just before the sandbox's record named it.
+        mount(&path, pod.started - SEC)?;
+        let pause = procs
+            .iter()
+            .find(|p| p.ppid == pod.shim_pid && p.comm == PAUSE.comm);
+        if let Some(pause) = pause {
+            let pid = pause.pid.to_string();
+            for ns in [
+                proc_dir.join(&pid).join("ns"),
+                proc_dir.join(&pid).join("task").join(&pid).join("ns"),
+            ] {
+                mkdir(&ns)?;
+                symlink(&path, ns.join("net")).map_err(|e| io_err(&ns.join("net"), e))?;
+            }
+        }
+    }
+    for _ in 0..LEAKED_NETNS {
+        let path = netns_dir.join(format!("cni-{}", rng.uuid()));
+        mount(&path, now - rng.between(2 * DAY, 9 * DAY))?;
+    }
+    counts.netns = pods.len() + LEAKED_NETNS;
+    counts.leaked_netns = LEAKED_NETNS;
+    counts.mounts += pods.len() + LEAKED_NETNS;
+    Ok(lines)
 }
 
 /// A cgroup directory: a few interface files and `cgroup.procs`.
