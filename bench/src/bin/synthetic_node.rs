@@ -53,8 +53,10 @@
 //!   `kubepods/[burstable/|besteffort/]pod<uid>/<container id>/cgroup.procs`
 //!   naming the pause and container processes of `proc/`, and a few leaked
 //!   pod cgroups (uids of no pod), empty;
-//! - `expected.json`: what is in the node, and what each nodectl command must
-//!   report on it when containerd's API does not answer.
+//! - `expected.json`: what is in the node, and (with `--daemon-pid`) what
+//!   each nodectl command must report on it when containerd accepts
+//!   connections but never answers: findings by kind and gaps by source,
+//!   exactly.
 //!
 //! Point nodectl at it with `--root DIR/root --state DIR/state --address
 //! SOCKET --config DIR/containerd.toml --proc-root
@@ -2305,79 +2307,110 @@ fn write_cgroup(cgroup: &Path, procs: impl AsRef<[u8]>) -> Result<(), String> {
     write(&cgroup.join("cgroup.procs"), procs)
 }
 
-/// What is in the node, and what each command must report on it with
-/// containerd's API down. The leaked CNI reservations are no `leaked-ip`
-/// finding there: without containerd's records nothing is judged
-/// (src/checks/leaked_ip.rs). Nor are the orphan pod directories and
-/// leaked pod cgroups: both are judged on CRI's list of sandboxes, which
-/// does not answer (src/checks/orphan_pod_dir.rs, leaked_pod_cgroup.rs).
+/// What is in the node, and (with `--daemon-pid`) what each command must
+/// report on it while its containerd accepts connections but never
+/// answers: findings by kind, gaps by source, exactly (bench/run fails on
+/// any difference). With the API silent:
+/// - `leaked-shim` is judged on what is on disk (inferred), `shim-blocked`
+///   on the proven shims' threads, `api-unreachable` (a `check` of its own)
+///   once for containerd's API and once for CRI's (same socket);
+/// - each call that did not answer is a gap of its API: `Version` for
+///   every command; `check` also asks containerd for CRI's namespace's
+///   containers and leases (`Containers.List`, `Leases.List`, the only
+///   namespace: the shims' and `-n`'s are CRI's) and for the snapshotter's
+///   snapshots (`Snapshots.List`), and CRI for its `Version`;
+/// - the leaked CNI reservations, orphan pod directories, leaked pod
+///   cgroups and leaked network namespaces are no finding: they are judged
+///   on containerd's or CRI's records, which do not answer
+///   (src/checks/leaked_ip.rs, orphan_pod_dir.rs, leaked_pod_cgroup.rs,
+///   leaked_netns.rs);
+/// - a torn status file is a `cri-store` gap; a leaked network namespace
+///   (no record answered, no process in it) has its interfaces looked at,
+///   which a plain file cannot give (`setns` refuses it): a `mountinfo` gap
+///   each.
 fn expected(c: &Counts, args: &Args) -> String {
-    let gaps = c.corrupt;
-    format!(
-        r#"{{
-  "seed": {seed},
-  "containers": {containers},
-  "pods": {pods},
-  "running": {running},
-  "exited": {exited},
-  "converted_to_exited": {converted},
-  "zombies": {{"absent": {za}, "defunct": {zd}, "reused": {zr}}},
-  "late_exits": {late},
-  "old_late_exits": {old},
-  "corrupt_status_files": {corrupt},
-  "bundles": {bundles},
-  "processes": {processes},
-  "shims": {shims},
-  "shim_threads": {threads},
-  "leaked_shims": {leaked_shims},
-  "blocked_shims": {blocked},
-  "mounts": {mounts},
-  "rootfs_mounts": {rootfs},
-  "shm_mounts": {shm},
-  "leaked_mounts": {leaked_mounts},
-  "cni": {{"network": "{network}", "subnet": "{subnet}", "ip_reservations": {reservations}, "leaked_ip_reservations": {leaked_ips}}},
-  "kubelet": {{"pod_dirs": {pod_dirs}, "orphan_pod_dirs": {orphan_pod_dirs}, "pod_dir_mounts": {pod_dir_mounts}, "pod_cgroups": {pod_cgroups}, "leaked_pod_cgroups": {leaked_pod_cgroups}}},
-  "commands": {{
-    "zombies": {{"findings": {{"zombie": {zombies}, "late-exit": {late}}}, "gaps": {gaps}}},
-    "leaked-shims": {{"findings": {{"leaked-shim": {leaked_shims}}}, "gaps": {gaps_api}}},
-    "leaked-mounts": {{"findings": {{"leaked-mount": {leaked_mounts}}}, "gaps": {gaps_api}}},
-    "check": {{"findings": {{"zombie": {zombies}, "late-exit": {late}, "leaked-shim": {leaked_shims}, "leaked-mount": {leaked_mounts}, "shim-blocked": {blocked}, "api-unreachable": 2}}, "gaps": {gaps_apis}}}
-  }}
-}}
-"#,
-        seed = args.seed,
-        containers = args.containers,
-        pods = c.pods,
-        running = c.running,
-        exited = c.exited,
-        converted = c.converted_to_exited,
-        za = c.zombies_absent,
-        zd = c.zombies_defunct,
-        zr = c.zombies_reused,
-        zombies = c.zombies,
-        late = c.late_exits,
-        old = c.old_late_exits,
-        corrupt = c.corrupt,
-        bundles = c.bundles,
-        processes = c.processes,
-        shims = c.shims,
-        threads = c.shim_threads,
-        leaked_shims = c.leaked_shims,
-        blocked = c.blocked_shims,
-        mounts = c.mounts,
-        rootfs = c.rootfs_mounts,
-        shm = c.shm_mounts,
-        leaked_mounts = c.leaked_mounts,
-        network = CNI_NETWORK,
-        subnet = c.pod_subnet,
-        reservations = c.ip_reservations,
-        leaked_ips = c.leaked_ip_reservations,
-        pod_dirs = c.pod_dirs,
-        orphan_pod_dirs = c.orphan_pod_dirs,
-        pod_dir_mounts = c.pod_dir_mounts,
-        pod_cgroups = c.pod_cgroups,
-        leaked_pod_cgroups = c.leaked_pod_cgroups,
-        gaps_api = gaps + 1,
-        gaps_apis = gaps + 2,
-    )
+    let commands = args.daemon_pid.map(|_| {
+        // Gaps by source, those with none left out.
+        let gaps = |of: &[(&str, usize)]| {
+            serde_json::Value::Object(
+                of.iter()
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(source, n)| (source.to_string(), (*n).into()))
+                    .collect(),
+            )
+        };
+        let store = ("cri-store", c.corrupt);
+        let version = ("containerd-api", 1);
+        serde_json::json!({
+            "zombies": {
+                "findings": {"zombie": c.zombies, "late-exit": c.late_exits},
+                "gaps": gaps(&[store, version]),
+            },
+            "leaked-shims": {
+                "findings": {"leaked-shim": c.leaked_shims},
+                "gaps": gaps(&[store, version]),
+            },
+            "leaked-mounts": {
+                "findings": {"leaked-mount": c.leaked_mounts},
+                "gaps": gaps(&[store, version]),
+            },
+            "check": {
+                "findings": {
+                    "zombie": c.zombies,
+                    "late-exit": c.late_exits,
+                    "leaked-shim": c.leaked_shims,
+                    "leaked-mount": c.leaked_mounts,
+                    "shim-blocked": c.blocked_shims,
+                    "api-unreachable": 2,
+                },
+                "gaps": gaps(&[
+                    store,
+                    ("containerd-api", 4),
+                    ("cri-api", 1),
+                    ("mountinfo", c.leaked_netns),
+                ]),
+            },
+        })
+    });
+    let node = serde_json::json!({
+        "seed": args.seed,
+        "containers": args.containers,
+        "pods": c.pods,
+        "running": c.running,
+        "exited": c.exited,
+        "converted_to_exited": c.converted_to_exited,
+        "zombies": {"absent": c.zombies_absent, "defunct": c.zombies_defunct, "reused": c.zombies_reused},
+        "late_exits": c.late_exits,
+        "old_late_exits": c.old_late_exits,
+        "corrupt_status_files": c.corrupt,
+        "bundles": c.bundles,
+        "processes": c.processes,
+        "daemon_pid": args.daemon_pid,
+        "shims": c.shims,
+        "shim_threads": c.shim_threads,
+        "leaked_shims": c.leaked_shims,
+        "blocked_shims": c.blocked_shims,
+        "mounts": c.mounts,
+        "rootfs_mounts": c.rootfs_mounts,
+        "shm_mounts": c.shm_mounts,
+        "leaked_mounts": c.leaked_mounts,
+        "netns": {"mounted": c.netns, "leaked": c.leaked_netns},
+        "cni": {
+            "network": CNI_NETWORK,
+            "subnet": c.pod_subnet,
+            "ip_reservations": c.ip_reservations,
+            "leaked_ip_reservations": c.leaked_ip_reservations,
+        },
+        "kubelet": {
+            "pod_dirs": c.pod_dirs,
+            "orphan_pod_dirs": c.orphan_pod_dirs,
+            "pod_dir_mounts": c.pod_dir_mounts,
+            "pod_cgroups": c.pod_cgroups,
+            "leaked_pod_cgroups": c.leaked_pod_cgroups,
+        },
+        "commands": commands,
+    });
+    let mut text = serde_json::to_string_pretty(&node).unwrap_or_default();
+    text.push('\n');
+    text
 }
