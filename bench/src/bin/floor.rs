@@ -6,7 +6,13 @@
 //! floor zombies --root ROOT [--proc-root /proc] [--stages]
 //! floor leaked-shims|leaked-mounts|check --root ROOT --state STATE [--proc-root /proc]
 //!     [--mountinfo /proc/self/mountinfo] [--with threads,bundle-files] [--stages]
+//! (any mode) [--api SOCKET --api-timeout MS]
 //! ```
+//!
+//! `--api`: last, one connection to containerd's socket and a wait of
+//! `--api-timeout` ms for a first byte, nothing sent: the least a command
+//! that asks a containerd that never answers (bench/run's frozen one) must
+//! spend to say so (`api-unreachable`, after `--timeout`).
 //!
 //! `zombies`: list CRI's containers directory (`ROOT/io.containerd.grpc.v1.cri/
 //! containers`); of each `status` file one open, one read into a buffer that
@@ -37,10 +43,10 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: floor zombies|leaked-shims|leaked-mounts|check --root ROOT [--state STATE] [--proc-root DIR] \
-                     [--mountinfo FILE] [--with threads,bundle-files] [--stages]";
+                     [--mountinfo FILE] [--with threads,bundle-files] [--api SOCKET --api-timeout MS] [--stages]";
 
 /// Larger than any status file CRI writes (nodectl caps them lower).
 const STATUS_BUFFER: usize = 64 * 1024;
@@ -82,6 +88,9 @@ struct Args {
     threads: bool,
     bundle_files: bool,
     stages: bool,
+    /// containerd's socket, waited on last (see the head of this file).
+    api: Option<PathBuf>,
+    api_timeout: Duration,
 }
 
 impl Args {
@@ -102,6 +111,8 @@ impl Args {
             threads: false,
             bundle_files: false,
             stages: false,
+            api: None,
+            api_timeout: Duration::from_millis(200),
         };
         let mut root = None;
         while let Some(flag) = argv.next() {
@@ -122,6 +133,15 @@ impl Args {
                     }
                 }
                 "--stages" => args.stages = true,
+                "--api" => args.api = Some(PathBuf::from(value()?)),
+                "--api-timeout" => {
+                    let text = value()?;
+                    let ms = text
+                        .trim_end_matches("ms")
+                        .parse()
+                        .map_err(|e| format!("--api-timeout {text}: {e}"))?;
+                    args.api_timeout = Duration::from_millis(ms);
+                }
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -162,6 +182,8 @@ struct Counts {
     bundles: u64,
     listed: u64,
     bytes: u64,
+    /// With `--api`: whether a first byte came within the wait.
+    api_answered: Option<bool>,
 }
 
 struct Stages {
@@ -268,6 +290,10 @@ fn run(args: &Args) -> Result<String, String> {
             bundles(args, &mut counts, &mut stages);
         }
     }
+    if let Some(socket) = &args.api {
+        counts.api_answered = Some(api_wait(socket, args.api_timeout)?);
+        stages.mark("api_wait");
+    }
     let mut line = format!(
         "{{\"status_files\":{},\"unfinished\":{},\"running_absent\":{},\"processes\":{},\
          \"shims\":{},\"threads\":{},\"mount_lines\":{},\"bundles\":{},\"listed\":{},\"bytes\":{}",
@@ -282,6 +308,9 @@ fn run(args: &Args) -> Result<String, String> {
         counts.listed,
         counts.bytes
     );
+    if let Some(answered) = counts.api_answered {
+        line.push_str(&format!(",\"api_answered\":{answered}"));
+    }
     if args.stages {
         line.push_str(",\"stages_us\":{");
         for (i, (name, us)) in stages.out.iter().enumerate() {
@@ -377,6 +406,39 @@ fn shim_threads(args: &Args, procs: &Procs, counts: &mut Counts) {
         }
         path.pop();
         path.pop();
+    }
+}
+
+/// One connection to `socket` (reached through its open directory: a
+/// socket's path is at most 108 bytes) and a wait of `timeout` for a first
+/// byte. Whether one came (or the peer closed) before the wait ended.
+fn api_wait(socket: &Path, timeout: Duration) -> Result<bool, String> {
+    use std::os::fd::AsRawFd;
+    let parent = socket
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = socket
+        .file_name()
+        .ok_or_else(|| format!("{}: names no file", socket.display()))?;
+    let dir = File::open(parent).map_err(|e| io_err(parent, e))?;
+    let short = Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    let mut stream =
+        std::os::unix::net::UnixStream::connect(&short).map_err(|e| io_err(socket, e))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| io_err(socket, e))?;
+    match stream.read(&mut [0u8; 1]) {
+        Ok(_) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(io_err(socket, e)),
     }
 }
 

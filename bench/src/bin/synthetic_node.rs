@@ -3,10 +3,15 @@
 //! ```sh
 //! cargo run --release -p nodectl-bench --bin synthetic_node -- \
 //!     --out DIR --containers N --mounts M --processes P [--seed S] \
-//!     [--status-pid-offset K]
+//!     [--address SOCKET --daemon-pid PID] [--status-pid-offset K]
 //! ```
 //!
 //! Everything is plain files: nothing is mounted and no process is started.
+//! What only the kernel can say (who listens on the socket, namespaces,
+//! uids, the owner of a binary) is borrowed from a real process: with
+//! `--daemon-pid`, the process listening on `--address` (bench/run's
+//! frozen listener, bench/src/bin/frozen_containerd.rs) is the node's
+//! containerd, as in tests/support/fake_daemon.rs (see `write_proof`).
 //! Under DIR it writes
 //!
 //! - `root/`: containerd's root, with CRI's status file for each of the N
@@ -19,11 +24,18 @@
 //!   `swaps` with no area (kubelet's default: a node without swap),
 //!   and `<pid>/{stat,cmdline}` for P processes: one runc v2 shim per pod with
 //!   its threads, the pods' processes as the shims' children, leaked shims and
-//!   the rest of a node);
+//!   the rest of a node; with `--daemon-pid`, containerd's process has that
+//!   pid (no other process has it) and it and every shim have the links
+//!   that prove them (`ns/*`, `status`, `root`, `exe`), and each pod's pause
+//!   process is in its pod's network namespace (`task/<pid>/ns/net`);
 //! - `mountinfo`: M mounts, the containers' overlay rootfs and the pods' shm
 //!   among thousands of unrelated ones;
-//! - `containerd.toml`: a config (version 2) that only names CRI's CNI
-//!   `conf_dir`, `cni/net.d`;
+//! - `containerd.toml`: a config (version 2) that names CRI's CNI
+//!   `conf_dir`, `cni/net.d`, and puts CRI's netns directory under state
+//!   (`netns_mounts_under_state_dir`);
+//! - `state/io.containerd.grpc.v1.cri/netns/cni-<uuid>`: each pod's network
+//!   namespace (a plain file, its nsfs mount a line of `mountinfo` after
+//!   the pods' volumes) and a few leaked ones that no process is in;
 //! - `cni/`: the node's CNI network: `net.d/10-nodectl-bench.conflist`
 //!   (bridge with host-local IPAM, a subnet that holds every sandbox, its
 //!   `dataDir` in `cni/networks`) and host-local's store: one reservation per
@@ -41,11 +53,13 @@
 //!   `kubepods/[burstable/|besteffort/]pod<uid>/<container id>/cgroup.procs`
 //!   naming the pause and container processes of `proc/`, and a few leaked
 //!   pod cgroups (uids of no pod), empty;
-//! - `expected.json`: what is in the node, and what each nodectl command must
-//!   report on it when containerd's API does not answer.
+//! - `expected.json`: what is in the node, and (with `--daemon-pid`) what
+//!   each nodectl command must report on it when containerd accepts
+//!   connections but never answers: findings by kind and gaps by source,
+//!   exactly.
 //!
 //! Point nodectl at it with `--root DIR/root --state DIR/state --address
-//! /run/containerd/containerd.sock --config DIR/containerd.toml --proc-root
+//! SOCKET --config DIR/containerd.toml --proc-root
 //! DIR/proc --mountinfo DIR/mountinfo --kubelet-root DIR/kubelet --cgroup-fs
 //! DIR/cgroup`. The same seed gives the same node, except for times, which
 //! are relative to now; what the generator wrote before the kubelet side
@@ -62,13 +76,13 @@ use std::fmt::Write as _;
 use std::fs::{self, File, FileTimes};
 use std::io;
 use std::net::Ipv4Addr;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const USAGE: &str = "usage: synthetic_node --out DIR --containers N --mounts M --processes P \
-                     [--seed S] [--address SOCKET] [--status-pid-offset K]";
+                     [--seed S] [--address SOCKET] [--daemon-pid PID] [--status-pid-offset K]";
 
 /// The socket of the containerd under test (`--address`); its shims name it
 /// with `-address`.
@@ -112,6 +126,8 @@ const LEAKED_RESERVATIONS: usize = 5;
 const ORPHAN_POD_DIRS: usize = 3;
 /// Pod cgroups of pods long gone that kubelet failed to remove.
 const LEAKED_POD_CGROUPS: usize = 3;
+/// CRI's network namespaces of sandboxes removed without their teardown.
+const LEAKED_NETNS: usize = 2;
 /// What a cgroup v2 directory holds besides its children (a few of the
 /// kernel's interface files; `cgroup.procs` is written apart).
 const CGROUP_FILES: &[(&str, &str)] = &[
@@ -172,6 +188,8 @@ struct Args {
     processes: usize,
     seed: u64,
     address: String,
+    /// The real process listening on `address`: the node's containerd.
+    daemon_pid: Option<i32>,
     /// Added to the pid in every status file (see the head of this file).
     status_pid_offset: i64,
 }
@@ -182,6 +200,7 @@ impl Args {
         let mut seed = 1;
         let mut address = DEFAULT_ADDRESS.to_string();
         let mut status_pid_offset = 0;
+        let mut daemon_pid = None;
         while let Some(flag) = argv.next() {
             let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
             let number = |text: String| {
@@ -197,6 +216,7 @@ impl Args {
                 "--seed" => seed = number(value()?)? as u64,
                 "--address" => address = value()?,
                 "--status-pid-offset" => status_pid_offset = number(value()?)? as i64,
+                "--daemon-pid" => daemon_pid = Some(number(value()?)? as i32),
                 "-h" | "--help" => return Err("help".to_string()),
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -209,6 +229,7 @@ impl Args {
             processes: processes.ok_or_else(|| missing("--processes"))?,
             seed,
             address,
+            daemon_pid,
             status_pid_offset,
         })
     }
@@ -456,13 +477,20 @@ struct Proc {
 }
 
 /// Allocates pids the way the kernel does: increasing, with the gaps left by
-/// short-lived processes.
-struct Pids(i32);
+/// short-lived processes; never `reserved` (the real listener's pid, which
+/// the node's containerd has).
+struct Pids {
+    last: i32,
+    reserved: Option<i32>,
+}
 
 impl Pids {
     fn next(&mut self, rng: &mut Rng) -> i32 {
-        self.0 += 1 + rng.below(3) as i32;
-        self.0
+        self.last += 1 + rng.below(3) as i32;
+        if Some(self.last) == self.reserved {
+            self.last += 1;
+        }
+        self.last
     }
 }
 
@@ -501,6 +529,9 @@ struct Counts {
     pod_dir_mounts: usize,
     pod_cgroups: usize,
     leaked_pod_cgroups: usize,
+    /// CRI's network namespaces (mounted, leaked among them).
+    netns: usize,
+    leaked_netns: usize,
 }
 
 struct Node {
@@ -516,7 +547,8 @@ impl Node {
              {} zombies, {} late exits, {} old late exits, {} corrupt), {} processes \
              ({} shims, {} leaked), {} mounts ({} rootfs, {} shm, {} leaked), \
              {} CNI reservations in {} ({} leaked), {} kubelet pod dirs ({} orphans, \
-             {} mounts below them), {} pod cgroups ({} leaked)",
+             {} mounts below them), {} pod cgroups ({} leaked), {} pod network namespaces \
+             ({} leaked)",
             self.dir.display(),
             c.running + c.exited + c.zombies + c.late_exits + c.old_late_exits + c.corrupt,
             c.pods,
@@ -540,7 +572,9 @@ impl Node {
             c.orphan_pod_dirs,
             c.pod_dir_mounts,
             c.pod_cgroups,
-            c.leaked_pod_cgroups
+            c.leaked_pod_cgroups,
+            c.netns,
+            c.leaked_netns
         )
     }
 }
@@ -609,6 +643,15 @@ fn prepare(out: &Path) -> Result<PathBuf, String> {
 }
 
 fn run(args: &Args) -> Result<Node, String> {
+    if let Some(pid) = args.daemon_pid {
+        // PID 1 and kthreadd are the node's own; the listener is a live
+        // process whose namespaces and uids the node's containerd borrows.
+        if pid <= 2 || !Path::new(&format!("/proc/{pid}/status")).exists() {
+            return Err(format!(
+                "--daemon-pid {pid}: no such process to be the node's containerd"
+            ));
+        }
+    }
     let dir = prepare(&args.out)?;
     let mut rng = Rng(args.seed);
     let now = SystemTime::now()
@@ -637,7 +680,7 @@ fn run(args: &Args) -> Result<Node, String> {
     let state = dir.join("state");
     write_cri_store(&root, &state, &pods, &containers, args.status_pid_offset)?;
     write_bundles(&state, &pods, &containers, &mut rng, &mut counts)?;
-    write_procfs(&dir.join("proc"), boot, now, &procs)?;
+    write_procfs(&dir.join("proc"), boot, now, &procs, args.daemon_pid)?;
     let mountinfo = mountinfo(
         args.mounts,
         &root,
@@ -654,6 +697,9 @@ fn run(args: &Args) -> Result<Node, String> {
     let pod_dir_mounts = write_kubelet_pods(&dir, &pods, &containers, now, &mut rng, &mut counts)?;
     append(&dir.join("mountinfo"), pod_dir_mounts)?;
     write_pod_cgroups(&dir, &pods, &containers, &procs, now, &mut rng, &mut counts)?;
+    // CRI's network namespaces, last for the same reason.
+    let netns_mounts = write_netns(&state, &pods, &procs, now, &mut rng, &mut counts)?;
+    append(&dir.join("mountinfo"), netns_mounts)?;
     write(&dir.join("expected.json"), expected(&counts, args))?;
     Ok(Node { dir, counts })
 }
@@ -989,7 +1035,10 @@ fn plan_processes(
         ));
     }
 
-    let mut pids = Pids(0);
+    let mut pids = Pids {
+        last: 0,
+        reserved: args.daemon_pid,
+    };
     let booted = |rng: &mut Rng| boot + rng.between(SEC, 20 * SEC);
     procs.push(user_proc(
         1,
@@ -999,26 +1048,43 @@ fn plan_processes(
         boot + SEC / 2,
         3_000,
     ));
-    pids.0 = 1;
+    pids.last = 1;
     let mut kthreadd = kernel_proc(2, "kthreadd", boot + SEC / 2);
     (kthreadd.ppid, kthreadd.state) = (0, 'S');
     procs.push(kthreadd);
-    pids.0 = 2;
+    pids.last = 2;
     for comm in KERNEL_THREADS {
         let pid = pids.next(rng);
         procs.push(kernel_proc(pid, comm, booted(rng)));
     }
+    // The daemon's own flags name the node's paths and the socket it
+    // listens on: what nodectl ties them to it by (src/paths/tie.rs).
+    let state = tasks.ancestors().nth(2).unwrap_or(tasks);
+    let node_dir = state.parent().unwrap_or(state);
+    let daemon_args = vec![
+        "/usr/bin/containerd".to_string(),
+        "--config".to_string(),
+        node_dir.join("containerd.toml").display().to_string(),
+        "--address".to_string(),
+        address.to_string(),
+        "--root".to_string(),
+        node_dir.join("root").display().to_string(),
+        "--state".to_string(),
+        state.display().to_string(),
+    ];
+    let daemon_pid = args.daemon_pid;
     for (comm, args) in DAEMONS {
         let pid = pids.next(rng);
         let started = booted(rng);
-        procs.push(user_proc(
-            pid,
-            1,
-            comm,
-            args,
-            started,
-            rng.between(500, 40_000) as u64,
-        ));
+        let mut process = user_proc(pid, 1, comm, args, started, rng.between(500, 40_000) as u64);
+        if let (true, Some(daemon)) = (*comm == "containerd", daemon_pid) {
+            // The listener's pid: the pid drawn for it stays unused, so the
+            // rest of the node is the same whatever the listener's.
+            process.pid = daemon;
+            process.cmdline = daemon_args.clone();
+            process.cwd = Some(PathBuf::from("/"));
+        }
+        procs.push(process);
     }
 
     // Pods in the order they started: a shim, the pause process, then the
@@ -1553,9 +1619,29 @@ fn stat_line(p: &Proc, id: i32, state: char, boot: i64) -> String {
     )
 }
 
-fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<(), String> {
+fn write_procfs(
+    proc_dir: &Path,
+    boot: i64,
+    now: i64,
+    procs: &[Proc],
+    daemon_pid: Option<i32>,
+) -> Result<(), String> {
     mkdir(&proc_dir.join("pressure"))?;
     mkdir(&proc_dir.join("self"))?;
+    if daemon_pid.is_some() {
+        // The host's namespaces, as nodectl's own (PID 1's, else its own:
+        // `daemon_proof::host`), for the daemon's to be compared with.
+        for dir in [proc_dir.join("1"), proc_dir.join("self")] {
+            link_namespaces(&dir, "/proc/self")?;
+        }
+        // Root-owned binaries by the names the kernel would give them
+        // (`/proc/<pid>/exe` names the file it executed): never run.
+        let bin = proc_dir.join(PROOF_BIN);
+        mkdir(&bin)?;
+        for name in [DAEMON_BINARY, SHIM_BINARY] {
+            symlink(ROOT_OWNED_BINARY, bin.join(name)).map_err(|e| io_err(&bin.join(name), e))?;
+        }
+    }
     let uptime_ticks = (now - boot) / (SEC / TICKS_PER_SECOND);
     let blocked = procs
         .iter()
@@ -1610,13 +1696,16 @@ fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<
         }
         write(&dir.join("cmdline"), cmdline)?;
         write(&dir.join("comm"), format!("{}\n", p.comm))?;
-        // nodectl tells the containerd daemon by its comm and exe. Its
-        // binary was upgraded while it runs (the kernel then links the old
-        // one as deleted): the link dangles, so nodectl does not run the
-        // benchmarking machine's own containerd for its `--version`.
-        if p.comm == "containerd" {
-            let exe = dir.join("exe");
-            symlink("/usr/bin/containerd (deleted)", &exe).map_err(|e| io_err(&exe, e))?;
+        match (daemon_pid, proof_binary(p)) {
+            (Some(daemon), Some(binary)) => write_proof(proc_dir, &dir, daemon, binary)?,
+            // No listener to borrow the kernel's facts from: a containerd
+            // whose binary was upgraded while it runs (the kernel then
+            // links the old one as deleted), never proven.
+            (None, Some(DAEMON_BINARY)) => {
+                let exe = dir.join("exe");
+                symlink("/usr/bin/containerd (deleted)", &exe).map_err(|e| io_err(&exe, e))?;
+            }
+            _ => {}
         }
         if let Some(cwd) = &p.cwd {
             symlink(cwd, dir.join("cwd")).map_err(|e| io_err(&dir.join("cwd"), e))?;
@@ -1637,6 +1726,61 @@ fn write_procfs(proc_dir: &Path, boot: i64, now: i64, procs: &[Proc]) -> Result<
             )?;
             write(&task.join("wchan"), thread.wchan)?;
         }
+    }
+    Ok(())
+}
+
+/// Where the synthetic procfs keeps the binaries its `exe` links name.
+const PROOF_BIN: &str = "daemon-bin";
+const DAEMON_BINARY: &str = "containerd";
+const SHIM_BINARY: &str = "containerd-shim-runc-v2";
+/// A root-owned binary no one else may write, present on every machine.
+const ROOT_OWNED_BINARY: &str = "/bin/true";
+
+/// The binary a process of the node runs, if nodectl proves it: the
+/// daemon's, or a shim's (every `containerd-shim`, another containerd's
+/// and the `delete` run too: real shims, judged by their `-address`).
+fn proof_binary(p: &Proc) -> Option<&'static str> {
+    match p.comm.as_str() {
+        "containerd" => Some(DAEMON_BINARY),
+        "containerd-shim" => Some(SHIM_BINARY),
+        _ => None,
+    }
+}
+
+/// `ns/{user,pid,mnt,net}` in `dir`, links to those of the process whose
+/// procfs directory is `real` (resolved when nodectl reads them).
+fn link_namespaces(dir: &Path, real: &str) -> Result<(), String> {
+    let ns = dir.join("ns");
+    mkdir(&ns)?;
+    for name in ["user", "pid", "mnt", "net"] {
+        symlink(format!("{real}/ns/{name}"), ns.join(name))
+            .map_err(|e| io_err(&ns.join(name), e))?;
+    }
+    Ok(())
+}
+
+/// What nodectl proves a containerd or a shim by (`daemon_proof`,
+/// `shim_proof`), in the node's `<pid>` directory `dir`, as the kernel
+/// would give them for a process the listener (`daemon`, a real process)
+/// started: its namespaces and uids are the listener's (`ns/*` and
+/// `status` link to its own), its root is `/` (its `-address` resolves to
+/// the listener's socket there), and its `exe` names a binary called
+/// `binary` that reaches a root-owned file. Only names are made by hand,
+/// as in tests/support/fake_daemon.rs.
+fn write_proof(proc_dir: &Path, dir: &Path, daemon: i32, binary: &str) -> Result<(), String> {
+    let real = format!("/proc/{daemon}");
+    link_namespaces(dir, &real)?;
+    let links = [
+        ("status", format!("{real}/status")),
+        ("root", "/".to_string()),
+        (
+            "exe",
+            proc_dir.join(PROOF_BIN).join(binary).display().to_string(),
+        ),
+    ];
+    for (name, target) in links {
+        symlink(&target, dir.join(name)).map_err(|e| io_err(&dir.join(name), e))?;
     }
     Ok(())
 }
@@ -1881,10 +2025,15 @@ fn write_cni(
     let data_dir = dir.join("cni/networks");
     let quoted = |path: &Path| serde_json::to_string(&path.to_string_lossy()).unwrap_or_default();
     // A JSON string is a TOML basic string too.
+    // CRI's pod network namespaces go under its state directory
+    // (`netns_mounts_under_state_dir`, CRI's PluginConfig), where the
+    // generator writes them (`write_netns`), not the machine's /var/run/netns.
     write(
         &dir.join("containerd.toml"),
         format!(
-            "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n  conf_dir = {}\n",
+            "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  \
+             netns_mounts_under_state_dir = true\n\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".cni]\n  conf_dir = {}\n",
             quoted(&conf_dir)
         ),
     )?;
@@ -2086,6 +2235,69 @@ fn write_pod_cgroups(
     Ok(())
 }
 
+/// CRI's network namespace of each pod, in its netns directory under state
+/// (the config sets `netns_mounts_under_state_dir`): `cni-<uuid>`, as
+/// containerd's pkg/netns names them (`NewNetNSFromPID`'s mount point), a
+/// plain file where the node has an nsfs bind mount, and that mount's line
+/// for `mountinfo`. The pod's pause process is in it: its
+/// `task/<pid>/ns/net` (and `ns/net`) links to the file, whose `stat` is
+/// the file's identity, as a real link's is the namespace's. Then the
+/// leaked ones (a sandbox removed without its teardown): made days ago, no
+/// process in them. Returns the mount table's lines, numbered on from the
+/// table's last mount.
+fn write_netns(
+    state: &Path,
+    pods: &[Pod],
+    procs: &[Proc],
+    now: i64,
+    rng: &mut Rng,
+    counts: &mut Counts,
+) -> Result<String, String> {
+    let netns_dir = state.join("io.containerd.grpc.v1.cri/netns");
+    mkdir(&netns_dir)?;
+    let proc_dir = state.parent().unwrap_or(state).join("proc");
+    let mut next_id = counts.mounts + 1;
+    let mut lines = String::new();
+    let mut mount = |path: &Path, made: i64| -> Result<(), String> {
+        write(path, "")?;
+        set_mtime(path, made)?;
+        let inode = fs::metadata(path).map_err(|e| io_err(path, e))?.ino();
+        let _ = writeln!(
+            lines,
+            "{next_id} 6 0:4 net:[{inode}] {} rw shared:5 - nsfs nsfs rw",
+            path.display()
+        );
+        next_id += 1;
+        Ok(())
+    };
+    for pod in pods {
+        let path = netns_dir.join(format!("cni-{}", rng.uuid()));
+        // Made just before the sandbox's record named it.
+        mount(&path, pod.started - SEC)?;
+        let pause = procs
+            .iter()
+            .find(|p| p.ppid == pod.shim_pid && p.comm == PAUSE.comm);
+        if let Some(pause) = pause {
+            let pid = pause.pid.to_string();
+            for ns in [
+                proc_dir.join(&pid).join("ns"),
+                proc_dir.join(&pid).join("task").join(&pid).join("ns"),
+            ] {
+                mkdir(&ns)?;
+                symlink(&path, ns.join("net")).map_err(|e| io_err(&ns.join("net"), e))?;
+            }
+        }
+    }
+    for _ in 0..LEAKED_NETNS {
+        let path = netns_dir.join(format!("cni-{}", rng.uuid()));
+        mount(&path, now - rng.between(2 * DAY, 9 * DAY))?;
+    }
+    counts.netns = pods.len() + LEAKED_NETNS;
+    counts.leaked_netns = LEAKED_NETNS;
+    counts.mounts += pods.len() + LEAKED_NETNS;
+    Ok(lines)
+}
+
 /// A cgroup directory: a few interface files and `cgroup.procs`.
 fn write_cgroup(cgroup: &Path, procs: impl AsRef<[u8]>) -> Result<(), String> {
     mkdir(cgroup)?;
@@ -2095,79 +2307,110 @@ fn write_cgroup(cgroup: &Path, procs: impl AsRef<[u8]>) -> Result<(), String> {
     write(&cgroup.join("cgroup.procs"), procs)
 }
 
-/// What is in the node, and what each command must report on it with
-/// containerd's API down. The leaked CNI reservations are no `leaked-ip`
-/// finding there: without containerd's records nothing is judged
-/// (src/checks/leaked_ip.rs). Nor are the orphan pod directories and
-/// leaked pod cgroups: both are judged on CRI's list of sandboxes, which
-/// does not answer (src/checks/orphan_pod_dir.rs, leaked_pod_cgroup.rs).
+/// What is in the node, and (with `--daemon-pid`) what each command must
+/// report on it while its containerd accepts connections but never
+/// answers: findings by kind, gaps by source, exactly (bench/run fails on
+/// any difference). With the API silent:
+/// - `leaked-shim` is judged on what is on disk (inferred), `shim-blocked`
+///   on the proven shims' threads, `api-unreachable` (a `check` of its own)
+///   once for containerd's API and once for CRI's (same socket);
+/// - each call that did not answer is a gap of its API: `Version` for
+///   every command; `check` also asks containerd for CRI's namespace's
+///   containers and leases (`Containers.List`, `Leases.List`, the only
+///   namespace: the shims' and `-n`'s are CRI's) and for the snapshotter's
+///   snapshots (`Snapshots.List`), and CRI for its `Version`;
+/// - the leaked CNI reservations, orphan pod directories, leaked pod
+///   cgroups and leaked network namespaces are no finding: they are judged
+///   on containerd's or CRI's records, which do not answer
+///   (src/checks/leaked_ip.rs, orphan_pod_dir.rs, leaked_pod_cgroup.rs,
+///   leaked_netns.rs);
+/// - a torn status file is a `cri-store` gap; a leaked network namespace
+///   (no record answered, no process in it) has its interfaces looked at,
+///   which a plain file cannot give (`setns` refuses it): a `mountinfo` gap
+///   each.
 fn expected(c: &Counts, args: &Args) -> String {
-    let gaps = c.corrupt;
-    format!(
-        r#"{{
-  "seed": {seed},
-  "containers": {containers},
-  "pods": {pods},
-  "running": {running},
-  "exited": {exited},
-  "converted_to_exited": {converted},
-  "zombies": {{"absent": {za}, "defunct": {zd}, "reused": {zr}}},
-  "late_exits": {late},
-  "old_late_exits": {old},
-  "corrupt_status_files": {corrupt},
-  "bundles": {bundles},
-  "processes": {processes},
-  "shims": {shims},
-  "shim_threads": {threads},
-  "leaked_shims": {leaked_shims},
-  "blocked_shims": {blocked},
-  "mounts": {mounts},
-  "rootfs_mounts": {rootfs},
-  "shm_mounts": {shm},
-  "leaked_mounts": {leaked_mounts},
-  "cni": {{"network": "{network}", "subnet": "{subnet}", "ip_reservations": {reservations}, "leaked_ip_reservations": {leaked_ips}}},
-  "kubelet": {{"pod_dirs": {pod_dirs}, "orphan_pod_dirs": {orphan_pod_dirs}, "pod_dir_mounts": {pod_dir_mounts}, "pod_cgroups": {pod_cgroups}, "leaked_pod_cgroups": {leaked_pod_cgroups}}},
-  "commands": {{
-    "zombies": {{"findings": {{"zombie": {zombies}, "late-exit": {late}}}, "gaps": {gaps}}},
-    "leaked-shims": {{"findings": {{"leaked-shim": {leaked_shims}}}, "gaps": {gaps_api}}},
-    "leaked-mounts": {{"findings": {{"leaked-mount": {leaked_mounts}}}, "gaps": {gaps_api}}},
-    "check": {{"findings": {{"zombie": {zombies}, "late-exit": {late}, "leaked-shim": {leaked_shims}, "leaked-mount": {leaked_mounts}, "shim-blocked": {blocked}, "api-unreachable": 2}}, "gaps": {gaps_apis}}}
-  }}
-}}
-"#,
-        seed = args.seed,
-        containers = args.containers,
-        pods = c.pods,
-        running = c.running,
-        exited = c.exited,
-        converted = c.converted_to_exited,
-        za = c.zombies_absent,
-        zd = c.zombies_defunct,
-        zr = c.zombies_reused,
-        zombies = c.zombies,
-        late = c.late_exits,
-        old = c.old_late_exits,
-        corrupt = c.corrupt,
-        bundles = c.bundles,
-        processes = c.processes,
-        shims = c.shims,
-        threads = c.shim_threads,
-        leaked_shims = c.leaked_shims,
-        blocked = c.blocked_shims,
-        mounts = c.mounts,
-        rootfs = c.rootfs_mounts,
-        shm = c.shm_mounts,
-        leaked_mounts = c.leaked_mounts,
-        network = CNI_NETWORK,
-        subnet = c.pod_subnet,
-        reservations = c.ip_reservations,
-        leaked_ips = c.leaked_ip_reservations,
-        pod_dirs = c.pod_dirs,
-        orphan_pod_dirs = c.orphan_pod_dirs,
-        pod_dir_mounts = c.pod_dir_mounts,
-        pod_cgroups = c.pod_cgroups,
-        leaked_pod_cgroups = c.leaked_pod_cgroups,
-        gaps_api = gaps + 1,
-        gaps_apis = gaps + 2,
-    )
+    let commands = args.daemon_pid.map(|_| {
+        // Gaps by source, those with none left out.
+        let gaps = |of: &[(&str, usize)]| {
+            serde_json::Value::Object(
+                of.iter()
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(source, n)| (source.to_string(), (*n).into()))
+                    .collect(),
+            )
+        };
+        let store = ("cri-store", c.corrupt);
+        let version = ("containerd-api", 1);
+        serde_json::json!({
+            "zombies": {
+                "findings": {"zombie": c.zombies, "late-exit": c.late_exits},
+                "gaps": gaps(&[store, version]),
+            },
+            "leaked-shims": {
+                "findings": {"leaked-shim": c.leaked_shims},
+                "gaps": gaps(&[store, version]),
+            },
+            "leaked-mounts": {
+                "findings": {"leaked-mount": c.leaked_mounts},
+                "gaps": gaps(&[store, version]),
+            },
+            "check": {
+                "findings": {
+                    "zombie": c.zombies,
+                    "late-exit": c.late_exits,
+                    "leaked-shim": c.leaked_shims,
+                    "leaked-mount": c.leaked_mounts,
+                    "shim-blocked": c.blocked_shims,
+                    "api-unreachable": 2,
+                },
+                "gaps": gaps(&[
+                    store,
+                    ("containerd-api", 4),
+                    ("cri-api", 1),
+                    ("mountinfo", c.leaked_netns),
+                ]),
+            },
+        })
+    });
+    let node = serde_json::json!({
+        "seed": args.seed,
+        "containers": args.containers,
+        "pods": c.pods,
+        "running": c.running,
+        "exited": c.exited,
+        "converted_to_exited": c.converted_to_exited,
+        "zombies": {"absent": c.zombies_absent, "defunct": c.zombies_defunct, "reused": c.zombies_reused},
+        "late_exits": c.late_exits,
+        "old_late_exits": c.old_late_exits,
+        "corrupt_status_files": c.corrupt,
+        "bundles": c.bundles,
+        "processes": c.processes,
+        "daemon_pid": args.daemon_pid,
+        "shims": c.shims,
+        "shim_threads": c.shim_threads,
+        "leaked_shims": c.leaked_shims,
+        "blocked_shims": c.blocked_shims,
+        "mounts": c.mounts,
+        "rootfs_mounts": c.rootfs_mounts,
+        "shm_mounts": c.shm_mounts,
+        "leaked_mounts": c.leaked_mounts,
+        "netns": {"mounted": c.netns, "leaked": c.leaked_netns},
+        "cni": {
+            "network": CNI_NETWORK,
+            "subnet": c.pod_subnet,
+            "ip_reservations": c.ip_reservations,
+            "leaked_ip_reservations": c.leaked_ip_reservations,
+        },
+        "kubelet": {
+            "pod_dirs": c.pod_dirs,
+            "orphan_pod_dirs": c.orphan_pod_dirs,
+            "pod_dir_mounts": c.pod_dir_mounts,
+            "pod_cgroups": c.pod_cgroups,
+            "leaked_pod_cgroups": c.leaked_pod_cgroups,
+        },
+        "commands": commands,
+    });
+    let mut text = serde_json::to_string_pretty(&node).unwrap_or_default();
+    text.push('\n');
+    text
 }
