@@ -498,6 +498,14 @@ mod tests {
     /// Long enough for any archive of these tests.
     const STALL: Duration = Duration::from_secs(10);
 
+    /// `evidence` archived in `dir`, with no copies: the archive's path.
+    fn written(dir: &Path, evidence: &Archived) -> PathBuf {
+        let path = dir.join("evidence.tar.gz");
+        let copies = Copies::default();
+        write(&path, evidence, &copies, Path::new("/nonexistent"), false).unwrap();
+        path
+    }
+
     #[test]
     fn an_archive_round_trips_the_snapshots() {
         let dir = tempfile::tempdir().unwrap();
@@ -513,15 +521,7 @@ mod tests {
             first,
             copies_left_out: Vec::new(),
         };
-        let path = dir.path().join("evidence.tar.gz");
-        write(
-            &path,
-            &evidence,
-            &Copies::default(),
-            Path::new("/nonexistent"),
-            false,
-        )
-        .unwrap();
+        let path = written(dir.path(), &evidence);
         let back = read(&path, STALL).unwrap();
         assert_eq!(back.first.cri_containers, evidence.first.cri_containers);
         assert_eq!(
@@ -559,15 +559,7 @@ mod tests {
             first,
             copies_left_out: Vec::new(),
         };
-        let path = dir.path().join("evidence.tar.gz");
-        write(
-            &path,
-            &evidence,
-            &Copies::default(),
-            Path::new("/nonexistent"),
-            false,
-        )
-        .unwrap();
+        let path = written(dir.path(), &evidence);
         assert!(fs::metadata(&path).unwrap().len() < 64 << 10);
         let back = read(&path, STALL).unwrap();
         let cni = back.first.cni.unwrap();
