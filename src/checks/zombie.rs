@@ -235,14 +235,14 @@ fn finding(
     } else {
         None
     };
-    let (cause, remedy) = match (&exit_lost, in_umount2.is_empty()) {
-        _ if containerd_down(snapshot) => (
-            CONTAINERD_DOWN_CAUSE.to_string(),
+    let (cause, remedy) = match (containerd_down(snapshot), &exit_lost, in_umount2.is_empty()) {
+        (Some(others), _, _) => (
+            containerd_down_cause(others),
             CONTAINERD_DOWN_REMEDY.to_string(),
         ),
-        (Some(advisory), _) => lost_exit_story(snapshot, advisory),
-        (None, false) => (UMOUNT2_CAUSE.to_string(), SLOW_DELETE_REMEDY.to_string()),
-        (None, true) => (
+        (None, Some(advisory), _) => lost_exit_story(snapshot, advisory),
+        (None, None, false) => (UMOUNT2_CAUSE.to_string(), SLOW_DELETE_REMEDY.to_string()),
+        (None, None, true) => (
             SLOW_DELETE_CAUSE.to_string(),
             SLOW_DELETE_REMEDY.to_string(),
         ),
@@ -281,32 +281,56 @@ fn finding(
     }
 }
 
-/// No containerd runs at all: its API did not answer, every process was
-/// read and none is called containerd (a name is enough here: it only
-/// chooses the words).
-fn containerd_down(snapshot: &Snapshot) -> bool {
+/// No containerd runs for the socket: its API did not answer, every
+/// process was read and none called containerd runs but those found serving
+/// another socket or not the daemon (`paths.other_containerds`: a node's
+/// second containerd, docker's or a test bed's, does not handle this one's
+/// shims). A name is enough here: it only chooses the words. `Some(n)`: down,
+/// with `n` other containerds running.
+fn containerd_down(snapshot: &Snapshot) -> Option<usize> {
     let unanswered = snapshot
         .containerd
         .as_ref()
         .is_some_and(|view| ApiCall::first_unanswered(&view.calls).is_some());
-    unanswered
+    let other = |pid: i32| {
+        snapshot
+            .paths
+            .other_containerds
+            .iter()
+            .any(|o| o.pid == pid)
+    };
+    let running: Vec<i32> = snapshot
+        .processes
+        .values()
+        .filter(|p| p.comm == "containerd" && p.is_running())
+        .map(|p| p.pid)
+        .collect();
+    (unanswered
         && snapshot.paths.process.is_none()
         && snapshot.processes_read()
         && snapshot.unread_pids.is_empty()
-        && !snapshot
-            .processes
-            .values()
-            .any(|p| p.comm == "containerd" && p.is_running())
+        && running.iter().all(|&pid| other(pid)))
+    .then_some(running.len())
+}
+
+/// The cause for an exit while no containerd runs for the socket, naming
+/// the others that run, if any.
+fn containerd_down_cause(others: usize) -> String {
+    let which = match others {
+        0 => "on this node".to_string(),
+        1 => "for this socket (1 other containerd runs, not serving it)".to_string(),
+        n => format!("for this socket ({n} other containerds run, none serving it)"),
+    };
+    format!("No containerd is running {which}. {CONTAINERD_DOWN_CAUSE}")
 }
 
 /// An exit while containerd is down, as measured on each line (a container
 /// killed while containerd was stopped for 18 s): its shims live on, but
 /// nothing handles their exit events, and a shim drops an exit it could not
 /// send after 5 tries (about 15 s).
-const CONTAINERD_DOWN_CAUSE: &str = "No containerd is running on this node. CRI runs inside \
-    containerd and records an exit only when containerd handles the shim's exit event; while \
-    containerd is down nothing does, so CRI still says RUNNING (a shim drops an exit it could not \
-    send after about 15 s).";
+const CONTAINERD_DOWN_CAUSE: &str = "CRI runs inside containerd and records an exit only when \
+    containerd handles the shim's exit event; while containerd is down nothing does, so CRI still \
+    says RUNNING (a shim drops an exit it could not send after about 15 s).";
 
 const CONTAINERD_DOWN_REMEDY: &str = "Start containerd (its shims and containers keep \
     running). On start CRI reloads each container from its shim: 1.6 records this exit with its \
@@ -381,7 +405,7 @@ mod tests {
     use crate::inert::SHOWN_CAP;
     use crate::model::fixtures::*;
     use crate::model::{
-        Api, ContainerdVersion, ContainerdView, Gap, Method, Source, VersionSource,
+        Api, ContainerdVersion, ContainerdView, Gap, Method, OtherContainerd, Source, VersionSource,
     };
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
@@ -636,6 +660,27 @@ mod tests {
             );
         });
         says(&f.cause, &["typically because"]);
+        // Down while another containerd runs, found serving another socket
+        // (docker's, a second runtime's): still down for this one.
+        let f = zombie_on_a(Some("1.7.22"), &["futex"], |s| {
+            down(s);
+            s.processes.insert(
+                813,
+                ProcessInfo {
+                    comm: "containerd".to_string(),
+                    ..process(813, 'S', NOW - 600 * SEC)
+                },
+            );
+            s.paths.other_containerds.push(OtherContainerd {
+                pid: 813,
+                exe: "/usr/bin/containerd".into(),
+                reason: "it does not serve /run/containerd/containerd.sock".into(),
+            });
+        });
+        says(
+            &f.cause,
+            &["No containerd is running for this socket (1 other containerd runs, not serving it)"],
+        );
         // Its API answering: the same.
         let f = zombie_on_a(Some("1.7.22"), &["futex"], |_| {});
         says(&f.cause, &["typically because"]);
