@@ -50,7 +50,7 @@ async fn a_drop_in_s_state_is_searched_given_only_the_socket() {
     // A rootfs left mounted for a task containerd does not know, in the
     // state the drop-in names (the main file names none: containerd's
     // default /run/containerd, where nothing of this bed is).
-    let unknown = "e".repeat(64);
+    let unknown = support::unknown_id('e');
     let bundle = bed
         .state()
         .join("io.containerd.runtime.v2.task")

@@ -109,8 +109,8 @@ async fn hostile_neighbours_never_pass_for_containerd_nor_make_it_act() {
 
     // A's leak: a shim containerd has no record of, and a tmpfs mounted as
     // the rootfs of a task it does not know.
-    let orphan = a.start_orphan_shim(&"0d".repeat(32));
-    let unknown = "f".repeat(64);
+    let orphan = a.start_orphan_shim(&support::unknown_id('d'));
+    let unknown = support::unknown_id('f');
     let rootfs = bundles_dir(&a).join(&unknown).join("rootfs");
     fs::create_dir_all(&rootfs).unwrap();
     support::mount_tmpfs(&rootfs);

@@ -131,9 +131,13 @@ fn forge(bed: &TestBed, id: &str) -> Forger {
         .spawn()
         .unwrap();
     let mut pid = None;
+    // By its id and this bed's address: another bed (another line's run of
+    // this very test, side by side) forges the same id.
+    let address = bed.address().display().to_string();
     let found = support::wait_until(Duration::from_secs(10), || {
         pid = procs::with_flag("-id", id)
             .into_iter()
+            .filter(|(_, args)| procs::flag(args, "-address") == Some(address.as_str()))
             .map(|(pid, _)| pid)
             .find(|&pid| {
                 fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -176,7 +180,7 @@ async fn a_forged_shim_is_never_reported_nor_killed_and_address_spelling_does_no
     let healthy_shim = bed.shim_pid(&healthy.sandbox_id);
     let address = bed.address().as_os_str().to_os_string();
     let here = bed.dir().to_path_buf();
-    let forged = forge(&bed, &"f0".repeat(32));
+    let forged = forge(&bed, &support::unknown_id('f'));
 
     let (output, doc) = nodectl_at(&bed, &address, &here, &["leaked-shims", "-o", "json"]);
     assert_eq!(
@@ -224,7 +228,7 @@ async fn a_forged_shim_is_never_reported_nor_killed_and_address_spelling_does_no
     assert_eq!(real["identity"], "ours", "{real}");
 
     // A real leaked shim beside it, with --address spelled three ways.
-    let orphan = bed.start_orphan_shim(&"0d".repeat(32));
+    let orphan = bed.start_orphan_shim(&support::unknown_id('d'));
     let socket = bed.address();
     let alias = bed.scratch("alias");
     std::os::unix::fs::symlink(socket.parent().unwrap(), &alias).unwrap();

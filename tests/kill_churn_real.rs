@@ -189,7 +189,7 @@ async fn kills_under_churn_are_only_of_leaked_shims_of_this_containerd() {
         .run_pod("elsewhere", "app", &["/bin/sh", "-c", "sleep 3600"])
         .await;
     let other_shim = other.shim_pid(&other_pod.sandbox_id);
-    let other_leak = other.start_orphan_shim(&"0b".repeat(32));
+    let other_leak = other.start_orphan_shim(&support::unknown_id('b'));
     // A pod that lives through the whole test.
     let steady = bed
         .run_pod("steady", "app", &["/bin/sh", "-c", "sleep 3600"])
@@ -304,7 +304,7 @@ async fn kills_under_churn_are_only_of_leaked_shims_of_this_containerd() {
     }
 
     // containerd frozen: its API does not answer, and nothing is killed.
-    let frozen_leak = bed.start_orphan_shim(&"0f".repeat(32));
+    let frozen_leak = bed.start_orphan_shim(&support::unknown_id('f'));
     let containerd = bed.containerd_pid();
     kill(Pid::from_raw(containerd), Signal::SIGSTOP).unwrap();
     let thaw = Thaw(containerd);

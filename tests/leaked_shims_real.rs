@@ -467,12 +467,12 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
         .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
         .await;
     let bundles = bed.state().join("io.containerd.runtime.v2.task/k8s.io");
-    let unknown = "f".repeat(64);
+    let unknown = support::unknown_id('f');
     let rootfs = bundles.join(&unknown).join("rootfs");
     std::fs::create_dir_all(&rootfs).unwrap();
     support::mount_tmpfs(&rootfs);
     // A second orphan bundle, nothing mounted in it.
-    let bare = "e".repeat(64);
+    let bare = support::unknown_id('e');
     std::fs::create_dir_all(bundles.join(&bare).join("rootfs")).unwrap();
     // Each with the spec a leaked bundle keeps (containerd removes it only
     // with the bundle), of no pod: with its spec unread, the live pod's shim
@@ -661,7 +661,7 @@ async fn a_mount_of_a_live_pods_container_is_not_unmounted_while_the_pods_shim_l
         .run_pod("grouped", "app", &["/bin/sh", "-c", "sleep 3600"])
         .await;
     let pod_shim = bed.shim_pid(&pod.sandbox_id);
-    let unknown = "d".repeat(64);
+    let unknown = support::unknown_id('d');
     let bundle = bed
         .state()
         .join("io.containerd.runtime.v2.task/k8s.io")

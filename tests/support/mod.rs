@@ -159,6 +159,16 @@ pub fn nodectl_at(args: &[&str], paths: [&Path; 4]) -> Result<Output, String> {
 
 /// Where a containerd root and state made by hand keep CRI's status files
 /// and the `k8s.io` task bundles, below the node's directory.
+/// A 64-hex container id for a task no containerd has, unique to this test
+/// process: `fill` repeated after the process's pid. nodectl refuses to
+/// clean an id while a shim of any containerd is alive for it, and
+/// scripts/test runs several lines' beds side by side: an id fixed in the
+/// source would be the same in each.
+pub fn unknown_id(fill: char) -> String {
+    let pid = format!("{:08x}", std::process::id());
+    pid.chars().chain(std::iter::repeat_n(fill, 56)).collect()
+}
+
 pub const HAND_MADE_CONTAINERS: &str = "root/io.containerd.grpc.v1.cri/containers";
 pub const HAND_MADE_BUNDLES: &str = "state/io.containerd.runtime.v2.task/k8s.io";
 
