@@ -50,13 +50,14 @@ impl PodSources {
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {
-            let root = kubelet::cgroup_root(
+            let (root, kubelet) = kubelet::cgroup_root(
                 options.kubelet_cgroup_root.as_deref(),
                 &options.proc_root,
                 processes,
             );
             let cgroup_fs = options.cgroup_fs.clone();
             SourceThread::spawn(pod_cgroups::SOURCE, &cgroup_fs.clone(), move |gaps| {
+                let root = kubelet::cgroup_root_configured(root, kubelet.as_ref(), gaps);
                 pod_cgroups::read(root, &cgroup_fs, gaps)
             })
         });

@@ -18,6 +18,9 @@ pub enum Origin {
     /// What the running containerd holds open: its metadata database under
     /// its root, when its config names another (edited after it started).
     OpenFile,
+    /// kubelet's own config file or drop-in (its `--config`,
+    /// `--config-dir`), for a setting its command line does not give.
+    KubeletConfig,
 }
 
 impl Origin {
@@ -28,6 +31,7 @@ impl Origin {
             Origin::Config => "config",
             Origin::Default => "default",
             Origin::OpenFile => "open file",
+            Origin::KubeletConfig => "kubelet config",
         }
     }
 }

@@ -76,7 +76,8 @@ pub(super) fn own_root_and_state(
         let from_daemon = match located.origin {
             Origin::Process | Origin::OpenFile => true,
             Origin::Config | Origin::Default => !config_by_flag,
-            Origin::Flag => false,
+            // (kubelet's: never a containerd path.)
+            Origin::Flag | Origin::KubeletConfig => false,
         };
         let own = match tie {
             Tie::Tied => own,

@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::model::{Gap, KubeletView, Located, Origin, PodDir, ProcessInfo, Source};
 use crate::read::bounded::{mtime_nanos, read_proc};
-use crate::sources::{daemon_proof, mountinfo};
+use crate::sources::{daemon_proof, kubelet_config, mountinfo};
 
 pub(crate) const SOURCE: Source = Source::Kubelet;
 /// kubelet's `--root-dir` when it is given none.
@@ -38,22 +38,68 @@ pub fn root(
     )
 }
 
-/// kubelet's cgroup root (its `--cgroup-root`, where `kubepods` is made):
-/// `--kubelet-cgroup-root` when given, else the running kubelet's (found
-/// as for [`root`]), else `/`; as a cgroup name, cleaned (see
-/// [`clean_cgroup_root`]).
+/// kubelet's cgroup root (its `cgroupRoot`, where `kubepods` is made):
+/// `--kubelet-cgroup-root` when given, else the running kubelet's
+/// `--cgroup-root` (found as for [`root`]), else `/`; as a cgroup name,
+/// cleaned (see [`clean_cgroup_root`]). With one kubelet believed and no
+/// such flag on its command line, that kubelet is returned too: its config
+/// files may set it, and [`cgroup_root_configured`] reads them (files, so
+/// on the source's own thread).
 pub fn cgroup_root(
     flag: Option<&Path>,
     proc_root: &Path,
     processes: &BTreeMap<i32, ProcessInfo>,
-) -> Located {
-    let mut located = located(
-        flag,
-        running_kubelet_arg(proc_root, processes, "--cgroup-root"),
-        DEFAULT_CGROUP_ROOT,
-    );
+) -> (Located, Option<RunningKubelet>) {
+    let kubelets = believed_kubelets(proc_root, processes);
+    let running = one_value(&kubelets, "--cgroup-root");
+    let configured = match (flag, &running, kubelets.as_slice()) {
+        (None, Some(None), [one]) => Some(RunningKubelet {
+            args: one.1.clone(),
+            cwd: proc_root.join(one.0.to_string()).join("cwd"),
+        }),
+        _ => None,
+    };
+    let mut located = located(flag, running, DEFAULT_CGROUP_ROOT);
     located.path = clean_cgroup_root(&located.path);
-    located
+    (located, configured)
+}
+
+/// A kubelet nodectl believes (see [`not_believed`]): its command line,
+/// and its working directory as nodectl reaches it (`/proc/<pid>/cwd`).
+#[derive(Debug, Clone)]
+pub struct RunningKubelet {
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+}
+
+/// `root` as `kubelet`'s config files set it, if they do (`cgroupRoot` of
+/// its `--config`, then its `--config-dir` drop-ins: see
+/// [`kubelet_config`]); `root` unchanged otherwise.
+pub fn cgroup_root_configured(
+    root: Located,
+    kubelet: Option<&RunningKubelet>,
+    gaps: &mut Vec<Gap>,
+) -> Located {
+    let Some(kubelet) = kubelet else {
+        return root;
+    };
+    match kubelet_config::setting(
+        &kubelet.args,
+        &kubelet.cwd,
+        "cgroupRoot",
+        "--cgroup-root",
+        gaps,
+    ) {
+        Some(kubelet_config::Setting {
+            value: serde_json::Value::String(name),
+            from: Some(_),
+        }) => Located {
+            // kubelet takes an empty cgroupRoot for `/`.
+            path: clean_cgroup_root(Path::new(&name)),
+            origin: Origin::KubeletConfig,
+        },
+        _ => root,
+    }
 }
 
 /// A cgroup root as an absolute cgroup name with no `.` or `..` in it: a
@@ -99,21 +145,15 @@ fn running_kubelet_arg(
     processes: &BTreeMap<i32, ProcessInfo>,
     name: &str,
 ) -> Option<Option<String>> {
-    // The name only picks candidates: the kernel's facts decide (see
-    // [`not_believed`]).
-    let ours = fs::metadata(proc_root.join("self/ns/mnt")).ok()?.ino();
-    let host = daemon_proof::host(proc_root);
-    let mut values: Vec<Option<String>> = processes
-        .values()
-        .filter(|p| p.comm == "kubelet" && p.is_running())
-        .filter(|p| {
-            let facts = daemon_proof::facts(proc_root, p.pid);
-            not_believed(&facts, host.as_ref(), ours).is_none()
-        })
-        .filter_map(|p| {
-            read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()
-        })
-        .map(|cmdline| arg_of(&cmdline, name))
+    one_value(&believed_kubelets(proc_root, processes), name)
+}
+
+/// The value of flag `name` the `kubelets` agree on (`None` inside: none
+/// gives it); `None` when there is no kubelet or they disagree.
+fn one_value(kubelets: &[(i32, Vec<String>)], name: &str) -> Option<Option<String>> {
+    let mut values: Vec<Option<String>> = kubelets
+        .iter()
+        .map(|(_, args)| arg_in(args, name))
         .collect();
     values.sort();
     values.dedup();
@@ -122,6 +162,35 @@ fn running_kubelet_arg(
         // None, or kubelets that disagree: the default, said so by origin.
         _ => None,
     }
+}
+
+/// The running kubelets nodectl believes, each with its command line.
+fn believed_kubelets(
+    proc_root: &Path,
+    processes: &BTreeMap<i32, ProcessInfo>,
+) -> Vec<(i32, Vec<String>)> {
+    // The name only picks candidates: the kernel's facts decide (see
+    // [`not_believed`]).
+    let Some(ours) = fs::metadata(proc_root.join("self/ns/mnt"))
+        .ok()
+        .map(|m| m.ino())
+    else {
+        return Vec::new();
+    };
+    let host = daemon_proof::host(proc_root);
+    processes
+        .values()
+        .filter(|p| p.comm == "kubelet" && p.is_running())
+        .filter(|p| {
+            let facts = daemon_proof::facts(proc_root, p.pid);
+            not_believed(&facts, host.as_ref(), ours).is_none()
+        })
+        .filter_map(|p| {
+            let cmdline =
+                read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()?;
+            Some((p.pid, split_cmdline(&cmdline)))
+        })
+        .collect()
 }
 
 /// Why a process named kubelet is not believed on its flags, if it is not.
@@ -151,13 +220,24 @@ fn not_believed(
     }
 }
 
-/// The value of `name` (`--name=value` or `--name value`) in a
-/// NUL-separated command line; the last one given wins, as in kubelet.
-fn arg_of(cmdline: &[u8], name: &str) -> Option<String> {
-    let args: Vec<String> = cmdline
+/// A NUL-separated command line's arguments.
+fn split_cmdline(cmdline: &[u8]) -> Vec<String> {
+    cmdline
         .split(|&b| b == 0)
         .map(|arg| String::from_utf8_lossy(arg).into_owned())
-        .collect();
+        .collect()
+}
+
+/// The value of `name` (`--name=value` or `--name value`) in a
+/// NUL-separated command line; the last one given wins, as in kubelet.
+#[cfg(test)]
+fn arg_of(cmdline: &[u8], name: &str) -> Option<String> {
+    arg_in(&split_cmdline(cmdline), name)
+}
+
+/// The value of `name` (`--name=value` or `--name value`) in `args`; the
+/// last one given wins, as in kubelet.
+pub(crate) fn arg_in(args: &[String], name: &str) -> Option<String> {
     let with_value = format!("{name}=");
     let mut found = None;
     for (i, arg) in args.iter().enumerate() {
@@ -352,7 +432,8 @@ mod tests {
     /// from it: a script of that name (its `comm` is kubelet, its
     /// executable root's `/bin/sh`) with `--root-dir=/data/k`, or with
     /// `binary` a copy of `sleep` named kubelet that anyone may write.
-    fn live_kubelet(uid: u32, binary: bool) -> Located {
+    /// (Its root, its cgroup root.)
+    fn live_kubelet(uid: u32, binary: bool) -> (Located, Located) {
         use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
@@ -370,8 +451,12 @@ mod tests {
             false => {
                 fs::write(&kubelet, "#!/bin/sh\nsleep 60\n").unwrap();
                 fs::set_permissions(&kubelet, fs::Permissions::from_mode(0o755)).unwrap();
+                // Its config file named relative to its working directory,
+                // as kubelet takes it.
+                fs::write(dir.path().join("config.yaml"), "cgroupRoot: /from-config\n").unwrap();
                 let mut command = std::process::Command::new(&kubelet);
-                command.arg("--root-dir=/data/k");
+                command.args(["--root-dir=/data/k", "--config=config.yaml"]);
+                command.current_dir(dir.path());
                 command
             }
         };
@@ -386,10 +471,14 @@ mod tests {
         }
         let mut process = crate::model::fixtures::process(pid, 'S', 0);
         process.comm = "kubelet".to_string();
-        let found = root(None, Path::new("/proc"), &BTreeMap::from([(pid, process)]));
+        let processes = BTreeMap::from([(pid, process)]);
+        let found = root(None, Path::new("/proc"), &processes);
+        let (cgroup_root, configured) = cgroup_root(None, Path::new("/proc"), &processes);
+        let mut gaps = Vec::new();
+        let cgroup_root = cgroup_root_configured(cgroup_root, configured.as_ref(), &mut gaps);
         let _ = child.kill();
         let _ = child.wait();
-        found
+        (found, cgroup_root)
     }
 
     #[test]
@@ -404,16 +493,22 @@ mod tests {
             );
             return;
         }
-        let found = live_kubelet(0, false);
+        let (found, cgroup_root) = live_kubelet(0, false);
         assert_eq!(
             (found.path.as_path(), found.origin),
             (Path::new("/data/k"), Origin::Process)
         );
-        // Run by another user: not believed.
-        let found = live_kubelet(65534, false);
+        // Its config file, found from its own working directory.
+        assert_eq!(
+            (cgroup_root.path.as_path(), cgroup_root.origin),
+            (Path::new("/from-config"), Origin::KubeletConfig)
+        );
+        // Run by another user: not believed, nor its config.
+        let (found, cgroup_root) = live_kubelet(65534, false);
         assert_eq!(found.origin, Origin::Default, "{found:?}");
+        assert_eq!(cgroup_root.origin, Origin::Default, "{cgroup_root:?}");
         // A binary anyone may write, run by root: not believed either.
-        let found = live_kubelet(0, true);
+        let (found, _) = live_kubelet(0, true);
         assert_eq!(found.origin, Origin::Default, "{found:?}");
     }
 
@@ -440,8 +535,40 @@ mod tests {
         assert!(joined.starts_with(hierarchy), "{}", joined.display());
         // The flag is cleaned too.
         let (proc_root, processes) = proc_with(&[]);
-        let found = cgroup_root(Some(Path::new("/x/../../y")), proc_root.path(), &processes);
+        let (found, _) = cgroup_root(Some(Path::new("/x/../../y")), proc_root.path(), &processes);
         assert_eq!(found.path, Path::new("/y"));
+    }
+
+    #[test]
+    fn a_cgroup_root_from_kubelets_config_file_says_so_and_is_cleaned() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join("config.yaml"),
+            "cgroupRoot: /custom/../../k\n",
+        )
+        .unwrap();
+        let default = Located {
+            path: PathBuf::from(DEFAULT_CGROUP_ROOT),
+            origin: Origin::Process,
+        };
+        let kubelet = |args: &[&str]| RunningKubelet {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            cwd: dir.path().to_path_buf(),
+        };
+        let mut gaps = Vec::new();
+        let configured = kubelet(&["kubelet", "--config=config.yaml"]);
+        let found = cgroup_root_configured(default.clone(), Some(&configured), &mut gaps);
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (Path::new("/k"), Origin::KubeletConfig)
+        );
+        // No config file: kubelet's default, from the process.
+        let bare = kubelet(&["kubelet"]);
+        assert_eq!(
+            cgroup_root_configured(default.clone(), Some(&bare), &mut gaps),
+            default
+        );
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod daemon_proof;
 pub mod daemon_version;
 pub mod events;
 pub mod kubelet;
+pub mod kubelet_config;
 pub mod mountinfo;
 pub mod netns;
 pub mod node;

@@ -1,0 +1,245 @@
+//! kubelet's own configuration, read as kubelet reads it, for the cgroup
+//! settings its pod cgroups are named by. kubelet (cmd/kubelet/app/server.go,
+//! `NewKubeletCommand`, 1.26 to 1.35) loads the file of `--config` (YAML or
+//! JSON, a relative path taken from its working directory: `loadConfigFile`),
+//! then merges every `*.conf` below `--config-dir` over it, walked in
+//! lexical order, subdirectories included (`mergeKubeletConfigurations`: a
+//! JSON merge patch each), then parses its command line again over both
+//! (`kubeletConfigFlagPrecedence`): a flag always wins. `cgroupRoot`,
+//! `cgroupDriver` and `cgroupsPerQOS` are fields of that configuration;
+//! their flags are deprecated, so a node's kubelet usually sets them in the
+//! file.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::model::Gap;
+use crate::read::bounded::{read_regular, Links};
+use crate::sources::kubelet::SOURCE;
+
+/// A kubelet configuration is a few KB.
+const FILE_LIMIT: u64 = 1024 * 1024;
+/// Drop-ins read at most, and how deep below `--config-dir`.
+const DROP_IN_LIMIT: usize = 64;
+const DEPTH_LIMIT: usize = 8;
+
+/// A setting and the file that set it (`None`: kubelet's command line).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    pub value: Value,
+    pub from: Option<PathBuf>,
+}
+
+/// The value kubelet runs with for the configuration `field` (its JSON
+/// name) whose flag is `flag`: the flag on its command line `args` if given,
+/// else the last of its config file and drop-ins that sets it; `None` when
+/// nothing sets it (kubelet's default then). `cwd` is kubelet's working
+/// directory as nodectl reaches it. What cannot be read is a gap, and the
+/// rest is still read: a drop-in kubelet could not read would have stopped
+/// kubelet, so it is the file that changed since, not the setting.
+pub fn setting(
+    args: &[String],
+    cwd: &Path,
+    field: &str,
+    flag: &str,
+    gaps: &mut Vec<Gap>,
+) -> Option<Setting> {
+    if let Some(value) = super::kubelet::arg_in(args, flag) {
+        return Some(Setting {
+            value: flag_value(&value),
+            from: None,
+        });
+    }
+    let mut found = None;
+    for (path, config) in files(args, cwd, gaps) {
+        match config.get(field) {
+            // A merge patch's null takes the field away: the default.
+            Some(Value::Null) => found = None,
+            Some(value) => {
+                found = Some(Setting {
+                    value: value.clone(),
+                    from: Some(path),
+                })
+            }
+            None => {}
+        }
+    }
+    found
+}
+
+/// A flag's text as the config field's JSON value: `true`/`false` for the
+/// boolean ones, a string otherwise.
+fn flag_value(text: &str) -> Value {
+    match text {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::String(text.to_string()),
+    }
+}
+
+/// kubelet's config file, then its drop-ins in the order it merges them,
+/// each parsed to its top-level fields.
+fn files(args: &[String], cwd: &Path, gaps: &mut Vec<Gap>) -> Vec<(PathBuf, Map<String, Value>)> {
+    let mut paths = Vec::new();
+    if let Some(file) = super::kubelet::arg_in(args, "--config") {
+        paths.push(cwd.join(file));
+    }
+    if let Some(dir) = super::kubelet::arg_in(args, "--config-dir") {
+        drop_ins(&cwd.join(dir), 0, &mut paths, gaps);
+    }
+    paths
+        .into_iter()
+        .filter_map(|path| match parse(&path) {
+            Ok(config) => Some((path, config)),
+            Err(why) => {
+                gaps.push(Gap::item(SOURCE, &path, why));
+                None
+            }
+        })
+        .collect()
+}
+
+/// The `*.conf` files below `dir`, as Go's `filepath.WalkDir` visits them:
+/// each directory's names sorted, a subdirectory walked where it sorts.
+fn drop_ins(dir: &Path, depth: usize, found: &mut Vec<PathBuf>, gaps: &mut Vec<Gap>) {
+    let mut entries: Vec<(PathBuf, bool)> = match fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .take(DROP_IN_LIMIT * 4)
+            .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
+            .collect(),
+        Err(err) => {
+            gaps.push(Gap::item(
+                SOURCE,
+                dir,
+                format!("kubelet's --config-dir: {err}"),
+            ));
+            return;
+        }
+    };
+    entries.sort();
+    for (path, is_dir) in entries {
+        if found.len() >= DROP_IN_LIMIT {
+            gaps.push(Gap::item(
+                SOURCE,
+                dir,
+                format!("more than {DROP_IN_LIMIT} kubelet drop-ins: the rest were not read"),
+            ));
+            return;
+        }
+        match is_dir {
+            true if depth < DEPTH_LIMIT => drop_ins(&path, depth + 1, found, gaps),
+            true => gaps.push(Gap::item(
+                SOURCE,
+                &path,
+                format!("kubelet drop-ins nested over {DEPTH_LIMIT} deep: not read"),
+            )),
+            false if path.extension().is_some_and(|e| e == "conf") => found.push(path),
+            false => {}
+        }
+    }
+}
+
+/// One config file's top-level fields (YAML, JSON being YAML too).
+fn parse(path: &Path) -> Result<Map<String, Value>, String> {
+    let read = read_regular(path, FILE_LIMIT, Links::Follow).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(read.bytes).map_err(|_| "not UTF-8".to_string())?;
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match yaml_serde::from_str::<Value>(&text) {
+        Ok(Value::Object(fields)) => Ok(fields),
+        Ok(_) => Err("not a KubeletConfiguration (not a mapping)".to_string()),
+        Err(err) => Err(format!("not YAML or JSON: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn write(path: &Path, text: &str) {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_flag_wins_then_the_last_drop_in_then_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            &d.join("config.yaml"),
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupRoot: /from-file\ncgroupDriver: systemd\ncgroupsPerQOS: false\n",
+        );
+        write(&d.join("conf.d/10-a.conf"), "cgroupRoot: /ten\n");
+        // Walked where it sorts, before 20-b.conf: its value is overridden.
+        write(
+            &d.join("conf.d/15-dir/x.conf"),
+            "{\"cgroupRoot\": \"/fifteen\"}\n",
+        );
+        write(&d.join("conf.d/20-b.conf"), "cgroupRoot: /twenty\n");
+        // Not a drop-in: only `.conf` files are.
+        write(&d.join("conf.d/30-c.yaml"), "cgroupRoot: /thirty\n");
+        let mut gaps = Vec::new();
+        let kubelet = args(&["kubelet", "--config=config.yaml", "--config-dir", "conf.d"]);
+        let root = setting(&kubelet, d, "cgroupRoot", "--cgroup-root", &mut gaps).unwrap();
+        assert_eq!(root.value, "/twenty");
+        assert_eq!(
+            root.from.as_deref(),
+            Some(d.join("conf.d/20-b.conf").as_path())
+        );
+        let driver = setting(&kubelet, d, "cgroupDriver", "--cgroup-driver", &mut gaps).unwrap();
+        assert_eq!(
+            (driver.value, driver.from),
+            ("systemd".into(), Some(d.join("config.yaml")))
+        );
+        let qos = setting(&kubelet, d, "cgroupsPerQOS", "--cgroups-per-qos", &mut gaps).unwrap();
+        assert_eq!(qos.value, Value::Bool(false));
+        assert!(gaps.is_empty(), "{gaps:?}");
+
+        let flagged = args(&["kubelet", "--config", "config.yaml", "--cgroup-root=/flag"]);
+        let root = setting(&flagged, d, "cgroupRoot", "--cgroup-root", &mut gaps).unwrap();
+        assert_eq!((root.value, root.from), ("/flag".into(), None));
+    }
+
+    #[test]
+    fn nothing_set_is_kubelets_default_and_a_bad_file_is_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(&d.join("config.yaml"), "kind: KubeletConfiguration\n");
+        write(&d.join("conf.d/10.conf"), "cgroupRoot: [unclosed\n");
+        write(&d.join("conf.d/20.conf"), "cgroupRoot: null\n");
+        let mut gaps = Vec::new();
+        let kubelet = args(&["kubelet", "--config=config.yaml", "--config-dir=conf.d"]);
+        assert_eq!(
+            setting(&kubelet, d, "cgroupRoot", "--cgroup-root", &mut gaps),
+            None
+        );
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].path.ends_with("conf.d/10.conf"), "{gaps:?}");
+
+        let mut gaps = Vec::new();
+        let missing = args(&["kubelet", "--config=/nonexistent/config.yaml"]);
+        assert_eq!(
+            setting(&missing, d, "cgroupRoot", "--cgroup-root", &mut gaps),
+            None
+        );
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(
+            setting(
+                &args(&["kubelet"]),
+                d,
+                "cgroupRoot",
+                "--cgroup-root",
+                &mut gaps
+            ),
+            None
+        );
+    }
+}
