@@ -105,7 +105,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     // procfs starts once the status files are read, so the order above
     // holds; if they have not been read by `timeout`, it starts anyway and
     // the status files are given up (a late answer would break the order).
-    let cri_containers = status_files
+    let (cri_containers, cri_store_listed) = status_files
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
@@ -146,6 +146,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         paths,
         namespace: options.namespace.clone(),
         cri_containers,
+        cri_store_listed,
         bundles: files.bundles,
         processes: proc_scan.processes,
         unread_pids: proc_scan.unread_pids,
@@ -165,6 +166,9 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         gaps,
     }
 }
+
+/// CRI's status files, and the identity of their directory as listed.
+type StatusFiles = (Vec<CriContainer>, Option<(u64, u64)>);
 
 /// The file sources of one look other than CRI's status files (read
 /// first, see [`gather`]), each reading on a thread of its own.
@@ -191,10 +195,7 @@ struct FilesRead {
 
 impl FileSources {
     /// Starts every file source: the status files' thread, and the others.
-    fn start(
-        paths: &Paths,
-        options: &GatherOptions,
-    ) -> (SourceThread<Vec<CriContainer>>, FileSources) {
+    fn start(paths: &Paths, options: &GatherOptions) -> (SourceThread<StatusFiles>, FileSources) {
         let dir = paths.cri_containers_dir();
         let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
             cri_store::read(&dir, gaps)
@@ -440,8 +441,10 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
         .filter(|c| ids.contains(&c.id))
         .cloned()
         .collect();
+    // Held to the directory the first look listed (see `ListedDir`).
+    let listed = first.cri_store_listed;
     let cri_containers = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-        cri_store::reread(&dir, &ids, earlier, gaps)
+        cri_store::reread(&dir, listed, &ids, earlier, gaps)
     })
     .wait(started + options.timeout, started, &mut gaps)
     .unwrap_or_default();

@@ -18,6 +18,7 @@ use crate::model::cni::{CNI_LOOPBACK, DEFAULT_CNI_CONF_DIR, DEFAULT_HOST_LOCAL_D
 use crate::model::{CachedAttachment, CniNetwork, CniView, Gap, IpReservation, Source};
 use crate::read::bounded::{read_regular, Links};
 use crate::read::deadline::reading;
+use crate::read::listed::{ListedDir, MOVED_AWAY};
 
 pub(crate) const SOURCE: Source = Source::Cni;
 /// A network config: a few KiB.
@@ -328,8 +329,12 @@ fn range_size(range: &Value) -> Option<u128> {
 /// reserved yet (host-local makes it with its first address).
 fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
     reading(&network.store);
-    let entries = match fs::read_dir(&network.store) {
-        Ok(entries) => entries,
+    // Its identity before it is listed: a reservation gone when read was
+    // released only while the store is still this directory.
+    let listed = ListedDir::at(&network.store)
+        .and_then(|listed| Ok((listed, fs::read_dir(&network.store)?)));
+    let (listed, entries) = match listed {
+        Ok(listed) => listed,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return network,
         Err(err) => {
             gaps.push(Gap::item(SOURCE, &network.store, err));
@@ -345,11 +350,28 @@ fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
         })
         .collect();
     addresses.sort();
+    read_reservations(&mut network, &listed, addresses, gaps);
+    network
+}
+
+/// The reservations of `addresses`, listed in `listed` (`network`'s
+/// store). One gone when read was released meanwhile, unless the store
+/// went with it: then the store is a gap for the whole source.
+fn read_reservations(
+    network: &mut CniNetwork,
+    listed: &ListedDir,
+    addresses: Vec<(IpAddr, PathBuf)>,
+    gaps: &mut Vec<Gap>,
+) {
     for (ip, file) in addresses {
         reading(&file);
         // host-local writes these itself, never as symlinks.
         let read = match read_regular(&file, RESERVATION_LIMIT, Links::Refuse) {
             Ok(read) => read,
+            Err(err) if err.kind() == io::ErrorKind::NotFound && !listed.still_there() => {
+                gaps.push(Gap::source(SOURCE, &network.store, MOVED_AWAY));
+                break;
+            }
             Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
             Err(err) => {
                 gaps.push(Gap::item(SOURCE, &file, err));
@@ -369,7 +391,6 @@ fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
             pod_name: None,
         });
     }
-    network
 }
 
 /// The most cache entries read: one per pod and network, so a node's
@@ -760,5 +781,47 @@ mod tests {
         let network = read_store(network, &mut gaps);
         assert!(network.reservations.is_empty());
         assert_eq!(gaps.len(), 2, "{gaps:?}");
+    }
+
+    #[test]
+    fn a_store_renamed_away_between_listing_and_reading_is_a_gap_not_no_reservations() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("pod-net");
+        fs::create_dir(&store).unwrap();
+        let addresses: Vec<(IpAddr, PathBuf)> = ["10.22.0.2", "10.22.0.3"]
+            .iter()
+            .map(|ip| {
+                fs::write(store.join(ip), "c0ffee\r\neth0").unwrap();
+                (ip.parse().unwrap(), store.join(ip))
+            })
+            .collect();
+        let listed = ListedDir::at(&store).unwrap();
+        let network = || CniNetwork {
+            store: store.clone(),
+            name: "pod-net".to_string(),
+            conf_file: tmp.path().join("10-pod-net.conflist"),
+            capacity: None,
+            reservations: Vec::new(),
+            loaded_by_cri: true,
+        };
+        // Listed, then moved away (an unmounted /var/lib/cni) before a
+        // reservation is read.
+        fs::rename(&store, tmp.path().join("moved")).unwrap();
+        let (mut moved, mut gaps) = (network(), Vec::new());
+        read_reservations(&mut moved, &listed, addresses.clone(), &mut gaps);
+        assert!(moved.reservations.is_empty());
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(
+            gaps[0].source_unavailable && gaps[0].path == store,
+            "{gaps:?}"
+        );
+        // In place again: an address released meanwhile is no gap.
+        fs::rename(tmp.path().join("moved"), &store).unwrap();
+        fs::remove_file(store.join("10.22.0.3")).unwrap();
+        let (mut kept, mut gaps) = (network(), Vec::new());
+        read_reservations(&mut kept, &listed, addresses, &mut gaps);
+        let ips: Vec<&str> = kept.reservations.iter().map(|r| r.ip.as_str()).collect();
+        assert_eq!(ips, ["10.22.0.2"]);
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 }
