@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{
-    Bundle, CniView, ContainerdVersion, ContainerdView, CriContainer, CriView, Gap, Mount,
-    NodeContext, Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
+    Bundle, CniView, ContainerdVersion, ContainerdView, CriView, Gap, Mount, NodeContext, Paths,
+    Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
 use crate::sources::proc_scan::ProcScan;
 use pods::PodSources;
@@ -167,9 +167,6 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     }
 }
 
-/// CRI's status files, and the identity of their directory as listed.
-type StatusFiles = (Vec<CriContainer>, Option<(u64, u64)>);
-
 /// The file sources of one look other than CRI's status files (read
 /// first, see [`gather`]), each reading on a thread of its own.
 struct FileSources {
@@ -195,7 +192,10 @@ struct FilesRead {
 
 impl FileSources {
     /// Starts every file source: the status files' thread, and the others.
-    fn start(paths: &Paths, options: &GatherOptions) -> (SourceThread<StatusFiles>, FileSources) {
+    fn start(
+        paths: &Paths,
+        options: &GatherOptions,
+    ) -> (SourceThread<cri_store::Listing>, FileSources) {
         let dir = paths.cri_containers_dir();
         let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
             cri_store::read(&dir, gaps)
@@ -229,11 +229,11 @@ impl FileSources {
                 node::read(&root, gaps)
             })
         });
-        let conf_dir = cni::conf_dir(paths.cni_conf_dir.as_deref());
-        let max_conf_num = paths.cni_max_conf_num.unwrap_or(cni::DEFAULT_MAX_CONF_NUM);
+        let (cni_paths, proc_root) = (paths.clone(), options.proc_root.clone());
         let cni = options.cni.then(|| {
-            SourceThread::spawn(cni::SOURCE, &conf_dir.clone(), move |gaps| {
-                cni::read(&conf_dir, max_conf_num, Path::new(cni::RESULT_CACHE), gaps)
+            let conf_dir = cni::conf_dir(paths.cni_conf_dir.as_deref());
+            SourceThread::spawn(cni::SOURCE, &conf_dir, move |gaps| {
+                cni::read_configured(&cni_paths, &proc_root, gaps)
             })
         });
         let others = FileSources {

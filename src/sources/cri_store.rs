@@ -20,14 +20,14 @@ pub(crate) const SOURCE: Source = Source::CriStore;
 /// Real status files are a few hundred bytes.
 pub(crate) const STATUS_SIZE_LIMIT: u64 = 1 << 20;
 
+/// The status files read, and the identity of their directory as listed.
+pub type Listing = (Vec<CriContainer>, Option<DirIdentity>);
+
 /// Reads every container's status file. A container whose file is missing,
 /// unreadable or corrupt becomes a gap naming that file. With them, the
 /// identity of the directory listed, for a later look to hold its files
 /// to ([`reread`]).
-pub fn read(
-    containers_dir: &Path,
-    gaps: &mut Vec<Gap>,
-) -> (Vec<CriContainer>, Option<DirIdentity>) {
+pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Listing {
     reading(containers_dir);
     // Its identity before it is listed: a directory put in its place
     // after this is not the one listed (see `ListedDir`).
