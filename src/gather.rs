@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{
-    Bundle, CniView, ContainerdVersion, ContainerdView, CriContainer, CriView, Gap, Mount,
-    NodeContext, Paths, Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
+    Bundle, CniView, ContainerdVersion, ContainerdView, CriView, Gap, Mount, NodeContext, Paths,
+    Snapshot, SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
 use crate::sources::proc_scan::ProcScan;
 use pods::PodSources;
@@ -105,7 +105,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     // procfs starts once the status files are read, so the order above
     // holds; if they have not been read by `timeout`, it starts anyway and
     // the status files are given up (a late answer would break the order).
-    let cri_containers = status_files
+    let (cri_containers, cri_store_listed) = status_files
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
@@ -146,6 +146,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         paths,
         namespace: options.namespace.clone(),
         cri_containers,
+        cri_store_listed,
         bundles: files.bundles,
         processes: proc_scan.processes,
         unread_pids: proc_scan.unread_pids,
@@ -194,7 +195,7 @@ impl FileSources {
     fn start(
         paths: &Paths,
         options: &GatherOptions,
-    ) -> (SourceThread<Vec<CriContainer>>, FileSources) {
+    ) -> (SourceThread<cri_store::Listing>, FileSources) {
         let dir = paths.cri_containers_dir();
         let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
             cri_store::read(&dir, gaps)
@@ -228,11 +229,11 @@ impl FileSources {
                 node::read(&root, gaps)
             })
         });
-        let conf_dir = cni::conf_dir(paths.cni_conf_dir.as_deref());
-        let max_conf_num = paths.cni_max_conf_num.unwrap_or(cni::DEFAULT_MAX_CONF_NUM);
+        let (cni_paths, proc_root) = (paths.clone(), options.proc_root.clone());
         let cni = options.cni.then(|| {
-            SourceThread::spawn(cni::SOURCE, &conf_dir.clone(), move |gaps| {
-                cni::read(&conf_dir, max_conf_num, Path::new(cni::RESULT_CACHE), gaps)
+            let conf_dir = cni::conf_dir(paths.cni_conf_dir.as_deref());
+            SourceThread::spawn(cni::SOURCE, &conf_dir, move |gaps| {
+                cni::read_configured(&cni_paths, &proc_root, gaps)
             })
         });
         let others = FileSources {
@@ -440,8 +441,10 @@ pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) 
         .filter(|c| ids.contains(&c.id))
         .cloned()
         .collect();
+    // Held to the directory the first look listed (see `ListedDir`).
+    let listed = first.cri_store_listed;
     let cri_containers = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-        cri_store::reread(&dir, &ids, earlier, gaps)
+        cri_store::reread(&dir, listed, &ids, earlier, gaps)
     })
     .wait(started + options.timeout, started, &mut gaps)
     .unwrap_or_default();

@@ -214,8 +214,12 @@ fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
     for volume in volumes {
         let name = volume["name"].as_str().unwrap();
         let host = &volume["hostPath"];
-        assert_eq!(
-            host["type"], "Directory",
+        // The two a first networked pod makes (MkdirAll, 0755) may be made
+        // first; every other one must exist, never created on the host.
+        let made_on_first_use = ["cni-data", "netns"].contains(&name);
+        assert!(
+            host["type"] == "Directory"
+                || (made_on_first_use && host["type"] == "DirectoryOrCreate"),
             "{overlay}: hostPath {name} must exist, never be created on the host"
         );
         let mount = mounts
@@ -236,6 +240,7 @@ fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
         }
     }
     assert_eq!(containerd_dirs.len(), 2, "{overlay}: root and state");
+    host_paths_are_mounted(overlay, volumes, mounts);
     let security = &container["securityContext"];
     assert_eq!(
         security["appArmorProfile"]["type"], "Unconfined",
@@ -277,6 +282,69 @@ fn daemonset_holds_together(overlay: &str, daemonset: &Value) {
         "{overlay}: nodectl {args:?}: {}",
         text(&parsed)
     );
+}
+
+/// The host directories nodectl reads beside containerd's own, where each
+/// distribution keeps them: CRI's CNI conf_dir, host-local's store and
+/// libcni's cache, CRI's netns directory, kubelet's root and pod logs, the
+/// cgroup hierarchy.
+fn read_host_paths(overlay: &str) -> [&'static str; 6] {
+    let distribution = overlay.trim_end_matches("+serve");
+    let (conf_dir, kubelet) = match distribution {
+        "default" | "serve" => ("/etc/cni/net.d", "/var/lib/kubelet"),
+        "k3s" => (
+            "/var/lib/rancher/k3s/agent/etc/cni/net.d",
+            "/var/lib/kubelet",
+        ),
+        "rke2" => (
+            "/var/lib/rancher/rke2/agent/etc/cni/net.d",
+            "/var/lib/kubelet",
+        ),
+        "microk8s" => (
+            "/var/snap/microk8s/current/args/cni-network",
+            "/var/snap/microk8s/common/var/lib/kubelet",
+        ),
+        _ => panic!("{overlay}: which distribution?"),
+    };
+    [
+        conf_dir,
+        "/var/lib/cni/networks",
+        "/var/run/netns",
+        kubelet,
+        "/var/log/pods",
+        "/sys/fs/cgroup",
+    ]
+}
+
+/// Each host path nodectl reads is inside a volume mounted at its own host
+/// path, read-only (the DaemonSet never cleans up); the netns directory and
+/// kubelet's root see the host's later mounts (HostToContainer), as
+/// containerd's directories do. One not mounted would be a gap on every
+/// node that runs it.
+fn host_paths_are_mounted(overlay: &str, volumes: &[Value], mounts: &[Value]) {
+    for path in read_host_paths(overlay) {
+        let mount = volumes
+            .iter()
+            .filter_map(|volume| {
+                let host = volume["hostPath"]["path"].as_str()?;
+                let mount = mounts.iter().find(|m| m["name"] == volume["name"])?;
+                (Path::new(path).starts_with(host) && mount["mountPath"] == host)
+                    .then_some((host.len(), mount))
+            })
+            // The innermost mount is the one the path is in.
+            .max_by_key(|(depth, _)| *depth)
+            .map(|(_, mount)| mount)
+            .unwrap_or_else(|| {
+                panic!("{overlay}: {path} is in no volume mounted at its host path")
+            });
+        assert_eq!(mount["readOnly"], true, "{overlay}: {path}");
+        if path.ends_with("netns") || path.ends_with("kubelet") {
+            assert_eq!(
+                mount["mountPropagation"], "HostToContainer",
+                "{overlay}: {path} sees the host's later mounts"
+            );
+        }
+    }
 }
 
 /// `check --textfile` in a shell loop: the file goes into the mounted

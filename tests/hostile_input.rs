@@ -299,7 +299,7 @@ fn every_entry_of_the_cri_store_is_a_container_or_a_gap_naming_its_file() {
                 written.insert(container.join("status"), content);
             }
             let mut gaps = Vec::new();
-            let containers = cri_store::read(dir.path(), &mut gaps);
+            let containers = cri_store::read(dir.path(), &mut gaps).0;
             for (status_path, content) in &written {
                 let read = containers.iter().find(|c| &c.status_path == status_path);
                 let gap = gaps.iter().find(|g| names_file(g, status_path));

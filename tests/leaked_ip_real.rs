@@ -11,7 +11,10 @@
 //! address that containerd never knew: never reported, never released. `leaked-ips --release` plans, refuses an address
 //! host-local gave to a new pod between its scan and its release, releases
 //! the other under host-local's lock, and the node whose range was used up
-//! starts a pod again.
+//! starts a pod again. And the DaemonSet's view: nodectl in a mount
+//! namespace of its own finds what the host view finds while the host's
+//! directories are there, and calls leaked-ip unchecked (a CNI gap,
+//! `nodectl_check_ok 0`) when CNI's are hidden.
 
 mod support;
 
@@ -212,5 +215,142 @@ async fn an_address_whose_teardown_failed_is_found_and_the_live_pod_s_is_not() {
     assert!(
         leaked_ips(&doc).is_empty(),
         "nothing leaked any more: {doc:#}"
+    );
+}
+
+/// Set in the copy of this test binary that runs in a pid namespace of its
+/// own (see below).
+const IN_OWN_PID_NAMESPACE: &str = "NODECTL_TEST_IN_OWN_PID_NAMESPACE";
+
+/// The findings of a JSON report, as (kind, id).
+fn kinds_and_ids(doc: &Value) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = doc["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (text(&f["kind"]), text(&f["id"]))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// nodectl as a DaemonSet runs it: in a mount namespace of its own
+/// (`unshare -m`), where `hidden` are covered by empty tmpfs, as
+/// directories its overlay does not mount; the others are the host's, as
+/// the overlays' mounts at the same paths make them.
+fn in_daemonset_view(
+    bed: &TestBed,
+    hidden: &[&std::path::Path],
+    args: &[&str],
+) -> std::process::Output {
+    let mut command = std::process::Command::new("unshare");
+    command.args(["-m", "--propagation", "private", "sh", "-c"]);
+    command.arg(
+        r#"n=$1; shift; while [ "$n" -gt 0 ]; do mount -t tmpfs tmpfs "$1" || exit 2; shift; n=$((n-1)); done; exec "$@""#,
+    );
+    command.arg("sh").arg(hidden.len().to_string()).args(hidden);
+    let nodectl = support::nodectl_command(
+        args,
+        [bed.root(), bed.state(), bed.address(), bed.config_path()],
+    );
+    command.arg(nodectl.get_program()).args(nodectl.get_args());
+    support::run_bounded(&mut command, std::time::Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("nodectl in a mount namespace of its own: {e}"))
+}
+
+/// The DaemonSet's view on a real CNI bed. This machine's PID 1 cannot be
+/// read, so the test runs again as a child of its own pid namespace's init
+/// (`unshare --pid --fork --mount-proc`): that init is the "host" whose
+/// mount namespace nodectl's is told from, the bed's containerd runs in
+/// it. nodectl in a mount namespace of its own with the host's directories
+/// finds exactly what the host view finds; with CNI's config and store
+/// hidden, leaked-ip is a gap with `nodectl_check_ok 0`, never a 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemonset_view_finds_what_the_host_does_and_hidden_cni_is_a_gap() {
+    const NAME: &str = "the_daemonset_view_finds_what_the_host_does_and_hidden_cni_is_a_gap";
+    if std::env::var_os(IN_OWN_PID_NAMESPACE).is_none() {
+        // PID 1 there is a shell that waits for the test (and reaps the
+        // shims reparented to it).
+        let output = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .args(["sh", "-c", r#""$@"; exit $?"#, "sh"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+            .env(IN_OWN_PID_NAMESPACE, "1")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+        eprintln!("{stderr}");
+        assert!(
+            output.status.success() && stdout.contains("1 passed"),
+            "in its own pid namespace: {}\n{stdout}",
+            output.status
+        );
+        return;
+    }
+    let Some(bed) = TestBed::start_networked(&format!("{TEST}_daemonset")).await else {
+        return;
+    };
+    bed.run_sandbox("healthy").await;
+    let leak = bed.leak_pod_ip("leaked").await;
+    let args = ["check", "--settle", "0s", "--ip-grace", "0s", "-o", "json"];
+    let host = support::report(&bed.nodectl(&args));
+    assert!(
+        kinds_and_ids(&host).contains(&("leaked-ip".to_string(), leak.sandbox_id.clone())),
+        "the host view finds the leak: {host:#}"
+    );
+
+    // With every directory the host's: the same findings, no CNI gap.
+    let daemonset = support::report(&in_daemonset_view(&bed, &[], &args));
+    assert_eq!(
+        kinds_and_ids(&daemonset),
+        kinds_and_ids(&host),
+        "{daemonset:#}"
+    );
+    let cni_gaps = |doc: &Value| -> Vec<Value> {
+        doc["gaps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|g| g["source"] == "cni")
+            .cloned()
+            .collect()
+    };
+    assert!(cni_gaps(&daemonset).is_empty(), "{daemonset:#}");
+
+    // CNI's config directory and host-local's store hidden: a gap, and
+    // leaked-ip unchecked, never all clear.
+    let cni = bed.cni();
+    let hidden = [cni.conf_dir.as_path(), cni.data_dir.as_path()];
+    let blind = support::report(&in_daemonset_view(&bed, &hidden, &args));
+    let gaps = cni_gaps(&blind);
+    assert!(
+        gaps.iter().any(|g| g["source_unavailable"] == true),
+        "hidden CNI is a gap: {blind:#}"
+    );
+    let metrics_args = [
+        "check",
+        "--settle",
+        "0s",
+        "--ip-grace",
+        "0s",
+        "-o",
+        "prometheus",
+    ];
+    let metrics = in_daemonset_view(&bed, &hidden, &metrics_args);
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("nodectl_check_ok{command=\"check\",kind=\"leaked-ip\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("nodectl_findings{command=\"check\",kind=\"leaked-ip\"} 0"),
+        "blind, yet all clear: {metrics}"
     );
 }

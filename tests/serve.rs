@@ -375,3 +375,82 @@ fn an_address_in_use_is_exit_2_with_the_reason() {
         "{stderr}"
     );
 }
+
+/// Waits up to `limit` for a file in the directory `fd` watches to be
+/// opened (inotify's IN_OPEN): true when one was.
+fn opened_within(fd: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut buffer = [0u8; 4096];
+    while Instant::now() < deadline {
+        // SAFETY: reads into a buffer of the length given.
+        let read = unsafe { nix::libc::read(fd, buffer.as_mut_ptr().cast(), buffer.len()) };
+        if read > 0 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
+#[test]
+fn a_store_renamed_away_mid_look_never_reads_as_no_zombie() {
+    let node = Node::new();
+    let [root, _, _, config] = support::hand_made_paths(node.dir.path());
+    std::fs::write(&config, "version = 2\n").unwrap();
+    // A container CRI calls running whose process is gone: a zombie.
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let started = chrono::Utc::now().timestamp_nanos_opt().unwrap() - 60_000_000_000;
+    let store = root.join("io.containerd.grpc.v1.cri/containers");
+    let container = store.join("a".repeat(64));
+    std::fs::create_dir_all(&container).unwrap();
+    std::fs::write(
+        container.join("status"),
+        format!(
+            r#"{{"Version":"v1","Pid":{pid},"CreatedAt":{},"StartedAt":{started},"FinishedAt":0,"ExitCode":0,"Reason":"","Message":""}}"#,
+            started - 100_000_000
+        ),
+    )
+    .unwrap();
+    let served = node.serve(&["--interval", "1s", "--settle", "1s"]);
+    let zombie = "nodectl_findings{command=\"check\",kind=\"zombie\"}";
+    let zombie_ok = "nodectl_check_ok{command=\"check\",kind=\"zombie\"}";
+    let runs = "nodectl_checks_total{command=\"check\"}";
+    let first = served.first_metrics(Duration::from_secs(30));
+    assert_eq!(value(&first, zombie), 1.0, "{first}");
+
+    // The next look's first reading of the status file, then the store
+    // moved away (as an unmounted root leaves it) before its second look.
+    // SAFETY: plain system calls on a descriptor this test owns.
+    let watch = unsafe { nix::libc::inotify_init1(nix::libc::IN_NONBLOCK | nix::libc::IN_CLOEXEC) };
+    assert!(watch >= 0);
+    let path = std::ffi::CString::new(container.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: as above; the path is a NUL-terminated string.
+    assert!(unsafe { nix::libc::inotify_add_watch(watch, path.as_ptr(), nix::libc::IN_OPEN) } >= 0);
+    assert!(
+        opened_within(watch, Duration::from_secs(30)),
+        "no look read the status file; stderr:\n{}",
+        served.log()
+    );
+    std::fs::rename(&store, root.join("moved-away")).unwrap();
+    // SAFETY: closes the descriptor this test opened.
+    unsafe { nix::libc::close(watch) };
+    let runs_before = value(&served.get("/metrics").body, runs);
+
+    // Every scrape until two more looks have ended: never a zombie 0.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let last = loop {
+        let metrics = served.get("/metrics").body;
+        assert!(
+            !metrics.lines().any(|l| l == format!("{zombie} 0")),
+            "blind, yet all clear:\n{metrics}"
+        );
+        if value(&metrics, runs) >= runs_before + 2.0 {
+            break metrics;
+        }
+        assert!(Instant::now() < deadline, "{}", served.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(value(&last, zombie_ok), 0.0, "{last}");
+}

@@ -543,5 +543,15 @@ mod tests {
             blind(Gap::source(Source::Cni, "/c", "gone")),
             [Kind::LeakedIp]
         );
+        // kubelet's pods and its pod cgroups (a DaemonSet that mounts
+        // neither): both kinds that judge kubelet's objects.
+        assert_eq!(
+            blind(Gap::source(
+                Source::Kubelet,
+                "/var/lib/kubelet/pods",
+                "hidden"
+            )),
+            [Kind::OrphanPodDir, Kind::LeakedPodCgroup]
+        );
     }
 }

@@ -10,7 +10,7 @@ use crate::archive;
 use crate::checks;
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::gather;
-use crate::model::{ApiCall, Snapshot};
+use crate::model::{ApiCall, Gap, Snapshot};
 use crate::report::Report;
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
@@ -32,7 +32,12 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
     let findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
     // No containerd on the node is one gap, not the APIs' (the check itself
     // then reports no api-unreachable).
-    let gaps = checks::api_unreachable::gaps(&first);
+    let mut gaps = checks::api_unreachable::gaps(&first);
+    // What the second look could not read: a store gone between the looks
+    // leaves the zombies it would confirm unknown, not absent.
+    if let Some(second) = &second {
+        with_second_look(&mut gaps, &second.gaps);
+    }
     let mut context = first.node.clone();
     context.containerd_version = first.containerd.as_ref().and_then(|c| c.version.clone());
     let api_calls = api_calls(&first, args.slow);
@@ -48,6 +53,15 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
         .unwrap_or_default();
     super::free_in_background((first, second));
     Ok(report)
+}
+
+/// `second`'s gaps added to `gaps`, each once.
+pub(crate) fn with_second_look(gaps: &mut Vec<Gap>, second: &[Gap]) {
+    for gap in second {
+        if !gaps.contains(gap) {
+            gaps.push(gap.clone());
+        }
+    }
 }
 
 fn api_calls(snapshot: &Snapshot, slow: Duration) -> Vec<ApiCall> {

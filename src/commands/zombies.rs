@@ -58,6 +58,7 @@ pub fn run(global: &GlobalArgs, args: &ZombiesArgs) -> Report {
         confirm::second_look(&options, &snapshot, settle)
             .map(|second| {
                 let unrecorded = checks::zombie::unrecorded_ids(&second);
+                super::check::with_second_look(&mut snapshot.gaps, &second.gaps);
                 super::free_in_background(second);
                 unrecorded
             })

@@ -6,15 +6,30 @@
 //! namespace no record names) is read after them.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
 
 use crate::gather::GatherOptions;
 use crate::model::netns::is_cri_made;
 use crate::model::{
     CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
-    CRI_NAMESPACE,
+    Source, CRI_NAMESPACE,
 };
+use crate::sources::host_view::HostView;
 use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, SourceThread};
+
+/// Whether `path`, the directory `source` reads, is the host's as `host`
+/// tells; if not, a gap for the whole source (the kinds that read it are
+/// not checked: never a count of 0 from a directory nodectl cannot see).
+fn seen_as_host(host: &HostView, source: Source, path: &Path, gaps: &mut Vec<Gap>) -> bool {
+    match host.hidden(path) {
+        Some(why) => {
+            gaps.push(Gap::source(source, path, why));
+            false
+        }
+        None => true,
+    }
+}
 
 /// The pod sources of one look, reading.
 pub(super) struct PodSources {
@@ -45,8 +60,12 @@ impl PodSources {
                 processes,
             );
             let (mountinfo, table) = (options.mountinfo.clone(), table.clone());
+            let proc_root = options.proc_root.clone();
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
-                kubelet::read(root, table.as_ref(), &mountinfo, gaps)
+                let (host, pods) = (HostView::of(&proc_root), root.path.join("pods"));
+                seen_as_host(&host, kubelet::SOURCE, &pods, gaps)
+                    .then(|| kubelet::read(root, table.as_ref(), &mountinfo, gaps))
+                    .flatten()
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {
@@ -55,15 +74,25 @@ impl PodSources {
                 &options.proc_root,
                 processes,
             );
-            let cgroup_fs = options.cgroup_fs.clone();
+            let (cgroup_fs, proc_root) = (options.cgroup_fs.clone(), options.proc_root.clone());
             SourceThread::spawn(pod_cgroups::SOURCE, &cgroup_fs.clone(), move |gaps| {
+                // A cgroup namespace of its own shows nodectl's cgroup as
+                // the root: another inode than the host's.
+                let host = HostView::of(&proc_root);
+                if !seen_as_host(&host, pod_cgroups::SOURCE, &cgroup_fs, gaps) {
+                    return None;
+                }
                 let root = kubelet::cgroup_root_configured(root, kubelet.as_ref(), gaps);
                 pod_cgroups::read(root, &cgroup_fs, gaps)
             })
         });
         let netns = options.netns.then(|| {
             let (dir, mountinfo) = (netns::dir(paths), options.mountinfo.clone());
+            let proc_root = options.proc_root.clone();
             SourceThread::spawn(netns::SOURCE, &dir.clone(), move |gaps| {
+                // CRI's mounts there are in the host's mount table: the
+                // directory not the host's, nodectl's table lacks them.
+                seen_as_host(&HostView::of(&proc_root), netns::SOURCE, &dir, gaps);
                 netns::read(&dir, table.as_ref(), &mountinfo, gaps)
             })
         });
@@ -151,6 +180,40 @@ impl PodsRead {
             (self.pod_cgroups.as_mut(), cri.and_then(CriView::pod_uids))
         {
             pod_cgroups::count_unlisted(view, &listed, gaps);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_source_whose_directory_the_host_has_and_nodectl_does_not_see_is_a_gap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let host_root = tmp.path().join("host");
+        let ours = tmp.path().join("ours");
+        // kubelet's pods, the cgroup hierarchy, CRI's netns directory: each
+        // on the host, none where nodectl looks (a DaemonSet without them).
+        for (source, dir) in [
+            (kubelet::SOURCE, "var/lib/kubelet/pods"),
+            (pod_cgroups::SOURCE, "sys/fs/cgroup"),
+            (netns::SOURCE, "run/netns"),
+        ] {
+            let seen = ours.join(dir);
+            std::fs::create_dir_all(host_root.join(seen.strip_prefix("/").unwrap())).unwrap();
+            let host = HostView::Other(Ok(std::fs::File::open(&host_root).unwrap()));
+            let mut gaps = Vec::new();
+            assert!(!seen_as_host(&host, source, &seen, &mut gaps));
+            assert_eq!(gaps.len(), 1, "{gaps:?}");
+            assert!(
+                gaps[0].source_unavailable && gaps[0].source == source,
+                "{gaps:?}"
+            );
+            // In the host's mount namespace: read as it is, no gap.
+            let mut gaps = Vec::new();
+            assert!(seen_as_host(&HostView::Same, source, &seen, &mut gaps));
+            assert!(gaps.is_empty());
         }
     }
 }

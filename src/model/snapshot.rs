@@ -34,6 +34,11 @@ pub struct Snapshot {
     pub namespace: String,
     /// Containers from CRI's on-disk store, one per readable status file.
     pub cri_containers: Vec<CriContainer>,
+    /// The device and inode of the directory of status files listed: a
+    /// second look takes a file gone for removed only while the directory
+    /// is still this one. Not in archives.
+    #[serde(skip)]
+    pub cri_store_listed: Option<(u64, u64)>,
     /// Task bundle directories of `namespace`, keyed by container id.
     pub bundles: BTreeMap<String, Bundle>,
     /// Every process seen in procfs, keyed by pid.
@@ -109,6 +114,7 @@ impl Snapshot {
             paths,
             namespace,
             cri_containers: Vec::new(),
+            cri_store_listed: None,
             bundles: BTreeMap::new(),
             processes: BTreeMap::new(),
             unread_pids: BTreeSet::new(),

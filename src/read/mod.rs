@@ -8,4 +8,5 @@
 pub mod beside;
 pub mod bounded;
 pub mod deadline;
+pub mod listed;
 pub mod parallel;

@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::model::cni::{CNI_LOOPBACK, DEFAULT_CNI_CONF_DIR, DEFAULT_HOST_LOCAL_DIR};
-use crate::model::{CachedAttachment, CniNetwork, CniView, Gap, IpReservation, Source};
+use crate::model::{CachedAttachment, CniNetwork, CniView, Gap, IpReservation, Paths, Source};
 use crate::read::bounded::{read_regular, Links};
 use crate::read::deadline::reading;
+use crate::read::listed::{ListedDir, MOVED_AWAY};
+use crate::sources::host_view::HostView;
 
 pub(crate) const SOURCE: Source = Source::Cni;
 /// A network config: a few KiB.
@@ -34,14 +36,30 @@ pub fn conf_dir(configured: Option<&Path>) -> PathBuf {
     configured.map_or_else(|| PathBuf::from(DEFAULT_CNI_CONF_DIR), Path::to_path_buf)
 }
 
+/// [`read`] of the conf_dir `paths` name (CRI's config's, else the
+/// default), held to the host's as nodectl's place under `proc_root` tells.
+pub fn read_configured(paths: &Paths, proc_root: &Path, gaps: &mut Vec<Gap>) -> CniView {
+    let conf_dir = conf_dir(paths.cni_conf_dir.as_deref());
+    let configured = paths.cni_conf_dir.is_some();
+    let max_conf_num = paths.cni_max_conf_num.unwrap_or(DEFAULT_MAX_CONF_NUM);
+    let host = HostView::of(proc_root);
+    let cache = Path::new(RESULT_CACHE);
+    read(&conf_dir, configured, max_conf_num, cache, &host, gaps)
+}
+
 /// Reads every network config of `conf_dir`, which of them CRI loads
 /// (the first `max_conf_num` of go-cni's, see [`cri_loads`]), and what
 /// host-local holds for each. No directory is no CNI (a node of
-/// host-network pods), not a gap.
+/// host-network pods), not a gap, unless CRI's config names it
+/// (`configured`: CRI is set to use CNI from there). A directory or store
+/// that is not the host's as `host` tells (a DaemonSet that does not mount
+/// it) is a gap for the source: never read as nothing.
 pub fn read(
     conf_dir: &Path,
+    configured: bool,
     max_conf_num: i64,
     result_cache: &Path,
+    host: &HostView,
     gaps: &mut Vec<Gap>,
 ) -> CniView {
     let mut view = CniView {
@@ -49,6 +67,10 @@ pub fn read(
         ..CniView::default()
     };
     reading(conf_dir);
+    if let Some(why) = host.hidden(conf_dir) {
+        gaps.push(Gap::source(SOURCE, conf_dir, why));
+        return view;
+    }
     let mut files: Vec<PathBuf> = match fs::read_dir(conf_dir) {
         // libcni's ConfFiles: every entry but a directory (a symlink is
         // kept, even to one), by the extension Go's filepath.Ext sees.
@@ -58,6 +80,15 @@ pub fn read(
             .map(|e| e.path())
             .filter(|p| is_config_name(p))
             .collect(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound && configured => {
+            gaps.push(Gap::source(
+                SOURCE,
+                conf_dir,
+                "CRI's config names it (conf_dir) and it does not exist: CRI loads no network, \
+                 and what host-local holds is not judged",
+            ));
+            return view;
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound => return view,
         Err(err) => {
             gaps.push(Gap::source(SOURCE, conf_dir, err));
@@ -107,10 +138,17 @@ pub fn read(
         }
         if let Some(mut network) = network_of(file, config) {
             network.loaded_by_cri = cri_loads_it;
-            view.networks.push(read_store(network, gaps));
+            view.networks.push(read_store(network, host, gaps));
         }
     }
-    view.attachments = read_cache(result_cache, &view, gaps);
+    // The cache only names pods: not the host's, it names none.
+    view.attachments = match host.hidden(result_cache) {
+        Some(why) => {
+            gaps.push(Gap::item(SOURCE, result_cache, why));
+            Vec::new()
+        }
+        None => read_cache(result_cache, &view, gaps),
+    };
     // Each reservation's cached attachment, looked up, not searched for:
     // reservations and cache entries are each thousands on a busy node.
     let mut cached_for = std::collections::HashMap::new();
@@ -326,10 +364,18 @@ fn range_size(range: &Value) -> Option<u128> {
 
 /// Every address reserved in `network`'s store. No store is nothing
 /// reserved yet (host-local makes it with its first address).
-fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
+fn read_store(mut network: CniNetwork, host: &HostView, gaps: &mut Vec<Gap>) -> CniNetwork {
     reading(&network.store);
-    let entries = match fs::read_dir(&network.store) {
-        Ok(entries) => entries,
+    if let Some(why) = host.hidden(&network.store) {
+        gaps.push(Gap::source(SOURCE, &network.store, why));
+        return network;
+    }
+    // Its identity before it is listed: a reservation gone when read was
+    // released only while the store is still this directory.
+    let listed = ListedDir::at(&network.store)
+        .and_then(|listed| Ok((listed, fs::read_dir(&network.store)?)));
+    let (listed, entries) = match listed {
+        Ok(listed) => listed,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return network,
         Err(err) => {
             gaps.push(Gap::item(SOURCE, &network.store, err));
@@ -345,11 +391,28 @@ fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
         })
         .collect();
     addresses.sort();
+    read_reservations(&mut network, &listed, addresses, gaps);
+    network
+}
+
+/// The reservations of `addresses`, listed in `listed` (`network`'s
+/// store). One gone when read was released meanwhile, unless the store
+/// went with it: then the store is a gap for the whole source.
+fn read_reservations(
+    network: &mut CniNetwork,
+    listed: &ListedDir,
+    addresses: Vec<(IpAddr, PathBuf)>,
+    gaps: &mut Vec<Gap>,
+) {
     for (ip, file) in addresses {
         reading(&file);
         // host-local writes these itself, never as symlinks.
         let read = match read_regular(&file, RESERVATION_LIMIT, Links::Refuse) {
             Ok(read) => read,
+            Err(err) if err.kind() == io::ErrorKind::NotFound && !listed.still_there() => {
+                gaps.push(Gap::source(SOURCE, &network.store, MOVED_AWAY));
+                break;
+            }
             Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
             Err(err) => {
                 gaps.push(Gap::item(SOURCE, &file, err));
@@ -369,7 +432,6 @@ fn read_store(mut network: CniNetwork, gaps: &mut Vec<Gap>) -> CniNetwork {
             pod_name: None,
         });
     }
-    network
 }
 
 /// The most cache entries read: one per pod and network, so a node's
@@ -548,7 +610,14 @@ mod tests {
         write(&cache.join("pods-d-eth0"), "{not json");
 
         let mut gaps = Vec::new();
-        let view = read(&conf, DEFAULT_MAX_CONF_NUM, &cache, &mut gaps);
+        let view = read(
+            &conf,
+            false,
+            DEFAULT_MAX_CONF_NUM,
+            &cache,
+            &HostView::Same,
+            &mut gaps,
+        );
         assert_eq!(gaps.len(), 1, "the broken config is a gap: {gaps:?}");
         assert!(gaps[0].path.ends_with("30-broken.conflist"));
         assert_eq!(view.networks.len(), 1);
@@ -705,7 +774,14 @@ mod tests {
         write(&data.join("pods/10.251.0.2"), "a\neth0");
         write(&data.join("podman/10.88.9.2"), "p\neth0");
         let mut gaps = Vec::new();
-        let view = read(&conf, 1, &dir.path().join("results"), &mut gaps);
+        let view = read(
+            &conf,
+            false,
+            1,
+            &dir.path().join("results"),
+            &HostView::Same,
+            &mut gaps,
+        );
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(view.cri_networks, ["pods"]);
         let loaded: Vec<(&str, bool, usize)> = view
@@ -718,12 +794,26 @@ mod tests {
         assert_eq!(cri_s, ["pods"]);
         assert_eq!(view.address_use().len(), 1, "the pods' range alone");
         // max_conf_num 0: both are CRI's.
-        let view = read(&conf, 0, &dir.path().join("results"), &mut gaps);
+        let view = read(
+            &conf,
+            false,
+            0,
+            &dir.path().join("results"),
+            &HostView::Same,
+            &mut gaps,
+        );
         assert_eq!(view.cri_networks, ["pods", "podman"]);
         // A config go-cni fails on first: CRI loads none, said in a gap.
         write(&conf.join("05-broken.conflist"), "{not json");
         let mut gaps = Vec::new();
-        let view = read(&conf, 1, &dir.path().join("results"), &mut gaps);
+        let view = read(
+            &conf,
+            false,
+            1,
+            &dir.path().join("results"),
+            &HostView::Same,
+            &mut gaps,
+        );
         assert!(view.cri_networks.is_empty());
         assert_eq!(view.cri_networks().count(), 0);
         assert!(
@@ -737,8 +827,60 @@ mod tests {
     fn no_config_directory_is_no_cni_and_no_gap() {
         let dir = tempfile::tempdir().unwrap();
         let mut gaps = Vec::new();
-        let view = read(&dir.path().join("absent"), 1, dir.path(), &mut gaps);
+        let view = read(
+            &dir.path().join("absent"),
+            false,
+            1,
+            dir.path(),
+            &HostView::Same,
+            &mut gaps,
+        );
         assert!(view.networks.is_empty() && gaps.is_empty());
+    }
+
+    #[test]
+    fn a_config_directory_cri_names_that_is_absent_is_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut gaps = Vec::new();
+        let absent = dir.path().join("absent");
+        let view = read(&absent, true, 1, dir.path(), &HostView::Same, &mut gaps);
+        assert!(view.networks.is_empty());
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(
+            gaps[0].source_unavailable && gaps[0].path == absent,
+            "{gaps:?}"
+        );
+    }
+
+    #[test]
+    fn a_config_directory_or_store_the_host_has_and_nodectl_does_not_see_is_a_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host_root, ours) = (dir.path().join("host"), dir.path().join("ours"));
+        let in_host = |path: &Path| host_root.join(path.strip_prefix("/").unwrap());
+        let host = || HostView::Other(Ok(fs::File::open(&host_root).unwrap()));
+        // CNI's config directory on the host, not in nodectl's container.
+        let conf = ours.join("etc/cni/net.d");
+        fs::create_dir_all(in_host(&conf)).unwrap();
+        let mut gaps = Vec::new();
+        let view = read(&conf, false, 1, &ours.join("results"), &host(), &mut gaps);
+        assert!(view.networks.is_empty());
+        assert!(gaps.len() == 1 && gaps[0].source_unavailable, "{gaps:?}");
+        assert_eq!(gaps[0].path, conf);
+        // The host's store of a network whose config nodectl reads.
+        let store = ours.join("var/lib/cni/networks/pods");
+        fs::create_dir_all(in_host(&store)).unwrap();
+        let network = CniNetwork {
+            store: store.clone(),
+            name: "pods".to_string(),
+            conf_file: conf.join("10-pods.conflist"),
+            capacity: None,
+            reservations: Vec::new(),
+            loaded_by_cri: true,
+        };
+        let mut gaps = Vec::new();
+        read_store(network, &host(), &mut gaps);
+        assert!(gaps.len() == 1 && gaps[0].source_unavailable, "{gaps:?}");
+        assert_eq!(gaps[0].path, store);
     }
 
     #[test]
@@ -757,8 +899,50 @@ mod tests {
             ..CniNetwork::default()
         };
         let mut gaps = Vec::new();
-        let network = read_store(network, &mut gaps);
+        let network = read_store(network, &HostView::Same, &mut gaps);
         assert!(network.reservations.is_empty());
         assert_eq!(gaps.len(), 2, "{gaps:?}");
+    }
+
+    #[test]
+    fn a_store_renamed_away_between_listing_and_reading_is_a_gap_not_no_reservations() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("pod-net");
+        fs::create_dir(&store).unwrap();
+        let addresses: Vec<(IpAddr, PathBuf)> = ["10.22.0.2", "10.22.0.3"]
+            .iter()
+            .map(|ip| {
+                fs::write(store.join(ip), "c0ffee\r\neth0").unwrap();
+                (ip.parse().unwrap(), store.join(ip))
+            })
+            .collect();
+        let listed = ListedDir::at(&store).unwrap();
+        let network = || CniNetwork {
+            store: store.clone(),
+            name: "pod-net".to_string(),
+            conf_file: tmp.path().join("10-pod-net.conflist"),
+            capacity: None,
+            reservations: Vec::new(),
+            loaded_by_cri: true,
+        };
+        // Listed, then moved away (an unmounted /var/lib/cni) before a
+        // reservation is read.
+        fs::rename(&store, tmp.path().join("moved")).unwrap();
+        let (mut moved, mut gaps) = (network(), Vec::new());
+        read_reservations(&mut moved, &listed, addresses.clone(), &mut gaps);
+        assert!(moved.reservations.is_empty());
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(
+            gaps[0].source_unavailable && gaps[0].path == store,
+            "{gaps:?}"
+        );
+        // In place again: an address released meanwhile is no gap.
+        fs::rename(tmp.path().join("moved"), &store).unwrap();
+        fs::remove_file(store.join("10.22.0.3")).unwrap();
+        let (mut kept, mut gaps) = (network(), Vec::new());
+        read_reservations(&mut kept, &listed, addresses, &mut gaps);
+        let ips: Vec<&str> = kept.reservations.iter().map(|r| r.ip.as_str()).collect();
+        assert_eq!(ips, ["10.22.0.2"]);
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 }

@@ -8,21 +8,32 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::model::{CriContainer, CriStatus, FileVersion, Gap, Source};
 use crate::read::bounded::{open_dir, read_regular, read_regular_at, Links};
 use crate::read::deadline::reading;
+use crate::read::listed::{DirIdentity, ListedDir, MOVED_AWAY};
 use crate::sources::{file_version, version_at};
 
 pub(crate) const SOURCE: Source = Source::CriStore;
 /// Real status files are a few hundred bytes.
 pub(crate) const STATUS_SIZE_LIMIT: u64 = 1 << 20;
 
+/// The status files read, and the identity of their directory as listed.
+pub type Listing = (Vec<CriContainer>, Option<DirIdentity>);
+
 /// Reads every container's status file. A container whose file is missing,
-/// unreadable or corrupt becomes a gap naming that file.
-pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
+/// unreadable or corrupt becomes a gap naming that file. With them, the
+/// identity of the directory listed, for a later look to hold its files
+/// to ([`reread`]).
+pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Listing {
     reading(containers_dir);
-    let entries = match fs::read_dir(containers_dir) {
+    // Its identity before it is listed: a directory put in its place
+    // after this is not the one listed (see `ListedDir`).
+    let entries = match ListedDir::at(containers_dir)
+        .and_then(|listed| Ok((listed, fs::read_dir(containers_dir)?)))
+    {
         Ok(entries) => entries,
         Err(err) => {
             gaps.push(Gap::source(
@@ -30,9 +41,10 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
                 containers_dir,
                 describe_dir_error(&err),
             ));
-            return Vec::new();
+            return (Vec::new(), None);
         }
     };
+    let (listed, entries) = entries;
     let mut ids = Vec::new();
     for entry in entries {
         let entry = match entry {
@@ -62,13 +74,14 @@ pub fn read(containers_dir: &Path, gaps: &mut Vec<Gap>) -> Vec<CriContainer> {
     // Sorted before the read, which keeps their order: sorting the readings
     // after it moved thousands of records.
     ids.sort_unstable();
-    read_all(containers_dir, &ids, &HashMap::new(), gaps)
+    let containers = read_all(&listed, &ids, &HashMap::new(), gaps)
         .into_iter()
         .filter_map(|reading| match reading {
             Looked::Read(container) => Some(container),
             Looked::Unchanged(_) => None, // nothing was known
         })
-        .collect()
+        .collect();
+    (containers, Some(listed.identity()))
 }
 
 /// What a look at a status file found: it read it, or found it still the
@@ -85,21 +98,28 @@ const PARALLEL_FROM: usize = 500;
 /// a few hundred bytes, so the cost is the kernel's open, read and close of
 /// each, which two cores halve. A file whose version `known` holds (an
 /// earlier reading's) and that is still that file is not read again.
+/// A file gone while `listed` is no longer there (renamed away, unmounted)
+/// makes the whole store unknown: one gap for the source, never a
+/// container quietly taken for removed.
 fn read_all<'a>(
-    containers_dir: &Path,
+    listed: &ListedDir,
     ids: impl IntoIterator<Item = &'a String>,
     known: &HashMap<&str, FileVersion>,
     gaps: &mut Vec<Gap>,
 ) -> Vec<Looked<'a>> {
+    let containers_dir = listed.path();
     let ids: Vec<&String> = ids.into_iter().collect();
     let mut readings = Vec::with_capacity(ids.len());
+    let lost = AtomicBool::new(false);
     for (read, unread) in crate::read::deadline::on_two_threads(&ids, PARALLEL_FROM, |ids| {
         // Each file is opened relative to the directory: a walk of
         // `<id>/status`, not of the whole path again; a descriptor of its
         // own for each piece, so each thread (see `open_dir`). Not a
         // directory (or gone): each file by its path, which then says why it
-        // cannot be read.
-        let dir = open_dir(&nix::fcntl::AT_FDCWD, containers_dir).ok();
+        // cannot be read. Another directory at its path is not one.
+        let dir = open_dir(&nix::fcntl::AT_FDCWD, containers_dir)
+            .ok()
+            .filter(|dir| listed.is(dir));
         let mut gaps = Vec::new();
         let read: Vec<Looked> = ids
             .iter()
@@ -114,7 +134,12 @@ fn read_all<'a>(
                 if unchanged {
                     return Some(Looked::Unchanged(id.as_str()));
                 }
-                read_one(containers_dir, dir.as_ref(), (*id).clone(), &mut gaps).map(Looked::Read)
+                let from = Store {
+                    listed,
+                    opened: dir.as_ref(),
+                    lost: &lost,
+                };
+                read_one(&from, (*id).clone(), &mut gaps).map(Looked::Read)
             })
             .collect();
         (read, gaps)
@@ -122,7 +147,18 @@ fn read_all<'a>(
         readings.extend(read);
         gaps.extend(unread);
     }
+    if lost.into_inner() {
+        gaps.push(Gap::source(SOURCE, containers_dir, MOVED_AWAY));
+    }
     readings
+}
+
+/// Where [`read_one`] reads: the directory as listed, open when it could
+/// be, and whether a file was lost with it.
+struct Store<'a> {
+    listed: &'a ListedDir,
+    opened: Option<&'a File>,
+    lost: &'a AtomicBool,
 }
 
 /// Reads the status files of `ids` again, as [`read`] does, except those
@@ -131,17 +167,37 @@ fn read_all<'a>(
 /// then costs a `stat` each, where reading costs an open, a read and a
 /// close. containerd replaces a status file whenever the status changes
 /// (see [`FileVersion`]).
+///
+/// `listed` is the directory the first look listed: a file missing now is
+/// removed only while the path still names it. Not known (an archive's
+/// first look), the directory now stands for it.
 pub fn reread(
     containers_dir: &Path,
+    listed: Option<DirIdentity>,
     ids: &BTreeSet<String>,
     earlier: Vec<CriContainer>,
     gaps: &mut Vec<Gap>,
 ) -> Vec<CriContainer> {
+    reading(containers_dir);
+    let listed = match listed {
+        Some(identity) => ListedDir::with(containers_dir, identity),
+        None => match ListedDir::at(containers_dir) {
+            Ok(listed) => listed,
+            Err(err) => {
+                gaps.push(Gap::source(
+                    SOURCE,
+                    containers_dir,
+                    describe_dir_error(&err),
+                ));
+                return Vec::new();
+            }
+        },
+    };
     let versions: HashMap<&str, FileVersion> = earlier
         .iter()
         .filter_map(|c| Some((c.id.as_str(), c.status_file?)))
         .collect();
-    let readings = read_all(containers_dir, ids, &versions, gaps);
+    let readings = read_all(&listed, ids, &versions, gaps);
     // An unchanged file's earlier reading is kept as it is (moved, not
     // copied).
     let mut earlier: HashMap<String, CriContainer> =
@@ -164,13 +220,10 @@ const DELETING_SUFFIX: &str = ".del-status";
 /// One container's status file, or `None` when it cannot be read: a gap, or
 /// nothing at all when the container's directory was removed meanwhile or
 /// its status file is being deleted (the container is going, which is not a
-/// gap).
-fn read_one(
-    containers_dir: &Path,
-    opened: Option<&File>,
-    id: String,
-    gaps: &mut Vec<Gap>,
-) -> Option<CriContainer> {
+/// gap). Either only while the store is still the directory listed: gone
+/// with it, the file is lost (`from.lost`), not removed.
+fn read_one(from: &Store, id: String, gaps: &mut Vec<Gap>) -> Option<CriContainer> {
+    let (containers_dir, opened) = (from.listed.path(), from.opened);
     let status_path = containers_dir.join(&id).join("status");
     let file = match opened {
         Some(opened) => read_regular_at(
@@ -190,6 +243,10 @@ fn read_one(
             status,
             status_file: Some(file_version(&file.metadata)),
         }),
+        Err(err) if err.kind() == io::ErrorKind::NotFound && !from.listed.still_there() => {
+            from.lost.store(true, Ordering::Relaxed);
+            None
+        }
         Err(err)
             if err.kind() == io::ErrorKind::NotFound
                 && (!containers_dir.join(&id).exists() || being_deleted(containers_dir, &id)) =>
@@ -282,7 +339,7 @@ mod tests {
             .unwrap();
         }
         let mut gaps = Vec::new();
-        let containers = read(dir.path(), &mut gaps);
+        let containers = read(dir.path(), &mut gaps).0;
         let read: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
         let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
         want.retain(|id| *id != ids[3] && *id != ids[ids.len() - 3]);
@@ -299,10 +356,10 @@ mod tests {
     /// memory: the pid it returns says whether the file was read again.
     fn reread_pid(dir: &Path, earlier_pid: i64) -> i64 {
         let mut gaps = Vec::new();
-        let mut earlier = read(dir, &mut gaps);
+        let (mut earlier, listed) = read(dir, &mut gaps);
         earlier[0].status.pid = earlier_pid;
         let ids = BTreeSet::from(["a".to_string()]);
-        let again = reread(dir, &ids, earlier.clone(), &mut gaps);
+        let again = reread(dir, listed, &ids, earlier.clone(), &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
         again[0].status.pid
     }
@@ -334,13 +391,13 @@ mod tests {
         fs::write(dir.path().join("a/.status.tmp"), &grown).unwrap();
         fs::rename(dir.path().join("a/.status.tmp"), &status).unwrap();
         let mut gaps = Vec::new();
-        let earlier = read(dir.path(), &mut gaps);
+        let earlier = read(dir.path(), &mut gaps).0;
         fs::write(dir.path().join("a/.status.tmp"), testdata("running.json")).unwrap();
         fs::rename(dir.path().join("a/.status.tmp"), &status).unwrap();
         let ids = BTreeSet::from(["a".to_string()]);
         let mut changed = earlier.clone();
         changed[0].status.pid = 4242;
-        let again = reread(dir.path(), &ids, changed.clone(), &mut gaps);
+        let again = reread(dir.path(), None, &ids, changed.clone(), &mut gaps);
         assert_eq!(again[0].status.pid, on_disk, "replaced: read again");
         assert_ne!(again[0].status_file, earlier[0].status_file);
 
@@ -348,7 +405,7 @@ mod tests {
         let mut unknown = earlier;
         unknown[0].status_file = None;
         unknown[0].status.pid = 4242;
-        let again = reread(dir.path(), &ids, unknown.clone(), &mut gaps);
+        let again = reread(dir.path(), None, &ids, unknown.clone(), &mut gaps);
         assert_eq!(again[0].status.pid, on_disk, "no version: read again");
         assert!(gaps.is_empty(), "{gaps:?}");
     }
@@ -357,7 +414,7 @@ mod tests {
     fn reread_reads_a_file_written_in_place_again() {
         let (dir, status, on_disk) = one_running_container();
         let mut gaps = Vec::new();
-        let mut earlier = read(dir.path(), &mut gaps);
+        let mut earlier = read(dir.path(), &mut gaps).0;
         earlier[0].status.pid = 4242;
         // The same inode and size, a later mtime (set, not waited for: the
         // kernel's file times move in ticks).
@@ -365,7 +422,7 @@ mod tests {
         file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
             .unwrap();
         let ids = BTreeSet::from(["a".to_string()]);
-        let again = reread(dir.path(), &ids, earlier.clone(), &mut gaps);
+        let again = reread(dir.path(), None, &ids, earlier.clone(), &mut gaps);
         assert_eq!(again[0].status.pid, on_disk);
         assert!(gaps.is_empty(), "{gaps:?}");
     }
@@ -379,7 +436,7 @@ mod tests {
         }
         let ids = ["a", "b", "c"].map(String::from).into();
         let mut gaps = Vec::new();
-        let containers = reread(dir.path(), &ids, Vec::new(), &mut gaps);
+        let containers = reread(dir.path(), None, &ids, Vec::new(), &mut gaps);
         let read: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(read, ["a"], "b was removed, c is corrupt");
         assert_eq!(gaps.len(), 1, "{gaps:?}");
@@ -458,7 +515,7 @@ mod tests {
         fs::write(bad.join("status"), testdata("truncated.json")).unwrap();
 
         let mut gaps = Vec::new();
-        let containers = read(dir.path(), &mut gaps);
+        let containers = read(dir.path(), &mut gaps).0;
         assert_eq!(containers.len(), 1);
         assert_eq!(containers[0].id, "a".repeat(64));
         assert!(containers[0].status_written_at > 0);
@@ -476,7 +533,7 @@ mod tests {
         fs::create_dir(&odd).unwrap();
         fs::write(odd.join("status"), testdata("running.json")).unwrap();
         let mut gaps = Vec::new();
-        assert!(read(dir.path(), &mut gaps).is_empty());
+        assert!(read(dir.path(), &mut gaps).0.is_empty());
         assert_eq!(gaps.len(), 1, "{gaps:?}");
         assert_eq!(gaps[0].path, odd.join("status"));
         assert!(gaps[0].error.contains("not UTF-8"), "{gaps:?}");
@@ -499,21 +556,96 @@ mod tests {
         fs::write(live.join("status"), testdata("running.json")).unwrap();
 
         let mut gaps = Vec::new();
-        let containers = read(dir.path(), &mut gaps);
+        let containers = read(dir.path(), &mut gaps).0;
         assert_eq!(gaps, vec![]);
         let ids: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, vec!["e".repeat(64)]);
-        let again = reread(dir.path(), &BTreeSet::from([going]), Vec::new(), &mut gaps);
+        let again = reread(
+            dir.path(),
+            None,
+            &BTreeSet::from([going]),
+            Vec::new(),
+            &mut gaps,
+        );
         assert!(again.is_empty() && gaps.is_empty(), "{gaps:?}");
     }
 
     #[test]
     fn missing_store_makes_the_source_unavailable() {
         let mut gaps = Vec::new();
-        let containers = read(Path::new("/nonexistent/nodectl/containers"), &mut gaps);
+        let containers = read(Path::new("/nonexistent/nodectl/containers"), &mut gaps).0;
         assert!(containers.is_empty());
         assert_eq!(gaps.len(), 1);
         assert!(gaps[0].source_unavailable);
         assert!(gaps[0].error.contains("--root"), "{}", gaps[0].error);
+    }
+
+    /// A store of running containers `a` and `b`, listed: the store's
+    /// path, inside a directory it can be renamed in, and its identity.
+    fn listed_store() -> (tempfile::TempDir, PathBuf, DirIdentity) {
+        let parent = tempfile::tempdir().unwrap();
+        let store = parent.path().join("containers");
+        for id in ["a", "b"] {
+            fs::create_dir_all(store.join(id)).unwrap();
+            fs::write(store.join(id).join("status"), testdata("running.json")).unwrap();
+        }
+        let listed = ListedDir::at(&store).unwrap().identity();
+        (parent, store, listed)
+    }
+
+    #[test]
+    fn a_store_renamed_away_between_listing_and_reading_is_blind_not_empty() {
+        let (parent, store, identity) = listed_store();
+        let ids = ["a", "b"].map(String::from);
+        // Listed, then moved away (as an unmounted root would leave it)
+        // before a file is read.
+        fs::rename(&store, parent.path().join("moved")).unwrap();
+        let mut gaps = Vec::new();
+        let read = read_all(
+            &ListedDir::with(&store, identity),
+            &ids,
+            &HashMap::new(),
+            &mut gaps,
+        );
+        assert!(read.is_empty());
+        assert_eq!(
+            gaps.len(),
+            1,
+            "one gap for the store, none per file: {gaps:?}"
+        );
+        assert!(gaps[0].source_unavailable, "{gaps:?}");
+        assert_eq!(gaps[0].path, store);
+        // Another, empty directory put at its path is not the one listed.
+        fs::create_dir(&store).unwrap();
+        let mut gaps = Vec::new();
+        let read = read_all(
+            &ListedDir::with(&store, identity),
+            &ids,
+            &HashMap::new(),
+            &mut gaps,
+        );
+        assert!(read.is_empty());
+        assert!(gaps.len() == 1 && gaps[0].source_unavailable, "{gaps:?}");
+    }
+
+    #[test]
+    fn a_store_renamed_away_between_two_looks_is_blind_at_the_second() {
+        let (parent, store, _) = listed_store();
+        let mut gaps = Vec::new();
+        let (earlier, listed) = read(&store, &mut gaps);
+        assert_eq!(earlier.len(), 2);
+        let ids = ["a", "b"].map(String::from).into();
+        fs::rename(&store, parent.path().join("moved")).unwrap();
+        let again = reread(&store, listed, &ids, earlier.clone(), &mut gaps);
+        assert!(again.is_empty());
+        assert!(gaps.len() == 1 && gaps[0].source_unavailable, "{gaps:?}");
+        // Back in place: a container removed meanwhile is no gap.
+        fs::rename(parent.path().join("moved"), &store).unwrap();
+        fs::remove_dir_all(store.join("b")).unwrap();
+        let mut gaps = Vec::new();
+        let again = reread(&store, listed, &ids, earlier, &mut gaps);
+        let read: Vec<&str> = again.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(read, ["a"]);
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 }

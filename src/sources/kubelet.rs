@@ -10,6 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::model::{Gap, KubeletView, Located, Origin, PodDir, ProcessInfo, Source};
 use crate::read::bounded::{mtime_nanos, read_proc};
+use crate::read::listed::{ListedDir, MOVED_AWAY};
 use crate::sources::{daemon_proof, kubelet_config, mountinfo};
 
 pub(crate) const SOURCE: Source = Source::Kubelet;
@@ -260,7 +261,9 @@ pub fn read(
     gaps: &mut Vec<Gap>,
 ) -> Option<KubeletView> {
     let pods = root.path.join("pods");
-    let entries = match fs::read_dir(&pods) {
+    // Its identity before it is listed: a pod directory gone when looked
+    // at was removed only while `pods` is still this directory.
+    let entries = match ListedDir::at(&pods).and_then(|listed| Ok((listed, fs::read_dir(&pods)?))) {
         Ok(entries) => entries,
         Err(err) if err.kind() == ErrorKind::NotFound && root.origin == Origin::Default => {
             return None
@@ -270,33 +273,16 @@ pub fn read(
             return None;
         }
     };
-    let mut pod_dirs = Vec::new();
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(err) => {
-                gaps.push(Gap::item(SOURCE, &pods, err.to_string()));
-                continue;
-            }
-        };
-        let path = entry.path();
-        // Never through a symlink: kubelet makes directories here.
-        let metadata = match fs::symlink_metadata(&path) {
-            Ok(metadata) if metadata.is_dir() => metadata,
-            Ok(_) => continue,
-            Err(err) if err.kind() == ErrorKind::NotFound => continue,
-            Err(err) => {
-                gaps.push(Gap::item(SOURCE, &path, err.to_string()));
-                continue;
-            }
-        };
-        pod_dirs.push(PodDir {
-            uid: entry.file_name().to_string_lossy().into_owned(),
-            modified_at: mtime_nanos(&metadata).unwrap_or_default(),
-            path,
-            mounts: Vec::new(),
-        });
-    }
+    let (listed, entries) = entries;
+    let names = entries.filter_map(|entry| match entry {
+        Ok(entry) => Some(entry.file_name()),
+        Err(err) => {
+            gaps.push(Gap::item(SOURCE, &pods, err.to_string()));
+            None
+        }
+    });
+    let names: Vec<OsString> = names.collect();
+    let mut pod_dirs = look_at(&listed, names, gaps);
     pod_dirs.sort_by(|a, b| a.path.cmp(&b.path));
     // No directory for a mount to belong to: the table (megabytes on a
     // node of thousands of mounts) is not read.
@@ -324,6 +310,39 @@ pub fn read(
         }
     }
     Some(KubeletView { root, pod_dirs })
+}
+
+/// The directories `names` of `listed` (`<root>/pods`), never through a
+/// symlink. One gone when looked at was removed meanwhile, unless `pods`
+/// went with it (renamed, unmounted): then `pods` is a gap for the whole
+/// source.
+fn look_at(listed: &ListedDir, names: Vec<OsString>, gaps: &mut Vec<Gap>) -> Vec<PodDir> {
+    let pods = listed.path();
+    let mut pod_dirs = Vec::new();
+    for name in names {
+        let path = pods.join(&name);
+        // Never through a symlink: kubelet makes directories here.
+        let metadata = match fs::symlink_metadata(&path) {
+            Ok(metadata) if metadata.is_dir() => metadata,
+            Ok(_) => continue,
+            Err(err) if err.kind() == ErrorKind::NotFound && !listed.still_there() => {
+                gaps.push(Gap::source(SOURCE, pods, MOVED_AWAY));
+                break;
+            }
+            Err(err) if err.kind() == ErrorKind::NotFound => continue,
+            Err(err) => {
+                gaps.push(Gap::item(SOURCE, &path, err.to_string()));
+                continue;
+            }
+        };
+        pod_dirs.push(PodDir {
+            uid: name.to_string_lossy().into_owned(),
+            modified_at: mtime_nanos(&metadata).unwrap_or_default(),
+            path,
+            mounts: Vec::new(),
+        });
+    }
+    pod_dirs
 }
 
 /// The name of the directory of `pods` that `point` is in (or is), if any.
@@ -650,5 +669,36 @@ mod tests {
         assert!(read(given, None, &table, &mut gaps).is_none());
         assert_eq!(gaps.len(), 1);
         assert!(gaps[0].source_unavailable);
+    }
+
+    #[test]
+    fn pods_renamed_away_between_listing_and_looking_is_a_gap_not_no_pods() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pods = tmp.path().join("pods");
+        for uid in ["uid-a", "uid-b"] {
+            fs::create_dir_all(pods.join(uid)).unwrap();
+        }
+        let listed = ListedDir::at(&pods).unwrap();
+        let names = || vec![OsString::from("uid-a"), OsString::from("uid-b")];
+        // Listed, then moved away (an unmounted kubelet root) before each
+        // directory is looked at.
+        fs::rename(&pods, tmp.path().join("moved")).unwrap();
+        let mut gaps = Vec::new();
+        assert!(look_at(&listed, names(), &mut gaps).is_empty());
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(
+            gaps[0].source_unavailable && gaps[0].path == pods,
+            "{gaps:?}"
+        );
+        // In place again: a pod directory removed meanwhile is no gap.
+        fs::rename(tmp.path().join("moved"), &pods).unwrap();
+        fs::remove_dir(pods.join("uid-b")).unwrap();
+        let mut gaps = Vec::new();
+        let uids: Vec<String> = look_at(&listed, names(), &mut gaps)
+            .into_iter()
+            .map(|dir| dir.uid)
+            .collect();
+        assert_eq!(uids, ["uid-a"]);
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 }

@@ -12,6 +12,7 @@ pub mod cri_store;
 pub mod daemon_proof;
 pub mod daemon_version;
 pub mod events;
+pub mod host_view;
 pub mod kubelet;
 pub mod kubelet_config;
 pub mod mountinfo;
