@@ -298,11 +298,20 @@ impl Stream {
                 Some(changed)
             }
             Ok(StreamNews::Event(event)) => {
-                *self
-                    .metrics
-                    .events
-                    .entry(event.topic_label().to_string())
-                    .or_default() += 1;
+                // Counted without allocating but for a label's first event;
+                // the daemon names the topics, so past what is listed they
+                // are counted together.
+                let events = &mut self.metrics.events;
+                let mut topic = event.topic_label();
+                if !events.contains_key(topic) && events.len() >= prometheus::TOPICS_LISTED - 1 {
+                    topic = "other";
+                }
+                match events.get_mut(topic) {
+                    Some(count) => *count += 1,
+                    None => {
+                        events.insert(topic.to_string(), 1);
+                    }
+                }
                 self.watched.heard(&event, Instant::now());
                 Some(true)
             }
