@@ -17,12 +17,13 @@ use anyhow::{anyhow, bail, Context};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use nix::sys::stat::SFlag;
 use serde::{Deserialize, Serialize};
 
 use crate::model::recording::RING_FILE_BYTES_MAX;
 use crate::model::{RecorderFile, Snapshot};
 use crate::paths::config::CONFIG_SIZE_LIMIT;
-use crate::read::beside::create_beside;
+use crate::read::beside::{split, CheckedDir};
 use crate::read::bounded::{open_regular, read_regular, Links, RECORD_CAP};
 use crate::read::deadline::each_until;
 use crate::sources::cri_store::STATUS_SIZE_LIMIT;
@@ -276,8 +277,27 @@ pub fn write(
     place(path, evidence, copies, mountinfo, force).with_context(|| path.display().to_string())
 }
 
+/// `collect`'s archive is placed in its directory opened once and checked
+/// ([`CheckedDir::safe`]: no symlink on the way, no directory another user
+/// owns or could swap files in), relative to that descriptor: what is
+/// renamed or swapped over the path meanwhile changes nothing of where the
+/// archive goes, and a directory of another user's choosing is refused.
 fn place(
     path: &Path,
+    evidence: &Archived,
+    copies: &Copies,
+    mountinfo: &Path,
+    force: bool,
+) -> anyhow::Result<()> {
+    let (dir, name) = split(path)?;
+    let dir = CheckedDir::safe(dir)?;
+    place_in(&dir, name, evidence, copies, mountinfo, force)
+}
+
+/// [`place`] in `dir`, opened and checked, as `name`.
+fn place_in(
+    dir: &CheckedDir,
+    name: &std::ffi::OsStr,
     evidence: &Archived,
     copies: &Copies,
     mountinfo: &Path,
@@ -291,34 +311,37 @@ fn place(
         .iter()
         .map(|c| c.status_path.as_path())
         .collect();
-    if let Ok(existing) = fs::symlink_metadata(path) {
+    if let Ok(existing) = dir.stat(name) {
         if !force {
             return Err(exists());
         }
-        if existing.is_dir() {
+        if SFlag::from_bits_truncate(existing.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
             bail!("is a directory");
         }
         let inputs = config.into_iter().chain([mountinfo]).chain(statuses);
-        if inputs.into_iter().any(|input| same_file(&existing, input)) {
+        if inputs
+            .into_iter()
+            .any(|input| same_file((existing.st_dev, existing.st_ino), input))
+        {
             bail!("is one of the files collected; not replaced");
         }
     }
 
-    let (tmp, file) = create_beside(path, 0o600)?;
+    let (tmp, file) = dir.create_beside(name, 0o600)?;
     let written = fill(file, evidence, copies);
     let placed = written.and_then(|()| {
         if force {
-            fs::rename(&tmp, path)?;
+            dir.rename(&tmp, name)?;
         } else {
             // link(2) fails on any existing name, a symlink included, so a
             // file that appeared meanwhile is not replaced either.
-            fs::hard_link(&tmp, path)?;
-            fs::remove_file(&tmp)?;
+            dir.link(&tmp, name)?;
+            dir.remove(&tmp)?;
         }
         Ok(())
     });
     if placed.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = dir.remove(&tmp);
     }
     placed.map_err(
         |e| match e.downcast_ref::<io::Error>().map(io::Error::kind) {
@@ -330,12 +353,12 @@ fn place(
     )
 }
 
-fn same_file(existing: &fs::Metadata, input: &Path) -> bool {
+fn same_file((dev, ino): (u64, u64), input: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     [fs::metadata(input), fs::symlink_metadata(input)]
         .into_iter()
         .flatten()
-        .any(|m| m.dev() == existing.dev() && m.ino() == existing.ino())
+        .any(|m| m.dev() == dev && m.ino() == ino)
 }
 
 fn fill(file: File, evidence: &Archived, copies: &Copies) -> anyhow::Result<()> {
@@ -504,6 +527,94 @@ mod tests {
         let copies = Copies::default();
         write(&path, evidence, &copies, Path::new("/nonexistent"), false).unwrap();
         path
+    }
+
+    #[test]
+    fn the_archive_goes_only_into_a_directory_no_one_else_could_swap_it_in() {
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let top = tempfile::tempdir().unwrap();
+        let evidence = Archived {
+            nodectl_version: "test".into(),
+            hostname: None,
+            first: snapshot(),
+            second: None,
+            copies_left_out: Vec::new(),
+        };
+        let collect = |dir: &Path| {
+            let path = dir.join("evidence.tar.gz");
+            write(
+                &path,
+                &evidence,
+                &Copies::default(),
+                Path::new("/nonexistent"),
+                false,
+            )
+            .map_err(|e| format!("{e:#}"))
+        };
+        // A directory that is a symlink (to one the user chose): not
+        // followed, nothing written where it points.
+        let elsewhere = top.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        symlink(&elsewhere, top.path().join("out")).unwrap();
+        let err = collect(&top.path().join("out")).unwrap_err();
+        assert!(err.contains("a symlink is not followed"), "{err}");
+        assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0);
+        // Writable by others without the sticky bit: they could swap the
+        // archive for a link between its writing and its placing.
+        let shared = top.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = collect(&shared).unwrap_err();
+        assert!(err.contains("without the sticky bit"), "{err}");
+        assert_eq!(fs::read_dir(&shared).unwrap().count(), 0);
+        // With it (as /tmp), it is written.
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+        collect(&shared).unwrap();
+        // Another user's directory: refused (only root can give one away
+        // to test).
+        if nix::unistd::geteuid().is_root() {
+            let theirs = top.path().join("theirs");
+            fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            let err = collect(&theirs).unwrap_err();
+            assert!(err.contains("owned by uid 65534"), "{err}");
+            assert_eq!(fs::read_dir(&theirs).unwrap().count(), 0);
+        }
+    }
+
+    #[test]
+    fn the_archive_goes_into_the_directory_opened_whatever_is_swapped_in_after() {
+        use std::os::unix::fs::symlink;
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("out");
+        fs::create_dir(&dir).unwrap();
+        let opened = CheckedDir::safe(&dir).unwrap();
+        // The path now names another directory (a rename, or
+        // renameat2(RENAME_EXCHANGE) in a loop).
+        let moved = top.path().join("moved");
+        fs::rename(&dir, &moved).unwrap();
+        let decoy = top.path().join("decoy");
+        fs::create_dir(&decoy).unwrap();
+        symlink(&decoy, &dir).unwrap();
+        let evidence = Archived {
+            nodectl_version: "test".into(),
+            hostname: None,
+            first: snapshot(),
+            second: None,
+            copies_left_out: Vec::new(),
+        };
+        let name = std::ffi::OsStr::new("evidence.tar.gz");
+        place_in(
+            &opened,
+            name,
+            &evidence,
+            &Copies::default(),
+            Path::new("/nonexistent"),
+            false,
+        )
+        .unwrap();
+        assert!(moved.join("evidence.tar.gz").is_file());
+        assert_eq!(fs::read_dir(&decoy).unwrap().count(), 0);
     }
 
     #[test]

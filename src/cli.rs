@@ -298,7 +298,7 @@ pub struct SettleArgs {
     pub settle: Option<Duration>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     #[command(flatten)]
     pub late: LateExitArgs,

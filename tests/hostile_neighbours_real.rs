@@ -14,7 +14,10 @@
 //! - A's socket and state spelled through symlinks and `..`, its state
 //!   bind-mounted elsewhere;
 //! - a second containerd (B) with its own config, root, state, socket and
-//!   a running pod.
+//!   a running pod;
+//! - while A is down, root's own containerd binary run by `nobody` with a
+//!   config of its own (`[grpc]` uid and gid its own; socket, root and state
+//!   in its own directory), as issue 36 found one "proven".
 //!
 //! One pair of test beds serves every assertion (CI time matters), so a
 //! broken guarantee is noted and the test goes on: the failure lists every
@@ -105,6 +108,66 @@ async fn hostile_neighbours_never_pass_for_containerd_nor_make_it_act() {
     }
     scene.expect_listed_as_other(label, &doc, impostor.pid, "the impostor");
     scene.expect_listed_as_other(label, &doc, b.containerd_pid(), "containerd B");
+
+    // Still with A down: a user's containerd. Plain `check` never chooses
+    // it, and a release at its socket releases nothing.
+    let users = UsersContainerd::start();
+    let label = "check, a user's containerd up, A down";
+    let (code, doc) = scene.nodectl(
+        label,
+        &args(&["check", "-o", "json", "--timeout", "2s"]).done(),
+    );
+    scene.expect(doc["paths"]["process"]["pid"] != users.pid, || {
+        format!(
+            "{label}: exit {code:?}, the user's containerd (pid {}) is the daemon: {}",
+            users.pid, doc["paths"]
+        )
+    });
+    let said_why = doc["paths"]["other_containerds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|other| {
+            other["pid"] == users.pid
+                && other["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains(&format!("runs as uid {NOBODY}")))
+        });
+    scene.expect(said_why, || {
+        format!(
+            "{label}: the user's containerd is not listed as not the daemon, for its uid: {}",
+            doc["paths"]
+        )
+    });
+    let label = "leaked-ips --release --yes --address <the user's containerd>";
+    let (code, doc) = scene.nodectl(
+        label,
+        &args(&[
+            "leaked-ips",
+            "--release",
+            "--yes",
+            "-o",
+            "json",
+            "--timeout",
+            "2s",
+            "--address",
+        ])
+        .with(&users.socket)
+        .done(),
+    );
+    let acted = doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|cleanup| cleanup["outcome"] != "refused");
+    scene.expect(code == Some(2) && !acted, || {
+        format!(
+            "{label}: exit {code:?} (not 2), cleanups {}",
+            doc["cleanups"]
+        )
+    });
+    scene.expect_not_proven(label, &doc, &users.socket);
+    drop(users);
     a.start_containerd().await;
 
     // A's leak: a shim containerd has no record of, and a tmpfs mounted as
@@ -387,6 +450,103 @@ impl Drop for Scene {
                 "{TEST}: broken before the failure:\n  {}",
                 self.broken.join("\n  ")
             );
+        }
+    }
+}
+
+/// Root's own containerd binary run by `nobody`, with a config of its own:
+/// `[grpc]` and `[ttrpc]` uid and gid its own, socket, root and state in a
+/// directory of its own. Ended when dropped.
+struct UsersContainerd {
+    child: Child,
+    pid: i32,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl UsersContainerd {
+    fn start() -> UsersContainerd {
+        use std::os::unix::process::CommandExt;
+        let line = support::Containerd::from_env().unwrap();
+        // In /tmp (sticky), not below the bed's directory: nobody must reach it.
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
+        let socket = d.join("containerd.sock");
+        let config = format!(
+            r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
+disabled_plugins = [
+  "io.containerd.grpc.v1.cri",
+  "io.containerd.nri.v1.nri",
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+]
+
+[grpc]
+  address = "{d}/containerd.sock"
+  uid = {NOBODY}
+  gid = {NOBODY}
+
+[ttrpc]
+  address = "{d}/containerd.sock.ttrpc"
+  uid = {NOBODY}
+  gid = {NOBODY}
+"#,
+            d = d.display()
+        );
+        let config_path = d.join("config.toml");
+        fs::write(&config_path, config).unwrap();
+        let log = fs::File::create(d.join("containerd.log")).unwrap();
+        std::os::unix::fs::chown(d.join("containerd.log"), Some(NOBODY), Some(NOBODY)).unwrap();
+        let child = Command::new(line.binary("containerd"))
+            .arg("--config")
+            .arg(&config_path)
+            .current_dir(d)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut users = UsersContainerd {
+            child,
+            pid,
+            socket,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while UnixStream::connect(&users.socket).is_err() {
+            if let Ok(Some(status)) = users.child.try_wait() {
+                let logged = fs::read_to_string(users._dir.path().join("containerd.log"));
+                panic!("the user's containerd ended ({status}): {logged:?}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the user's containerd never listened"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        users
+    }
+}
+
+impl Drop for UsersContainerd {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(self.child.try_wait(), Ok(None)) {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -518,6 +518,73 @@ fn check_from_refuses_a_link_or_device_named_snapshots_json() {
     }
 }
 
+#[test]
+fn check_from_ends_at_its_deadline_whatever_the_archive_costs() {
+    use nodectl::archive::Archived;
+    use nodectl::model::{Located, Mount, Origin, Paths, Snapshot};
+    let dir = tempfile::tempdir().unwrap();
+    // An archive that costs to read and check: 100,000 mounts, each a
+    // rootfs of a task nothing knows of (a finding each).
+    let at = |path: &str| Located {
+        path: path.into(),
+        origin: Origin::Default,
+    };
+    let paths = Paths {
+        config: None,
+        root: at("/var/lib/containerd"),
+        state: at("/run/containerd"),
+        address: at("/run/containerd/containerd.sock"),
+        process: None,
+        note: None,
+        other_containerds: Vec::new(),
+        unproven: Vec::new(),
+        snapshotter: None,
+        cni_conf_dir: None,
+        cni_max_conf_num: None,
+        netns_under_state_dir: false,
+        daemon_lookup: None,
+    };
+    let mut first = Snapshot::empty(1, paths, "k8s.io".into());
+    first.mounts_read = true;
+    first.mounts = (0..100_000)
+        .map(|n| Mount {
+            mount_point: format!(
+                "/run/containerd/io.containerd.runtime.v2.task/k8s.io/{n:064x}/rootfs"
+            )
+            .into(),
+            fs_type: "overlay".into(),
+            ..Mount::default()
+        })
+        .collect();
+    let evidence = Archived {
+        nodectl_version: env!("CARGO_PKG_VERSION").into(),
+        hostname: None,
+        first,
+        second: None,
+        copies_left_out: Vec::new(),
+    };
+    let json = serde_json::to_vec(&evidence).unwrap();
+    let path = dir.path().join("costly.tar.gz");
+    archive_with(&path, &json[..], json.len() as u64);
+    // Under a deadline of 20 × 5 ms: given up at it, with exit 2.
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(["check", "--timeout", "5ms", "--from"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let err = support::stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("deadline passed (100ms"), "{err}");
+    assert!(took < std::time::Duration::from_secs(3), "took {took:?}");
+    // With the default (1 min), the same archive is read and checked.
+    let (output, _) = check_from(&path);
+    let err = support::stderr(&output);
+    assert!(!err.contains("deadline"), "{err}");
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{err}");
+}
+
 /// `bytes` as a path (Linux paths are bytes, not text).
 fn bytes_path(dir: &Path, name: &[u8]) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;

@@ -13,21 +13,50 @@ use crate::gather;
 use crate::model::{ApiCall, Gap, Snapshot};
 use crate::report::Report;
 
+/// `check --from` ends within this many `--timeout`s (1 min by default),
+/// reading and checking included: an archive is anyone's file, and one
+/// shaped to cost (a quadratic check, a huge parse) must not hold nodectl
+/// without end.
+pub const FROM_DEADLINE_TIMEOUTS: u32 = 20;
+
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
-    let (first, second) = match &args.from {
-        Some(archive) => {
-            // Given up once it reads nothing for as long as a look at the
-            // node may take.
-            let evidence = archive::read(archive, global.timeout + gather::DEADLINE_GRACE)?;
-            (evidence.first, evidence.second)
-        }
-        None => super::gather_pair(
+    let Some(archive) = &args.from else {
+        let (first, second) = super::gather_pair(
             global,
             args.cri_address.as_deref(),
             &args.confirm,
             super::PairFor::Checks,
-        ),
+        );
+        return Ok(judged(first, second, args));
     };
+    let deadline = global.timeout * FROM_DEADLINE_TIMEOUTS;
+    let (global, args, archive) = (global.clone(), args.clone(), archive.clone());
+    let (send, answer) = std::sync::mpsc::sync_channel(1);
+    // Detached: past the deadline it is left behind, and ends with the
+    // process.
+    std::thread::Builder::new()
+        .name("nodectl-from-check".into())
+        .spawn(move || {
+            // Given up once it reads nothing for as long as a look at the
+            // node may take.
+            let read = archive::read(&archive, global.timeout + gather::DEADLINE_GRACE);
+            let _ = send.send(read.map(|evidence| judged(evidence.first, evidence.second, &args)));
+        })?;
+    match answer.recv_timeout(deadline) {
+        Ok(report) => report,
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => anyhow::bail!(
+            "check --from: its deadline passed ({}, {FROM_DEADLINE_TIMEOUTS} × --timeout) before the \
+             archive was read and checked; not checked",
+            humantime::format_duration(deadline)
+        ),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            anyhow::bail!("check --from: its thread ended without an answer")
+        }
+    }
+}
+
+/// The report of the checks on a look (and its confirming second look).
+fn judged(first: Snapshot, second: Option<Snapshot>, args: &CheckArgs) -> Report {
     let settings = args.settings();
     let findings = checks::run_all(&first, second.as_ref().unwrap_or(&first), &settings);
     // No containerd on the node is one gap, not the APIs' (the check itself
@@ -52,7 +81,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
         .map(|cni| cni.address_use())
         .unwrap_or_default();
     super::free_in_background((first, second));
-    Ok(report)
+    report
 }
 
 /// `second`'s gaps added to `gaps`, each once.

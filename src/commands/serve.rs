@@ -19,6 +19,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -221,6 +222,9 @@ struct Stream {
     watched: Watched,
     metrics: prometheus::StreamMetrics,
     stream: events::Reconnects,
+    /// The pid of the daemon the latest run proved: the stream subscribes
+    /// only over a connection whose peer it is.
+    daemon: events::ProvenDaemon,
 }
 
 impl Stream {
@@ -231,12 +235,16 @@ impl Stream {
         let proven = super::watch::proves_the_daemon(report);
         self.watched.heed(proven);
         let paths = &report.paths;
+        if let Some(daemon) = paths.process.as_ref().filter(|_| proven) {
+            self.daemon.store(daemon.pid, Ordering::Relaxed);
+        }
         if self.news.is_some() || !proven {
             return;
         }
         let (tell, news) = mpsc::channel();
         let started = events::stream(
             paths.address.path.clone(),
+            self.daemon.clone(),
             report.namespace.clone(),
             global.timeout,
             move |news| tell.send(news).is_ok(),
@@ -280,12 +288,30 @@ impl Stream {
                 self.metrics.up = false;
                 Some(changed)
             }
+            Ok(StreamNews::NotTheDaemon(_)) => {
+                self.stream.down();
+                let changed = self.metrics.up;
+                self.metrics.up = false;
+                // containerd restarted (a new pid), or another serves its
+                // socket: a run proves which, and the retry uses its pid.
+                self.watched.look_now(Instant::now());
+                Some(changed)
+            }
             Ok(StreamNews::Event(event)) => {
-                *self
-                    .metrics
-                    .events
-                    .entry(event.topic_label().to_string())
-                    .or_default() += 1;
+                // Counted without allocating but for a label's first event;
+                // the daemon names the topics, so past what is listed they
+                // are counted together.
+                let events = &mut self.metrics.events;
+                let mut topic = event.topic_label();
+                if !events.contains_key(topic) && events.len() >= prometheus::TOPICS_LISTED - 1 {
+                    topic = "other";
+                }
+                match events.get_mut(topic) {
+                    Some(count) => *count += 1,
+                    None => {
+                        events.insert(topic.to_string(), 1);
+                    }
+                }
                 self.watched.heard(&event, Instant::now());
                 Some(true)
             }

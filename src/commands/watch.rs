@@ -13,6 +13,7 @@
 use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,7 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
             .spawn(move || replay(teller))
             .is_ok();
     }
+    let proven_daemon = events::ProvenDaemon::default();
     let mut down_said: Option<Instant> = None;
     let mut looking = true;
     counts.cpu = super::cpu_used();
@@ -117,8 +119,11 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                     );
                 }
                 watched.heed(proven);
+                if let Some(daemon) = report.paths.process.as_ref().filter(|_| proven) {
+                    proven_daemon.store(daemon.pid, Ordering::Relaxed);
+                }
                 if !streaming {
-                    streaming = subscribe(global, &report, &tell);
+                    streaming = subscribe(global, &report, &proven_daemon, &tell);
                 }
                 for change in watched.update(&report, Instant::now()) {
                     if tell_change(&mut out, global.output, &change).is_err() {
@@ -147,6 +152,22 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                     );
                     down_said = Some(Instant::now());
                 }
+            }
+            Ok(Heard::Stream(StreamNews::NotTheDaemon(reason))) => {
+                counts.stream.down();
+                if down_said.is_none_or(|at| at.elapsed() > DOWN_SAID_EVERY) {
+                    say(
+                        global,
+                        &format!(
+                            "event stream not subscribed ({}); looking to prove the daemon",
+                            inert::shown(&reason)
+                        ),
+                    );
+                    down_said = Some(Instant::now());
+                }
+                // containerd restarted (a new pid), or another serves its
+                // socket: a look proves which, and the retry uses its pid.
+                watched.look_now(Instant::now());
             }
             Ok(Heard::Stream(StreamNews::Event(event))) => {
                 counts.events += 1;
@@ -194,7 +215,12 @@ fn start_look(global: &GlobalArgs, args: &WatchArgs, tell: &mpsc::Sender<Heard>)
 
 /// Subscribes to the events of the daemon `report`'s look proved; none
 /// when it proved none (then only the periodic looks run).
-fn subscribe(global: &GlobalArgs, report: &Report, tell: &mpsc::Sender<Heard>) -> bool {
+fn subscribe(
+    global: &GlobalArgs,
+    report: &Report,
+    daemon: &events::ProvenDaemon,
+    tell: &mpsc::Sender<Heard>,
+) -> bool {
     let paths = &report.paths;
     if !proves_the_daemon(report) {
         say(
@@ -207,6 +233,7 @@ fn subscribe(global: &GlobalArgs, report: &Report, tell: &mpsc::Sender<Heard>) -
     let tell = tell.clone();
     let started = events::stream(
         address.clone(),
+        daemon.clone(),
         report.namespace.clone(),
         global.timeout,
         move |news| tell.send(Heard::Stream(news)).is_ok(),

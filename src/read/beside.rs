@@ -3,45 +3,14 @@
 //! the new one, never half of one; in a directory opened once and checked,
 //! relative to its descriptor ([`CheckedDir`]).
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{fstat, fstatat, SFlag};
 use nix::unistd::UnlinkatFlags;
-
-/// A new file beside `path` with `mode`, that did not exist before and is no
-/// link (O_EXCL, O_NOFOLLOW), to be renamed over `path` once whole. Its name
-/// starts with a dot and ends in `.tmp`, so no reader of `path`'s kind (an
-/// archive, node_exporter's `*.prom`) takes it for one.
-pub(crate) fn create_beside(path: &Path, mode: u32) -> io::Result<(PathBuf, File)> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?
-        .to_string_lossy();
-    for attempt in 0.. {
-        let tmp = dir.join(format!(".{name}.{}.{attempt}.tmp", std::process::id()));
-        match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&tmp)
-        {
-            Ok(file) => return Ok((tmp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    unreachable!()
-}
 
 /// Replaces `path` whole with `bytes` (mode `mode`): written in its
 /// directory, opened once and checked ([`CheckedDir::open`]), relative to
@@ -101,6 +70,86 @@ impl CheckedDir {
         })
     }
 
+    /// `dir` held to the rules of the directories on the way to it: owned
+    /// by root or this user, writable by group or others only with the
+    /// sticky bit (`/tmp`), never a symlink. Where a file is placed under a
+    /// name the user chose (`collect`'s archive).
+    pub(crate) fn safe(dir: &Path) -> io::Result<CheckedDir> {
+        let fd = walk(dir, false)?;
+        if let Some(refused) = swappable(&fstat(&fd)?, dir) {
+            return Err(refused);
+        }
+        Ok(CheckedDir { fd })
+    }
+
+    /// `name` in this directory as it is (a symlink not followed).
+    pub(crate) fn stat(&self, name: &std::ffi::OsStr) -> io::Result<nix::sys::stat::FileStat> {
+        Ok(fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW)?)
+    }
+
+    /// A new file in this directory with `mode`, under a fresh name beside
+    /// `name` (a dot first, `.tmp` last: no reader of `name`'s kind takes it
+    /// for one), that did not exist before and is no link; with that name.
+    pub(crate) fn create_beside(
+        &self,
+        name: &std::ffi::OsStr,
+        mode: u32,
+    ) -> io::Result<(String, File)> {
+        use nix::fcntl::OFlag;
+        use nix::sys::stat::Mode;
+        let shown = name.to_string_lossy();
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        for attempt in 0..100 {
+            let tmp = format!(".{shown}.{}.{attempt}.tmp", std::process::id());
+            match nix::fcntl::openat(
+                &self.fd,
+                tmp.as_str(),
+                flags,
+                Mode::from_bits_truncate(mode),
+            ) {
+                Ok(fd) => {
+                    let file = File::from(fd);
+                    // The mode asked for, whatever the umask took off.
+                    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+                    return Ok((tmp, file));
+                }
+                Err(nix::Error::EEXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "no fresh name to write beside it",
+        ))
+    }
+
+    /// Renames `from` over `to`, both in this directory.
+    pub(crate) fn rename(&self, from: &str, to: &std::ffi::OsStr) -> io::Result<()> {
+        Ok(nix::fcntl::renameat(&self.fd, from, &self.fd, to)?)
+    }
+
+    /// Links `from` as `to`, both in this directory: fails on any existing
+    /// `to`, a symlink included.
+    pub(crate) fn link(&self, from: &str, to: &std::ffi::OsStr) -> io::Result<()> {
+        Ok(nix::unistd::linkat(
+            &self.fd,
+            from,
+            &self.fd,
+            to,
+            AtFlags::empty(),
+        )?)
+    }
+
+    /// Removes the file `name` of this directory.
+    pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
+        Ok(nix::unistd::unlinkat(
+            &self.fd,
+            name,
+            UnlinkatFlags::NoRemoveDir,
+        )?)
+    }
+
     /// Replaces `name` in this directory whole with `bytes` (see [`replace`]).
     pub(crate) fn replace(
         &self,
@@ -108,46 +157,20 @@ impl CheckedDir {
         bytes: &[u8],
         mode: u32,
     ) -> io::Result<()> {
-        use nix::fcntl::{renameat, OFlag};
-        use nix::sys::stat::Mode;
-        let shown = name.to_string_lossy();
         if fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW)
             .is_ok_and(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR)
         {
             return Err(io::Error::other("is a directory"));
         }
-        let flags =
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        for attempt in 0..100 {
-            let tmp = format!(".{shown}.{}.{attempt}.tmp", std::process::id());
-            let fd = match nix::fcntl::openat(
-                &self.fd,
-                tmp.as_str(),
-                flags,
-                Mode::from_bits_truncate(mode),
-            ) {
-                Ok(fd) => fd,
-                Err(nix::Error::EEXIST) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let mut file = File::from(fd);
-            // The mode asked for, whatever the umask took off.
-            let placed = file
-                .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
-                .and_then(|()| file.write_all(bytes))
-                .and_then(|()| file.sync_all())
-                .and_then(|()| {
-                    renameat(&self.fd, tmp.as_str(), &self.fd, name).map_err(io::Error::from)
-                });
-            if placed.is_err() {
-                let _ = nix::unistd::unlinkat(&self.fd, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
-            }
-            return placed;
+        let (tmp, mut file) = self.create_beside(name, mode)?;
+        let placed = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| self.rename(&tmp, name));
+        if placed.is_err() {
+            let _ = self.remove(&tmp);
         }
-        Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "no fresh name to write beside it",
-        ))
+        placed
     }
 }
 
@@ -173,20 +196,8 @@ fn walk(dir: &Path, own: bool) -> io::Result<OwnedFd> {
     for (n, component) in components.iter().enumerate() {
         // What is reached so far decides whether what follows can be
         // swapped by someone else.
-        let st = fstat(&fd)?;
-        if st.st_uid != 0 && st.st_uid != me {
-            return Err(refused(format!(
-                "{} is owned by uid {}, who could swap what is below it",
-                reached.display(),
-                st.st_uid
-            )));
-        }
-        if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
-            return Err(refused(format!(
-                "{} is writable by group or others (mode {:o}) without the sticky bit: they could swap what is below it",
-                reached.display(),
-                st.st_mode & 0o7777
-            )));
+        if let Some(refused) = swappable(&fstat(&fd)?, &reached) {
+            return Err(refused);
         }
         let name = component.as_os_str();
         reached.push(name);
@@ -217,9 +228,33 @@ fn walk(dir: &Path, own: bool) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// Why what is below `reached` (its `st`) could be swapped by someone
+/// else, if it could: another user owns it, or group or others may write
+/// to it without the sticky bit.
+fn swappable(st: &nix::sys::stat::FileStat, reached: &Path) -> Option<io::Error> {
+    let refused = |why: String| Some(io::Error::new(io::ErrorKind::PermissionDenied, why));
+    let me = nix::unistd::geteuid().as_raw();
+    if st.st_uid != 0 && st.st_uid != me {
+        return refused(format!(
+            "{} is owned by uid {}, who could swap what is below it",
+            reached.display(),
+            st.st_uid
+        ));
+    }
+    if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
+        return refused(format!(
+            "{} is writable by group or others (mode {:o}) without the sticky bit: they could swap what is below it",
+            reached.display(),
+            st.st_mode & 0o7777
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
     fn own(dir: &Path) -> io::Result<()> {

@@ -230,7 +230,7 @@ pub struct StreamMetrics {
 
 /// Topics written at most: containerd's topics are its own, but a stream
 /// is taken as it comes.
-const TOPICS_LISTED: usize = 32;
+pub const TOPICS_LISTED: usize = 32;
 
 /// `serve`'s event stream: whether it is up, reconnects, events by topic.
 pub fn render_stream(out: &mut dyn Write, command: &str, stream: &StreamMetrics) -> io::Result<()> {

@@ -63,17 +63,36 @@ pub async fn connect_recorded(
 /// rename another socket over it in between (a fake CRI that listed a live
 /// pod as leaked, then the real one to remove it).
 pub async fn connect_to_daemon(address: &Path, daemon: i32) -> Result<Channel, String> {
-    let (stream, peer) = crate::sources::daemon_proof::connect_checked(address)?;
+    connect_to_proven(address, daemon)
+        .await
+        .map_err(|not| match not {
+            NotConnected::Unreachable(why) | NotConnected::NotTheDaemon(why) => why,
+        })
+}
+
+/// Why [`connect_to_proven`] made no channel.
+#[derive(Debug)]
+pub enum NotConnected {
+    /// Nothing (or nothing that answers) at the socket.
+    Unreachable(String),
+    /// Another process than the daemon serves it.
+    NotTheDaemon(String),
+}
+
+/// [`connect_to_daemon`], saying whether it was the peer that was refused.
+pub async fn connect_to_proven(address: &Path, daemon: i32) -> Result<Channel, NotConnected> {
+    let (stream, peer) = crate::sources::daemon_proof::connect_checked(address)
+        .map_err(NotConnected::Unreachable)?;
     let me = nix::unistd::geteuid().as_raw();
     if peer.pid != daemon || (peer.uid != 0 && peer.uid != me) {
-        return Err(format!(
+        return Err(NotConnected::NotTheDaemon(format!(
             "{} is served by pid {} (uid {}), not by containerd pid {daemon}",
             address.display(),
             peer.pid,
             peer.uid
-        ));
+        )));
     }
-    over(stream).await
+    over(stream).await.map_err(NotConnected::Unreachable)
 }
 
 /// A channel whose every call goes over `stream`, never dialling again: once

@@ -2,6 +2,13 @@
 //! Subscribe`), for `watch` and `serve`: each event of CRI's namespace
 //! decoded into an [`Event`], the stream reconnected with backoff.
 //!
+//! Subscribed only to the daemon a look proved, over one connection whose
+//! peer is that daemon (`api::connect_to_daemon`: the descriptor's
+//! `SO_PEERCRED`, never the path resolved again): whoever serves the socket
+//! writes the events, and a socket renamed over the path after the check
+//! gets no subscription. After a reconnect the peer is checked again, with
+//! the pid the latest look proved (containerd restarted has a new one).
+//!
 //! The stream has no replay: what containerd publishes while nobody
 //! listens is gone (and a shim drops an event after 5 failed sends, so a
 //! containerd restart of more than about 15 s loses exits). Whoever
@@ -12,6 +19,8 @@
 //! what a frozen containerd meets.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use containerd_client::events::{ContainerDelete, SnapshotRemove, TaskDelete, TaskExit, TaskOom};
@@ -23,7 +32,7 @@ use prost_types::Any;
 use crate::model::cri_status::UnixNanos;
 use crate::model::event::TOPICS;
 use crate::model::Event;
-use crate::sources::api::{connect, status_text, unix_nanos};
+use crate::sources::api::{connect_to_proven, status_text, unix_nanos, NotConnected};
 
 /// What the stream says to whoever listens.
 #[derive(Debug)]
@@ -33,7 +42,16 @@ pub enum StreamNews {
     Event(Event),
     /// The stream ended or could not be had; retried after a pause.
     Down(String),
+    /// Another process than the daemon the latest look proved serves the
+    /// socket (containerd restarted, or someone else): not subscribed to,
+    /// retried after a pause; a look must prove who it is first.
+    NotTheDaemon(String),
 }
+
+/// The pid of the daemon the latest look proved, shared by the listener
+/// (who stores it after each such look) and the stream (who subscribes only
+/// over a connection whose peer it is).
+pub type ProvenDaemon = Arc<AtomicI32>;
 
 /// Which of a stream's connects are reconnects: each that follows a `Down`.
 /// Not "every connect after the first": the first connect fails too when
@@ -67,11 +85,12 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// a second of events lost (the stream has no replay).
 const MOST_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Streams `namespace`'s events from `address` to `tell` until it returns
-/// false, reconnecting with backoff; connecting takes at most `within`.
-/// Runs on its own thread and runtime.
+/// Streams `namespace`'s events from `address`, served by `daemon`, to
+/// `tell` until it returns false, reconnecting with backoff; connecting
+/// takes at most `within`. Runs on its own thread and runtime.
 pub fn stream(
     address: PathBuf,
+    daemon: ProvenDaemon,
     namespace: String,
     within: Duration,
     tell: impl Fn(StreamNews) -> bool + Send + 'static,
@@ -86,21 +105,25 @@ pub fn stream(
                 tell(StreamNews::Down("no runtime for the event stream".into()));
                 return;
             };
-            runtime.block_on(follow(&address, &namespace, within, &tell));
+            runtime.block_on(follow(&address, &daemon, &namespace, within, &tell));
         })
 }
 
 async fn follow(
     address: &Path,
+    daemon: &ProvenDaemon,
     namespace: &str,
     within: Duration,
     tell: &impl Fn(StreamNews) -> bool,
 ) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        let ended = match tokio::time::timeout(within, connect(address)).await {
-            Err(_) => Some(format!("connecting: no answer within {within:?}")),
-            Ok(Err(err)) => Some(err),
+        let pid = daemon.load(Ordering::Relaxed);
+        let connected = tokio::time::timeout(within, connect_to_proven(address, pid)).await;
+        let news = match connected {
+            Err(_) => StreamNews::Down(format!("connecting: no answer within {within:?}")),
+            Ok(Err(NotConnected::NotTheDaemon(why))) => StreamNews::NotTheDaemon(why),
+            Ok(Err(NotConnected::Unreachable(why))) => StreamNews::Down(why),
             // Up once connected: containerd answers a subscription only with
             // its first event, which may be long in coming (an idle node).
             Ok(Ok(channel)) => {
@@ -108,11 +131,13 @@ async fn follow(
                     return;
                 }
                 backoff = FIRST_BACKOFF;
-                follow_stream(channel, namespace, tell).await
+                match follow_stream(channel, namespace, tell).await {
+                    Some(ended) => StreamNews::Down(ended),
+                    None => return,
+                }
             }
         };
-        let Some(ended) = ended else { return };
-        if !tell(StreamNews::Down(ended)) {
+        if !tell(news) {
             return;
         }
         tokio::time::sleep(backoff).await;
@@ -246,6 +271,96 @@ mod tests {
         assert_eq!(
             (event.topic.as_str(), event.container_id),
             ("/tasks/exit", None)
+        );
+    }
+
+    #[test]
+    fn a_socket_not_served_by_the_proven_daemon_gets_no_subscription() {
+        use std::io::Read;
+        use std::os::unix::net::UnixListener;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("containerd.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        // The pid a look proved is not the listener's (this process).
+        let me = std::process::id() as i32;
+        let daemon = ProvenDaemon::new(AtomicI32::new(me + 1));
+        // The first news told ends the stream.
+        let (tell, told) = std::sync::mpsc::channel();
+        let teller = move |news| {
+            let _ = tell.send(news);
+            false
+        };
+        let within = Duration::from_secs(2);
+        let streaming = stream(path.clone(), daemon, "k8s.io".into(), within, teller).unwrap();
+        let news = told.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(
+            matches!(&news, StreamNews::NotTheDaemon(why) if why.contains(&format!("served by pid {me}"))),
+            "{news:?}"
+        );
+        streaming.join().unwrap();
+        // The connection checked was closed without a byte: no subscription.
+        let (mut checked, _) = listener.accept().unwrap();
+        checked
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut sent = Vec::new();
+        checked.read_to_end(&mut sent).unwrap();
+        assert!(sent.is_empty(), "subscribed: {sent:?}");
+    }
+
+    #[test]
+    fn a_socket_renamed_over_the_path_after_the_check_gets_no_subscription() {
+        use std::io::Read;
+        use std::os::unix::net::UnixListener;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("containerd.sock");
+        let checked = UnixListener::bind(&path).unwrap();
+        let me = std::process::id() as i32;
+        let daemon = ProvenDaemon::new(AtomicI32::new(me));
+        // Told Up once the connection is checked; stops at the next news.
+        let (up_tx, up) = std::sync::mpsc::channel();
+        let swapped = dir.path().join("swapped.sock");
+        let impostor = UnixListener::bind(&swapped).unwrap();
+        impostor.set_nonblocking(true).unwrap();
+        let (renamed_tx, renamed) = std::sync::mpsc::channel::<()>();
+        let (swapped_at, path_at) = (swapped.clone(), path.clone());
+        let teller = move |news: StreamNews| {
+            if matches!(news, StreamNews::Up) {
+                // Another socket is renamed over the path after the check,
+                // before the subscription is sent.
+                std::fs::rename(&swapped_at, &path_at).unwrap();
+                let _ = renamed_tx.send(());
+                return up_tx.send(()).is_ok();
+            }
+            false
+        };
+        let within = Duration::from_secs(2);
+        let streaming = stream(path.clone(), daemon, "k8s.io".into(), within, teller).unwrap();
+        up.recv_timeout(Duration::from_secs(5)).unwrap();
+        renamed.recv_timeout(Duration::from_secs(5)).unwrap();
+        // The subscription went over the connection checked...
+        checked.set_nonblocking(true).unwrap();
+        let (mut first, _) = checked.accept().unwrap();
+        first.set_nonblocking(false).unwrap();
+        first
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let mut preface = [0; 24];
+        first.read_exact(&mut preface).unwrap();
+        assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        // ... and the stream ends with it, never dialling the path again.
+        drop(first);
+        for _ in 0..50 {
+            if streaming.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(streaming.is_finished(), "the stream goes on");
+        let dialled = impostor.accept();
+        assert!(
+            matches!(&dialled, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the renamed socket was dialled: {dialled:?}"
         );
     }
 
