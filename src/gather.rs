@@ -63,6 +63,8 @@ pub struct GatherOptions {
     pub kubelet: bool,
     /// kubelet's root when given (`--kubelet-root`).
     pub kubelet_root: Option<PathBuf>,
+    /// kubelet's pod log directory when given (`--kubelet-pod-logs`).
+    pub kubelet_pod_logs: Option<PathBuf>,
     /// Read kubelet's pod cgroups.
     pub pod_cgroups: bool,
     /// Read the pods' network namespaces CRI mounted.
@@ -614,6 +616,7 @@ mod tests {
             cni: false,
             kubelet: false,
             kubelet_root: None,
+            kubelet_pod_logs: None,
             pod_cgroups: false,
             netns: false,
             kubelet_cgroup_root: None,

@@ -38,9 +38,16 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     assert!(removed, "the gone pod is stopped and removed");
 
     let cgroup_root = bed.cgroup_parent().to_string();
+    // kubelet's root, read for its word: no pod directory of either pod
+    // (kubelet let the gone one go; the live one's sandbox is listed).
+    let kubelet_root = bed.scratch("kubelet");
+    std::fs::create_dir_all(kubelet_root.join("pods")).unwrap();
+    let kubelet_root = kubelet_root.display().to_string();
     let run = |grace: &str| {
         bed.nodectl(&[
             "check",
+            "--kubelet-root",
+            &kubelet_root,
             "--kubelet-cgroup-root",
             &cgroup_root,
             "--settle",
@@ -88,6 +95,8 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     let remove = |yes: bool| {
         let mut args = vec![
             "leaked-pod-cgroups",
+            "--kubelet-root",
+            kubelet_root.as_str(),
             "--kubelet-cgroup-root",
             cgroup_root.as_str(),
             "--grace",

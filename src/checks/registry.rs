@@ -164,10 +164,12 @@ pub const CHECKS: &[Check] = &[
         kind: Kind::LeakedPodCgroup,
         reads: Reads {
             // A pod is gone when CRI lists no sandbox of its uid (asked
-            // with containerd's API).
+            // with containerd's API) and kubelet no longer has it (its pod
+            // directory, kubelet's own rule).
             containerd_api: Ask::Always,
             cri_api: true,
             pod_cgroups: true,
+            kubelet: true,
             ..Reads::NOTHING
         },
         run: |l| leaked_pod_cgroup::check(l.first, l.settings),

@@ -45,8 +45,12 @@ impl PodSources {
                 processes,
             );
             let (mountinfo, table) = (options.mountinfo.clone(), table.clone());
+            let pod_logs = options
+                .kubelet_pod_logs
+                .clone()
+                .unwrap_or_else(|| kubelet::DEFAULT_POD_LOGS.into());
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
-                kubelet::read(root, table.as_ref(), &mountinfo, gaps)
+                kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps)
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {
