@@ -40,14 +40,17 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     let cgroup_root = bed.cgroup_parent().to_string();
     // kubelet's root, read for its word: no pod directory of either pod
     // (kubelet let the gone one go; the live one's sandbox is listed).
-    let kubelet_root = bed.scratch("kubelet");
-    std::fs::create_dir_all(kubelet_root.join("pods")).unwrap();
-    let kubelet_root = kubelet_root.display().to_string();
+    let kubelet_dir = bed.scratch("kubelet");
+    std::fs::create_dir_all(kubelet_dir.join("pods")).unwrap();
+    let kubelet_root = kubelet_dir.display().to_string();
+    let pod_logs = bed.scratch("pod-logs-of-kubelet").display().to_string();
     let run = |grace: &str| {
         bed.nodectl(&[
             "check",
             "--kubelet-root",
             &kubelet_root,
+            "--kubelet-pod-logs",
+            &pod_logs,
             "--kubelet-cgroup-root",
             &cgroup_root,
             "--settle",
@@ -60,6 +63,40 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     };
     let doc = support::report(&run("10m"));
     assert!(leaked(&doc).is_empty(), "within the grace: {doc:#}");
+
+    // No pod-resources socket: kubelet's word cannot be had, so the leak
+    // is reported unconfirmed (and never removed, below).
+    let doc = support::report(&run("0s"));
+    let found = leaked(&doc);
+    assert_eq!(found.len(), 1, "{doc:#}");
+    let why = found[0]["evidence"]["unconfirmed"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains("pod-resources") && why.contains("does not exist"),
+        "{why}"
+    );
+    let act = [
+        "leaked-pod-cgroups",
+        "--kubelet-root",
+        &kubelet_root,
+        "--kubelet-pod-logs",
+        &pod_logs,
+        "--kubelet-cgroup-root",
+        &cgroup_root,
+        "--grace",
+        "0s",
+        "--remove",
+        "--yes",
+        "-o",
+        "json",
+    ];
+    let doc = support::report(&bed.nodectl(&act));
+    let planned = doc["cleanups"].as_array().map_or(0, Vec::len);
+    assert_eq!(planned, 0, "unconfirmed, nothing removed: {doc:#}");
+
+    // kubelet's word, served as kubelet serves it: neither pod is active.
+    let _kubelet = support::PodResourcesServer::start(&kubelet_dir, &[]);
 
     let output = run("0s");
     let doc = support::report(&output);
@@ -76,6 +113,7 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     assert_eq!(evidence["qos"], "burstable");
     assert_eq!(evidence["procs"], 0);
     assert_eq!(evidence["cgroup_root"]["origin"], "flag");
+    assert!(evidence.get("unconfirmed").is_none(), "{finding:#}");
     let path = evidence["path"].as_str().unwrap_or_default();
     assert!(
         path.ends_with(&format!("{cgroup_root}/kubepods/burstable/pod{gone_uid}")),
@@ -97,6 +135,8 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
             "leaked-pod-cgroups",
             "--kubelet-root",
             kubelet_root.as_str(),
+            "--kubelet-pod-logs",
+            pod_logs.as_str(),
             "--kubelet-cgroup-root",
             cgroup_root.as_str(),
             "--grace",

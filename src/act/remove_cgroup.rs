@@ -316,6 +316,7 @@ mod tests {
             },
             pod_dirs: Vec::new(),
             pod_logs: Some(Vec::new()),
+            word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         });
         of_proven_daemon(s)
     }
@@ -515,6 +516,9 @@ mod tests {
         let pod = dir.path().join("podgone");
         let mut s = node(&pod, Some(0), &[]);
         s.kubelet = None;
+        assert!(run(&s, &Settings::default(), false, || s.clone()).is_empty());
+        let mut s = node(&pod, Some(0), &[]);
+        s.kubelet.as_mut().unwrap().word = crate::model::KubeletWord::default();
         assert!(run(&s, &Settings::default(), false, || s.clone()).is_empty());
         assert_eq!(
             targets(&node(&pod, Some(0), &[]), &Settings::default()).len(),

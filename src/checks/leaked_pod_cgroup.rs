@@ -28,7 +28,9 @@ use serde_json::Value;
 
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_of_uid};
-use crate::model::{timestamp, CniView, Finding, Kind, Located, PodCgroup, Severity, Snapshot};
+use crate::model::{
+    timestamp, CniView, Finding, Kind, KubeletView, Located, PodCgroup, Severity, Snapshot,
+};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -75,24 +77,29 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<Leaked<'a>
         .iter()
         .filter(|cgroup| !uids.contains(cgroup.uid.as_str()))
         .filter(|cgroup| snapshot.is_older_than(cgroup.created_at, settings.sandbox_grace))
-        // kubelet has not let the pod go while its directory is there.
-        .filter(|cgroup| kubelet.is_none_or(|k| k.pod_dir(&cgroup.uid).is_none()))
+        // kubelet has not let the pod go while its directory is there, nor
+        // while its pod-resources API lists it.
+        .filter(|cgroup| {
+            kubelet.is_none_or(|k| {
+                k.pod_dir(&cgroup.uid).is_none() && k.lists(&cgroup.uid) != Ok(true)
+            })
+        })
         .map(|cgroup| Leaked {
             cgroup,
-            unconfirmed: kubelet_unconfirmed(snapshot),
+            unconfirmed: unconfirmed(kubelet, &cgroup.uid),
         })
         .collect()
 }
 
-/// Why kubelet's word on a pod cannot be had from `snapshot`, if it cannot.
-fn kubelet_unconfirmed(snapshot: &Snapshot) -> Option<String> {
-    match &snapshot.kubelet {
+/// Why kubelet's word on the pod of `uid` cannot be had, if it cannot.
+fn unconfirmed(kubelet: Option<&KubeletView>, uid: &str) -> Option<String> {
+    match kubelet {
         None => Some(
             "kubelet's pod directories were not read, so a pod kubelet still has cannot be \
              told from one it let go"
                 .to_string(),
         ),
-        Some(_) => None,
+        Some(kubelet) => kubelet.lists(uid).err(),
     }
 }
 
@@ -243,6 +250,7 @@ mod tests {
                 })
                 .collect(),
             pod_logs: Some(Vec::new()),
+            word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         }
     }
 
@@ -338,5 +346,43 @@ mod tests {
             "{}",
             findings[0].remedy
         );
+    }
+
+    #[test]
+    fn a_pod_kubelets_word_lists_is_never_leaked_and_without_its_word_none_is_confirmed() {
+        use crate::model::{KubeletWord, PodLogDir, PodName};
+        let mut s = node(
+            vec![
+                cgroup("listed", NOW - HOUR, 0),
+                cgroup("gone", NOW - HOUR, 0),
+            ],
+            &[],
+        );
+        let kubelet = s.kubelet.as_mut().unwrap();
+        kubelet.pod_logs = Some(vec![
+            PodLogDir::parse("shop_cart_listed", NOW - HOUR).unwrap()
+        ]);
+        kubelet.word = KubeletWord::Listed {
+            pods: vec![PodName {
+                namespace: "shop".to_string(),
+                name: "cart".to_string(),
+            }],
+        };
+        let findings = check(&s, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["gone"]);
+        assert!(findings[0].evidence.get("unconfirmed").is_none());
+        // No socket: both reported, neither confirmed, the why said.
+        s.kubelet.as_mut().unwrap().word = KubeletWord::Unavailable {
+            why: "kubelet's pod-resources API (/k/pod-resources/kubelet.sock): it does not exist"
+                .to_string(),
+        };
+        let findings = check(&s, &Settings::default());
+        assert_eq!(findings.len(), 2);
+        for f in &findings {
+            let why = f.evidence["unconfirmed"].as_str().unwrap_or_default();
+            assert!(why.contains("does not exist"), "{why}");
+            assert!(!f.remedy.contains("rmdir"), "{}", f.remedy);
+        }
     }
 }

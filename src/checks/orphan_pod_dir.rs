@@ -67,20 +67,21 @@ pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDi
         .iter()
         .filter(|dir| !uids.contains(dir.uid.as_str()))
         .filter(|dir| snapshot.is_older_than(dir.modified_at, settings.sandbox_grace))
-        // A pod kuberuntime started and kubelet's GC has not let go.
-        .filter(|dir| kubelet.pod_log(&dir.uid).is_none())
+        // A pod kuberuntime started and kubelet's GC has not let go, or
+        // one kubelet's pod-resources API lists.
+        .filter(|dir| kubelet.pod_log(&dir.uid).is_none() && kubelet.lists(&dir.uid) != Ok(true))
         .collect()
 }
 
-/// Why kubelet's word on `kubelet`'s pods cannot be had, if it cannot.
-fn unconfirmed(kubelet: &KubeletView) -> Option<String> {
+/// Why kubelet's word on the pod of `uid` cannot be had, if it cannot.
+fn unconfirmed(kubelet: &KubeletView, uid: &str) -> Option<String> {
     match &kubelet.pod_logs {
         None => Some(
             "kubelet's pod log directories could not be read, so a pod kubelet still starts \
              cannot be told from one it let go"
                 .to_string(),
         ),
-        Some(_) => None,
+        Some(_) => kubelet.lists(uid).err(),
     }
 }
 
@@ -112,7 +113,7 @@ fn finding(
         age_seconds: snapshot.seconds_since(dir.modified_at),
         mounts: dir.mounts.clone(),
         has_mounts: !dir.mounts.is_empty(),
-        unconfirmed: unconfirmed(kubelet),
+        unconfirmed: unconfirmed(kubelet, &dir.uid),
     };
     let (mut summary, remedy) = if evidence.has_mounts {
         (
@@ -199,6 +200,7 @@ mod tests {
             },
             pod_dirs: dirs,
             pod_logs: Some(Vec::new()),
+            word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         });
         let sandboxes = sandbox_uids
             .iter()
@@ -306,5 +308,17 @@ mod tests {
             assert!(f.summary.contains("unconfirmed"), "{}", f.summary);
             assert!(!f.remedy.contains("safe to remove"), "{}", f.remedy);
         }
+    }
+
+    #[test]
+    fn without_kubelets_word_an_orphan_is_unconfirmed() {
+        let mut s = node(vec![dir("gone", NOW - HOUR, &[])], &[]);
+        s.kubelet.as_mut().unwrap().word = crate::model::KubeletWord::Unavailable {
+            why: "its listener is not believed: pid 9: it runs as uid 1000".to_string(),
+        };
+        let f = &check(&s, &Settings::default())[0];
+        let why = f.evidence["unconfirmed"].as_str().unwrap_or_default();
+        assert!(why.contains("not believed"), "{why}");
+        assert!(!f.remedy.contains("safe to remove"), "{}", f.remedy);
     }
 }

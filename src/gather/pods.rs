@@ -14,7 +14,7 @@ use crate::model::{
     CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
     CRI_NAMESPACE,
 };
-use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, SourceThread};
+use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, pod_resources, SourceThread};
 
 /// The pod sources of one look, reading.
 pub(super) struct PodSources {
@@ -49,8 +49,14 @@ impl PodSources {
                 .kubelet_pod_logs
                 .clone()
                 .unwrap_or_else(|| kubelet::DEFAULT_POD_LOGS.into());
+            let (proc_root, timeout) = (options.proc_root.clone(), options.timeout);
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
-                kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps)
+                let kubelet_root = root.path.clone();
+                let mut view = kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps)?;
+                // kubelet's own word on its pods, asked once its
+                // directories are read.
+                view.word = pod_resources::ask(&kubelet_root, &proc_root, timeout);
+                Some(view)
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {

@@ -22,6 +22,36 @@ pub struct KubeletView {
     /// `None` when they could not be read (a gap says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_logs: Option<Vec<PodLogDir>>,
+    /// What kubelet's pod-resources API said of the pods it has.
+    #[serde(default)]
+    pub word: KubeletWord,
+}
+
+/// kubelet's own word on its pods: its pod-resources API
+/// (`<root>/pod-resources/kubelet.sock`, `PodResourcesLister.List`), which
+/// lists the pods kubelet has active, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "answer")]
+pub enum KubeletWord {
+    /// Its listener proven kubelet's (root, in the host's namespaces), it
+    /// answered with these pods.
+    Listed { pods: Vec<PodName> },
+    /// Not had, and why (no socket, a listener not proven, no answer).
+    Unavailable { why: String },
+}
+
+impl Default for KubeletWord {
+    fn default() -> KubeletWord {
+        KubeletWord::Unavailable {
+            why: "kubelet's pod-resources API was not asked".to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodName {
+    pub namespace: String,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +111,45 @@ impl KubeletView {
     pub fn pod_log(&self, uid: &str) -> Option<&PodLogDir> {
         self.pod_logs.iter().flatten().find(|log| log.uid == uid)
     }
+
+    /// Whether kubelet's word lists the pod of `uid`: a listed pod is
+    /// tied to its uid by its log directory (the API names pods, never
+    /// uids), and every uid a listed name has is taken as listed (a pod
+    /// made again under its name has a new uid). `Err` says why kubelet's
+    /// word cannot be had: no answer, its log directories unread, or a
+    /// listed pod no log directory ties (whose uid might be this one).
+    pub fn lists(&self, uid: &str) -> Result<bool, String> {
+        let pods = match &self.word {
+            KubeletWord::Listed { pods } => pods,
+            KubeletWord::Unavailable { why } => return Err(why.clone()),
+        };
+        let Some(logs) = &self.pod_logs else {
+            return Err(
+                "kubelet's pod log directories could not be read, so the pods its \
+                 pod-resources API lists cannot be tied to their uids"
+                    .to_string(),
+            );
+        };
+        let named =
+            |log: &PodLogDir, pod: &PodName| log.namespace == pod.namespace && log.name == pod.name;
+        if pods
+            .iter()
+            .any(|pod| logs.iter().any(|log| log.uid == uid && named(log, pod)))
+        {
+            return Ok(true);
+        }
+        match pods
+            .iter()
+            .find(|pod| !logs.iter().any(|log| named(log, pod)))
+        {
+            Some(untied) => Err(format!(
+                "kubelet's pod-resources API lists pod {}/{}, which no log directory ties to \
+                 a uid",
+                untied.namespace, untied.name
+            )),
+            None => Ok(false),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -103,5 +172,58 @@ mod tests {
         ] {
             assert_eq!(PodLogDir::parse(not_one, 0), None, "{not_one}");
         }
+    }
+
+    fn view(word: KubeletWord, logs: Option<Vec<PodLogDir>>) -> KubeletView {
+        KubeletView {
+            root: Located {
+                path: PathBuf::from("/var/lib/kubelet"),
+                origin: crate::model::paths::Origin::Default,
+            },
+            pod_dirs: Vec::new(),
+            pod_logs: logs,
+            word,
+        }
+    }
+
+    #[test]
+    fn kubelets_word_lists_a_uid_through_its_log_directory() {
+        let logs = || {
+            Some(vec![
+                PodLogDir::parse("shop_cart_uid-1", 0).unwrap(),
+                PodLogDir::parse("shop_cart_uid-2", 0).unwrap(),
+                PodLogDir::parse("shop_gone_uid-3", 0).unwrap(),
+            ])
+        };
+        let pod = |name: &str| PodName {
+            namespace: "shop".to_string(),
+            name: name.to_string(),
+        };
+        let listed = view(
+            KubeletWord::Listed {
+                pods: vec![pod("cart")],
+            },
+            logs(),
+        );
+        // Both uids its name has: the pod made again under its name.
+        assert_eq!(listed.lists("uid-1"), Ok(true));
+        assert_eq!(listed.lists("uid-2"), Ok(true));
+        assert_eq!(listed.lists("uid-3"), Ok(false));
+        // A listed pod no log directory ties: any uid might be its own.
+        let untied = view(
+            KubeletWord::Listed {
+                pods: vec![pod("new")],
+            },
+            logs(),
+        );
+        let why = untied.lists("uid-3").unwrap_err();
+        assert!(why.contains("shop/new"), "{why}");
+        let unread = view(KubeletWord::Listed { pods: vec![] }, None);
+        assert!(unread
+            .lists("uid-3")
+            .unwrap_err()
+            .contains("could not be read"));
+        let unasked = view(KubeletWord::default(), logs());
+        assert!(unasked.lists("uid-3").unwrap_err().contains("not asked"));
     }
 }

@@ -8,7 +8,9 @@ use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::model::{Gap, KubeletView, Located, Origin, PodDir, PodLogDir, ProcessInfo, Source};
+use crate::model::{
+    Gap, KubeletView, KubeletWord, Located, Origin, PodDir, PodLogDir, ProcessInfo, Source,
+};
 use crate::read::bounded::{mtime_nanos, read_proc};
 use crate::sources::{daemon_proof, mountinfo};
 
@@ -229,6 +231,7 @@ pub fn read(
             root,
             pod_dirs,
             pod_logs: read_pod_logs(pod_logs, gaps),
+            word: KubeletWord::default(),
         });
     }
     let mounts = mountinfo::below_in(table, mountinfo_file, &[pods.as_path()], gaps);
@@ -255,6 +258,7 @@ pub fn read(
         root,
         pod_logs: read_pod_logs(pod_logs, gaps),
         pod_dirs,
+        word: KubeletWord::default(),
     })
 }
 

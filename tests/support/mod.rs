@@ -13,6 +13,7 @@
 //! - [`leaked`]: nodectl finds the shims a test leaked, `--kill` ends them;
 //! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it;
 //! - [`cni`]: real CNI networking for the networked bed, and a leaked pod IP;
+//! - [`pod_resources`]: kubelet's pod-resources API, served by the test;
 //! - [`neighbourhood`]: what a real node has beside containerd (a mount
 //!   table of hundreds of KB before the bed's, an unprivileged user's
 //!   processes), built with every bed.
@@ -30,6 +31,7 @@ mod leaked;
 mod line;
 mod neighbourhood;
 mod orphan_shim;
+mod pod_resources;
 pub mod procs;
 pub mod serve;
 mod stall;
@@ -54,6 +56,7 @@ pub use leaked::{findings_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use neighbourhood::TenantShim;
 pub use orphan_shim::OrphanShim;
+pub use pod_resources::PodResourcesServer;
 pub use procs::is_running;
 pub use stall::Stall;
 pub use strace::Strace;
