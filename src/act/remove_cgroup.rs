@@ -100,6 +100,10 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
         return Verdict::Refuse(format!("unconfirmed: {why}"));
     }
     match still.map(|leaked| leaked.cgroup) {
+        // cgroup v2's word on the whole subtree, whatever the walk counted.
+        Some(cgroup) if cgroup.populated == Some(true) => Verdict::Refuse(
+            "cgroup.events says populated 1: a process runs somewhere below it".to_string(),
+        ),
         Some(cgroup) => match cgroup.procs {
             Some(0) => Verdict::Go,
             Some(procs) => Verdict::Refuse(format!(
@@ -127,8 +131,14 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
             }
             let uid = target.uid.as_str();
             if let Some(dir) = fresh.kubelet.as_ref().and_then(|k| k.pod_dir(uid)) {
+                // kubelet keeps a pod's cgroup while its volumes exist
+                // (cleanupOrphanedPodCgroups, podVolumesExist).
+                let volumes = match dir.mounts.first() {
+                    Some(first) => format!(", its volumes still mounted ({first})"),
+                    None => String::new(),
+                };
                 return Verdict::Refuse(format!(
-                    "kubelet still has its pod: its directory {} is there",
+                    "kubelet still has its pod: its directory {} is there{volumes}",
                     dir.path.display()
                 ));
             }
@@ -295,6 +305,7 @@ mod tests {
                 qos: "burstable".to_string(),
                 created_at: NOW - HOUR,
                 procs,
+                populated: None,
             }],
         });
         s.cri = Some(CriView {
@@ -487,6 +498,17 @@ mod tests {
         });
         let mut unconfirmed = node(&pod, Some(0), &[]);
         unconfirmed.kubelet = None;
+        let mut populated = node(&pod, Some(0), &[]);
+        populated.pod_cgroups.as_mut().unwrap().pod_cgroups[0].populated = Some(true);
+        let mut mounted = node(&pod, Some(0), &[]);
+        mounted.kubelet.as_mut().unwrap().pod_dirs.push(PodDir {
+            uid: "gone".to_string(),
+            path: PathBuf::from("/var/lib/kubelet/pods/gone"),
+            modified_at: NOW,
+            mounts: vec![
+                "/var/lib/kubelet/pods/gone/volumes/kubernetes.io~empty-dir/m".to_string(),
+            ],
+        });
         for (fresh, outcome, says) in [
             (
                 node(&pod, Some(2), &[]),
@@ -501,6 +523,8 @@ mod tests {
             (unanswered, CleanupOutcome::Refused, "did not answer"),
             (kept, CleanupOutcome::Refused, "kubelet still has its pod"),
             (unconfirmed, CleanupOutcome::Refused, "unconfirmed"),
+            (populated, CleanupOutcome::Refused, "populated 1"),
+            (mounted, CleanupOutcome::Refused, "volumes still mounted"),
             (gone, CleanupOutcome::AlreadyGone, "no longer exists"),
         ] {
             let done = run(&before, &Settings::default(), true, || fresh.clone());

@@ -47,8 +47,11 @@ pub struct Evidence {
     pub cgroup_version: u8,
     pub created_at: Value,
     pub age_seconds: f64,
-    /// Processes in it and its container cgroups.
+    /// Processes in it and every cgroup below it.
     pub procs: usize,
+    /// cgroup v2's `cgroup.events`: whether anything runs in the subtree
+    /// (null on v1).
+    pub populated: Option<bool>,
     /// Why kubelet's word on the pod could not be had, when it could not:
     /// then nothing is removed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -128,6 +131,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                     created_at: timestamp(cgroup.created_at),
                     age_seconds: snapshot.seconds_since(cgroup.created_at),
                     procs: cgroup.procs.unwrap_or_default(),
+                    populated: cgroup.populated,
                     unconfirmed,
                 };
                 finding(cgroup, evidence)
@@ -143,11 +147,14 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
         cgroup.uid,
         of_pod(&evidence.pod_namespace, &evidence.pod_name)
     );
+    let runs = evidence.procs > 0 || evidence.populated == Some(true);
     if evidence.procs > 0 {
         summary.push_str(&format!(
             "; {} process(es) still run in it, outside any pod",
             evidence.procs
         ));
+    } else if runs {
+        summary.push_str("; the kernel says processes still run below it (populated 1)");
     }
     let remedy = if let Some(why) = &evidence.unconfirmed {
         summary.push_str(" (unconfirmed: kubelet's word could not be had)");
@@ -156,7 +163,7 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
              the API server's pod of uid {}) before touching it.",
             cgroup.uid
         )
-    } else if evidence.procs > 0 {
+    } else if runs {
         format!(
             "Find what the processes are (`cat {}/cgroup.procs`, then `ps -o pid,args -p …`) \
              and why they outlived their pod; end them, and kubelet removes the cgroup. Never \
@@ -203,6 +210,7 @@ mod tests {
             qos: "burstable".to_string(),
             created_at,
             procs: Some(procs),
+            populated: None,
         }
     }
 
@@ -384,5 +392,15 @@ mod tests {
             assert!(why.contains("does not exist"), "{why}");
             assert!(!f.remedy.contains("rmdir"), "{}", f.remedy);
         }
+    }
+
+    #[test]
+    fn a_subtree_the_kernel_says_is_populated_is_never_offered_for_rmdir() {
+        let mut s = node(vec![cgroup("deep", NOW - HOUR, 0)], &[]);
+        s.pod_cgroups.as_mut().unwrap().pod_cgroups[0].populated = Some(true);
+        let f = &check(&s, &Settings::default())[0];
+        assert_eq!(f.evidence["populated"], true);
+        assert!(f.summary.contains("populated 1"), "{}", f.summary);
+        assert!(!f.remedy.contains("rmdir"), "{}", f.remedy);
     }
 }
