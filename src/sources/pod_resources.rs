@@ -151,4 +151,31 @@ mod tests {
         let stale = why(ask(root.path(), proc_root, Duration::from_secs(1)));
         assert!(stale.contains("connection refused"), "{stale}");
     }
+
+    /// A listener that accepts and never answers (a kubelet frozen): the
+    /// ask ends at its timeout, said so. Its listener is this test, root
+    /// in the host's namespaces when run as root (as CI runs it).
+    #[test]
+    fn a_listener_that_never_answers_is_bounded_by_the_timeout() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("pod-resources")).unwrap();
+        let _frozen = std::os::unix::net::UnixListener::bind(root.path().join(SOCKET)).unwrap();
+        let started = std::time::Instant::now();
+        let why = why(ask(
+            root.path(),
+            Path::new("/proc"),
+            Duration::from_millis(300),
+        ));
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        let expected = match nix::unistd::geteuid().is_root() {
+            true => "no answer within 300ms",
+            // Not root: this test's process is no kubelet to believe.
+            false => "not believed",
+        };
+        assert!(why.contains(expected), "{why}");
+    }
 }
