@@ -141,6 +141,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         files.cni.as_ref(),
         options,
         &proc_scan.processes,
+        (deadline, started),
         &mut gaps,
     );
     Snapshot {

@@ -11,14 +11,15 @@ use std::time::Instant;
 use crate::gather::GatherOptions;
 use crate::model::netns::is_cri_made;
 use crate::model::{
-    CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
-    CRI_NAMESPACE,
+    CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, KubeletWord, NetnsView, Paths,
+    ProcessInfo, CRI_NAMESPACE,
 };
 use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, pod_resources, SourceThread};
 
 /// The pod sources of one look, reading.
 pub(super) struct PodSources {
     kubelet: Option<SourceThread<Option<KubeletView>>>,
+    kubelet_word: Option<SourceThread<KubeletWord>>,
     pod_cgroups: Option<SourceThread<Option<CgroupView>>>,
     netns: Option<SourceThread<NetnsView>>,
 }
@@ -27,6 +28,8 @@ pub(super) struct PodSources {
 #[derive(Default)]
 pub(super) struct PodsRead {
     pub kubelet: Option<KubeletView>,
+    /// kubelet's word, still being asked: joined in [`PodsRead::narrow`].
+    kubelet_word: Option<SourceThread<KubeletWord>>,
     pub pod_cgroups: Option<CgroupView>,
     pub netns: Option<NetnsView>,
 }
@@ -38,25 +41,30 @@ impl PodSources {
         processes: &BTreeMap<i32, ProcessInfo>,
         table: Option<mountinfo::Table>,
     ) -> PodSources {
-        let kubelet = options.kubelet.then(|| {
-            let root = kubelet::root(
+        let kubelet_root = options.kubelet.then(|| {
+            kubelet::root(
                 options.kubelet_root.as_deref(),
                 &options.proc_root,
                 processes,
-            );
+            )
+        });
+        let kubelet = kubelet_root.clone().map(|root| {
             let (mountinfo, table) = (options.mountinfo.clone(), table.clone());
             let pod_logs = options
                 .kubelet_pod_logs
                 .clone()
                 .unwrap_or_else(|| kubelet::DEFAULT_POD_LOGS.into());
-            let (proc_root, timeout) = (options.proc_root.clone(), options.timeout);
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
-                let kubelet_root = root.path.clone();
-                let mut view = kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps)?;
-                // kubelet's own word on its pods, asked once its
-                // directories are read.
-                view.word = pod_resources::ask(&kubelet_root, &proc_root, timeout);
-                Some(view)
+                kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps)
+            })
+        });
+        // kubelet's own word on its pods, asked beside the APIs (a frozen
+        // kubelet holds this thread, never the look) and joined with them.
+        let kubelet_word = kubelet_root.map(|root| {
+            let socket = root.path.join(pod_resources::SOCKET);
+            let (proc_root, timeout) = (options.proc_root.clone(), options.timeout);
+            SourceThread::spawn(kubelet::SOURCE, &socket, move |_| {
+                pod_resources::ask(&root.path, &proc_root, timeout)
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {
@@ -78,6 +86,7 @@ impl PodSources {
         });
         PodSources {
             kubelet,
+            kubelet_word,
             pod_cgroups,
             netns,
         }
@@ -90,6 +99,7 @@ impl PodSources {
                 .kubelet
                 .and_then(|s| s.wait(deadline, started, gaps))
                 .flatten(),
+            kubelet_word: self.kubelet_word,
             pod_cgroups: self
                 .pod_cgroups
                 .and_then(|s| s.wait(deadline, started, gaps))
@@ -104,6 +114,9 @@ impl PodsRead {
     /// descriptor on it) is looked for only for those CRI made that no
     /// sandbox record names, and the interfaces of those nothing holds; and
     /// processes are counted only in the pod cgroups CRI does not list.
+    /// And kubelet's word, asked beside the APIs, is joined (until
+    /// `deadline`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn narrow(
         &mut self,
         containerd: Option<&ContainerdView>,
@@ -111,8 +124,19 @@ impl PodsRead {
         cni: Option<&CniView>,
         options: &GatherOptions,
         processes: &BTreeMap<i32, ProcessInfo>,
+        (deadline, started): (Instant, Instant),
         gaps: &mut Vec<Gap>,
     ) {
+        let word = self
+            .kubelet_word
+            .take()
+            .and_then(|s| s.wait(deadline, started, gaps));
+        if let Some(view) = self.kubelet.as_mut() {
+            view.word = word.unwrap_or_else(|| KubeletWord::Unavailable {
+                why: "kubelet's pod-resources API did not answer by the look's deadline"
+                    .to_string(),
+            });
+        }
         if let Some(view) = self.netns.as_mut() {
             let named = containerd
                 .map(|c| c.netns_files_named(CRI_NAMESPACE))
