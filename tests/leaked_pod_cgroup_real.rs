@@ -66,6 +66,8 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
         .as_ref()
         .expect_err("no runtime for that handler");
     assert!(failure.message.contains("no-such-handler"), "{failure:?}");
+    let version = bed.containerd_version();
+    eprintln!("{TEST}: {version}: RunPodSandbox: {}", failure.message);
     // A pod kubelet ran and let go whose emptyDir it could not unmount:
     // its sandbox removed, its log directory removed by kubelet's GC
     // (evictPodLogsDirectories), its directory and volume left.
