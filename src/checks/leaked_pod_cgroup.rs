@@ -20,8 +20,9 @@
 //! may still run, and of every pod whose volumes exist, `podVolumesExist`,
 //! "so any memory backed volumes don't have their charges propagated to
 //! the parent cgroup"). A cgroup whose directory is gone is one kubelet
-//! let go of; without kubelet's directories read, a finding is
-//! unconfirmed and never removed.
+//! let go of, unless kubelet's own word (its pod-resources API, see
+//! `sources::pod_resources`) lists the pod. Without that word, or without
+//! kubelet's directories read, a finding is unconfirmed and never removed.
 
 use serde::Serialize;
 use serde_json::Value;
