@@ -135,13 +135,13 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
+    pods.join_kubelet_word(deadline, started, &mut gaps);
     pods.narrow(
         containerd.as_ref(),
         cri.as_ref(),
         files.cni.as_ref(),
         options,
         &proc_scan.processes,
-        (deadline, started),
         &mut gaps,
     );
     Snapshot {

@@ -110,21 +110,12 @@ impl PodSources {
 }
 
 impl PodsRead {
-    /// After the APIs: what holds a namespace (any thread in it, any
-    /// descriptor on it) is looked for only for those CRI made that no
-    /// sandbox record names, and the interfaces of those nothing holds; and
-    /// processes are counted only in the pod cgroups CRI does not list.
-    /// And kubelet's word, asked beside the APIs, is joined (until
-    /// `deadline`).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn narrow(
+    /// After the APIs: kubelet's word, asked beside them, joined (until
+    /// `deadline`) into kubelet's view.
+    pub(super) fn join_kubelet_word(
         &mut self,
-        containerd: Option<&ContainerdView>,
-        cri: Option<&CriView>,
-        cni: Option<&CniView>,
-        options: &GatherOptions,
-        processes: &BTreeMap<i32, ProcessInfo>,
-        (deadline, started): (Instant, Instant),
+        deadline: Instant,
+        started: Instant,
         gaps: &mut Vec<Gap>,
     ) {
         let word = self
@@ -137,6 +128,21 @@ impl PodsRead {
                     .to_string(),
             });
         }
+    }
+
+    /// After the APIs: what holds a namespace (any thread in it, any
+    /// descriptor on it) is looked for only for those CRI made that no
+    /// sandbox record names, and the interfaces of those nothing holds; and
+    /// processes are counted only in the pod cgroups CRI does not list.
+    pub(super) fn narrow(
+        &mut self,
+        containerd: Option<&ContainerdView>,
+        cri: Option<&CriView>,
+        cni: Option<&CniView>,
+        options: &GatherOptions,
+        processes: &BTreeMap<i32, ProcessInfo>,
+        gaps: &mut Vec<Gap>,
+    ) {
         if let Some(view) = self.netns.as_mut() {
             let named = containerd
                 .map(|c| c.netns_files_named(CRI_NAMESPACE))
