@@ -107,7 +107,7 @@ _nodectl() {
 
     case "${cmd}" in
         nodectl)
-            opts="-n -o -q -h -V --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes leaked-pod-cgroups leaked-netns serve watch help"
+            opts="-n -o -q -h -V --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help --version check collect zombies shims leaked-shims leaked-mounts leaked-snapshots leaked-ips leaked-sandboxes leaked-pod-cgroups leaked-netns serve watch help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -175,6 +175,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-pod-logs)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --kubelet-cgroup-root)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -212,7 +219,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__check)
-            opts="-n -o -q -h --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --from --textfile --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --from --textfile --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -356,6 +363,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-pod-logs)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --kubelet-cgroup-root)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -393,7 +407,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__collect)
-            opts="-n -o -q -h --force --cri-address --recorder-file --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --force --cri-address --recorder-file --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,6 +495,13 @@ _nodectl() {
                     return 0
                     ;;
                 --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-pod-logs)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -734,7 +755,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__ips)
-            opts="-n -o -q -h --release --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --release --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -803,6 +824,13 @@ _nodectl() {
                     return 0
                     ;;
                 --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-pod-logs)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -846,7 +874,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__mounts)
-            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --unmount --lazy --remove-bundles --yes --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -908,6 +936,13 @@ _nodectl() {
                     return 0
                     ;;
                 --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-pod-logs)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -951,7 +986,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__netns)
-            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1020,6 +1055,13 @@ _nodectl() {
                     return 0
                     ;;
                 --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-pod-logs)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -1063,7 +1105,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__pod__subcmd__cgroups)
-            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1136,6 +1178,13 @@ _nodectl() {
                     return 0
                     ;;
                 --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-pod-logs)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -1179,7 +1228,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__sandboxes)
-            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1258,6 +1307,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-pod-logs)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --kubelet-cgroup-root)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -1295,7 +1351,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__shims)
-            opts="-n -o -q -h --kill --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --kill --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1364,6 +1420,13 @@ _nodectl() {
                     return 0
                     ;;
                 --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-pod-logs)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -1407,7 +1470,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__leaked__subcmd__snapshots)
-            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --remove --yes --grace --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1482,6 +1545,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-pod-logs)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --kubelet-cgroup-root)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -1519,7 +1589,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__serve)
-            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --listen --interval --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1638,6 +1708,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-pod-logs)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --kubelet-cgroup-root)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -1675,7 +1752,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__shims)
-            opts="-n -o -q -h --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1743,6 +1820,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-pod-logs)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --kubelet-cgroup-root)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -1780,7 +1864,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__watch)
-            opts="-n -o -q -h --interval --recorder-file --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --interval --recorder-file --late-after --since --settle --slow --ip-grace --sandbox-grace --cri-address --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1910,6 +1994,13 @@ _nodectl() {
                     fi
                     return 0
                     ;;
+                --kubelet-pod-logs)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --kubelet-cgroup-root)
                     COMPREPLY=("${cur}")
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -1947,7 +2038,7 @@ _nodectl() {
             return 0
             ;;
         nodectl__subcmd__zombies)
-            opts="-n -o -q -h --late-after --since --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
+            opts="-n -o -q -h --late-after --since --settle --root --state --address --namespace --output --config --kubelet-root --kubelet-pod-logs --kubelet-cgroup-root --mountinfo --quiet --timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2030,6 +2121,13 @@ _nodectl() {
                     return 0
                     ;;
                 --kubelet-root)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --kubelet-pod-logs)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_nodectl_global_optspecs
-    string join \n root= state= address= n/namespace= o/output= config= kubelet-root= kubelet-cgroup-root= mountinfo= q/quiet timeout= h/help V/version
+    string join \n root= state= address= n/namespace= o/output= config= kubelet-root= kubelet-pod-logs= kubelet-cgroup-root= mountinfo= q/quiet timeout= h/help V/version
 end
 
 function __fish_nodectl_needs_command
@@ -36,6 +36,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -77,6 +78,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -97,6 +99,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -118,6 +121,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -135,6 +139,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -153,6 +158,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -172,6 +178,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -194,6 +201,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -214,6 +222,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -235,6 +244,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -256,6 +266,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -276,6 +287,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -304,6 +316,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
@@ -330,6 +343,7 @@ npd\t'node-problem-detector custom plugin, permanent rule (the condition): one l
 npd-event\t'node-problem-detector custom plugin, temporary rule (events): one line, exit 1 only for warnings'"
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l config -d 'containerd config file to read root, state and socket from [default: the one the running containerd was started with, else /etc/containerd/config.toml]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
+complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f

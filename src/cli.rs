@@ -70,6 +70,9 @@ pub struct GlobalArgs {
     /// kubelet's root directory (its --root-dir) [default: the running kubelet's, else /var/lib/kubelet]
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
     pub kubelet_root: Option<PathBuf>,
+    /// kubelet's pod log directory (its podLogsDir), where each pod's <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]
+    #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
+    pub kubelet_pod_logs: Option<PathBuf>,
     /// kubelet's cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet's, else /]
     #[arg(long, global = true, value_name = "CGROUP", value_hint = ValueHint::Other)]
     pub kubelet_cgroup_root: Option<PathBuf>,
@@ -128,6 +131,7 @@ impl GlobalArgs {
             cni: reads.cni,
             kubelet: reads.kubelet,
             kubelet_root: self.kubelet_root.clone(),
+            kubelet_pod_logs: self.kubelet_pod_logs.clone(),
             pod_cgroups: reads.pod_cgroups,
             netns: reads.netns,
             kubelet_cgroup_root: self.kubelet_cgroup_root.clone(),

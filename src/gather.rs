@@ -63,6 +63,8 @@ pub struct GatherOptions {
     pub kubelet: bool,
     /// kubelet's root when given (`--kubelet-root`).
     pub kubelet_root: Option<PathBuf>,
+    /// kubelet's pod log directory when given (`--kubelet-pod-logs`).
+    pub kubelet_pod_logs: Option<PathBuf>,
     /// Read kubelet's pod cgroups.
     pub pod_cgroups: bool,
     /// Read the pods' network namespaces CRI mounted.
@@ -133,6 +135,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
+    pods.join_kubelet_word(deadline, started, &mut gaps);
     pods.narrow(
         containerd.as_ref(),
         cri.as_ref(),
@@ -617,6 +620,7 @@ mod tests {
             cni: false,
             kubelet: false,
             kubelet_root: None,
+            kubelet_pod_logs: None,
             pod_cgroups: false,
             netns: false,
             kubelet_cgroup_root: None,

@@ -26,6 +26,10 @@
 //!   go-cni's `Remove` (every line) takes it for "already deleted", so
 //!   stop and remove succeed while the bridge's DEL never ran — leaked on
 //!   every line ([`TestBed::leak_pod_ip`]).
+//! - RunPodSandbox whose chained plugin's ADD exits 1 (its DEL passing):
+//!   the deferred teardown releases the address and CRI lists no sandbox on
+//!   every line; the pod, started in kubelet's order, is kubelet's
+//!   (`failing-sandbox`), never a leaked cgroup nor an orphan directory.
 
 mod support;
 
@@ -280,4 +284,65 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
         (nth_address(2), next),
     ];
     assert_eq!(owners, expected);
+
+    // A pod Pending behind a failing CNI ADD, started in kubelet's order
+    // and retried: its cgroup, directory, emptyDir and log directory are
+    // kubelet's (its pod-resources API lists it), never leaked nor an
+    // orphan, and nothing of it is removed; it is a failing-sandbox.
+    bed.fail_cni_add("nodectl-chained: ADD refused by the test");
+    let kubelet = bed.scratch("kubelet");
+    let pod_logs = bed.scratch("kubelet-pod-logs");
+    let pending = bed
+        .kubelet_start_pod(&kubelet, &pod_logs, "pending", "", 2)
+        .await;
+    let failure = pending.sandbox.as_ref().expect_err("CNI ADD fails");
+    assert!(failure.message.contains("ADD refused"), "{failure:?}");
+    eprintln!("{test}: RunPodSandbox: {}", failure.message);
+    let _kubelet = support::PodResourcesServer::start(&kubelet, &[("default", "pending")]);
+    let (root, logs) = (
+        kubelet.display().to_string(),
+        pod_logs.display().to_string(),
+    );
+    let kubelet_args = [
+        "--kubelet-root",
+        root.as_str(),
+        "--kubelet-pod-logs",
+        logs.as_str(),
+        "--kubelet-cgroup-root",
+        bed.cgroup_parent(),
+    ];
+    let mut check = vec![
+        "check",
+        "--settle",
+        "0s",
+        "--sandbox-grace",
+        "0s",
+        "-o",
+        "json",
+    ];
+    check.extend(kubelet_args);
+    let doc = support::report(&bed.nodectl(&check));
+    let ids = |kind: &str| -> Vec<String> {
+        support::findings_of_kind(&doc, kind)
+            .iter()
+            .filter_map(|f| f["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert!(ids("leaked-pod-cgroup").is_empty(), "{doc:#}");
+    assert!(ids("orphan-pod-dir").is_empty(), "{doc:#}");
+    assert_eq!(ids("failing-sandbox"), [pending.uid.as_str()], "{doc:#}");
+    let mut remove = vec![
+        "leaked-pod-cgroups",
+        "--grace",
+        "0s",
+        "--remove",
+        "--yes",
+        "-o",
+        "json",
+    ];
+    remove.extend(kubelet_args);
+    let doc = support::report(&bed.nodectl(&remove));
+    assert_eq!(doc["cleanups"].as_array().map_or(0, Vec::len), 0, "{doc:#}");
+    assert!(pending.cgroups.iter().all(|c| c.is_dir()), "{pending:?}");
+    bed.clear_cni_faults();
 }

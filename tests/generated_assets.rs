@@ -229,6 +229,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "A kubelet pod cgroup whose uid no sandbox has, with the processes still in it counted; kubelet's housekeeping grows with each one.",
     ),
     (
+        "failing-sandbox",
+        "warning",
+        "A pod kubelet has (its directory and log directory) with no sandbox past the grace: Pending while RunPodSandbox keeps failing; its cgroup and directory are kubelet's, never leaked.",
+    ),
+    (
         "leaked-netns",
         "warning",
         "A pod network namespace CRI made that no sandbox record names and nothing holds (no thread in it, no descriptor on it, no foreign interface); it keeps the pod's veth and address.",

@@ -8,6 +8,15 @@
 //! nothing leaked within the grace, and say where the cgroup root came
 //! from. `leaked-pod-cgroups --remove` plans, refuses a cgroup a process
 //! was moved into between its scan and its act, and removes the other.
+//!
+//! kubelet's word: without its pod-resources socket every leak is
+//! unconfirmed and nothing is removed; with it (served by the test) the
+//! leaks are confirmed. Two pods started in kubelet's order
+//! (`support::kubelet_steps`) are kubelet's and never leaked: one Pending
+//! behind a RunPodSandbox that keeps failing (`failing-sandbox`, never
+//! `orphan-pod-dir`), one whose sandbox is gone but whose emptyDir is still
+//! mounted (an `orphan-pod-dir`, its cgroup kept); neither cgroup is
+//! planned nor removed, while the gone pod's is still found and removed.
 
 mod support;
 
@@ -38,9 +47,50 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     assert!(removed, "the gone pod is stopped and removed");
 
     let cgroup_root = bed.cgroup_parent().to_string();
+    // kubelet's root, read for its word: no pod directory of either pod
+    // (kubelet let the gone one go; the live one's sandbox is listed).
+    let kubelet_dir = bed.scratch("kubelet");
+    std::fs::create_dir_all(kubelet_dir.join("pods")).unwrap();
+    let kubelet_root = kubelet_dir.display().to_string();
+    let pod_logs_dir = bed.scratch("pod-logs-of-kubelet");
+    let pod_logs = pod_logs_dir.display().to_string();
+
+    // A pod Pending behind a RunPodSandbox that keeps failing (a
+    // RuntimeClass's handler containerd has no runtime for): its cgroup,
+    // directories, emptyDir tmpfs and log directory, no sandbox.
+    let pending = bed
+        .kubelet_start_pod(&kubelet_dir, &pod_logs_dir, "pending", "no-such-handler", 2)
+        .await;
+    let failure = pending
+        .sandbox
+        .as_ref()
+        .expect_err("no runtime for that handler");
+    assert!(failure.message.contains("no-such-handler"), "{failure:?}");
+    let version = bed.containerd_version();
+    eprintln!("{TEST}: {version}: RunPodSandbox: {}", failure.message);
+    // A pod kubelet ran and let go whose emptyDir it could not unmount:
+    // its sandbox removed, its log directory removed by kubelet's GC
+    // (evictPodLogsDirectories), its directory and volume left.
+    let mounted = bed
+        .kubelet_start_pod(&kubelet_dir, &pod_logs_dir, "mounted", "", 1)
+        .await;
+    let sandbox = mounted
+        .sandbox
+        .as_ref()
+        .expect("the mounted pod runs")
+        .clone();
+    let removed = bed
+        .stop_and_remove_pod(&sandbox, std::time::Duration::from_secs(30))
+        .await;
+    assert!(removed, "the mounted pod's sandbox is stopped and removed");
+    std::fs::remove_dir_all(&mounted.log_dir).unwrap();
     let run = |grace: &str| {
         bed.nodectl(&[
             "check",
+            "--kubelet-root",
+            &kubelet_root,
+            "--kubelet-pod-logs",
+            &pod_logs,
             "--kubelet-cgroup-root",
             &cgroup_root,
             "--settle",
@@ -53,6 +103,41 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     };
     let doc = support::report(&run("10m"));
     assert!(leaked(&doc).is_empty(), "within the grace: {doc:#}");
+
+    // No pod-resources socket: kubelet's word cannot be had, so the leak
+    // is reported unconfirmed (and never removed, below).
+    let doc = support::report(&run("0s"));
+    let found = leaked(&doc);
+    assert_eq!(found.len(), 1, "{doc:#}");
+    let why = found[0]["evidence"]["unconfirmed"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains("pod-resources") && why.contains("does not exist"),
+        "{why}"
+    );
+    let act = [
+        "leaked-pod-cgroups",
+        "--kubelet-root",
+        &kubelet_root,
+        "--kubelet-pod-logs",
+        &pod_logs,
+        "--kubelet-cgroup-root",
+        &cgroup_root,
+        "--grace",
+        "0s",
+        "--remove",
+        "--yes",
+        "-o",
+        "json",
+    ];
+    let doc = support::report(&bed.nodectl(&act));
+    let planned = doc["cleanups"].as_array().map_or(0, Vec::len);
+    assert_eq!(planned, 0, "unconfirmed, nothing removed: {doc:#}");
+
+    // kubelet's word, served as kubelet serves it: only the Pending pod is
+    // active.
+    let _kubelet = support::PodResourcesServer::start(&kubelet_dir, &[("default", "pending")]);
 
     let output = run("0s");
     let doc = support::report(&output);
@@ -69,6 +154,7 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     assert_eq!(evidence["qos"], "burstable");
     assert_eq!(evidence["procs"], 0);
     assert_eq!(evidence["cgroup_root"]["origin"], "flag");
+    assert!(evidence.get("unconfirmed").is_none(), "{finding:#}");
     let path = evidence["path"].as_str().unwrap_or_default();
     assert!(
         path.ends_with(&format!("{cgroup_root}/kubepods/burstable/pod{gone_uid}")),
@@ -77,6 +163,27 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     assert!(
         std::path::Path::new(path).is_dir(),
         "a report, never a removal: {path}"
+    );
+    // The Pending pod is kubelet's: no orphan, its own finding instead;
+    // the pod whose volume is mounted is an orphan (kubelet let it go),
+    // its cgroup kept.
+    let of_kind = |kind: &str| -> Vec<String> {
+        support::findings_of_kind(&doc, kind)
+            .iter()
+            .filter_map(|f| f["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(of_kind("orphan-pod-dir"), [mounted.uid.as_str()], "{doc:#}");
+    assert_eq!(
+        of_kind("failing-sandbox"),
+        [pending.uid.as_str()],
+        "{doc:#}"
+    );
+    let failing = support::findings_of_kind(&doc, "failing-sandbox")[0];
+    assert_eq!(failing["evidence"]["pod_name"], "pending");
+    assert_eq!(
+        failing["evidence"]["mounts"],
+        serde_json::json!([pending.volume.display().to_string()])
     );
 
     // A second gone pod; the plan touches neither.
@@ -88,6 +195,10 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     let remove = |yes: bool| {
         let mut args = vec![
             "leaked-pod-cgroups",
+            "--kubelet-root",
+            kubelet_root.as_str(),
+            "--kubelet-pod-logs",
+            pod_logs.as_str(),
             "--kubelet-cgroup-root",
             cgroup_root.as_str(),
             "--grace",
@@ -184,4 +295,14 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
         assert!(!std::path::Path::new(&memory).exists(), "removed: {memory}");
     }
     assert!(std::path::Path::new(&busy).is_dir(), "kept: {busy}");
+    // kubelet's pods' cgroups are never planned nor removed.
+    for cgroup in pending.cgroups.iter().chain(&mounted.cgroups) {
+        let shown = cgroup.display().to_string();
+        assert!(cgroup.is_dir(), "kept: {shown}");
+        let rows = doc["cleanups"].as_array().into_iter().flatten();
+        assert!(
+            !rows.clone().any(|c| c["path"] == shown.as_str()),
+            "{doc:#}"
+        );
+    }
 }

@@ -108,6 +108,16 @@ async fn pod_directories_no_sandbox_names_are_orphans_with_their_mounts() {
     assert!(remedy.contains("Never remove it by hand"), "{remedy}");
     let plain = found.iter().find(|f| f["id"] == "long-gone").unwrap();
     assert_eq!(plain["evidence"]["has_mounts"], false);
+    // The bed serves no kubelet pod-resources API: kubelet's word cannot
+    // be had, said so, and nothing is called safe to remove.
+    for orphan in &found {
+        let why = orphan["evidence"]["unconfirmed"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(why.contains("pod-resources"), "{orphan:#}");
+        let remedy = orphan["remedy"].as_str().unwrap_or_default();
+        assert!(!remedy.contains("safe to remove"), "{remedy}");
+    }
     // Nothing was touched: a report, never a removal.
     assert!(volume.exists() && pods.join("long-gone").exists());
 }

@@ -48,13 +48,16 @@ pub struct Target {
 /// kubelet makes one per container, and runc's below those are few.
 const MAX_DEPTH: usize = 16;
 
-/// Every leaked pod cgroup of `snapshot`.
+/// Every leaked pod cgroup of `snapshot` kubelet's word confirms (an
+/// unconfirmed one is reported, never removed).
 pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
     let Some(view) = &snapshot.pod_cgroups else {
         return Vec::new();
     };
     leaked_pod_cgroup::leaked(snapshot, settings)
         .into_iter()
+        .filter(|leaked| leaked.unconfirmed.is_none())
+        .map(|leaked| leaked.cgroup)
         .map(|cgroup| Target {
             uid: cgroup.uid.clone(),
             path: cgroup.path.clone(),
@@ -92,8 +95,15 @@ fn other_hierarchies(hierarchy: &Path, cgroup: &Path) -> Vec<PathBuf> {
 pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
     let still = leaked_pod_cgroup::leaked(fresh, settings)
         .into_iter()
-        .find(|cgroup| cgroup.path == target.path);
-    match still {
+        .find(|leaked| leaked.cgroup.path == target.path);
+    if let Some(why) = still.as_ref().and_then(|leaked| leaked.unconfirmed.clone()) {
+        return Verdict::Refuse(format!("unconfirmed: {why}"));
+    }
+    match still.map(|leaked| leaked.cgroup) {
+        // cgroup v2's word on the whole subtree, whatever the walk counted.
+        Some(cgroup) if cgroup.populated == Some(true) => Verdict::Refuse(
+            "cgroup.events says populated 1: a process runs somewhere below it".to_string(),
+        ),
         Some(cgroup) => match cgroup.procs {
             Some(0) => Verdict::Go,
             Some(procs) => Verdict::Refuse(format!(
@@ -118,6 +128,19 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
                 return Verdict::Refuse(
                     "CRI's sandbox list did not answer, so nothing is confirmed".to_string(),
                 );
+            }
+            let uid = target.uid.as_str();
+            if let Some(dir) = fresh.kubelet.as_ref().and_then(|k| k.pod_dir(uid)) {
+                // kubelet keeps a pod's cgroup while its volumes exist
+                // (cleanupOrphanedPodCgroups, podVolumesExist).
+                let volumes = match dir.mounts.first() {
+                    Some(first) => format!(", its volumes still mounted ({first})"),
+                    None => String::new(),
+                };
+                return Verdict::Refuse(format!(
+                    "kubelet still has its pod: its directory {} is there{volumes}",
+                    dir.path.display()
+                ));
             }
             Verdict::Refuse("no longer leaked: a sandbox of its pod is listed again".to_string())
         }
@@ -260,7 +283,9 @@ fn remove_in(hierarchy: &Path, relative: &Path) -> Result<(), (CleanupOutcome, S
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CgroupView, CriItem, CriView, Located, Origin, PodCgroup};
+    use crate::model::{
+        CgroupView, CriItem, CriView, KubeletView, Located, Origin, PodCgroup, PodDir,
+    };
 
     const HOUR: i64 = 3600 * SEC;
 
@@ -280,6 +305,7 @@ mod tests {
                 qos: "burstable".to_string(),
                 created_at: NOW - HOUR,
                 procs,
+                populated: None,
             }],
         });
         s.cri = Some(CriView {
@@ -293,6 +319,15 @@ mod tests {
                     .collect(),
             ),
             ..CriView::default()
+        });
+        s.kubelet = Some(KubeletView {
+            root: Located {
+                path: PathBuf::from("/var/lib/kubelet"),
+                origin: Origin::Default,
+            },
+            pod_dirs: Vec::new(),
+            pod_logs: Some(Vec::new()),
+            word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         });
         of_proven_daemon(s)
     }
@@ -453,6 +488,27 @@ mod tests {
         unanswered.cri.as_mut().unwrap().sandboxes = None;
         let mut gone = node(&pod, Some(0), &[]);
         gone.pod_cgroups.as_mut().unwrap().pod_cgroups.clear();
+        // kubelet has the pod again (a pod directory of its uid).
+        let mut kept = node(&pod, Some(0), &[]);
+        kept.kubelet.as_mut().unwrap().pod_dirs.push(PodDir {
+            uid: "gone".to_string(),
+            path: PathBuf::from("/var/lib/kubelet/pods/gone"),
+            modified_at: NOW,
+            mounts: Vec::new(),
+        });
+        let mut unconfirmed = node(&pod, Some(0), &[]);
+        unconfirmed.kubelet = None;
+        let mut populated = node(&pod, Some(0), &[]);
+        populated.pod_cgroups.as_mut().unwrap().pod_cgroups[0].populated = Some(true);
+        let mut mounted = node(&pod, Some(0), &[]);
+        mounted.kubelet.as_mut().unwrap().pod_dirs.push(PodDir {
+            uid: "gone".to_string(),
+            path: PathBuf::from("/var/lib/kubelet/pods/gone"),
+            modified_at: NOW,
+            mounts: vec![
+                "/var/lib/kubelet/pods/gone/volumes/kubernetes.io~empty-dir/m".to_string(),
+            ],
+        });
         for (fresh, outcome, says) in [
             (
                 node(&pod, Some(2), &[]),
@@ -465,6 +521,10 @@ mod tests {
                 "listed again",
             ),
             (unanswered, CleanupOutcome::Refused, "did not answer"),
+            (kept, CleanupOutcome::Refused, "kubelet still has its pod"),
+            (unconfirmed, CleanupOutcome::Refused, "unconfirmed"),
+            (populated, CleanupOutcome::Refused, "populated 1"),
+            (mounted, CleanupOutcome::Refused, "volumes still mounted"),
             (gone, CleanupOutcome::AlreadyGone, "no longer exists"),
         ] {
             let done = run(&before, &Settings::default(), true, || fresh.clone());
@@ -472,5 +532,21 @@ mod tests {
             assert!(done[0].detail.contains(says), "{done:?}");
             assert!(pod.exists());
         }
+    }
+
+    #[test]
+    fn an_unconfirmed_leak_is_never_planned() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod = dir.path().join("podgone");
+        let mut s = node(&pod, Some(0), &[]);
+        s.kubelet = None;
+        assert!(run(&s, &Settings::default(), false, || s.clone()).is_empty());
+        let mut s = node(&pod, Some(0), &[]);
+        s.kubelet.as_mut().unwrap().word = crate::model::KubeletWord::default();
+        assert!(run(&s, &Settings::default(), false, || s.clone()).is_empty());
+        assert_eq!(
+            targets(&node(&pod, Some(0), &[]), &Settings::default()).len(),
+            1
+        );
     }
 }

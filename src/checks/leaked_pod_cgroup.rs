@@ -10,14 +10,28 @@
 //!
 //! Judged on CRI's sandbox list (any state), which must have answered,
 //! past the grace on the cgroup's creation (kubelet makes a pod's cgroup
-//! before its sandbox).
+//! before its sandbox), and on kubelet's own rules: a pod whose directory
+//! (`<kubelet root>/pods/<uid>`) is still there is one kubelet has not let
+//! go, and its cgroup is never leaked. kubelet's `HandlePodCleanups` runs
+//! `cleanupOrphanedPodDirs` (which keeps the directory of every pod in its
+//! pod manager, Pending ones behind a failing RunPodSandbox included, and
+//! of every pod with a volume still mounted) before
+//! `cleanupOrphanedPodCgroups` (which keeps the cgroup of every pod that
+//! may still run, and of every pod whose volumes exist, `podVolumesExist`,
+//! "so any memory backed volumes don't have their charges propagated to
+//! the parent cgroup"). A cgroup whose directory is gone is one kubelet
+//! let go of, unless kubelet's own word (its pod-resources API, see
+//! `sources::pod_resources`) lists the pod. Without that word, or without
+//! kubelet's directories read, a finding is unconfirmed and never removed.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_of_uid};
-use crate::model::{timestamp, CniView, Finding, Kind, Located, PodCgroup, Severity, Snapshot};
+use crate::model::{
+    timestamp, CniView, Finding, Kind, KubeletView, Located, PodCgroup, Severity, Snapshot,
+};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -34,25 +48,63 @@ pub struct Evidence {
     pub cgroup_version: u8,
     pub created_at: Value,
     pub age_seconds: f64,
-    /// Processes in it and its container cgroups.
+    /// Processes in it and every cgroup below it.
     pub procs: usize,
+    /// cgroup v2's `cgroup.events`: whether anything runs in the subtree
+    /// (null on v1).
+    pub populated: Option<bool>,
+    /// Why kubelet's word on the pod could not be had, when it could not:
+    /// then nothing is removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
 }
 
-/// The pod cgroups of `snapshot` no listed sandbox's uid names, older than
-/// the grace. Nothing without the cgroups read and CRI's list.
-pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodCgroup> {
+/// A leaked pod cgroup, and why it is unconfirmed if it is.
+pub struct Leaked<'a> {
+    pub cgroup: &'a PodCgroup,
+    pub unconfirmed: Option<String>,
+}
+
+/// The pod cgroups of `snapshot` no listed sandbox's uid names and kubelet
+/// no longer has (see the module's doc), older than the grace. Nothing
+/// without the cgroups read and CRI's list.
+pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<Leaked<'a>> {
     let Some(cgroups) = &snapshot.pod_cgroups else {
         return Vec::new();
     };
     let Some(uids) = snapshot.cri.as_ref().and_then(|cri| cri.pod_uids()) else {
         return Vec::new();
     };
+    let kubelet = snapshot.kubelet.as_ref();
     cgroups
         .pod_cgroups
         .iter()
         .filter(|cgroup| !uids.contains(cgroup.uid.as_str()))
         .filter(|cgroup| snapshot.is_older_than(cgroup.created_at, settings.sandbox_grace))
+        // kubelet has not let the pod go while its directory is there, nor
+        // while its pod-resources API lists it.
+        .filter(|cgroup| {
+            kubelet.is_none_or(|k| {
+                k.pod_dir(&cgroup.uid).is_none() && k.lists(&cgroup.uid) != Ok(true)
+            })
+        })
+        .map(|cgroup| Leaked {
+            cgroup,
+            unconfirmed: unconfirmed(kubelet, &cgroup.uid),
+        })
         .collect()
+}
+
+/// Why kubelet's word on the pod of `uid` cannot be had, if it cannot.
+fn unconfirmed(kubelet: Option<&KubeletView>, uid: &str) -> Option<String> {
+    match kubelet {
+        None => Some(
+            "kubelet's pod directories were not read, so a pod kubelet still has cannot be \
+             told from one it let go"
+                .to_string(),
+        ),
+        Some(kubelet) => kubelet.lists(uid).err(),
+    }
 }
 
 pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
@@ -62,23 +114,30 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     let cni = snapshot.cni.as_ref().map(CniView::index);
     leaked(snapshot, settings)
         .into_iter()
-        .map(|cgroup| {
-            let (pod_namespace, pod_name) = pod_of_uid(cni.as_ref(), &cgroup.uid);
-            let evidence = Evidence {
-                path: cgroup.path.display().to_string(),
-                pod_uid: cgroup.uid.clone(),
-                pod_namespace,
-                pod_name,
-                driver: cgroup.driver.clone(),
-                qos: cgroup.qos.clone(),
-                cgroup_root: view.cgroup_root.clone(),
-                cgroup_version: view.version,
-                created_at: timestamp(cgroup.created_at),
-                age_seconds: snapshot.seconds_since(cgroup.created_at),
-                procs: cgroup.procs.unwrap_or_default(),
-            };
-            finding(cgroup, evidence)
-        })
+        .map(
+            |Leaked {
+                 cgroup,
+                 unconfirmed,
+             }| {
+                let (pod_namespace, pod_name) = pod_of_uid(cni.as_ref(), &cgroup.uid);
+                let evidence = Evidence {
+                    path: cgroup.path.display().to_string(),
+                    pod_uid: cgroup.uid.clone(),
+                    pod_namespace,
+                    pod_name,
+                    driver: cgroup.driver.clone(),
+                    qos: cgroup.qos.clone(),
+                    cgroup_root: view.cgroup_root.clone(),
+                    cgroup_version: view.version,
+                    created_at: timestamp(cgroup.created_at),
+                    age_seconds: snapshot.seconds_since(cgroup.created_at),
+                    procs: cgroup.procs.unwrap_or_default(),
+                    populated: cgroup.populated,
+                    unconfirmed,
+                };
+                finding(cgroup, evidence)
+            },
+        )
         .collect()
 }
 
@@ -89,11 +148,23 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
         cgroup.uid,
         of_pod(&evidence.pod_namespace, &evidence.pod_name)
     );
-    let remedy = if evidence.procs > 0 {
+    let runs = evidence.procs > 0 || evidence.populated == Some(true);
+    if evidence.procs > 0 {
         summary.push_str(&format!(
             "; {} process(es) still run in it, outside any pod",
             evidence.procs
         ));
+    } else if runs {
+        summary.push_str("; the kernel says processes still run below it (populated 1)");
+    }
+    let remedy = if let Some(why) = &evidence.unconfirmed {
+        summary.push_str(" (unconfirmed: kubelet's word could not be had)");
+        format!(
+            "Unconfirmed, so nothing is offered for removal: {why}. Ask kubelet (its log, and \
+             the API server's pod of uid {}) before touching it.",
+            cgroup.uid
+        )
+    } else if runs {
         format!(
             "Find what the processes are (`cat {}/cgroup.procs`, then `ps -o pid,args -p …`) \
              and why they outlived their pod; end them, and kubelet removes the cgroup. Never \
@@ -126,7 +197,7 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CgroupView, CriItem, CriView, Origin};
+    use crate::model::{CgroupView, CriItem, CriView, KubeletView, Origin, PodDir};
     use std::path::PathBuf;
     use std::time::Duration;
 
@@ -140,6 +211,7 @@ mod tests {
             qos: "burstable".to_string(),
             created_at,
             procs: Some(procs),
+            populated: None,
         }
     }
 
@@ -165,7 +237,30 @@ mod tests {
             sandboxes: Some(sandboxes),
             ..CriView::default()
         });
+        s.kubelet = Some(kubelet(&[]));
         s
+    }
+
+    /// kubelet's view with the pod directories of `uids` (`volume` mounted
+    /// in the first).
+    fn kubelet(uids: &[(&str, &[&str])]) -> KubeletView {
+        KubeletView {
+            root: Located {
+                path: PathBuf::from("/var/lib/kubelet"),
+                origin: Origin::Default,
+            },
+            pod_dirs: uids
+                .iter()
+                .map(|(uid, mounts)| PodDir {
+                    uid: uid.to_string(),
+                    path: PathBuf::from(format!("/var/lib/kubelet/pods/{uid}")),
+                    modified_at: NOW - HOUR,
+                    mounts: mounts.iter().map(|m| m.to_string()).collect(),
+                })
+                .collect(),
+            pod_logs: Some(Vec::new()),
+            word: crate::model::KubeletWord::Listed { pods: Vec::new() },
+        }
     }
 
     #[test]
@@ -221,5 +316,92 @@ mod tests {
         assert!(check(&s, &Settings::default()).is_empty());
         s.pod_cgroups = None;
         assert!(check(&s, &Settings::default()).is_empty());
+    }
+
+    #[test]
+    fn a_pod_whose_directory_kubelet_keeps_is_never_leaked() {
+        let volume = "/var/lib/kubelet/pods/mounted/volumes/kubernetes.io~empty-dir/data";
+        let mut s = node(
+            vec![
+                cgroup("pending", NOW - HOUR, 0),
+                cgroup("mounted", NOW - HOUR, 0),
+                cgroup("gone", NOW - HOUR, 0),
+            ],
+            &[],
+        );
+        // Pending behind a failing sandbox (its directory, nothing
+        // mounted), and a pod whose sandbox is gone but whose volume is
+        // still mounted.
+        s.kubelet = Some(kubelet(&[("pending", &[]), ("mounted", &[volume])]));
+        let findings = check(&s, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["gone"]);
+        assert!(findings[0].evidence.get("unconfirmed").is_none());
+    }
+
+    #[test]
+    fn without_kubelets_directories_a_leak_is_unconfirmed() {
+        let mut s = node(vec![cgroup("gone", NOW - HOUR, 0)], &[]);
+        s.kubelet = None;
+        let findings = check(&s, &Settings::default());
+        assert_eq!(findings.len(), 1);
+        let why = findings[0].evidence["unconfirmed"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(why.contains("pod directories were not read"), "{why}");
+        assert!(findings[0].summary.contains("unconfirmed"));
+        assert!(
+            !findings[0].remedy.contains("rmdir"),
+            "{}",
+            findings[0].remedy
+        );
+    }
+
+    #[test]
+    fn a_pod_kubelets_word_lists_is_never_leaked_and_without_its_word_none_is_confirmed() {
+        use crate::model::{KubeletWord, PodLogDir, PodName};
+        let mut s = node(
+            vec![
+                cgroup("listed", NOW - HOUR, 0),
+                cgroup("gone", NOW - HOUR, 0),
+            ],
+            &[],
+        );
+        let kubelet = s.kubelet.as_mut().unwrap();
+        kubelet.pod_logs = Some(vec![
+            PodLogDir::parse("shop_cart_listed", NOW - HOUR).unwrap()
+        ]);
+        kubelet.word = KubeletWord::Listed {
+            pods: vec![PodName {
+                namespace: "shop".to_string(),
+                name: "cart".to_string(),
+            }],
+        };
+        let findings = check(&s, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["gone"]);
+        assert!(findings[0].evidence.get("unconfirmed").is_none());
+        // No socket: both reported, neither confirmed, the why said.
+        s.kubelet.as_mut().unwrap().word = KubeletWord::Unavailable {
+            why: "kubelet's pod-resources API (/k/pod-resources/kubelet.sock): it does not exist"
+                .to_string(),
+        };
+        let findings = check(&s, &Settings::default());
+        assert_eq!(findings.len(), 2);
+        for f in &findings {
+            let why = f.evidence["unconfirmed"].as_str().unwrap_or_default();
+            assert!(why.contains("does not exist"), "{why}");
+            assert!(!f.remedy.contains("rmdir"), "{}", f.remedy);
+        }
+    }
+
+    #[test]
+    fn a_subtree_the_kernel_says_is_populated_is_never_offered_for_rmdir() {
+        let mut s = node(vec![cgroup("deep", NOW - HOUR, 0)], &[]);
+        s.pod_cgroups.as_mut().unwrap().pod_cgroups[0].populated = Some(true);
+        let f = &check(&s, &Settings::default())[0];
+        assert_eq!(f.evidence["populated"], true);
+        assert!(f.summary.contains("populated 1"), "{}", f.summary);
+        assert!(!f.remedy.contains("rmdir"), "{}", f.remedy);
     }
 }

@@ -5,6 +5,7 @@ pub mod api_unreachable;
 pub mod cri_drift;
 pub mod cri_slow;
 pub mod duplicate_sandbox_name;
+pub mod failing_sandbox;
 pub mod late_exit;
 pub mod leaked_ip;
 pub mod leaked_mount;

@@ -11,7 +11,17 @@
 //!
 //! Judged on CRI's list of sandboxes (every state), which must have
 //! answered; kubelet makes a pod's directory before its sandbox, hence the
-//! grace (`--sandbox-grace`) on the directory's last change.
+//! grace (`--sandbox-grace`) on the directory's last change. And on
+//! kubelet's own rules: `cleanupOrphanedPodDirs` keeps the directory of
+//! every pod in kubelet's pod manager, a Pending pod whose RunPodSandbox
+//! keeps failing (CNI ADD, an image pull) included, and such a pod has no
+//! sandbox (containerd cleans a failed one up). kuberuntime's
+//! `createPodSandbox` makes the pod's log directory
+//! (`/var/log/pods/<namespace>_<name>_<uid>`) right before each
+//! RunPodSandbox, and kubelet's container GC (`evictPodLogsDirectories`)
+//! removes it once the pod's content may go: a pod with its log directory
+//! is kubelet's, never an orphan. Without the log directories read, a
+//! finding is unconfirmed.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -19,7 +29,7 @@ use serde_json::Value;
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_of_uid};
 use crate::model::{
-    timestamp, CniIndex, CniView, Finding, Kind, Located, PodDir, Severity, Snapshot,
+    timestamp, CniIndex, CniView, Finding, Kind, KubeletView, Located, PodDir, Severity, Snapshot,
 };
 
 #[derive(Serialize)]
@@ -38,6 +48,9 @@ pub struct Evidence {
     /// Mount points still below it (volumes kubelet could not unmount).
     pub mounts: Vec<String>,
     pub has_mounts: bool,
+    /// Why kubelet's word on the pod could not be had, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unconfirmed: Option<String>,
 }
 
 /// The pod directories of `snapshot` no listed sandbox's uid names, older
@@ -54,7 +67,22 @@ pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDi
         .iter()
         .filter(|dir| !uids.contains(dir.uid.as_str()))
         .filter(|dir| snapshot.is_older_than(dir.modified_at, settings.sandbox_grace))
+        // A pod kuberuntime started and kubelet's GC has not let go, or
+        // one kubelet's pod-resources API lists.
+        .filter(|dir| kubelet.pod_log(&dir.uid).is_none() && kubelet.lists(&dir.uid) != Ok(true))
         .collect()
+}
+
+/// Why kubelet's word on the pod of `uid` cannot be had, if it cannot.
+fn unconfirmed(kubelet: &KubeletView, uid: &str) -> Option<String> {
+    match &kubelet.pod_logs {
+        None => Some(
+            "kubelet's pod log directories could not be read, so a pod kubelet still starts \
+             cannot be told from one it let go"
+                .to_string(),
+        ),
+        Some(_) => kubelet.lists(uid).err(),
+    }
 }
 
 pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
@@ -64,24 +92,30 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     let cni = snapshot.cni.as_ref().map(CniView::index);
     orphans(snapshot, settings)
         .into_iter()
-        .map(|dir| finding(snapshot, cni.as_ref(), &kubelet.root, dir))
+        .map(|dir| finding(snapshot, cni.as_ref(), kubelet, dir))
         .collect()
 }
 
-fn finding(snapshot: &Snapshot, cni: Option<&CniIndex>, root: &Located, dir: &PodDir) -> Finding {
+fn finding(
+    snapshot: &Snapshot,
+    cni: Option<&CniIndex>,
+    kubelet: &KubeletView,
+    dir: &PodDir,
+) -> Finding {
     let (pod_namespace, pod_name) = pod_of_uid(cni, &dir.uid);
     let evidence = Evidence {
         path: dir.path.display().to_string(),
         pod_uid: dir.uid.clone(),
         pod_namespace,
         pod_name,
-        kubelet_root: root.clone(),
+        kubelet_root: kubelet.root.clone(),
         modified_at: timestamp(dir.modified_at),
         age_seconds: snapshot.seconds_since(dir.modified_at),
         mounts: dir.mounts.clone(),
         has_mounts: !dir.mounts.is_empty(),
+        unconfirmed: unconfirmed(kubelet, &dir.uid),
     };
-    let (summary, remedy) = if evidence.has_mounts {
+    let (mut summary, remedy) = if evidence.has_mounts {
         (
             format!(
                 "kubelet pod directory {}{} belongs to no sandbox, and {} volume mount(s) remain below it",
@@ -113,6 +147,17 @@ fn finding(snapshot: &Snapshot, cni: Option<&CniIndex>, root: &Located, dir: &Po
                 .to_string(),
         )
     };
+    let remedy = match &evidence.unconfirmed {
+        Some(why) if !evidence.has_mounts => format!(
+            "Unconfirmed, so not offered as removable: {why}. Ask kubelet (its log, and the \
+             API server's pod of uid {}) first.",
+            dir.uid
+        ),
+        _ => remedy,
+    };
+    if evidence.unconfirmed.is_some() {
+        summary.push_str(" (unconfirmed: kubelet's word could not be had)");
+    }
     Finding {
         kind: Kind::OrphanPodDir,
         severity: Severity::Warning,
@@ -131,7 +176,7 @@ fn finding(snapshot: &Snapshot, cni: Option<&CniIndex>, root: &Located, dir: &Po
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CriView, KubeletView, Origin};
+    use crate::model::{CriView, Origin, PodLogDir};
     use std::path::PathBuf;
     use std::time::Duration;
 
@@ -154,6 +199,8 @@ mod tests {
                 origin: Origin::Process,
             },
             pod_dirs: dirs,
+            pod_logs: Some(Vec::new()),
+            word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         });
         let sandboxes = sandbox_uids
             .iter()
@@ -226,5 +273,52 @@ mod tests {
         assert!(check(&s, &Settings::default()).is_empty());
         s.kubelet = None;
         assert!(check(&s, &Settings::default()).is_empty());
+    }
+
+    #[test]
+    fn a_pod_kuberuntime_started_is_kubelets_never_an_orphan() {
+        // Pending behind a failing RunPodSandbox: its directory, its log
+        // directory, no sandbox.
+        let mut s = node(
+            vec![
+                dir("pending", NOW - HOUR, &[]),
+                dir("gone", NOW - HOUR, &[]),
+            ],
+            &[],
+        );
+        let logs = vec![PodLogDir {
+            namespace: "shop".to_string(),
+            name: "cart".to_string(),
+            uid: "pending".to_string(),
+            modified_at: NOW - HOUR,
+        }];
+        s.kubelet.as_mut().unwrap().pod_logs = Some(logs);
+        let findings = check(&s, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["gone"]);
+        assert!(findings[0].evidence.get("unconfirmed").is_none());
+        // Without the log directories read, nothing tells them apart: both
+        // are said unconfirmed, neither called safe to remove.
+        s.kubelet.as_mut().unwrap().pod_logs = None;
+        let findings = check(&s, &Settings::default());
+        assert_eq!(findings.len(), 2);
+        for f in &findings {
+            let why = f.evidence["unconfirmed"].as_str().unwrap_or_default();
+            assert!(why.contains("log directories could not be read"), "{why}");
+            assert!(f.summary.contains("unconfirmed"), "{}", f.summary);
+            assert!(!f.remedy.contains("safe to remove"), "{}", f.remedy);
+        }
+    }
+
+    #[test]
+    fn without_kubelets_word_an_orphan_is_unconfirmed() {
+        let mut s = node(vec![dir("gone", NOW - HOUR, &[])], &[]);
+        s.kubelet.as_mut().unwrap().word = crate::model::KubeletWord::Unavailable {
+            why: "its listener is not believed: pid 9: it runs as uid 1000".to_string(),
+        };
+        let f = &check(&s, &Settings::default())[0];
+        let why = f.evidence["unconfirmed"].as_str().unwrap_or_default();
+        assert!(why.contains("not believed"), "{why}");
+        assert!(!f.remedy.contains("safe to remove"), "{}", f.remedy);
     }
 }

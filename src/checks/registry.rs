@@ -8,9 +8,9 @@
 
 use crate::checks::settings::Settings;
 use crate::checks::{
-    api_unreachable, cri_drift, cri_slow, duplicate_sandbox_name, late_exit, leaked_ip,
-    leaked_mount, leaked_netns, leaked_pod_cgroup, leaked_sandbox, leaked_shim, leaked_snapshot,
-    orphan_bundle, orphan_pod_dir, shim_blocked, zombie,
+    api_unreachable, cri_drift, cri_slow, duplicate_sandbox_name, failing_sandbox, late_exit,
+    leaked_ip, leaked_mount, leaked_netns, leaked_pod_cgroup, leaked_sandbox, leaked_shim,
+    leaked_snapshot, orphan_bundle, orphan_pod_dir, shim_blocked, zombie,
 };
 use crate::model::{Ask, Finding, Gap, Kind, Reads, Snapshot, Suspects};
 
@@ -164,13 +164,28 @@ pub const CHECKS: &[Check] = &[
         kind: Kind::LeakedPodCgroup,
         reads: Reads {
             // A pod is gone when CRI lists no sandbox of its uid (asked
-            // with containerd's API).
+            // with containerd's API) and kubelet no longer has it (its pod
+            // directory, kubelet's own rule).
             containerd_api: Ask::Always,
             cri_api: true,
             pod_cgroups: true,
+            kubelet: true,
             ..Reads::NOTHING
         },
         run: |l| leaked_pod_cgroup::check(l.first, l.settings),
+        second_look: None,
+    },
+    Check {
+        kind: Kind::FailingSandbox,
+        reads: Reads {
+            // A pod kubelet has (its directory and log directory) that CRI
+            // lists no sandbox of (asked with containerd's API).
+            containerd_api: Ask::Always,
+            cri_api: true,
+            kubelet: true,
+            ..Reads::NOTHING
+        },
+        run: |l| failing_sandbox::check(l.first, l.settings),
         second_look: None,
     },
     Check {
@@ -529,6 +544,7 @@ mod tests {
                 Kind::DuplicateSandboxName,
                 Kind::OrphanPodDir,
                 Kind::LeakedPodCgroup,
+                Kind::FailingSandbox,
                 Kind::LeakedNetns,
                 Kind::CriDrift,
                 Kind::CriSlow,

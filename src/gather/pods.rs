@@ -12,11 +12,11 @@ use std::time::Instant;
 use crate::gather::GatherOptions;
 use crate::model::netns::is_cri_made;
 use crate::model::{
-    CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, NetnsView, Paths, ProcessInfo,
-    Source, CRI_NAMESPACE,
+    CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, KubeletWord, NetnsView, Paths,
+    ProcessInfo, Source, CRI_NAMESPACE,
 };
 use crate::sources::host_view::HostView;
-use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, SourceThread};
+use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, pod_resources, SourceThread};
 
 /// Whether `path`, the directory `source` reads, is the host's as `host`
 /// tells; if not, a gap for the whole source (the kinds that read it are
@@ -34,6 +34,7 @@ fn seen_as_host(host: &HostView, source: Source, path: &Path, gaps: &mut Vec<Gap
 /// The pod sources of one look, reading.
 pub(super) struct PodSources {
     kubelet: Option<SourceThread<Option<KubeletView>>>,
+    kubelet_word: Option<SourceThread<KubeletWord>>,
     pod_cgroups: Option<SourceThread<Option<CgroupView>>>,
     netns: Option<SourceThread<NetnsView>>,
 }
@@ -42,6 +43,8 @@ pub(super) struct PodSources {
 #[derive(Default)]
 pub(super) struct PodsRead {
     pub kubelet: Option<KubeletView>,
+    /// kubelet's word, still being asked: joined in [`PodsRead::narrow`].
+    kubelet_word: Option<SourceThread<KubeletWord>>,
     pub pod_cgroups: Option<CgroupView>,
     pub netns: Option<NetnsView>,
 }
@@ -53,19 +56,34 @@ impl PodSources {
         processes: &BTreeMap<i32, ProcessInfo>,
         table: Option<mountinfo::Table>,
     ) -> PodSources {
-        let kubelet = options.kubelet.then(|| {
-            let root = kubelet::root(
+        let kubelet_root = options.kubelet.then(|| {
+            kubelet::root(
                 options.kubelet_root.as_deref(),
                 &options.proc_root,
                 processes,
-            );
+            )
+        });
+        let kubelet = kubelet_root.clone().map(|root| {
             let (mountinfo, table) = (options.mountinfo.clone(), table.clone());
             let proc_root = options.proc_root.clone();
+            let pod_logs = options
+                .kubelet_pod_logs
+                .clone()
+                .unwrap_or_else(|| kubelet::DEFAULT_POD_LOGS.into());
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
                 let (host, pods) = (HostView::of(&proc_root), root.path.join("pods"));
                 seen_as_host(&host, kubelet::SOURCE, &pods, gaps)
-                    .then(|| kubelet::read(root, table.as_ref(), &mountinfo, gaps))
+                    .then(|| kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps))
                     .flatten()
+            })
+        });
+        // kubelet's own word on its pods, asked beside the APIs (a frozen
+        // kubelet holds this thread, never the look) and joined with them.
+        let kubelet_word = kubelet_root.map(|root| {
+            let socket = root.path.join(pod_resources::SOCKET);
+            let (proc_root, timeout) = (options.proc_root.clone(), options.timeout);
+            SourceThread::spawn(kubelet::SOURCE, &socket, move |_| {
+                pod_resources::ask(&root.path, &proc_root, timeout)
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {
@@ -98,6 +116,7 @@ impl PodSources {
         });
         PodSources {
             kubelet,
+            kubelet_word,
             pod_cgroups,
             netns,
         }
@@ -110,6 +129,7 @@ impl PodSources {
                 .kubelet
                 .and_then(|s| s.wait(deadline, started, gaps))
                 .flatten(),
+            kubelet_word: self.kubelet_word,
             pod_cgroups: self
                 .pod_cgroups
                 .and_then(|s| s.wait(deadline, started, gaps))
@@ -120,6 +140,26 @@ impl PodSources {
 }
 
 impl PodsRead {
+    /// After the APIs: kubelet's word, asked beside them, joined (until
+    /// `deadline`) into kubelet's view.
+    pub(super) fn join_kubelet_word(
+        &mut self,
+        deadline: Instant,
+        started: Instant,
+        gaps: &mut Vec<Gap>,
+    ) {
+        let word = self
+            .kubelet_word
+            .take()
+            .and_then(|s| s.wait(deadline, started, gaps));
+        if let Some(view) = self.kubelet.as_mut() {
+            view.word = word.unwrap_or_else(|| KubeletWord::Unavailable {
+                why: "kubelet's pod-resources API did not answer by the look's deadline"
+                    .to_string(),
+            });
+        }
+    }
+
     /// After the APIs: what holds a namespace (any thread in it, any
     /// descriptor on it) is looked for only for those CRI made that no
     /// sandbox record names, and the interfaces of those nothing holds; and

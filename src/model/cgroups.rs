@@ -38,9 +38,15 @@ pub struct PodCgroup {
     pub qos: String,
     /// When the cgroup was made (its directory's change time, unix ns).
     pub created_at: UnixNanos,
-    /// Processes in it and the cgroups below it (`cgroup.procs`); counted
-    /// only for a cgroup whose pod CRI does not list (the others' are not
-    /// read: a node's worth of files for nothing).
+    /// Processes in it and every cgroup below it, the whole subtree
+    /// (`cgroup.procs` of each, as kubelet's `cgroupCommon.Pids` walks
+    /// it); counted only for a cgroup whose pod CRI does not list (the
+    /// others' are not read: a node's worth of files for nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub procs: Option<usize>,
+    /// cgroup v2's own word on the subtree (`cgroup.events`' `populated`:
+    /// 1 while any process runs anywhere below it); read as `procs` is,
+    /// `None` on v1 or when unread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub populated: Option<bool>,
 }

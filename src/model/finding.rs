@@ -41,6 +41,7 @@ pub enum Kind {
     DuplicateSandboxName,
     OrphanPodDir,
     LeakedPodCgroup,
+    FailingSandbox,
     LeakedNetns,
     CriDrift,
     CriSlow,

@@ -1,7 +1,9 @@
 //! What kubelet keeps on disk for its pods: `<root>/pods/<uid>`, one
 //! directory per pod it runs or ran, with the pod's volumes mounted below
 //! `volumes/`. kubelet removes a directory once its pod is gone and every
-//! volume is unmounted; one that stays has outlived its pod.
+//! volume is unmounted; one that stays has outlived its pod. Beside them,
+//! the pods' log directories (`/var/log/pods/<namespace>_<name>_<uid>`),
+//! which name each uid's pod.
 
 use std::path::PathBuf;
 
@@ -16,6 +18,40 @@ pub struct KubeletView {
     pub root: Located,
     /// Every directory of `<root>/pods`.
     pub pod_dirs: Vec<PodDir>,
+    /// Every pod log directory kubelet made (`<podLogsDir>/<ns>_<name>_<uid>`);
+    /// `None` when they could not be read (a gap says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_logs: Option<Vec<PodLogDir>>,
+    /// What kubelet's pod-resources API said of the pods it has.
+    #[serde(default)]
+    pub word: KubeletWord,
+}
+
+/// kubelet's own word on its pods: its pod-resources API
+/// (`<root>/pod-resources/kubelet.sock`, `PodResourcesLister.List`), which
+/// lists the pods kubelet has active, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "answer")]
+pub enum KubeletWord {
+    /// Its listener proven kubelet's (root, in the host's namespaces), it
+    /// answered with these pods.
+    Listed { pods: Vec<PodName> },
+    /// Not had, and why (no socket, a listener not proven, no answer).
+    Unavailable { why: String },
+}
+
+impl Default for KubeletWord {
+    fn default() -> KubeletWord {
+        KubeletWord::Unavailable {
+            why: "kubelet's pod-resources API was not asked".to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodName {
+    pub namespace: String,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -30,4 +66,164 @@ pub struct PodDir {
     /// Mount points below it (volumes still mounted), from the mount table.
     #[serde(default)]
     pub mounts: Vec<String>,
+}
+
+/// A pod's log directory: kuberuntime makes it right before each
+/// RunPodSandbox (`createPodSandbox`), and kubelet's container GC
+/// (`evictPodLogsDirectories`) removes it once the pod's content may go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodLogDir {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// The directory's last change (unix ns): its making, for a pod whose
+    /// sandbox never ran (no container's directory was added below it).
+    pub modified_at: UnixNanos,
+}
+
+impl PodLogDir {
+    /// The log directory named `name` (`<namespace>_<name>_<uid>`, as
+    /// kubelet's `BuildPodLogsDirectory` writes it: none of the three has a
+    /// `_`), if it is one.
+    pub fn parse(name: &str, modified_at: UnixNanos) -> Option<PodLogDir> {
+        let mut parts = name.split('_');
+        let (namespace, pod, uid) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || [namespace, pod, uid].iter().any(|p| p.is_empty()) {
+            return None;
+        }
+        Some(PodLogDir {
+            namespace: namespace.to_string(),
+            name: pod.to_string(),
+            uid: uid.to_string(),
+            modified_at,
+        })
+    }
+}
+
+impl KubeletView {
+    /// The pod directory of `uid`, if kubelet still has one.
+    pub fn pod_dir(&self, uid: &str) -> Option<&PodDir> {
+        self.pod_dirs.iter().find(|dir| dir.uid == uid)
+    }
+
+    /// The log directory of `uid`, if kubelet still has one (`None` also
+    /// when they were not read).
+    pub fn pod_log(&self, uid: &str) -> Option<&PodLogDir> {
+        self.pod_logs.iter().flatten().find(|log| log.uid == uid)
+    }
+
+    /// Whether kubelet's word lists the pod of `uid`: a listed pod is
+    /// tied to its uid by its log directory (the API names pods, never
+    /// uids), and every uid a listed name has is taken as listed (a pod
+    /// made again under its name has a new uid). `Err` says why kubelet's
+    /// word cannot be had: no answer, its log directories unread, or a
+    /// listed pod no log directory ties (whose uid might be this one).
+    pub fn lists(&self, uid: &str) -> Result<bool, String> {
+        let pods = match &self.word {
+            KubeletWord::Listed { pods } => pods,
+            KubeletWord::Unavailable { why } => return Err(why.clone()),
+        };
+        let Some(logs) = &self.pod_logs else {
+            return Err(
+                "kubelet's pod log directories could not be read, so the pods its \
+                 pod-resources API lists cannot be tied to their uids"
+                    .to_string(),
+            );
+        };
+        let named =
+            |log: &PodLogDir, pod: &PodName| log.namespace == pod.namespace && log.name == pod.name;
+        if pods
+            .iter()
+            .any(|pod| logs.iter().any(|log| log.uid == uid && named(log, pod)))
+        {
+            return Ok(true);
+        }
+        match pods
+            .iter()
+            .find(|pod| !logs.iter().any(|log| named(log, pod)))
+        {
+            Some(untied) => Err(format!(
+                "kubelet's pod-resources API lists pod {}/{}, which no log directory ties to \
+                 a uid",
+                untied.namespace, untied.name
+            )),
+            None => Ok(false),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_directory_names_its_pod_in_three_parts() {
+        let log = PodLogDir::parse("shop_cart-7f9c_0f1e2d3c-aaaa-bbbb", 5).unwrap();
+        assert_eq!(
+            (log.namespace.as_str(), log.name.as_str(), log.uid.as_str()),
+            ("shop", "cart-7f9c", "0f1e2d3c-aaaa-bbbb")
+        );
+        for not_one in [
+            "shop_cart",
+            "a_b_c_d",
+            "_cart_uid",
+            "shop__uid",
+            "lost+found",
+        ] {
+            assert_eq!(PodLogDir::parse(not_one, 0), None, "{not_one}");
+        }
+    }
+
+    fn view(word: KubeletWord, logs: Option<Vec<PodLogDir>>) -> KubeletView {
+        KubeletView {
+            root: Located {
+                path: PathBuf::from("/var/lib/kubelet"),
+                origin: crate::model::paths::Origin::Default,
+            },
+            pod_dirs: Vec::new(),
+            pod_logs: logs,
+            word,
+        }
+    }
+
+    #[test]
+    fn kubelets_word_lists_a_uid_through_its_log_directory() {
+        let logs = || {
+            Some(vec![
+                PodLogDir::parse("shop_cart_uid-1", 0).unwrap(),
+                PodLogDir::parse("shop_cart_uid-2", 0).unwrap(),
+                PodLogDir::parse("shop_gone_uid-3", 0).unwrap(),
+            ])
+        };
+        let pod = |name: &str| PodName {
+            namespace: "shop".to_string(),
+            name: name.to_string(),
+        };
+        let listed = view(
+            KubeletWord::Listed {
+                pods: vec![pod("cart")],
+            },
+            logs(),
+        );
+        // Both uids its name has: the pod made again under its name.
+        assert_eq!(listed.lists("uid-1"), Ok(true));
+        assert_eq!(listed.lists("uid-2"), Ok(true));
+        assert_eq!(listed.lists("uid-3"), Ok(false));
+        // A listed pod no log directory ties: any uid might be its own.
+        let untied = view(
+            KubeletWord::Listed {
+                pods: vec![pod("new")],
+            },
+            logs(),
+        );
+        let why = untied.lists("uid-3").unwrap_err();
+        assert!(why.contains("shop/new"), "{why}");
+        let unread = view(KubeletWord::Listed { pods: vec![] }, None);
+        assert!(unread
+            .lists("uid-3")
+            .unwrap_err()
+            .contains("could not be read"));
+        let unasked = view(KubeletWord::default(), logs());
+        assert!(unasked.lists("uid-3").unwrap_err().contains("not asked"));
+    }
 }

@@ -97,7 +97,7 @@ pub async fn connect_to_proven(address: &Path, daemon: i32) -> Result<Channel, N
 
 /// A channel whose every call goes over `stream`, never dialling again: once
 /// that connection is closed, calls fail.
-async fn over(stream: std::os::unix::net::UnixStream) -> Result<Channel, String> {
+pub(crate) async fn over(stream: std::os::unix::net::UnixStream) -> Result<Channel, String> {
     let once = std::sync::Mutex::new(Some(stream));
     tonic::transport::Endpoint::from_static("http://[::]")
         .connect_with_connector(tower::service_fn(move |_| {

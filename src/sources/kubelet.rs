@@ -8,7 +8,9 @@ use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::model::{Gap, KubeletView, Located, Origin, PodDir, ProcessInfo, Source};
+use crate::model::{
+    Gap, KubeletView, KubeletWord, Located, Origin, PodDir, PodLogDir, ProcessInfo, Source,
+};
 use crate::read::bounded::{mtime_nanos, read_proc};
 use crate::read::listed::{ListedDir, MOVED_AWAY};
 use crate::sources::{daemon_proof, kubelet_config, mountinfo};
@@ -16,6 +18,9 @@ use crate::sources::{daemon_proof, kubelet_config, mountinfo};
 pub(crate) const SOURCE: Source = Source::Kubelet;
 /// kubelet's `--root-dir` when it is given none.
 pub const DEFAULT_ROOT: &str = "/var/lib/kubelet";
+/// kubelet's `podLogsDir` when it is given none: where kuberuntime makes
+/// each pod's log directory.
+pub const DEFAULT_POD_LOGS: &str = "/var/log/pods";
 /// kubelet's `--cgroup-root` when it is given none.
 pub const DEFAULT_CGROUP_ROOT: &str = "/";
 /// A kubelet's command line is a few KB; one of a process that calls
@@ -256,6 +261,7 @@ pub(crate) fn arg_in(args: &[String], name: &str) -> Option<String> {
 /// on this node); a root found otherwise that cannot be read is a gap.
 pub fn read(
     root: Located,
+    pod_logs: &Path,
     table: Option<&mountinfo::Table>,
     mountinfo_file: &Path,
     gaps: &mut Vec<Gap>,
@@ -287,7 +293,12 @@ pub fn read(
     // No directory for a mount to belong to: the table (megabytes on a
     // node of thousands of mounts) is not read.
     if pod_dirs.is_empty() {
-        return Some(KubeletView { root, pod_dirs });
+        return Some(KubeletView {
+            root,
+            pod_dirs,
+            pod_logs: read_pod_logs(pod_logs, gaps),
+            word: KubeletWord::default(),
+        });
     }
     let mounts = mountinfo::below_in(table, mountinfo_file, &[pods.as_path()], gaps);
     // Each mount goes to the directory its first component below `pods`
@@ -309,7 +320,40 @@ pub fn read(
                 .push(point.to_string_lossy().into_owned());
         }
     }
-    Some(KubeletView { root, pod_dirs })
+    Some(KubeletView {
+        root,
+        pod_logs: read_pod_logs(pod_logs, gaps),
+        pod_dirs,
+        word: KubeletWord::default(),
+    })
+}
+
+/// Every pod log directory in `dir` (see [`PodLogDir`]); none when there
+/// is no such directory (no pod was ever started there), `None` (a gap)
+/// when it cannot be read: then no pod can be tied to kubelet by it.
+fn read_pod_logs(dir: &Path, gaps: &mut Vec<Gap>) -> Option<Vec<PodLogDir>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == ErrorKind::NotFound => return Some(Vec::new()),
+        Err(err) => {
+            gaps.push(Gap::item(SOURCE, dir, err.to_string()));
+            return None;
+        }
+    };
+    let mut logs = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(metadata) = fs::symlink_metadata(entry.path()) else {
+            continue;
+        };
+        if !metadata.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let modified_at = mtime_nanos(&metadata).unwrap_or_default();
+        logs.extend(PodLogDir::parse(&name, modified_at));
+    }
+    logs.sort_by(|a, b| a.uid.cmp(&b.uid));
+    Some(logs)
 }
 
 /// The directories `names` of `listed` (`<root>/pods`), never through a
@@ -612,14 +656,28 @@ mod tests {
             path: dir.path().to_path_buf(),
             origin: Origin::Flag,
         };
+        let logs = dir.path().join("logs");
+        fs::create_dir_all(logs.join("shop_cart_uid-a")).unwrap();
+        fs::create_dir_all(logs.join("not-a-pod")).unwrap();
+        fs::write(logs.join("shop_file_uid-c"), "").unwrap();
         let mut gaps = Vec::new();
-        let view = read(root, None, &table, &mut gaps).expect("a root given is read");
+        let view = read(root, &logs, None, &table, &mut gaps).expect("a root given is read");
         assert!(gaps.is_empty(), "{gaps:?}");
         let uids: Vec<&str> = view.pod_dirs.iter().map(|d| d.uid.as_str()).collect();
         assert_eq!(uids, ["uid-a", "uid-b"], "directories only, no symlink");
         assert_eq!(view.pod_dirs[0].mounts, [volume.display().to_string()]);
         assert!(view.pod_dirs[1].mounts.is_empty());
         assert!(view.pod_dirs[0].modified_at > 0);
+        let logs = view.pod_logs.expect("read");
+        let named: Vec<(&str, &str, &str)> = logs
+            .iter()
+            .map(|l| (l.namespace.as_str(), l.name.as_str(), l.uid.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [("shop", "cart", "uid-a")],
+            "directories so named only"
+        );
     }
 
     #[test]
@@ -632,8 +690,14 @@ mod tests {
         };
         let mut gaps = Vec::new();
         // A table that cannot be read would be a gap, were it read.
-        let view = read(root, None, &dir.path().join("no-mountinfo"), &mut gaps)
-            .expect("a root given is read");
+        let view = read(
+            root,
+            &dir.path().join("logs"),
+            None,
+            &dir.path().join("no-mountinfo"),
+            &mut gaps,
+        )
+        .expect("a root given is read");
         assert!(view.pod_dirs.is_empty());
         assert!(gaps.is_empty(), "{gaps:?}");
     }
@@ -660,13 +724,14 @@ mod tests {
             path: dir.path().join("absent"),
             origin: Origin::Default,
         };
-        assert!(read(default, None, &table, &mut gaps).is_none());
+        let logs = dir.path().join("logs");
+        assert!(read(default, &logs, None, &table, &mut gaps).is_none());
         assert!(gaps.is_empty());
         let given = Located {
             path: dir.path().join("absent"),
             origin: Origin::Flag,
         };
-        assert!(read(given, None, &table, &mut gaps).is_none());
+        assert!(read(given, &logs, None, &table, &mut gaps).is_none());
         assert_eq!(gaps.len(), 1);
         assert!(gaps[0].source_unavailable);
     }

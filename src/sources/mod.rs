@@ -19,6 +19,7 @@ pub mod mountinfo;
 pub mod netns;
 pub mod node;
 pub mod pod_cgroups;
+pub mod pod_resources;
 pub mod proc_scan;
 mod proc_stat;
 pub mod shim_proof;

@@ -126,32 +126,86 @@ fn pods_in(dir: &Path, driver: Driver, qos: &str, out: &mut Vec<PodCgroup>, gaps
             qos: qos.to_string(),
             created_at: mtime_nanos(&metadata).unwrap_or_default(),
             procs: None,
+            populated: None,
             path,
         });
     }
 }
 
 /// Counts the processes of each pod cgroup whose uid is not in `listed`
-/// (the uids of CRI's sandboxes): the only ones a check reports.
+/// (the uids of CRI's sandboxes): the only ones a check reports. On cgroup
+/// v2, also reads the kernel's own word on the whole subtree
+/// (`cgroup.events`).
 pub fn count_unlisted(view: &mut CgroupView, listed: &HashSet<&str>, gaps: &mut Vec<Gap>) {
+    let v2 = view.version == 2;
     for cgroup in &mut view.pod_cgroups {
         if !listed.contains(cgroup.uid.as_str()) {
             cgroup.procs = Some(procs_below(&cgroup.path, gaps));
+            cgroup.populated = if v2 {
+                populated(&cgroup.path, gaps)
+            } else {
+                None
+            };
         }
     }
 }
 
-/// Processes in `cgroup` and its container cgroups (one level below, as
-/// kubelet and runc make them).
+/// cgroup.events is two short lines.
+const EVENTS_LIMIT: u64 = 4096;
+/// Directories nested deeper than this below a pod cgroup are not walked:
+/// kubelet makes one per container, and runc's below those are few.
+const MAX_DEPTH: usize = 16;
+
+/// `populated` of `cgroup`'s `cgroup.events` (cgroup v2): whether any
+/// process runs in it or anywhere below it.
+fn populated(cgroup: &Path, gaps: &mut Vec<Gap>) -> Option<bool> {
+    let file = cgroup.join("cgroup.events");
+    match read_regular(&file, EVENTS_LIMIT, Links::Refuse) {
+        Ok(read) => {
+            let text = String::from_utf8_lossy(&read.bytes);
+            let value = text
+                .lines()
+                .find_map(|line| line.strip_prefix("populated "))
+                .map(str::trim);
+            match value {
+                Some("1") => Some(true),
+                Some("0") => Some(false),
+                _ => {
+                    gaps.push(Gap::item(SOURCE, &file, "no populated line".to_string()));
+                    None
+                }
+            }
+        }
+        Err(err) if err.kind() == ErrorKind::NotFound => None,
+        Err(err) => {
+            gaps.push(Gap::item(SOURCE, &file, err.to_string()));
+            None
+        }
+    }
+}
+
+/// Processes in `cgroup` and every cgroup below it (the whole subtree, to
+/// [`MAX_DEPTH`]; never through a symlink).
 fn procs_below(cgroup: &Path, gaps: &mut Vec<Gap>) -> usize {
-    let mut dirs: Vec<PathBuf> = vec![cgroup.to_path_buf()];
-    if let Ok(entries) = fs::read_dir(cgroup) {
-        dirs.extend(
-            entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path()),
-        );
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut level: Vec<PathBuf> = vec![cgroup.to_path_buf()];
+    for _ in 0..=MAX_DEPTH {
+        let mut next = Vec::new();
+        for dir in &level {
+            if let Ok(entries) = fs::read_dir(dir) {
+                next.extend(
+                    entries
+                        .flatten()
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|e| e.path()),
+                );
+            }
+        }
+        dirs.append(&mut level);
+        if next.is_empty() {
+            break;
+        }
+        level = next;
     }
     dirs.iter()
         .map(|dir| {
@@ -190,6 +244,11 @@ mod tests {
         mkdir(&guaranteed.join("c1"));
         fs::write(guaranteed.join("cgroup.procs"), "").unwrap();
         fs::write(guaranteed.join("c1/cgroup.procs"), "10\n11\n").unwrap();
+        // A process two levels down (a container's own nested cgroup):
+        // kubelet's `Pids` counts the whole subtree.
+        mkdir(&guaranteed.join("c1/inner"));
+        fs::write(guaranteed.join("c1/inner/cgroup.procs"), "12\n").unwrap();
+        fs::write(guaranteed.join("cgroup.events"), "populated 1\nfrozen 0\n").unwrap();
         mkdir(&base.join("kubepods/burstable/pod2222-bbbb"));
         mkdir(&base.join("kubepods/besteffort/not-a-pod"));
         mkdir(&base.join(
@@ -217,9 +276,15 @@ mod tests {
             seen,
             [
                 ("2222-bbbb", "cgroupfs", "burstable", Some(0)),
-                ("1111-aaaa", "cgroupfs", "guaranteed", Some(2)),
+                ("1111-aaaa", "cgroupfs", "guaranteed", Some(3)),
                 ("3333-cccc", "systemd", "besteffort", None),
             ]
+        );
+        let populated: Vec<Option<bool>> = view.pod_cgroups.iter().map(|p| p.populated).collect();
+        assert_eq!(
+            populated,
+            [None, Some(true), None],
+            "v2's cgroup.events, where it is"
         );
     }
 

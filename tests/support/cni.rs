@@ -244,6 +244,11 @@ impl Cni {
              \x20   cat '{fail}'\n\
              \x20   exit 1\n\
              fi\n\
+             # Or made ADD fail: it prints the CNI error in fail-add, exits 1.\n\
+             if [ \"$CNI_COMMAND\" = ADD ] && [ -f '{fail_add}' ]; then\n\
+             \x20   cat '{fail_add}'\n\
+             \x20   exit 1\n\
+             fi\n\
              # Or made ADD hang: it says its pid, the sandbox and its netns\n\
              # in in-add, and sleeps.\n\
              if [ \"$CNI_COMMAND\" = ADD ] && [ -f '{hang}' ]; then\n\
@@ -253,6 +258,7 @@ impl Cni {
              fi\n\
              exec {PLUGINS_DIR}/tuning\n",
             fail = fail_del.display(),
+            fail_add = self.fault_dir.join("fail-add").display(),
             hang = self.fault_dir.join("hang-add").display(),
             in_add = self.fault_dir.join("in-add").display(),
         );
@@ -278,6 +284,14 @@ impl Cni {
     /// code 11: "try again later"); ADD still passes.
     pub(crate) fn fail_del(&self, message: &str) -> Result<(), String> {
         let path = self.fault_dir.join("fail-del");
+        let error = serde_json::json!({"cniVersion": "1.0.0", "code": 11, "msg": message});
+        fs::write(&path, format!("{error}\n")).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Makes the chained plugin's ADD fail with `message` (bridge and
+    /// host-local have run; containerd's deferred teardown DELs them).
+    pub(crate) fn fail_add(&self, message: &str) -> Result<(), String> {
+        let path = self.fault_dir.join("fail-add");
         let error = serde_json::json!({"cniVersion": "1.0.0", "code": 11, "msg": message});
         fs::write(&path, format!("{error}\n")).map_err(|e| format!("{}: {e}", path.display()))
     }
@@ -315,7 +329,7 @@ impl Cni {
 
     /// The chained plugin back to passing everything.
     pub(crate) fn clear_faults(&self) -> Result<(), String> {
-        for fault in ["fail-del", "hang-add"] {
+        for fault in ["fail-del", "fail-add", "hang-add"] {
             let path = self.fault_dir.join(fault);
             match fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -781,6 +795,12 @@ impl TestBed {
     /// The chained plugin's DEL failing with `message` (see [`Cni::fail_del`]).
     pub fn fail_cni_del(&self, message: &str) {
         self.must(self.cni().fail_del(message))
+    }
+
+    /// The chained plugin's ADD failing with `message` (see
+    /// [`Cni::fail_add`]): every new pod's RunPodSandbox fails.
+    pub fn fail_cni_add(&self, message: &str) {
+        self.must(self.cni().fail_add(message))
     }
 
     /// The chained plugin back in place, passing everything.

@@ -175,7 +175,7 @@ impl TestBed {
         Err(format!("CRI never listed the image {IMAGE}: {last}"))
     }
 
-    fn sandbox_config(&self, pod_name: &str, pids: Pids) -> PodSandboxConfig {
+    pub(crate) fn sandbox_config(&self, pod_name: &str, pids: Pids) -> PodSandboxConfig {
         // CRI reserves sandbox names per (name, namespace, uid, attempt):
         // a unique uid lets tests reuse pod names.
         static PODS: AtomicU32 = AtomicU32::new(0);
@@ -272,10 +272,20 @@ impl TestBed {
     }
 
     async fn try_start_sandbox(&self, config: &PodSandboxConfig) -> Result<String, SandboxFailure> {
+        self.try_start_sandbox_with(config, "").await
+    }
+
+    /// RunPodSandbox of `config` with the runtime handler `handler` (a
+    /// RuntimeClass's; "" for the default).
+    pub(crate) async fn try_start_sandbox_with(
+        &self,
+        config: &PodSandboxConfig,
+        handler: &str,
+    ) -> Result<String, SandboxFailure> {
         let mut cri = self.cri().await;
         let request = RunPodSandboxRequest {
             config: Some(config.clone()),
-            runtime_handler: String::new(),
+            runtime_handler: handler.to_string(),
         };
         let started = bounded("RunPodSandbox", CRI_CALL, cri.run_pod_sandbox(request)).await;
         let id = match &started {

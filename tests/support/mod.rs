@@ -13,6 +13,9 @@
 //! - [`leaked`]: nodectl finds the shims a test leaked, `--kill` ends them;
 //! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it;
 //! - [`cni`]: real CNI networking for the networked bed, and a leaked pod IP;
+//! - [`kubelet_steps`]: a pod started in kubelet's order (its cgroup,
+//!   directories, an emptyDir tmpfs, its log directory, RunPodSandbox);
+//! - [`pod_resources`]: kubelet's pod-resources API, served by the test;
 //! - [`neighbourhood`]: what a real node has beside containerd (a mount
 //!   table of hundreds of KB before the bed's, an unprivileged user's
 //!   processes), built with every bed.
@@ -26,10 +29,12 @@ mod cni;
 mod cri;
 mod fake_daemon;
 mod image;
+mod kubelet_steps;
 mod leaked;
 mod line;
 mod neighbourhood;
 mod orphan_shim;
+mod pod_resources;
 pub mod procs;
 pub mod serve;
 mod stall;
@@ -50,10 +55,12 @@ pub use cni::{
 pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
+pub use kubelet_steps::KubeletPod;
 pub use leaked::{findings_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use neighbourhood::TenantShim;
 pub use orphan_shim::OrphanShim;
+pub use pod_resources::PodResourcesServer;
 pub use procs::is_running;
 pub use stall::Stall;
 pub use strace::Strace;

@@ -258,7 +258,7 @@ pub fn shim_address(bundle: &Path) -> Option<String> {
 
 /// The dirs of cgroup `parent` in every mounted hierarchy: each v1
 /// controller mount under /sys/fs/cgroup, or the v2 root itself.
-fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
+pub(crate) fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
     let base = Path::new("/sys/fs/cgroup");
     let relative = parent.trim_start_matches('/');
     let hierarchies: Vec<PathBuf> = if base.join("cgroup.procs").is_file() {

@@ -1,0 +1,178 @@
+//! `failing-sandbox`: a pod kubelet has (its directory, its log directory)
+//! that CRI lists no sandbox of, past the grace: Pending behind a
+//! RunPodSandbox that keeps failing.
+//!
+//! kubelet's `SyncPod` makes the pod cgroup (`pcm.EnsureExists`), the pod's
+//! directories (`makePodDataDirs`) and mounts its volumes before
+//! kuberuntime's `createPodSandbox` makes the pod's log directory
+//! (`<podLogsDir>/<namespace>_<name>_<uid>`) and calls RunPodSandbox. When
+//! that fails (CNI ADD: "failed to setup network for sandbox"; a
+//! RuntimeClass naming a handler containerd has none for), containerd
+//! cleans the sandbox up and CRI lists none, and kubelet's pod worker
+//! retries with back-off for as long as the failure lasts, the pod Pending
+//! with its cgroup, directory and volumes. Those are kubelet's, never
+//! leaked (`leaked-pod-cgroup`, `orphan-pod-dir` say so): this is the
+//! finding, the pod and how long. containerd keeps no failed sandbox, so
+//! its error is in its log and the pod's events, not CRI's answer.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checks::settings::Settings;
+use crate::model::{timestamp, Finding, Kind, PodDir, PodLogDir, Severity, Snapshot};
+
+#[derive(Serialize)]
+pub struct Evidence {
+    pub pod_uid: String,
+    pub pod_namespace: String,
+    pub pod_name: String,
+    /// kubelet's pod directory and its log directory.
+    pub pod_dir: String,
+    pub log_dir: String,
+    /// When kuberuntime first made its log directory (its first
+    /// RunPodSandbox), and how long ago.
+    pub since: Value,
+    pub age_seconds: f64,
+    /// Volumes mounted below its directory (kubelet mounts them first).
+    pub mounts: Vec<String>,
+}
+
+/// The pods kubelet has and CRI lists no sandbox of, their log directory
+/// older than the grace. Nothing without CRI's list.
+pub fn failing<'a>(
+    snapshot: &'a Snapshot,
+    settings: &Settings,
+) -> Vec<(&'a PodDir, &'a PodLogDir)> {
+    let Some(kubelet) = &snapshot.kubelet else {
+        return Vec::new();
+    };
+    let Some(uids) = snapshot.cri.as_ref().and_then(|cri| cri.pod_uids()) else {
+        return Vec::new();
+    };
+    kubelet
+        .pod_dirs
+        .iter()
+        .filter(|dir| !uids.contains(dir.uid.as_str()))
+        .filter_map(|dir| Some((dir, kubelet.pod_log(&dir.uid)?)))
+        .filter(|(_, log)| snapshot.is_older_than(log.modified_at, settings.sandbox_grace))
+        .collect()
+}
+
+pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    failing(snapshot, settings)
+        .into_iter()
+        .map(|(dir, log)| {
+            let evidence = Evidence {
+                pod_uid: dir.uid.clone(),
+                pod_namespace: log.namespace.clone(),
+                pod_name: log.name.clone(),
+                pod_dir: dir.path.display().to_string(),
+                log_dir: format!("{}_{}_{}", log.namespace, log.name, log.uid),
+                since: timestamp(log.modified_at),
+                age_seconds: snapshot.seconds_since(log.modified_at),
+                mounts: dir.mounts.clone(),
+            };
+            let minutes = (evidence.age_seconds / 60.0).floor();
+            Finding {
+                kind: Kind::FailingSandbox,
+                severity: Severity::Warning,
+                id: dir.uid.clone(),
+                summary: format!(
+                    "pod {}/{} (uid {}) has had no sandbox for {minutes:.0} min: kubelet keeps \
+                     calling RunPodSandbox and it keeps failing",
+                    log.namespace, log.name, dir.uid
+                ),
+                cause: "kubelet made the pod's cgroup, directory and volumes, then its log \
+                        directory right before RunPodSandbox; containerd cleans a failed \
+                        sandbox up, so CRI lists none, and kubelet retries with back-off while \
+                        the pod stays Pending (a CNI ADD that fails, a runtime handler \
+                        containerd has none for, a pause image it cannot pull)."
+                    .to_string(),
+                remedy: format!(
+                    "Read the failure: `kubectl -n {ns} describe pod {name}` \
+                     (FailedCreatePodSandBox events) or containerd's log (\"RunPodSandbox for \
+                     ... failed\"). Fix that cause (the CNI plugin and its config, the \
+                     RuntimeClass); kubelet's next retry starts the pod. Its cgroup and \
+                     directory are kubelet's: remove nothing by hand.",
+                    ns = log.namespace,
+                    name = log.name
+                ),
+                evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::fixtures::*;
+    use crate::model::{CriItem, CriView, KubeletView, KubeletWord, Located, Origin};
+    use std::path::PathBuf;
+
+    const HOUR: i64 = 3600 * SEC;
+
+    fn node(pods: &[(&str, i64)], sandbox_uids: &[&str]) -> Snapshot {
+        let mut s = snapshot();
+        s.kubelet = Some(KubeletView {
+            root: Located {
+                path: PathBuf::from("/var/lib/kubelet"),
+                origin: Origin::Default,
+            },
+            pod_dirs: pods
+                .iter()
+                .map(|(uid, _)| PodDir {
+                    uid: uid.to_string(),
+                    path: PathBuf::from(format!("/var/lib/kubelet/pods/{uid}")),
+                    modified_at: NOW - HOUR,
+                    mounts: Vec::new(),
+                })
+                .collect(),
+            pod_logs: Some(
+                pods.iter()
+                    .map(|(uid, since)| {
+                        PodLogDir::parse(&format!("shop_cart_{uid}"), *since).unwrap()
+                    })
+                    .collect(),
+            ),
+            word: KubeletWord::default(),
+        });
+        s.cri = Some(CriView {
+            sandboxes: Some(
+                sandbox_uids
+                    .iter()
+                    .map(|uid| CriItem {
+                        uid: Some(uid.to_string()),
+                        ..cri_sandbox(&id('a'), "shop", "cart")
+                    })
+                    .collect(),
+            ),
+            ..CriView::default()
+        });
+        s
+    }
+
+    #[test]
+    fn a_pod_kubelet_has_with_no_sandbox_past_the_grace_is_failing() {
+        let s = node(
+            &[
+                ("pending", NOW - HOUR),
+                ("running", NOW - HOUR),
+                ("new", NOW - 10 * SEC),
+            ],
+            &["running"],
+        );
+        let findings = check(&s, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["pending"]);
+        let f = &findings[0];
+        assert_eq!(f.kind, Kind::FailingSandbox);
+        assert_eq!(f.evidence["pod_name"], "cart");
+        assert!(f.summary.contains("no sandbox for 60 min"), "{}", f.summary);
+        assert!(f.remedy.contains("describe pod cart"), "{}", f.remedy);
+        // Without CRI's answer, nothing.
+        let mut s = s;
+        s.cri.as_mut().unwrap().sandboxes = None;
+        assert!(check(&s, &Settings::default()).is_empty());
+    }
+}
