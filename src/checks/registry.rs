@@ -560,14 +560,14 @@ mod tests {
             [Kind::LeakedIp]
         );
         // kubelet's pods and its pod cgroups (a DaemonSet that mounts
-        // neither): both kinds that judge kubelet's objects.
+        // neither): every kind that judges kubelet's objects.
         assert_eq!(
             blind(Gap::source(
                 Source::Kubelet,
                 "/var/lib/kubelet/pods",
                 "hidden"
             )),
-            [Kind::OrphanPodDir, Kind::LeakedPodCgroup]
+            [Kind::OrphanPodDir, Kind::LeakedPodCgroup, Kind::FailingSandbox]
         );
     }
 }
