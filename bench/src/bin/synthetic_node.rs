@@ -1754,6 +1754,55 @@ fn write_procfs(
             )?;
             write(&task.join("wchan"), thread.wchan)?;
         }
+        if let Some(daemon) = daemon_pid.filter(|&d| d != p.pid) {
+            write_descriptors_and_threads(&dir, p, daemon)?;
+        }
+    }
+    Ok(())
+}
+
+/// What nodectl's look for the holders of CRI's network namespaces reads
+/// of every process on a node (src/sources/netns.rs, `holders_in`): each
+/// thread's `task/<tid>/ns/net`, in the host's namespace here (the
+/// listener's, as the other borrowed links), and the descriptors in
+/// `fd/`, links the kernel spells `/dev/null`, `socket:[<inode>]`,
+/// `pipe:[<inode>]`, `anon_inode:[eventpoll]` (read as links, none a
+/// namespace). A defunct process has neither; a kernel thread no
+/// descriptor. A pause process's `ns/net` is its pod's (`write_netns`).
+/// The node's containerd has none: its descriptors would tie its root.
+fn write_descriptors_and_threads(dir: &Path, p: &Proc, daemon: i32) -> Result<(), String> {
+    if p.state == 'Z' {
+        return Ok(());
+    }
+    let tids: Vec<i32> = match p.threads.is_empty() {
+        true => vec![p.pid],
+        false => p.threads.iter().map(|t| t.tid).collect(),
+    };
+    if p.comm != PAUSE.comm {
+        for tid in tids {
+            let ns = dir.join("task").join(tid.to_string()).join("ns");
+            mkdir(&ns)?;
+            symlink(format!("/proc/{daemon}/ns/net"), ns.join("net"))
+                .map_err(|e| io_err(&ns.join("net"), e))?;
+        }
+    }
+    let fd = dir.join("fd");
+    mkdir(&fd)?;
+    if p.kernel {
+        return Ok(());
+    }
+    let inode = 40_000 + p.pid as u64 * 8;
+    let targets = [
+        "/dev/null".to_string(),
+        "/dev/null".to_string(),
+        "/dev/null".to_string(),
+        format!("socket:[{inode}]"),
+        "anon_inode:[eventpoll]".to_string(),
+        format!("pipe:[{}]", inode + 1),
+        format!("pipe:[{}]", inode + 1),
+    ];
+    for (n, target) in targets.iter().enumerate() {
+        symlink(target, fd.join(n.to_string())).map_err(|e| io_err(&fd.join(n.to_string()), e))?;
     }
     Ok(())
 }
