@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{self, Read};
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use nix::sched::{setns, CloneFlags};
 
 use crate::model::netns::foreign_interfaces;
 use crate::model::{Gap, HeldBy, NetnsHolder, NetnsMount, NetnsView, Paths, Source};
-use crate::read::bounded::{mtime_nanos, open_at, open_regular, Links};
+use crate::read::bounded::{mtime_nanos, open_at, open_dir, open_regular, Links};
 use crate::sources::mountinfo;
 
 pub(crate) const SOURCE: Source = Source::Mountinfo;
@@ -107,30 +108,35 @@ pub fn find_holders(
         .filter_map(|m| m.path.file_name())
         .collect();
     let until = Instant::now() + HOLDERS_TIME;
-    for pid in pids {
-        if Instant::now() > until {
-            gaps.push(Gap::item(
-                Source::Procfs,
-                proc_root,
-                format!(
-                    "the holders of the pods' network namespaces not all looked for in {} s",
-                    HOLDERS_TIME.as_secs()
-                ),
-            ));
-            return;
+    let pids: Vec<i32> = pids.collect();
+    // Every process's threads and descriptors, a few reads each and
+    // independent: two cores halve them (on a node of 5,000 processes this
+    // look was most of `check`'s time, on one thread).
+    let pieces = crate::read::deadline::on_two_threads(&pids, HOLDERS_PARALLEL_FROM, |pids| {
+        holders_among(proc_root, pids, wanted, &names, until)
+    });
+    // In the order of the pids, as one thread would have seen them: the
+    // first holder found of a namespace is the one named, and the look
+    // ends at the first process it could not read.
+    for piece in pieces {
+        for (inode, holder) in piece.found {
+            view.holders.entry(inode).or_insert(holder);
         }
-        match holders_in(proc_root, pid, wanted, &names) {
-            Ok(found) => {
-                for (inode, holder) in found {
-                    view.holders.entry(inode).or_insert(holder);
-                }
+        view.holders_unread.extend(piece.unread);
+        match piece.ended {
+            None => {}
+            Some(Ended::OutOfTime) => {
+                gaps.push(Gap::item(
+                    Source::Procfs,
+                    proc_root,
+                    format!(
+                        "the holders of the pods' network namespaces not all looked for in {} s",
+                        HOLDERS_TIME.as_secs()
+                    ),
+                ));
+                return;
             }
-            // The kernel's ptrace check said no: named, and the look goes
-            // on (as procfs's unread pids do).
-            Err((_, err)) if err.kind() == io::ErrorKind::PermissionDenied => {
-                view.holders_unread.insert(pid);
-            }
-            Err((path, err)) => {
+            Some(Ended::Unread(path, err)) => {
                 gaps.push(Gap::item(Source::Procfs, path, err));
                 return;
             }
@@ -139,10 +145,78 @@ pub fn find_holders(
     view.holders_looked_for = true;
 }
 
+/// Below this many processes, one thread looks for the holders.
+const HOLDERS_PARALLEL_FROM: usize = 256;
+
+/// A directory of a process, open, and its numbered entries (a number and
+/// its name).
+type Listed = (rustix::fs::Dir, Vec<(i32, String)>);
+
+/// What one piece of the look for holders found.
+struct HoldersFound {
+    found: Vec<(u64, NetnsHolder)>,
+    /// The processes the kernel's ptrace check would not let nodectl see.
+    unread: Vec<i32>,
+    /// Why the piece stopped before its last process, if it did.
+    ended: Option<Ended>,
+}
+
+enum Ended {
+    OutOfTime,
+    Unread(PathBuf, io::Error),
+}
+
+/// [`holders_in`] each of `pids`, each process's directory opened relative
+/// to the proc root, open once for the piece.
+fn holders_among(
+    proc_root: &Path,
+    pids: &[i32],
+    wanted: &BTreeSet<(u64, u64)>,
+    names: &BTreeSet<&OsStr>,
+    until: Instant,
+) -> HoldersFound {
+    let mut piece = HoldersFound {
+        found: Vec::new(),
+        unread: Vec::new(),
+        ended: None,
+    };
+    let root = match open_dir(&nix::fcntl::AT_FDCWD, proc_root) {
+        Ok(root) => root,
+        Err(err) => {
+            piece.ended = Some(Ended::Unread(proc_root.to_path_buf(), err));
+            return piece;
+        }
+    };
+    for &pid in pids {
+        if Instant::now() > until {
+            piece.ended = Some(Ended::OutOfTime);
+            return piece;
+        }
+        match holders_in(&root, proc_root, pid, wanted, names) {
+            Ok(found) => piece.found.extend(found),
+            // The kernel's ptrace check said no: named, and the look goes
+            // on (as procfs's unread pids do).
+            Err((_, err)) if err.kind() == io::ErrorKind::PermissionDenied => {
+                piece.unread.push(pid);
+            }
+            Err((path, err)) => {
+                piece.ended = Some(Ended::Unread(path, err));
+                return piece;
+            }
+        }
+    }
+    piece
+}
+
 /// The namespaces of `wanted` that process `pid`'s threads are in or its
-/// descriptors hold. A process or thread or descriptor gone meanwhile
-/// holds nothing; anything else unread is an error.
+/// descriptors hold, read relative to the open proc root `root` (at
+/// `proc_root`, for the paths a failure names): each of its directories
+/// opened once and its entries read relative to it, where a path walked
+/// from `/` for each link cost most of this look. A process or thread or
+/// descriptor gone meanwhile holds nothing; anything else unread is an
+/// error.
 fn holders_in(
+    root: &fs::File,
     proc_root: &Path,
     pid: i32,
     wanted: &BTreeSet<(u64, u64)>,
@@ -151,50 +225,90 @@ fn holders_in(
     let gone = |err: &io::Error| {
         err.kind() == io::ErrorKind::NotFound || err.raw_os_error() == Some(nix::libc::ESRCH)
     };
-    // The namespace a link leads to, when it is one of `wanted`; a link
-    // gone meanwhile leads nowhere; one that cannot be read is an error.
-    let identity = |path: &Path| -> Result<Option<u64>, (PathBuf, io::Error)> {
-        match fs::metadata(path) {
-            Ok(m) => Ok(wanted.contains(&(m.dev(), m.ino())).then_some(m.ino())),
-            Err(err) if gone(&err) => Ok(None),
-            Err(err) => Err((path.to_path_buf(), err)),
+    let process = || proc_root.join(pid.to_string());
+    // The namespace the link `name` in `dir` leads to, when it is one of
+    // `wanted`; a link gone meanwhile leads nowhere; one that cannot be
+    // read is an error (named by `path`, built only then).
+    let identity = |dir: BorrowedFd<'_>,
+                    name: &str,
+                    path: &dyn Fn() -> PathBuf|
+     -> Result<Option<u64>, (PathBuf, io::Error)> {
+        match rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty()) {
+            Ok(stat) => {
+                let id = (stat.st_dev, stat.st_ino);
+                Ok(wanted.contains(&id).then_some(id.1))
+            }
+            Err(err) => {
+                let err = io::Error::from(err);
+                match gone(&err) {
+                    true => Ok(None),
+                    false => Err((path(), err)),
+                }
+            }
         }
+    };
+    // The numbered entries of the process's directory `name` (tasks,
+    // descriptors), and the directory, open; none when it is gone.
+    let entries = |name: &str| -> Result<Option<Listed>, (PathBuf, io::Error)> {
+        let listed = open_dir(root, format!("{pid}/{name}").as_str())
+            .and_then(|dir| rustix::fs::Dir::new(dir).map_err(io::Error::from));
+        let mut listing = match listed {
+            Ok(listing) => listing,
+            Err(err) if gone(&err) => return Ok(None),
+            Err(err) => return Err((process().join(name), err)),
+        };
+        let numbered = (&mut listing)
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_str().ok()?;
+                Some((name.parse::<i32>().ok()?, name.to_owned()))
+            })
+            .collect();
+        Ok(Some((listing, numbered)))
     };
     let mut found = Vec::new();
-    let process = proc_root.join(pid.to_string());
-    let entries = |dir: PathBuf| match fs::read_dir(&dir) {
-        Ok(entries) => Ok(entries
-            .flatten()
-            .filter_map(|e| Some((e.file_name().to_str()?.parse::<i32>().ok()?, e.path())))
-            .collect::<Vec<_>>()),
-        Err(err) if gone(&err) => Ok(Vec::new()),
-        Err(err) => Err((dir, err)),
-    };
-    for (tid, task) in entries(process.join("task"))? {
-        if let Some(inode) = identity(&task.join("ns/net"))? {
-            let by = HeldBy::Thread(tid);
-            found.push((inode, NetnsHolder { pid, by }));
+    if let Some((listing, tasks)) = entries("task")? {
+        let dir = listing
+            .fd()
+            .map_err(|e| (process().join("task"), e.into()))?;
+        for (tid, name) in tasks {
+            let link = format!("{name}/ns/net");
+            let path = || process().join("task").join(&link);
+            if let Some(inode) = identity(dir, &link, &path)? {
+                let by = HeldBy::Thread(tid);
+                found.push((inode, NetnsHolder { pid, by }));
+            }
         }
     }
-    for (fd, path) in entries(process.join("fd"))? {
-        // The link's text says what it may be: `net:[<inode>]` for a
-        // namespace opened through procfs, the mount point's path for one
-        // opened through its bind mount (`ip netns exec`, a runtime's
-        // setns by path). Only those are stat'ed, so a descriptor on a
-        // stalled filesystem is never followed.
-        let target = match fs::read_link(&path) {
-            Ok(target) => target,
-            Err(err) if gone(&err) => continue,
-            Err(err) => return Err((path, err)),
-        };
-        let through_procfs = target.as_os_str().as_bytes().starts_with(b"net:[");
-        let through_mount = target.file_name().is_some_and(|n| names.contains(n));
-        if !through_procfs && !through_mount {
-            continue;
-        }
-        if let Some(inode) = identity(&path)? {
-            let by = HeldBy::Descriptor(fd);
-            found.push((inode, NetnsHolder { pid, by }));
+    if let Some((listing, descriptors)) = entries("fd")? {
+        let dir = listing.fd().map_err(|e| (process().join("fd"), e.into()))?;
+        for (fd, name) in descriptors {
+            let path = || process().join("fd").join(&name);
+            // The link's text says what it may be: `net:[<inode>]` for a
+            // namespace opened through procfs, the mount point's path for
+            // one opened through its bind mount (`ip netns exec`, a
+            // runtime's setns by path). Only those are stat'ed, so a
+            // descriptor on a stalled filesystem is never followed.
+            let target = match rustix::fs::readlinkat(dir, name.as_str(), Vec::new()) {
+                Ok(target) => target,
+                Err(err) => {
+                    let err = io::Error::from(err);
+                    match gone(&err) {
+                        true => continue,
+                        false => return Err((path(), err)),
+                    }
+                }
+            };
+            let target = Path::new(OsStr::from_bytes(target.as_bytes()));
+            let through_procfs = target.as_os_str().as_bytes().starts_with(b"net:[");
+            let through_mount = target.file_name().is_some_and(|n| names.contains(n));
+            if !through_procfs && !through_mount {
+                continue;
+            }
+            if let Some(inode) = identity(dir, &name, &path)? {
+                let by = HeldBy::Descriptor(fd);
+                found.push((inode, NetnsHolder { pid, by }));
+            }
         }
     }
     Ok(found)
@@ -450,6 +564,60 @@ mod tests {
         assert_eq!(
             view.holders[&b.1].to_string(),
             "process 20 holds it open (descriptor 7)"
+        );
+    }
+
+    #[test]
+    fn a_nodes_worth_of_processes_is_looked_through_and_the_first_holder_named() {
+        // 400 processes: looked through on two threads, in pieces.
+        let proc = FakeProc::new();
+        let pids: Vec<i32> = (1000..1400).collect();
+        let mut a = (0, 0);
+        let mut b = (0, 0);
+        for &pid in &pids {
+            match pid {
+                // B: the main thread of the last process is in it.
+                1399 => b = proc.thread(pid, pid, 2),
+                _ => {
+                    let _ = proc.thread(pid, pid, 10 + pid as u64);
+                }
+            }
+            // A: a thread of 1150 is in it, and 1390 holds it open.
+            if pid == 1150 {
+                a = proc.thread(pid, pid + 1, 1);
+            }
+        }
+        let file = proc.root.path().join("1390/fd/net:[1]");
+        fs::create_dir_all(file.parent().unwrap()).unwrap();
+        fs::hard_link(proc.root.path().join("1150/task/1151/ns/net:[1]"), &file).unwrap();
+        std::os::unix::fs::symlink("net:[1]", proc.root.path().join("1390/fd/3")).unwrap();
+        let mut view = NetnsView::default();
+        let mut gaps = Vec::new();
+        let wanted = BTreeSet::from([a, b]);
+        find_holders(
+            &mut view,
+            &wanted,
+            proc.root.path(),
+            pids.into_iter(),
+            &mut gaps,
+        );
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert!(view.holders_looked_for);
+        // The first in pid order, as one thread would have found it; and
+        // the last process's, in the last piece.
+        assert_eq!(
+            view.holders[&a.1],
+            NetnsHolder {
+                pid: 1150,
+                by: HeldBy::Thread(1151),
+            }
+        );
+        assert_eq!(
+            view.holders[&b.1],
+            NetnsHolder {
+                pid: 1399,
+                by: HeldBy::Thread(1399),
+            }
         );
     }
 

@@ -4,8 +4,11 @@
 //!
 //! ```sh
 //! floor zombies --root ROOT [--proc-root /proc] [--stages]
-//! floor leaked-shims|leaked-mounts|check --root ROOT --state STATE [--proc-root /proc]
-//!     [--mountinfo /proc/self/mountinfo] [--with threads,bundle-files] [--stages]
+//! floor leaked-shims|leaked-mounts --root ROOT --state STATE [--proc-root /proc]
+//!     [--mountinfo /proc/self/mountinfo] [--stages]
+//! floor check --root ROOT --state STATE [--proc-root /proc] [--mountinfo FILE]
+//!     [--config FILE] [--kubelet-root DIR] [--cgroup-fs DIR]
+//!     [--cni-results /var/lib/cni/results] [--stages]
 //! (any mode) [--api SOCKET --api-timeout MS]
 //! ```
 //!
@@ -19,15 +22,41 @@
 //! holds any status file, and the close; find the `Pid` of the entries whose
 //! `FinishedAt` is 0; `stat` `/proc/<pid>` for those.
 //!
-//! `check`: the status files as above (without the `stat`: the process table
-//! below answers it); list the proc root and read `<pid>/stat` of every
-//! process (one open, one read, close); read `<pid>/cmdline` of every shim
-//! (`comm` starting with `containerd-shim`); read mountinfo once; list the
-//! task bundle directories (`STATE/io.containerd.runtime.v2.task/<namespace>/`).
-//! `--with threads` adds, per shim, the listing of `task/` and each thread's
-//! `stat` and `syscall`; `--with bundle-files` adds each bundle's
-//! `config.json`, `address` and `shim.pid`. Neither is in the floor bench/run
-//! measures; they are there to price those sources (docs/benchmarks.md).
+//! `check`: every input `check --settle 0s` reads on a node (its
+//! `strace -f -e trace=%file,read`), each once, in one thread, a file read
+//! to its end (procfs returns at most a page per read and a size of 0),
+//! relative to an open directory where nodectl's reads are:
+//! - containerd's config (`--config`: CRI's CNI `conf_dir`);
+//! - the status files as above, CRI's sandboxes directories under root and
+//!   state, every bundle's `config.json` and `shim.pid`;
+//! - the mount table (`--mountinfo`), whole; the node's `stat`, `meminfo`,
+//!   `pressure/io` and `swaps`;
+//! - CNI: the configs in `conf_dir`, and of each network host-local's store
+//!   (`dataDir/<name>`), every file; the listing of libcni's result cache;
+//! - kubelet's pod directories (`--kubelet-root`/pods, each stat'ed) and the
+//!   pod cgroups (`--cgroup-fs`: `kubepods[/burstable|/besteffort]/pod*`,
+//!   each stat'ed);
+//! - CRI's network namespaces: the nsfs mounts of the table in its netns
+//!   directory (under state), each stat'ed;
+//! - the proc root listed and every `<pid>/stat`;
+//! - the running containerd's proof (the process whose `comm` is
+//!   `containerd`): PID 1's and its namespaces, `stat`, `cmdline`,
+//!   `status`, `exe` and `cwd`, the socket's listener (`SO_PEERCRED`),
+//!   its descriptors, root and state through its root and the
+//!   directories on the way, its config through its root, and its binary
+//!   (the version's build information);
+//! - every shim: its proof (`stat` again, `status`, `exe`, `ns/*`, its
+//!   `-address` opened inside its root), `cmdline`, `cwd`, and each
+//!   thread's `syscall` (`stat` unless it runs or idles in a wait, `wchan`
+//!   in D);
+//! - what holds each network namespace: every process's `task/<tid>/ns/net`
+//!   (stat'ed) and `fd/<n>` (read as links, stat'ed when one names a
+//!   namespace); a thread of its own joins each one nothing holds (`setns`)
+//!   and reads its `net/dev` (`thread-self` of the proc root);
+//! - the second look, at once (`--settle 0s`): the status files of the
+//!   running entries without a process (nodectl also re-reads those whose
+//!   process is defunct or a later one), and the shims with a thread in
+//!   `umount2` or D again.
 //!
 //! `leaked-shims`: the proc root's `<pid>/stat`, the shims' `cmdline` and
 //! the bundle listing, as in `check`. `leaked-mounts`: mountinfo once, the
@@ -41,12 +70,18 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read};
+use std::os::fd::{AsFd, OwnedFd};
+
+use nix::dir::Dir;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::Mode as FileMode;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: floor zombies|leaked-shims|leaked-mounts|check --root ROOT [--state STATE] [--proc-root DIR] \
-                     [--mountinfo FILE] [--with threads,bundle-files] [--api SOCKET --api-timeout MS] [--stages]";
+                     [--mountinfo FILE] [--config FILE --kubelet-root DIR --cgroup-fs DIR] [--cni-results DIR] \
+                     [--api SOCKET --api-timeout MS] [--stages]";
 
 /// Larger than any status file CRI writes (nodectl caps them lower).
 const STATUS_BUFFER: usize = 64 * 1024;
@@ -85,8 +120,14 @@ struct Args {
     state: Option<PathBuf>,
     proc_root: PathBuf,
     mountinfo: PathBuf,
-    threads: bool,
-    bundle_files: bool,
+    /// `check`: containerd's config (CRI's CNI `conf_dir`), kubelet's root,
+    /// the cgroup filesystem and libcni's result cache, as nodectl is given
+    /// them (`--config`, `--kubelet-root`, `--cgroup-fs`; the cache is
+    /// nodectl's fixed path).
+    config: Option<PathBuf>,
+    kubelet_root: Option<PathBuf>,
+    cgroup_fs: Option<PathBuf>,
+    cni_results: PathBuf,
     stages: bool,
     /// containerd's socket, waited on last (see the head of this file).
     api: Option<PathBuf>,
@@ -108,8 +149,10 @@ impl Args {
             state: None,
             proc_root: PathBuf::from("/proc"),
             mountinfo: PathBuf::from("/proc/self/mountinfo"),
-            threads: false,
-            bundle_files: false,
+            config: None,
+            kubelet_root: None,
+            cgroup_fs: None,
+            cni_results: PathBuf::from("/var/lib/cni/results"),
             stages: false,
             api: None,
             api_timeout: Duration::from_millis(200),
@@ -122,16 +165,10 @@ impl Args {
                 "--state" => args.state = Some(PathBuf::from(value()?)),
                 "--proc-root" => args.proc_root = PathBuf::from(value()?),
                 "--mountinfo" => args.mountinfo = PathBuf::from(value()?),
-                "--with" => {
-                    for part in value()?.split(',') {
-                        match part {
-                            "threads" => args.threads = true,
-                            "bundle-files" => args.bundle_files = true,
-                            "" => {}
-                            other => return Err(format!("--with: unknown {other:?}")),
-                        }
-                    }
-                }
+                "--config" => args.config = Some(PathBuf::from(value()?)),
+                "--kubelet-root" => args.kubelet_root = Some(PathBuf::from(value()?)),
+                "--cgroup-fs" => args.cgroup_fs = Some(PathBuf::from(value()?)),
+                "--cni-results" => args.cni_results = PathBuf::from(value()?),
                 "--stages" => args.stages = true,
                 "--api" => args.api = Some(PathBuf::from(value()?)),
                 "--api-timeout" => {
@@ -182,6 +219,14 @@ struct Counts {
     bundles: u64,
     listed: u64,
     bytes: u64,
+    /// `check`: files read whole, stats and link reads, CRI's network
+    /// namespaces, those a thread or descriptor holds, those whose
+    /// interfaces were looked at.
+    files: u64,
+    stats: u64,
+    netns: u64,
+    holders: u64,
+    interfaces_looked_at: u64,
     /// With `--api`: whether a first byte came within the wait.
     api_answered: Option<bool>,
 }
@@ -272,23 +317,7 @@ fn run(args: &Args) -> Result<String, String> {
             }
             stages.mark("cri_dirs");
         }
-        Mode::Check => {
-            let pids = status_files(&args.root, &mut counts)?;
-            stages.mark("status_files");
-            proc_scan(&args.proc_root, &mut procs, &mut counts)?;
-            counts.running_absent = pids
-                .iter()
-                .filter(|pid| procs.live.binary_search(pid).is_err())
-                .count() as u64;
-            stages.mark("proc_stat_all");
-            shim_cmdlines(args, &procs, &mut counts, &mut stages);
-            if args.threads {
-                shim_threads(args, &procs, &mut counts);
-                stages.mark("shim_threads");
-            }
-            mountinfo(args, &mut counts, &mut stages)?;
-            bundles(args, &mut counts, &mut stages);
-        }
+        Mode::Check => check(args, &mut procs, &mut counts, &mut stages)?,
     }
     if let Some(socket) = &args.api {
         counts.api_answered = Some(api_wait(socket, args.api_timeout)?);
@@ -308,6 +337,12 @@ fn run(args: &Args) -> Result<String, String> {
         counts.listed,
         counts.bytes
     );
+    if args.mode == Mode::Check {
+        line.push_str(&format!(
+            ",\"files\":{},\"stats\":{},\"netns\":{},\"holders\":{},\"interfaces_looked_at\":{}",
+            counts.files, counts.stats, counts.netns, counts.holders, counts.interfaces_looked_at
+        ));
+    }
     if let Some(answered) = counts.api_answered {
         line.push_str(&format!(",\"api_answered\":{answered}"));
     }
@@ -328,6 +363,8 @@ fn run(args: &Args) -> Result<String, String> {
 struct Procs {
     live: Vec<u64>,
     shims: Vec<u64>,
+    /// The process whose `comm` is `containerd`.
+    daemon: Option<u64>,
 }
 
 /// Lists the proc root and reads `<pid>/stat` of every process.
@@ -351,6 +388,8 @@ fn proc_scan(proc_root: &Path, procs: &mut Procs, counts: &mut Counts) -> Result
             if let Some(open) = text.iter().position(|&b| b == b'(') {
                 if text[open + 1..].starts_with(b"containerd-shim") {
                     procs.shims.push(pid);
+                } else if text[open + 1..].starts_with(b"containerd)") {
+                    procs.daemon = Some(pid);
                 }
             }
         }
@@ -376,37 +415,6 @@ fn shim_cmdlines(args: &Args, procs: &Procs, counts: &mut Counts, stages: &mut S
         path.pop();
     }
     stages.mark("shim_cmdline");
-}
-
-/// Per shim, lists `task/` and reads each thread's `stat` and `syscall`.
-fn shim_threads(args: &Args, procs: &Procs, counts: &mut Counts) {
-    let mut buf = vec![0u8; 4096];
-    let mut path = args.proc_root.clone();
-    for pid in &procs.shims {
-        path.push(pid.to_string());
-        path.push("task");
-        let tids: Vec<_> = match fs::read_dir(&path) {
-            Ok(entries) => entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name())
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        for tid in tids {
-            path.push(&tid);
-            for file in ["stat", "syscall"] {
-                path.push(file);
-                if let Ok(n) = read_once(&path, &mut buf) {
-                    counts.bytes += n as u64;
-                }
-                path.pop();
-            }
-            counts.threads += 1;
-            path.pop();
-        }
-        path.pop();
-        path.pop();
-    }
 }
 
 /// One connection to `socket` (reached through its open directory: a
@@ -451,35 +459,504 @@ fn mountinfo(args: &Args, counts: &mut Counts, stages: &mut Stages) -> Result<()
     Ok(())
 }
 
-/// Lists the task bundles (`STATE/io.containerd.runtime.v2.task/<ns>/<id>`),
-/// and with `--with bundle-files` reads each one's three files.
+/// Lists the task bundles (`STATE/io.containerd.runtime.v2.task/<ns>/<id>`).
 fn bundles(args: &Args, counts: &mut Counts, stages: &mut Stages) {
     let state = args.state.as_deref().expect("checked in Args::parse");
     let tasks = state.join("io.containerd.runtime.v2.task");
-    let mut buf = vec![0u8; 64 * 1024];
     if let Ok(namespaces) = fs::read_dir(&tasks) {
         for namespace in namespaces.filter_map(|e| e.ok()) {
-            let Ok(bundles) = fs::read_dir(namespace.path()) else {
-                continue;
-            };
-            for bundle in bundles.filter_map(|e| e.ok()) {
-                counts.bundles += 1;
-                if args.bundle_files {
-                    let mut dir = bundle.path();
-                    for file in ["config.json", "address", "shim.pid"] {
-                        dir.push(file);
-                        if let Ok(n) = read_once(&dir, &mut buf) {
-                            counts.bytes += n as u64;
-                        }
-                        dir.pop();
-                    }
+            if let Ok(bundles) = fs::read_dir(namespace.path()) {
+                counts.bundles += bundles.count() as u64;
+            }
+        }
+    }
+    stages.mark("bundle_dirs");
+}
+
+/// What `check` reads, read once each, in one thread, relative to an open
+/// directory where nodectl's reads are (see the head of this file).
+fn check(
+    args: &Args,
+    procs: &mut Procs,
+    counts: &mut Counts,
+    stages: &mut Stages,
+) -> Result<(), String> {
+    let state = args.state.as_deref().expect("checked in Args::parse");
+    let mut buf = Vec::with_capacity(STATUS_BUFFER);
+    // containerd's config: CRI's CNI conf_dir (and nothing else is needed).
+    let conf_dir = match &args.config {
+        Some(config) => {
+            read_all(config, &mut buf, counts).map_err(|e| io_err(config, e))?;
+            toml_string(&buf, b"conf_dir").map(PathBuf::from)
+        }
+        None => None,
+    };
+    stages.mark("config");
+
+    let pids = status_files(&args.root, counts)?;
+    stages.mark("status_files");
+    for dir in [
+        args.root.join("io.containerd.grpc.v1.cri/sandboxes"),
+        state.join("io.containerd.grpc.v1.cri/sandboxes"),
+    ] {
+        counts.listed += list(&dir).len() as u64;
+    }
+    bundles_with_files(state, &mut buf, counts);
+    stages.mark("sandboxes_bundles");
+
+    let table = fs::read(&args.mountinfo).map_err(|e| io_err(&args.mountinfo, e))?;
+    counts.bytes += table.len() as u64;
+    counts.mount_lines = table.iter().filter(|&&b| b == b'\n').count() as u64;
+    stages.mark("mountinfo");
+
+    for name in ["stat", "meminfo", "pressure/io", "swaps"] {
+        let _ = read_all(&args.proc_root.join(name), &mut buf, counts);
+    }
+    stages.mark("node");
+
+    if let Some(conf_dir) = conf_dir {
+        cni(&conf_dir, &mut buf, counts);
+    }
+    counts.listed += list(&args.cni_results).len() as u64;
+    stages.mark("cni");
+
+    if let Some(kubelet) = &args.kubelet_root {
+        for pod in list(&kubelet.join("pods")) {
+            stat_counted(&kubelet.join("pods").join(pod), counts);
+        }
+    }
+    if let Some(cgroup_fs) = &args.cgroup_fs {
+        stat_counted(&cgroup_fs.join("cgroup.controllers"), counts);
+        for class in ["kubepods", "kubepods/burstable", "kubepods/besteffort"] {
+            let dir = cgroup_fs.join(class);
+            for name in list(&dir) {
+                if name.to_string_lossy().starts_with("pod") {
+                    stat_counted(&dir.join(name), counts);
                 }
             }
         }
     }
-    stages.mark(if args.bundle_files {
-        "bundles_with_files"
-    } else {
-        "bundle_dirs"
-    });
+    stages.mark("kubelet_cgroups");
+
+    // CRI's network namespaces: the nsfs mounts in its netns directory
+    // (under state: the node's config sets netns_mounts_under_state_dir).
+    let netns_dir = state.join("io.containerd.grpc.v1.cri/netns");
+    let netns = netns_mounts(&table, &netns_dir, counts);
+    stages.mark("netns_mounts");
+
+    proc_scan(&args.proc_root, procs, counts)?;
+    counts.running_absent = pids
+        .iter()
+        .filter(|pid| procs.live.binary_search(pid).is_err())
+        .count() as u64;
+    stages.mark("proc_stat_all");
+
+    let proc_dir = open_dir(&args.proc_root).map_err(|e| io_err(&args.proc_root, e))?;
+    if let (Some(daemon), Some(socket)) = (procs.daemon, &args.api) {
+        prove_daemon(args, &proc_dir, daemon, socket, state, &mut buf, counts);
+    }
+    stages.mark("daemon");
+
+    let mut blocked = Vec::new();
+    for &pid in &procs.shims {
+        if shim(&proc_dir, pid, args.api.as_deref(), &mut buf, counts) {
+            blocked.push(pid);
+        }
+    }
+    stages.mark("shims");
+
+    let held = holders(&proc_dir, &procs.live, &netns, counts);
+    for (path, identity) in &netns {
+        if !held.contains(identity) {
+            look_at_interfaces(path, &args.proc_root, counts);
+        }
+    }
+    stages.mark("netns_holders");
+
+    // The second look (check --settle 0s: at once): the suspects again,
+    // the zombie suspects' status files and the blocked shims.
+    let containers = args.root.join("io.containerd.grpc.v1.cri/containers");
+    let suspects = pids
+        .iter()
+        .filter(|pid| procs.live.binary_search(pid).is_err())
+        .count();
+    for entry in list(&containers).into_iter().take(suspects) {
+        stat_counted(&containers.join(entry).join("status"), counts);
+    }
+    for &pid in &blocked {
+        shim(&proc_dir, pid, args.api.as_deref(), &mut buf, counts);
+    }
+    stages.mark("second_look");
+    Ok(())
+}
+
+/// Opens a directory to read relative to.
+fn open_dir(path: &Path) -> io::Result<File> {
+    File::open(path)
+}
+
+/// The names in `dir`, none when it cannot be listed.
+fn list(dir: &Path) -> Vec<std::ffi::OsString> {
+    match fs::read_dir(dir) {
+        Ok(entries) => entries.filter_map(|e| Some(e.ok()?.file_name())).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Reads `path` to its end (procfs returns a page at most per read, and a
+/// size of 0): open, reads until one returns 0, close.
+fn read_all(path: &Path, buf: &mut Vec<u8>, counts: &mut Counts) -> io::Result<usize> {
+    read_file(File::open(path)?, buf, counts)
+}
+
+/// [`read_all`] of `name` relative to the open directory `dir`.
+fn read_at(
+    dir: &impl AsFd,
+    name: &str,
+    buf: &mut Vec<u8>,
+    counts: &mut Counts,
+) -> io::Result<usize> {
+    read_file(
+        File::from(open_at(dir, name, OFlag::O_RDONLY)?),
+        buf,
+        counts,
+    )
+}
+
+fn read_file(mut file: File, buf: &mut Vec<u8>, counts: &mut Counts) -> io::Result<usize> {
+    buf.clear();
+    let n = file.read_to_end(buf)?;
+    counts.files += 1;
+    counts.bytes += n as u64;
+    Ok(n)
+}
+
+fn open_at(dir: &impl AsFd, name: &str, flags: OFlag) -> io::Result<OwnedFd> {
+    nix::fcntl::openat(dir, name, flags | OFlag::O_CLOEXEC, FileMode::empty())
+        .map_err(io::Error::from)
+}
+
+/// The numbered entries (pids, tids, descriptors) of `name` in `dir`, and
+/// the directory, open, to read them relative to.
+fn numbered_entries(dir: &impl AsFd, name: &str) -> Option<(Dir, Vec<String>)> {
+    let mut listing = Dir::openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        FileMode::empty(),
+    )
+    .ok()?;
+    let names = listing
+        .iter()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().ok().map(str::to_owned))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    Some((listing, names))
+}
+
+fn stat_counted(path: &Path, counts: &mut Counts) -> Option<fs::Metadata> {
+    counts.stats += 1;
+    fs::metadata(path).ok()
+}
+
+/// The string value of `key = "..."` in a TOML text, without parsing it.
+fn toml_string(text: &[u8], key: &[u8]) -> Option<String> {
+    let at = text.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = &text[at..];
+    let open = rest.iter().position(|&b| b == b'"')? + 1;
+    let close = open + rest[open..].iter().position(|&b| b == b'"')?;
+    String::from_utf8(rest[open..close].to_vec()).ok()
+}
+
+/// Each bundle's `config.json` and `shim.pid`.
+fn bundles_with_files(state: &Path, buf: &mut Vec<u8>, counts: &mut Counts) {
+    let tasks = state.join("io.containerd.runtime.v2.task");
+    for namespace in list(&tasks) {
+        let dir = tasks.join(namespace);
+        let Ok(opened) = open_dir(&dir) else {
+            continue;
+        };
+        for bundle in list(&dir) {
+            counts.bundles += 1;
+            let Some(bundle) = bundle.to_str() else {
+                continue;
+            };
+            for file in ["config.json", "shim.pid"] {
+                let _ = read_at(&opened, &format!("{bundle}/{file}"), buf, counts);
+            }
+        }
+    }
+}
+
+/// CNI: the conf_dir's configs; of each network, host-local's store
+/// (`dataDir/<name>`): every reservation read.
+fn cni(conf_dir: &Path, buf: &mut Vec<u8>, counts: &mut Counts) {
+    for name in list(conf_dir) {
+        let path = conf_dir.join(&name);
+        if read_all(&path, buf, counts).is_err() {
+            continue;
+        }
+        let (Some(network), Some(data_dir)) = (
+            json_string(buf, b"\"name\""),
+            json_string(buf, b"\"dataDir\""),
+        ) else {
+            continue;
+        };
+        let store = Path::new(&data_dir).join(network);
+        for entry in list(&store) {
+            let _ = read_all(&store.join(entry), buf, counts);
+        }
+    }
+}
+
+/// The string after `"key":` in a JSON text, without parsing the rest.
+fn json_string(text: &[u8], key: &[u8]) -> Option<String> {
+    let at = text.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = &text[at..];
+    let open = rest.iter().position(|&b| b == b'"')? + 1;
+    let close = open + rest[open..].iter().position(|&b| b == b'"')?;
+    String::from_utf8(rest[open..close].to_vec()).ok()
+}
+
+/// The nsfs mounts directly in `dir` and their identity (device, inode).
+fn netns_mounts(table: &[u8], dir: &Path, counts: &mut Counts) -> Vec<(PathBuf, (u64, u64))> {
+    use std::os::unix::fs::MetadataExt;
+    let dir_text = dir.to_string_lossy();
+    let mut mounts = Vec::new();
+    stat_counted(dir, counts);
+    for line in table.split(|&b| b == b'\n') {
+        let text = String::from_utf8_lossy(line);
+        let mut fields = text.split(' ');
+        let Some(point) = fields.nth(4) else {
+            continue;
+        };
+        let nsfs = text
+            .split_once(" - ")
+            .is_some_and(|(_, rest)| rest.starts_with("nsfs "));
+        let path = Path::new(point);
+        if !nsfs || path.parent().map(|p| p.to_string_lossy()) != Some(dir_text.clone()) {
+            continue;
+        }
+        if let Some(m) = stat_counted(path, counts) {
+            mounts.push((path.to_path_buf(), (m.dev(), m.ino())));
+        }
+    }
+    counts.netns = mounts.len() as u64;
+    mounts
+}
+
+/// The running containerd's proof, as nodectl reads it: PID 1's and its
+/// namespaces, its binary, uids, arguments and working directory, the
+/// socket's listener (SO_PEERCRED), its descriptors (the metadata store it
+/// holds open under root), root and state through its root and the
+/// directories on the way to them, and its binary's build information.
+fn prove_daemon(
+    args: &Args,
+    proc_dir: &File,
+    pid: u64,
+    socket: &Path,
+    state: &Path,
+    buf: &mut Vec<u8>,
+    counts: &mut Counts,
+) {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let pid_dir = pid.to_string();
+    for dir in ["1", pid_dir.as_str()] {
+        for ns in ["ns/user", "ns/pid", "ns/mnt"] {
+            counts.stats += 1;
+            let _ =
+                nix::sys::stat::fstatat(proc_dir, format!("{dir}/{ns}").as_str(), AtFlags::empty());
+        }
+    }
+    for file in ["stat", "cmdline", "status"] {
+        let _ = read_at(proc_dir, &format!("{pid}/{file}"), buf, counts);
+    }
+    for link in ["exe", "cwd"] {
+        counts.stats += 1;
+        let _ = nix::fcntl::readlinkat(proc_dir, format!("{pid}/{link}").as_str());
+    }
+    counts.stats += 1;
+    let _ = nix::sys::stat::fstatat(proc_dir, format!("{pid}/exe").as_str(), AtFlags::empty());
+    if let Ok(stream) = connect(socket) {
+        let _ = getsockopt(&stream, PeerCredentials);
+    }
+    if let Some((fd_dir, fds)) = numbered_entries(proc_dir, &format!("{pid}/fd")) {
+        for fd in fds {
+            counts.stats += 1;
+            let _ = nix::fcntl::readlinkat(&fd_dir, fd.as_str());
+        }
+    }
+    let root = args.proc_root.join(&pid_dir).join("root");
+    for dir in [&args.root, &state.to_path_buf()] {
+        stat_counted(&root.join(dir.strip_prefix("/").unwrap_or(dir)), counts);
+        // The directories on the way, none another user's to swap.
+        for ancestor in dir.ancestors() {
+            counts.stats += 1;
+            let _ = fs::symlink_metadata(ancestor);
+        }
+    }
+    if let Some(config) = &args.config {
+        let _ = read_all(
+            &root.join(config.strip_prefix("/").unwrap_or(config)),
+            buf,
+            counts,
+        );
+    }
+    // The version nodectl reports: the binary's Go build information.
+    let _ = read_at(proc_dir, &format!("{pid}/exe"), buf, counts);
+}
+
+/// One connection to `socket`, through its open directory (see [`api_wait`]).
+fn connect(socket: &Path) -> io::Result<std::os::unix::net::UnixStream> {
+    use std::os::fd::AsRawFd;
+    let parent = socket.parent().unwrap_or(Path::new("."));
+    let dir = File::open(parent)?;
+    let short = Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .join(socket.file_name().unwrap_or_default());
+    std::os::unix::net::UnixStream::connect(short)
+}
+
+/// A shim: its proof (its `stat` again, binary, uids, namespaces, its
+/// `-address` resolved in its root), its arguments and working directory,
+/// and each thread's `syscall` (`stat` unless it runs or idles in a wait,
+/// `wchan` in D), as nodectl reads them on a node without swap. Whether a
+/// thread is in `umount2` or D: a suspect for the second look.
+fn shim(
+    proc_dir: &File,
+    pid: u64,
+    address: Option<&Path>,
+    buf: &mut Vec<u8>,
+    counts: &mut Counts,
+) -> bool {
+    let Ok(dir) = open_at(proc_dir, &pid.to_string(), OFlag::O_DIRECTORY).map(File::from) else {
+        return false;
+    };
+    counts.shims += 1;
+    for file in ["stat", "status", "cmdline"] {
+        let _ = read_at(&dir, file, buf, counts);
+    }
+    for link in ["exe", "cwd"] {
+        counts.stats += 1;
+        let _ = nix::fcntl::readlinkat(&dir, link);
+    }
+    for name in ["exe", "ns/user", "ns/pid", "ns/mnt"] {
+        counts.stats += 1;
+        let _ = nix::sys::stat::fstatat(&dir, name, AtFlags::empty());
+    }
+    if let (Some(address), Ok(root)) = (
+        address,
+        open_at(&dir, "root", OFlag::O_PATH | OFlag::O_DIRECTORY),
+    ) {
+        counts.stats += 1;
+        let how = nix::fcntl::OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(
+                nix::fcntl::ResolveFlag::RESOLVE_IN_ROOT
+                    | nix::fcntl::ResolveFlag::RESOLVE_NO_MAGICLINKS,
+            );
+        if let Ok(socket) = nix::fcntl::openat2(&root, address, how) {
+            let _ = nix::sys::stat::fstat(&socket);
+        }
+    }
+    let Some((task, tids)) = numbered_entries(&dir, "task") else {
+        return false;
+    };
+    let leader = pid.to_string();
+    let mut suspect = false;
+    for tid in tids {
+        counts.threads += 1;
+        if read_at(&task, &format!("{tid}/syscall"), buf, counts).is_err() {
+            continue;
+        }
+        let number = buf
+            .split(|&b| b == b' ')
+            .next()
+            .unwrap_or_default()
+            .to_vec();
+        // futex, epoll_pwait, epoll_wait, waitid, nanosleep (x86_64): idle.
+        let idle = matches!(&number[..], b"202" | b"281" | b"232" | b"247" | b"35");
+        if tid == leader || buf.starts_with(b"running") || idle {
+            continue;
+        }
+        suspect |= number == b"166"; // umount2
+        if read_at(&task, &format!("{tid}/stat"), buf, counts).is_ok() {
+            let state = buf
+                .iter()
+                .rposition(|&b| b == b')')
+                .and_then(|at| buf.get(at + 2));
+            if state == Some(&b'D') {
+                suspect = true;
+                let _ = read_at(&task, &format!("{tid}/wchan"), buf, counts);
+            }
+        }
+    }
+    suspect
+}
+
+/// The namespaces of `netns` that a thread of any process is in
+/// (`task/<tid>/ns/net`) or a descriptor holds (`fd/<n>`, read as a link,
+/// stat'ed when it names a namespace), by identity.
+fn holders(
+    proc_dir: &File,
+    pids: &[u64],
+    netns: &[(PathBuf, (u64, u64))],
+    counts: &mut Counts,
+) -> std::collections::BTreeSet<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let wanted: std::collections::BTreeSet<(u64, u64)> = netns.iter().map(|(_, id)| *id).collect();
+    let mut held = std::collections::BTreeSet::new();
+    let identity = |dir: &Dir, name: &str, counts: &mut Counts| {
+        counts.stats += 1;
+        nix::sys::stat::fstatat(dir, name, AtFlags::empty())
+            .ok()
+            .map(|s| (s.st_dev, s.st_ino))
+            .filter(|id| wanted.contains(id))
+    };
+    for pid in pids {
+        let Ok(dir) = open_at(proc_dir, &pid.to_string(), OFlag::O_DIRECTORY).map(File::from)
+        else {
+            continue;
+        };
+        for (sub, is_task) in [("task", true), ("fd", false)] {
+            let Some((opened, names)) = numbered_entries(&dir, sub) else {
+                continue;
+            };
+            for name in names {
+                let found = if is_task {
+                    identity(&opened, &format!("{name}/ns/net"), counts)
+                } else {
+                    counts.stats += 1;
+                    match nix::fcntl::readlinkat(&opened, name.as_str()) {
+                        Ok(target)
+                            if target.as_bytes().starts_with(b"net:[")
+                                || netns.iter().any(|(p, _)| p.as_os_str() == target) =>
+                        {
+                            identity(&opened, &name, counts)
+                        }
+                        _ => None,
+                    }
+                };
+                held.extend(found);
+            }
+        }
+    }
+    counts.holders = held.len() as u64;
+    held
+}
+
+/// The interfaces of the namespace mounted at `path`: a thread of its own
+/// joins it (`setns`) and reads `net/dev` (`thread-self` of the proc root).
+fn look_at_interfaces(path: &Path, proc_root: &Path, counts: &mut Counts) {
+    let (path, net_dev) = (path.to_path_buf(), proc_root.join("thread-self/net/dev"));
+    let looked = std::thread::spawn(move || -> io::Result<usize> {
+        let namespace = File::open(&path)?;
+        nix::sched::setns(&namespace, nix::sched::CloneFlags::CLONE_NEWNET)?;
+        Ok(fs::read(net_dev)?.len())
+    })
+    .join();
+    counts.interfaces_looked_at += 1;
+    if let Ok(Ok(bytes)) = looked {
+        counts.bytes += bytes as u64;
+    }
 }

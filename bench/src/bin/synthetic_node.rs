@@ -82,7 +82,8 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const USAGE: &str = "usage: synthetic_node --out DIR --containers N --mounts M --processes P \
-                     [--seed S] [--address SOCKET] [--daemon-pid PID] [--status-pid-offset K]";
+                     [--seed S] [--address SOCKET] [--daemon-pid PID] [--status-pid-offset K] \
+                     [--mount-table [--outside-mount-namespace INODE]]";
 
 /// The socket of the containerd under test (`--address`); its shims name it
 /// with `-address`.
@@ -111,6 +112,7 @@ const OWN_ENTRIES: &[&str] = &[
     "cni",
     "kubelet",
     "cgroup",
+    "host",
     "expected.json",
 ];
 /// The node's CNI network; its name is also its store's directory.
@@ -140,6 +142,9 @@ const CGROUP_FILES: &[(&str, &str)] = &[
     ("memory.max", "max\n"),
     ("pids.max", "max\n"),
 ];
+/// The mount table's first lines: the node's own filesystems (`/`, `/sys`,
+/// `/proc`, ...), which `--mount-table` leaves to the machine.
+const BASE_MOUNTS: usize = 21;
 /// The tmpfs kubelet mounts at a pod's projected service-account volume.
 const PROJECTED_TMPFS: &str = "rw,relatime - tmpfs tmpfs rw,size=524288k,inode64";
 
@@ -192,6 +197,11 @@ struct Args {
     daemon_pid: Option<i32>,
     /// Added to the pid in every status file (see the head of this file).
     status_pid_offset: i64,
+    /// Mount the node's table for real (see [`mount_table`]).
+    mount_table: bool,
+    /// The mount namespace (its inode) `--mount-table` must not be in:
+    /// the one the caller left (`unshare -m`).
+    outside_mount_namespace: Option<u64>,
 }
 
 impl Args {
@@ -201,6 +211,8 @@ impl Args {
         let mut address = DEFAULT_ADDRESS.to_string();
         let mut status_pid_offset = 0;
         let mut daemon_pid = None;
+        let mut mount_table = false;
+        let mut outside_mount_namespace = None;
         while let Some(flag) = argv.next() {
             let mut value = || argv.next().ok_or_else(|| format!("{flag} needs a value"));
             let number = |text: String| {
@@ -217,6 +229,10 @@ impl Args {
                 "--address" => address = value()?,
                 "--status-pid-offset" => status_pid_offset = number(value()?)? as i64,
                 "--daemon-pid" => daemon_pid = Some(number(value()?)? as i32),
+                "--mount-table" => mount_table = true,
+                "--outside-mount-namespace" => {
+                    outside_mount_namespace = Some(number(value()?)? as u64)
+                }
                 "-h" | "--help" => return Err("help".to_string()),
                 other => return Err(format!("unknown argument {other:?}")),
             }
@@ -231,6 +247,8 @@ impl Args {
             address,
             daemon_pid,
             status_pid_offset,
+            mount_table,
+            outside_mount_namespace,
         })
     }
 }
@@ -652,6 +670,9 @@ fn run(args: &Args) -> Result<Node, String> {
             ));
         }
     }
+    if args.mount_table {
+        own_private_mount_namespace(args.outside_mount_namespace)?;
+    }
     let dir = prepare(&args.out)?;
     let mut rng = Rng(args.seed);
     let now = SystemTime::now()
@@ -700,6 +721,9 @@ fn run(args: &Args) -> Result<Node, String> {
     // CRI's network namespaces, last for the same reason.
     let netns_mounts = write_netns(&state, &pods, &procs, now, &mut rng, &mut counts)?;
     append(&dir.join("mountinfo"), netns_mounts)?;
+    if args.mount_table {
+        mount_table(&dir, BASE_MOUNTS, &mut rng)?;
+    }
     write(&dir.join("expected.json"), expected(&counts, args))?;
     Ok(Node { dir, counts })
 }
@@ -1684,6 +1708,10 @@ fn write_procfs(
     )?;
     symlink("../../mountinfo", proc_dir.join("self/mountinfo"))
         .map_err(|e| io_err(&proc_dir.join("self/mountinfo"), e))?;
+    // The calling thread's own: nodectl reads a network namespace's
+    // interfaces from a thread that joined it (`thread-self/net/dev`).
+    symlink("/proc/thread-self", proc_dir.join("thread-self"))
+        .map_err(|e| io_err(&proc_dir.join("thread-self"), e))?;
 
     for p in procs {
         let dir = proc_dir.join(p.pid.to_string());
@@ -1726,6 +1754,55 @@ fn write_procfs(
             )?;
             write(&task.join("wchan"), thread.wchan)?;
         }
+        if let Some(daemon) = daemon_pid.filter(|&d| d != p.pid) {
+            write_descriptors_and_threads(&dir, p, daemon)?;
+        }
+    }
+    Ok(())
+}
+
+/// What nodectl's look for the holders of CRI's network namespaces reads
+/// of every process on a node (src/sources/netns.rs, `holders_in`): each
+/// thread's `task/<tid>/ns/net`, in the host's namespace here (the
+/// listener's, as the other borrowed links), and the descriptors in
+/// `fd/`, links the kernel spells `/dev/null`, `socket:[<inode>]`,
+/// `pipe:[<inode>]`, `anon_inode:[eventpoll]` (read as links, none a
+/// namespace). A defunct process has neither; a kernel thread no
+/// descriptor. A pause process's `ns/net` is its pod's (`write_netns`).
+/// The node's containerd has none: its descriptors would tie its root.
+fn write_descriptors_and_threads(dir: &Path, p: &Proc, daemon: i32) -> Result<(), String> {
+    if p.state == 'Z' {
+        return Ok(());
+    }
+    let tids: Vec<i32> = match p.threads.is_empty() {
+        true => vec![p.pid],
+        false => p.threads.iter().map(|t| t.tid).collect(),
+    };
+    if p.comm != PAUSE.comm {
+        for tid in tids {
+            let ns = dir.join("task").join(tid.to_string()).join("ns");
+            mkdir(&ns)?;
+            symlink(format!("/proc/{daemon}/ns/net"), ns.join("net"))
+                .map_err(|e| io_err(&ns.join("net"), e))?;
+        }
+    }
+    let fd = dir.join("fd");
+    mkdir(&fd)?;
+    if p.kernel {
+        return Ok(());
+    }
+    let inode = 40_000 + p.pid as u64 * 8;
+    let targets = [
+        "/dev/null".to_string(),
+        "/dev/null".to_string(),
+        "/dev/null".to_string(),
+        format!("socket:[{inode}]"),
+        "anon_inode:[eventpoll]".to_string(),
+        format!("pipe:[{}]", inode + 1),
+        format!("pipe:[{}]", inode + 1),
+    ];
+    for (n, target) in targets.iter().enumerate() {
+        symlink(target, fd.join(n.to_string())).map_err(|e| io_err(&fd.join(n.to_string()), e))?;
     }
     Ok(())
 }
@@ -1852,11 +1929,15 @@ fn mountinfo(
     rng: &mut Rng,
     counts: &mut Counts,
 ) -> Result<String, String> {
+    // The node's own mounts elsewhere, under `host/` of the node (beside
+    // `root/`), so that `--mount-table` mounts nothing outside it.
+    let host = root.parent().unwrap_or(root).join("host");
+    let host = host.display();
     let (root, state) = (root.display().to_string(), state.display().to_string());
     let snapshots = format!("{root}/io.containerd.snapshotter.v1.overlayfs/snapshots");
     let tasks = format!("{state}/io.containerd.runtime.v2.task/{NAMESPACE}");
     let sandboxes = format!("{state}/io.containerd.grpc.v1.cri/sandboxes");
-    let base: &[&str] = &[
+    let base: [&str; BASE_MOUNTS] = [
         "1 0 252:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,errors=remount-ro",
         "2 1 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw",
         "3 1 0:23 / /proc rw,nosuid,nodev,noexec,relatime shared:13 - proc proc rw",
@@ -1954,14 +2035,14 @@ fn mountinfo(
         } else {
             pods[n % pods.len()].uid.clone()
         };
-        let volumes = format!("/var/lib/kubelet/pods/{uid}/volumes");
+        let volumes = format!("{host}/var/lib/kubelet/pods/{uid}/volumes");
         let (point, rest) = match n % 6 {
             0 => (
                 format!("{volumes}/kubernetes.io~projected/kube-api-access-{}", rng.suffix(5)),
                 "rw,relatime - tmpfs tmpfs rw,size=524288k,inode64".to_string(),
             ),
             1 => (
-                format!("/run/netns/cni-{}", rng.uuid()),
+                format!("{host}/run/netns/cni-{}", rng.uuid()),
                 "rw - nsfs nsfs rw".to_string(),
             ),
             2 => (
@@ -1970,7 +2051,7 @@ fn mountinfo(
             ),
             3 => (
                 format!(
-                    "/var/lib/kubelet/plugins/kubernetes.io/csi/ebs.csi.aws.com/{}/globalmount",
+                    "{host}/var/lib/kubelet/plugins/kubernetes.io/csi/ebs.csi.aws.com/{}/globalmount",
                     rng.hex(64)
                 ),
                 format!("rw,relatime - ext4 /dev/nvme{}n1 rw", rng.below(24) + 1),
@@ -1980,9 +2061,9 @@ fn mountinfo(
                 format!("rw,relatime - ext4 /dev/nvme{}n1 rw", rng.below(24) + 1),
             ),
             _ => (
-                format!("/var/lib/docker/overlay2/{}/merged", rng.hex(64)),
+                format!("{host}/var/lib/docker/overlay2/{}/merged", rng.hex(64)),
                 format!(
-                    "rw,relatime - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/{}:/var/lib/docker/overlay2/l/{},upperdir=/var/lib/docker/overlay2/{}/diff,workdir=/var/lib/docker/overlay2/{}/work",
+                    "rw,relatime - overlay overlay rw,lowerdir={host}/var/lib/docker/overlay2/l/{}:{host}/var/lib/docker/overlay2/l/{},upperdir={host}/var/lib/docker/overlay2/{}/diff,workdir={host}/var/lib/docker/overlay2/{}/work",
                     rng.hex(26).to_uppercase(),
                     rng.hex(26).to_uppercase(),
                     rng.hex(64),
@@ -2327,11 +2408,13 @@ fn write_cgroup(cgroup: &Path, procs: impl AsRef<[u8]>) -> Result<(), String> {
 /// - a torn status file is a `cri-store` gap; a leaked network namespace
 ///   (no record answered, no process in it) has its interfaces looked at,
 ///   which a plain file cannot give (`setns` refuses it): a `mountinfo` gap
-///   each.
+///   each, none with `--mount-table` (a real namespace);
+/// - with `--mount-table` no leaked mount is a finding: each has its
+///   directory, a record on disk while the API is silent (below).
 fn expected(c: &Counts, args: &Args) -> String {
     let commands = args.daemon_pid.map(|_| {
-        // Gaps by source, those with none left out.
-        let gaps = |of: &[(&str, usize)]| {
+        // Findings by kind and gaps by source, those with none left out.
+        let counted = |of: &[(&str, usize)]| {
             serde_json::Value::Object(
                 of.iter()
                     .filter(|(_, n)| *n > 0)
@@ -2340,34 +2423,41 @@ fn expected(c: &Counts, args: &Args) -> String {
             )
         };
         let store = ("cri-store", c.corrupt);
+        // On a real table a leaked mount has its directory (a mount needs
+        // one): a leaked rootfs its bundle, a leaked shm its sandbox's
+        // directory under state, each a record on disk while the API is
+        // silent (src/checks/shared.rs, has_record); and a leaked network
+        // namespace's interfaces are seen (`setns` joins a real one).
+        let leaked_mounts = if args.mount_table { 0 } else { c.leaked_mounts };
+        let netns_gaps = if args.mount_table { 0 } else { c.leaked_netns };
         let version = ("containerd-api", 1);
         serde_json::json!({
             "zombies": {
-                "findings": {"zombie": c.zombies, "late-exit": c.late_exits},
-                "gaps": gaps(&[store, version]),
+                "findings": counted(&[("zombie", c.zombies), ("late-exit", c.late_exits)]),
+                "gaps": counted(&[store, version]),
             },
             "leaked-shims": {
-                "findings": {"leaked-shim": c.leaked_shims},
-                "gaps": gaps(&[store, version]),
+                "findings": counted(&[("leaked-shim", c.leaked_shims)]),
+                "gaps": counted(&[store, version]),
             },
             "leaked-mounts": {
-                "findings": {"leaked-mount": c.leaked_mounts},
-                "gaps": gaps(&[store, version]),
+                "findings": counted(&[("leaked-mount", leaked_mounts)]),
+                "gaps": counted(&[store, version]),
             },
             "check": {
-                "findings": {
-                    "zombie": c.zombies,
-                    "late-exit": c.late_exits,
-                    "leaked-shim": c.leaked_shims,
-                    "leaked-mount": c.leaked_mounts,
-                    "shim-blocked": c.blocked_shims,
-                    "api-unreachable": 2,
-                },
-                "gaps": gaps(&[
+                "findings": counted(&[
+                    ("zombie", c.zombies),
+                    ("late-exit", c.late_exits),
+                    ("leaked-shim", c.leaked_shims),
+                    ("leaked-mount", leaked_mounts),
+                    ("shim-blocked", c.blocked_shims),
+                    ("api-unreachable", 2),
+                ]),
+                "gaps": counted(&[
                     store,
                     ("containerd-api", 4),
                     ("cri-api", 1),
-                    ("mountinfo", c.leaked_netns),
+                    ("mountinfo", netns_gaps),
                 ]),
             },
         })
@@ -2413,4 +2503,208 @@ fn expected(c: &Counts, args: &Args) -> String {
     let mut text = serde_json::to_string_pretty(&node).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// Refuses to mount anything unless this process is in a mount namespace
+/// other than the one it was started from (one of its ancestors is in
+/// another: `unshare -m` ran between them) and no mount of it propagates
+/// (`--propagation private`): `--mount-table` must never touch the
+/// machine's table. PID 1's namespace is not always readable (a container
+/// may deny it), so the ancestors are asked instead, or the caller names
+/// the namespace it left (`outside`, its inode).
+fn own_private_mount_namespace(outside: Option<u64>) -> Result<(), String> {
+    let namespace = |pid: &str| fs::metadata(format!("/proc/{pid}/ns/mnt")).map(|m| m.ino());
+    let parent = |pid: &str| -> Option<String> {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 2..];
+        after.split(' ').nth(1).map(str::to_owned)
+    };
+    let mine = namespace("self").map_err(|e| format!("/proc/self/ns/mnt: {e}"))?;
+    let mut ancestor = parent("self");
+    let mut apart = outside.is_some_and(|outside| outside != mine);
+    while let Some(pid) = ancestor.filter(|pid| !apart && pid != "0" && pid != "1") {
+        match namespace(&pid) {
+            Ok(theirs) if theirs != mine => {
+                apart = true;
+                break;
+            }
+            Ok(_) => ancestor = parent(&pid),
+            Err(_) => break,
+        }
+    }
+    if !apart {
+        return Err(
+            "--mount-table mounts the node's table: run it in a mount namespace of its own \
+             (unshare -m --propagation private)"
+                .to_string(),
+        );
+    }
+    let table = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    // The optional fields, between the mount options and " - ".
+    let shared = table.lines().any(|line| {
+        line.split(" - ")
+            .next()
+            .is_some_and(|head| head.split(' ').skip(6).any(|f| f.starts_with("shared:")))
+    });
+    if shared {
+        return Err(
+            "--mount-table: a mount of this namespace propagates to another (shared); \
+             use unshare -m --propagation private"
+                .to_string(),
+        );
+    }
+    Ok(())
+}
+
+/// `--mount-table`: mounts every line of the node's `mountinfo` past the
+/// machine's own (`skip`), so that the kernel's table is the node's and
+/// nodectl reads it through procfs, a page at most per read: a tmpfs for
+/// each tmpfs (kubelet's volumes, the sandboxes' shm), an overlay for each
+/// overlay (the tasks' rootfs over the snapshot directories they name), a
+/// bind mount of the node's directory for each disk, and for each nsfs a
+/// network namespace: one of its own for each of CRI's (its pod's, or
+/// leaked), one shared by the rest (`host/run/netns`). Mount points are
+/// made where missing: a leaked rootfs or shm has its directory, as on a
+/// node (a mount needs one), and a leaked rootfs its bundle's spec, as
+/// containerd's failed delete leaves it (`Bundle.Delete` returns when the
+/// rootfs does not unmount, before it removes anything). Returns how many
+/// were mounted.
+fn mount_table(dir: &Path, skip: usize, rng: &mut Rng) -> Result<usize, String> {
+    use nix::mount::{mount, MsFlags};
+    let table_path = dir.join("mountinfo");
+    let table = fs::read_to_string(&table_path).map_err(|e| io_err(&table_path, e))?;
+    let netns_dir = dir.join("state/io.containerd.grpc.v1.cri/netns");
+    let disk = dir.join("host/disk");
+    mkdir(&disk)?;
+    let shared_netns = dir.join("host/netns");
+    write(&shared_netns, "")?;
+    new_netns(&shared_netns)?;
+    let none: Option<&str> = None;
+    let mut mounted = 0;
+    for line in table.lines().skip(skip) {
+        let bad = || format!("{}: an odd line: {line}", table_path.display());
+        let point = Path::new(line.split(' ').nth(4).ok_or_else(bad)?);
+        let (_, after) = line.split_once(" - ").ok_or_else(bad)?;
+        let mut parts = after.split(' ');
+        let (fs_type, source, options) = (
+            parts.next().ok_or_else(bad)?,
+            parts.next().ok_or_else(bad)?,
+            parts.next().unwrap_or(""),
+        );
+        let failed = |e: nix::Error| format!("mounting {fs_type} at {}: {e}", point.display());
+        match fs_type {
+            "nsfs" => {
+                if !point.exists() {
+                    mkdir(point.parent().ok_or_else(bad)?)?;
+                    write(point, "")?;
+                }
+                if point.parent() == Some(netns_dir.as_path()) {
+                    new_netns(point)?;
+                } else {
+                    mount(Some(&shared_netns), point, none, MsFlags::MS_BIND, none)
+                        .map_err(failed)?;
+                }
+            }
+            "overlay" => {
+                let bundle = point.parent().ok_or_else(bad)?;
+                if !bundle.exists() {
+                    mkdir(bundle)?;
+                    let id = bundle.file_name().unwrap_or_default().to_string_lossy();
+                    let annotations = [
+                        ("io.kubernetes.cri.container-type", "container".to_string()),
+                        ("io.kubernetes.cri.sandbox-id", rng.hex(64)),
+                        (
+                            "io.kubernetes.cri.container-name",
+                            format!("gone-{}", &id[..8.min(id.len())]),
+                        ),
+                    ];
+                    write(
+                        &bundle.join("config.json"),
+                        oci_spec(PAUSE.args, &annotations, rng),
+                    )?;
+                }
+                mkdir(point)?;
+                let option = |key: &str| {
+                    options
+                        .split(',')
+                        .find_map(|o| o.strip_prefix(key)?.strip_prefix('='))
+                };
+                let (Some(lower), Some(upper), Some(work)) =
+                    (option("lowerdir"), option("upperdir"), option("workdir"))
+                else {
+                    return Err(bad());
+                };
+                // The generator draws layers at random: the kernel refuses
+                // a layer twice or the upper layer's own snapshot as a
+                // lower one (ELOOP), which no snapshotter would give it.
+                let upper_snapshot = Path::new(upper).parent();
+                let mut layers: Vec<&str> = Vec::new();
+                for layer in lower.split(':') {
+                    if !layers.contains(&layer) && Path::new(layer).parent() != upper_snapshot {
+                        layers.push(layer);
+                    }
+                }
+                for dir in layers.iter().chain([&upper, &work]) {
+                    mkdir(Path::new(dir))?;
+                }
+                let data = format!(
+                    "lowerdir={},upperdir={upper},workdir={work}",
+                    layers.join(":")
+                );
+                mount(
+                    Some("overlay"),
+                    point,
+                    Some("overlay"),
+                    MsFlags::empty(),
+                    Some(data.as_str()),
+                )
+                .map_err(failed)?;
+            }
+            "tmpfs" => {
+                mkdir(point)?;
+                mount(
+                    Some(source),
+                    point,
+                    Some("tmpfs"),
+                    MsFlags::empty(),
+                    Some("size=64k"),
+                )
+                .map_err(failed)?;
+            }
+            _ => {
+                mkdir(point)?;
+                mount(Some(&disk), point, none, MsFlags::MS_BIND, none).map_err(failed)?;
+            }
+        }
+        mounted += 1;
+    }
+    Ok(mounted)
+}
+
+/// A new network namespace, bind-mounted at `point` (a file), as
+/// containerd's pkg/netns and `ip netns add` make them: a thread of its own
+/// unshares its network namespace and mounts its `ns/net` there.
+fn new_netns(point: &Path) -> Result<(), String> {
+    use nix::mount::{mount, MsFlags};
+    use nix::sched::{unshare, CloneFlags};
+    let target = point.to_path_buf();
+    std::thread::spawn(move || -> nix::Result<()> {
+        unshare(CloneFlags::CLONE_NEWNET)?;
+        mount(
+            Some("/proc/thread-self/ns/net"),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+    })
+    .join()
+    .map_err(|_| {
+        format!(
+            "{}: the thread making its namespace panicked",
+            point.display()
+        )
+    })?
+    .map_err(|e| format!("{}: a network namespace: {e}", point.display()))
 }
