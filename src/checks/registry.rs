@@ -567,7 +567,11 @@ mod tests {
                 "/var/lib/kubelet/pods",
                 "hidden"
             )),
-            [Kind::OrphanPodDir, Kind::LeakedPodCgroup, Kind::FailingSandbox]
+            [
+                Kind::OrphanPodDir,
+                Kind::LeakedPodCgroup,
+                Kind::FailingSandbox
+            ]
         );
     }
 }

@@ -1,0 +1,126 @@
+//! The file sources of a look other than CRI's status files and the pod
+//! sources: CRI's sandbox dirs, the bundles, the mount table with the
+//! node's context, and CNI, each on a thread of its own.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::gather::GatherOptions;
+use crate::model::{Bundle, CniView, Gap, Mount, NodeContext, Paths, Source};
+use crate::sources::{bundles, cni, cri_store, mountinfo, node, SourceThread};
+
+/// The file sources of one look other than CRI's status files (read
+/// first, see [`gather`]), each reading on a thread of its own.
+pub(super) struct FileSources {
+    sandboxes: SourceThread<BTreeSet<String>>,
+    bundles: SourceThread<BTreeMap<String, Bundle>>,
+    /// The mount table and the node's context, when read.
+    mounts: Option<SourceThread<(Vec<Mount>, Option<mountinfo::Table>)>>,
+    node: Option<SourceThread<NodeContext>>,
+    cni: Option<SourceThread<CniView>>,
+}
+
+/// What the file sources other than the status files answered (each one
+/// that did not answer in time is empty, with a gap).
+pub(super) struct FilesRead {
+    pub(super) cri_sandboxes: BTreeSet<String>,
+    pub(super) bundles: BTreeMap<String, Bundle>,
+    pub(super) mounts: Vec<Mount>,
+    /// The mount table read, for the pod sources to look in again.
+    pub(super) table: Option<mountinfo::Table>,
+    pub(super) node: NodeContext,
+    pub(super) cni: Option<CniView>,
+}
+
+impl FileSources {
+    /// Starts every file source: the status files' thread, and the others.
+    pub(super) fn start(
+        paths: &Paths,
+        options: &GatherOptions,
+    ) -> (SourceThread<cri_store::Listing>, FileSources) {
+        let dir = paths.cri_containers_dir();
+        let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
+            cri_store::read(&dir, gaps)
+        });
+        let dirs = paths.cri_sandbox_dirs();
+        let sandboxes = SourceThread::spawn(
+            cri_store::SOURCE,
+            &dirs.first().cloned().unwrap_or_default(),
+            move |gaps| cri_store::sandbox_ids(&dirs, gaps),
+        );
+        let dir = paths.bundles_dir(&options.namespace);
+        let sockets = options.bundle_sockets;
+        let bundles = SourceThread::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
+            bundles::read(&dir, sockets, gaps)
+        });
+        let (file, below) = (
+            options.mountinfo.clone(),
+            [paths.root.path.clone(), paths.state.path.clone()],
+        );
+        let mounts = options.mounts.then(|| {
+            SourceThread::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
+                let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
+                mountinfo::read_keeping(&file, &below, gaps)
+            })
+        });
+        // The node's context goes with the mount table: neither is needed
+        // where the mounts are not.
+        let root = options.proc_root.clone();
+        let node = options.mounts.then(|| {
+            SourceThread::spawn(Source::Node, &root.clone(), move |gaps| {
+                node::read(&root, gaps)
+            })
+        });
+        let (cni_paths, proc_root) = (paths.clone(), options.proc_root.clone());
+        let cni = options.cni.then(|| {
+            let conf_dir = cni::conf_dir(paths.cni_conf_dir.as_deref());
+            SourceThread::spawn(cni::SOURCE, &conf_dir, move |gaps| {
+                cni::read_configured(&cni_paths, &proc_root, gaps)
+            })
+        });
+        let others = FileSources {
+            sandboxes,
+            bundles,
+            mounts,
+            node,
+            cni,
+        };
+        (status_files, others)
+    }
+
+    /// Waits for them until `deadline`.
+    pub(super) fn wait(
+        self,
+        deadline: Instant,
+        started: Instant,
+        gaps: &mut Vec<Gap>,
+    ) -> FilesRead {
+        let cri_sandboxes = self
+            .sandboxes
+            .wait(deadline, started, gaps)
+            .unwrap_or_default();
+        let bundles = self
+            .bundles
+            .wait(deadline, started, gaps)
+            .unwrap_or_default();
+        let (mounts, table) = self
+            .mounts
+            .and_then(|mounts| mounts.wait(deadline, started, gaps))
+            .unwrap_or_default();
+        let mut node = self
+            .node
+            .and_then(|node| node.wait(deadline, started, gaps))
+            .unwrap_or_default();
+        node::count_rootfs_mounts(&mut node, &mounts);
+        let cni = self.cni.and_then(|cni| cni.wait(deadline, started, gaps));
+        FilesRead {
+            cri_sandboxes,
+            bundles,
+            mounts,
+            table,
+            node,
+            cni,
+        }
+    }
+}
