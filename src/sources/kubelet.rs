@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::read::bounded::{mtime_nanos, read_proc};
 use crate::read::listed::{ListedDir, MOVED_AWAY};
-use crate::sources::{daemon_proof, kubelet_config, mountinfo};
+use crate::sources::{daemon_proof, kubelet_config, mountinfo, pod_resources};
 
 pub(crate) const SOURCE: Source = Source::Kubelet;
 /// kubelet's `--root-dir` when it is given none.
@@ -196,7 +196,27 @@ fn believed_kubelets(
                 read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()?;
             Some((p.pid, split_cmdline(&cmdline)))
         })
+        .filter(|(pid, args)| another_serves_its_socket(*pid, args).is_none())
         .collect()
+}
+
+/// Why kubelet `pid` (with `args`) is not the kubelet of the root it names,
+/// if its socket says so: kubelet listens on
+/// `<root-dir>/pod-resources/kubelet.sock` (`ListenAndServePodResources`),
+/// and a connection's peer (`SO_PEERCRED`) that is another process says
+/// another kubelet runs there. No socket, or none answering at once (a
+/// frozen kubelet's full backlog), says nothing either way.
+fn another_serves_its_socket(pid: i32, args: &[String]) -> Option<String> {
+    let root = arg_in(args, "--root-dir").unwrap_or_else(|| DEFAULT_ROOT.to_string());
+    let socket = Path::new(&root).join(pod_resources::SOCKET);
+    let peer = daemon_proof::serving(&socket).ok()?;
+    (peer.pid != pid).then(|| {
+        format!(
+            "its socket {} is served by pid {} (0: outside nodectl's pid namespace)",
+            socket.display(),
+            peer.pid
+        )
+    })
 }
 
 /// Why a process named kubelet is not believed on its flags, if it is not.
@@ -491,12 +511,16 @@ mod tests {
         );
     }
 
-    /// A live process named kubelet run as `uid`, and what nodectl takes
-    /// from it: a script of that name (its `comm` is kubelet, its
-    /// executable root's `/bin/sh`) with `--root-dir=/data/k`, or with
-    /// `binary` a copy of `sleep` named kubelet that anyone may write.
-    /// (Its root, its cgroup root.)
-    fn live_kubelet(uid: u32, binary: bool) -> (Located, Located) {
+    /// A live process named kubelet run as `uid`: a script of that name
+    /// (its `comm` is kubelet, its executable root's `/bin/sh`) with
+    /// `--root-dir=<root_dir>` and a `--config` setting its cgroup root, or
+    /// with `binary` a copy of `sleep` named kubelet that anyone may write.
+    /// (The process, its pid, its directory.)
+    fn spawn_kubelet(
+        uid: u32,
+        binary: bool,
+        root_dir: &str,
+    ) -> (std::process::Child, i32, tempfile::TempDir) {
         use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
@@ -518,12 +542,12 @@ mod tests {
                 // as kubelet takes it.
                 fs::write(dir.path().join("config.yaml"), "cgroupRoot: /from-config\n").unwrap();
                 let mut command = std::process::Command::new(&kubelet);
-                command.args(["--root-dir=/data/k", "--config=config.yaml"]);
+                command.args([&format!("--root-dir={root_dir}"), "--config=config.yaml"]);
                 command.current_dir(dir.path());
                 command
             }
         };
-        let mut child = command.uid(uid).spawn().unwrap();
+        let child = command.uid(uid).spawn().unwrap();
         let pid = child.id() as i32;
         let comm = Path::new("/proc").join(format!("{pid}/comm"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -532,9 +556,21 @@ mod tests {
         {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        (child, pid, dir)
+    }
+
+    /// The process table nodectl would have with the kubelet `pid` in it.
+    fn with_kubelet(pid: i32) -> BTreeMap<i32, ProcessInfo> {
         let mut process = crate::model::fixtures::process(pid, 'S', 0);
         process.comm = "kubelet".to_string();
-        let processes = BTreeMap::from([(pid, process)]);
+        BTreeMap::from([(pid, process)])
+    }
+
+    /// What nodectl takes from a live kubelet (see [`spawn_kubelet`], with
+    /// `--root-dir=/data/k`): its root, its cgroup root.
+    fn live_kubelet(uid: u32, binary: bool) -> (Located, Located) {
+        let (mut child, pid, _dir) = spawn_kubelet(uid, binary, "/data/k");
+        let processes = with_kubelet(pid);
         let found = root(None, Path::new("/proc"), &processes);
         let (cgroup_root, configured) = cgroup_root(None, Path::new("/proc"), &processes);
         let mut gaps = Vec::new();
@@ -542,6 +578,38 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         (found, cgroup_root)
+    }
+
+    #[test]
+    fn a_kubelet_whose_root_s_socket_another_process_serves_is_not_believed() {
+        if !nix::unistd::geteuid().is_root() {
+            let why = "needs root to run a process as root";
+            let in_ci =
+                std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+            assert!(!in_ci, "{why} (CI runs the tests as root)");
+            eprintln!("SKIPPED a_kubelet_whose_root_s_socket_another_process_serves_is_not_believed: {why}");
+            return;
+        }
+        let root_dir = tempfile::tempdir().unwrap();
+        let shown = root_dir.path().to_str().unwrap().to_string();
+        let (mut child, pid, _dir) = spawn_kubelet(0, false, &shown);
+        let processes = with_kubelet(pid);
+        // No socket at its root: its flags are believed.
+        let found = root(None, Path::new("/proc"), &processes);
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (root_dir.path(), Origin::Process)
+        );
+        // The socket there served by another process (this test): it is not
+        // the kubelet of that root.
+        let socket = root_dir.path().join(pod_resources::SOCKET);
+        fs::create_dir_all(socket.parent().unwrap()).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let found = root(None, Path::new("/proc"), &processes);
+        assert_eq!(found.origin, Origin::Default, "{found:?}");
+        drop(listener);
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]
