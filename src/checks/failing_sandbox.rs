@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
+use crate::checks::shared::pod_dirs_without_sandbox;
 use crate::model::{timestamp, Finding, Kind, PodDir, PodLogDir, Severity, Snapshot};
 
 #[derive(Serialize)]
@@ -43,16 +44,10 @@ pub fn failing<'a>(
     snapshot: &'a Snapshot,
     settings: &Settings,
 ) -> Vec<(&'a PodDir, &'a PodLogDir)> {
-    let Some(kubelet) = &snapshot.kubelet else {
+    let Some((kubelet, dirs)) = pod_dirs_without_sandbox(snapshot) else {
         return Vec::new();
     };
-    let Some(uids) = snapshot.cri.as_ref().and_then(|cri| cri.pod_uids()) else {
-        return Vec::new();
-    };
-    kubelet
-        .pod_dirs
-        .iter()
-        .filter(|dir| !uids.contains(dir.uid.as_str()))
+    dirs.into_iter()
         .filter_map(|dir| Some((dir, kubelet.pod_log(&dir.uid)?)))
         .filter(|(_, log)| snapshot.is_older_than(log.modified_at, settings.sandbox_grace))
         .collect()

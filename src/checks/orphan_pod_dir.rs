@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
-use crate::checks::shared::{of_pod, pod_of_uid};
+use crate::checks::shared::{of_pod, pod_dirs_without_sandbox, pod_of_uid};
 use crate::model::{
     timestamp, CniIndex, CniView, Finding, Kind, KubeletView, Located, PodDir, Severity, Snapshot,
 };
@@ -56,16 +56,10 @@ pub struct Evidence {
 /// The pod directories of `snapshot` no listed sandbox's uid names, older
 /// than the grace. Nothing without kubelet's directories and CRI's list.
 pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDir> {
-    let Some(kubelet) = &snapshot.kubelet else {
+    let Some((kubelet, dirs)) = pod_dirs_without_sandbox(snapshot) else {
         return Vec::new();
     };
-    let Some(uids) = snapshot.cri.as_ref().and_then(|cri| cri.pod_uids()) else {
-        return Vec::new();
-    };
-    kubelet
-        .pod_dirs
-        .iter()
-        .filter(|dir| !uids.contains(dir.uid.as_str()))
+    dirs.into_iter()
         .filter(|dir| snapshot.is_older_than(dir.modified_at, settings.sandbox_grace))
         // A pod kuberuntime started and kubelet's GC has not let go, or
         // one kubelet's pod-resources API lists.

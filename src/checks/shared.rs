@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::{Basis, CniIndex, CriContainer, Shim, Snapshot};
+use crate::model::{Basis, CniIndex, CriContainer, KubeletView, PodDir, Shim, Snapshot};
 
 /// The shim serving a container: the one whose pid the bundle recorded, else
 /// (runc v2 groups a pod's containers in one shim) the shim started with
@@ -154,6 +154,20 @@ pub fn of_pod(namespace: &Option<String>, name: &Option<String>) -> String {
 
 pub fn short(id: &str) -> &str {
     id.get(..13).unwrap_or(id)
+}
+
+/// kubelet's view and its pod directories no sandbox CRI lists names by
+/// uid; `None` without kubelet's directories or CRI's list (nothing can be
+/// told then).
+pub fn pod_dirs_without_sandbox(snapshot: &Snapshot) -> Option<(&KubeletView, Vec<&PodDir>)> {
+    let kubelet = snapshot.kubelet.as_ref()?;
+    let uids = snapshot.cri.as_ref()?.pod_uids()?;
+    let dirs = kubelet
+        .pod_dirs
+        .iter()
+        .filter(|dir| !uids.contains(dir.uid.as_str()))
+        .collect();
+    Some((kubelet, dirs))
 }
 
 #[cfg(test)]
