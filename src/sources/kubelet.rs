@@ -547,7 +547,16 @@ mod tests {
                 command
             }
         };
-        let child = command.uid(uid).spawn().unwrap();
+        // Its own process group, ended whole by [`end_kubelet`]: the
+        // script's `sleep` would outlive it, holding the test's output.
+        let child = command
+            .uid(uid)
+            .process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         let comm = Path::new("/proc").join(format!("{pid}/comm"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -557,6 +566,13 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         (child, pid, dir)
+    }
+
+    /// Ends a kubelet [`spawn_kubelet`] started, its whole process group.
+    fn end_kubelet(mut child: std::process::Child) {
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
     }
 
     /// The process table nodectl would have with the kubelet `pid` in it.
@@ -569,14 +585,13 @@ mod tests {
     /// What nodectl takes from a live kubelet (see [`spawn_kubelet`], with
     /// `--root-dir=/data/k`): its root, its cgroup root.
     fn live_kubelet(uid: u32, binary: bool) -> (Located, Located) {
-        let (mut child, pid, _dir) = spawn_kubelet(uid, binary, "/data/k");
+        let (child, pid, _dir) = spawn_kubelet(uid, binary, "/data/k");
         let processes = with_kubelet(pid);
         let found = root(None, Path::new("/proc"), &processes);
         let (cgroup_root, configured) = cgroup_root(None, Path::new("/proc"), &processes);
         let mut gaps = Vec::new();
         let cgroup_root = cgroup_root_configured(cgroup_root, configured.as_ref(), &mut gaps);
-        let _ = child.kill();
-        let _ = child.wait();
+        end_kubelet(child);
         (found, cgroup_root)
     }
 
@@ -592,7 +607,7 @@ mod tests {
         }
         let root_dir = tempfile::tempdir().unwrap();
         let shown = root_dir.path().to_str().unwrap().to_string();
-        let (mut child, pid, _dir) = spawn_kubelet(0, false, &shown);
+        let (child, pid, _dir) = spawn_kubelet(0, false, &shown);
         let processes = with_kubelet(pid);
         // No socket at its root: its flags are believed.
         let found = root(None, Path::new("/proc"), &processes);
@@ -608,8 +623,7 @@ mod tests {
         let found = root(None, Path::new("/proc"), &processes);
         assert_eq!(found.origin, Origin::Default, "{found:?}");
         drop(listener);
-        let _ = child.kill();
-        let _ = child.wait();
+        end_kubelet(child);
     }
 
     #[test]
