@@ -285,20 +285,30 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
     ];
     assert_eq!(owners, expected);
 
-    // A pod Pending behind a failing CNI ADD, started in kubelet's order
-    // and retried: its cgroup, directory, emptyDir and log directory are
-    // kubelet's (its pod-resources API lists it), never leaked nor an
-    // orphan, and nothing of it is removed; it is a failing-sandbox.
+    // Ten pods Pending behind a failing CNI ADD, each started in kubelet's
+    // order and retried: their cgroups, directories, emptyDirs and log
+    // directories are kubelet's (its pod-resources API lists them), never
+    // leaked nor orphans, and nothing of them is removed; each is a
+    // failing-sandbox.
     bed.fail_cni_add("nodectl-chained: ADD refused by the test");
     let kubelet = bed.scratch("kubelet");
     let pod_logs = bed.scratch("kubelet-pod-logs");
-    let pending = bed
-        .kubelet_start_pod(&kubelet, &pod_logs, "pending", "", 2)
-        .await;
-    let failure = pending.sandbox.as_ref().expect_err("CNI ADD fails");
-    assert!(failure.message.contains("ADD refused"), "{failure:?}");
-    eprintln!("{test}: RunPodSandbox: {}", failure.message);
-    let _kubelet = support::PodResourcesServer::start(&kubelet, &[("default", "pending")]);
+    let names: Vec<String> = (0..10).map(|n| format!("pending-{n}")).collect();
+    let mut pending = Vec::new();
+    for name in &names {
+        let pod = bed
+            .kubelet_start_pod(&kubelet, &pod_logs, name, "", 2)
+            .await;
+        let failure = pod.sandbox.as_ref().expect_err("CNI ADD fails");
+        assert!(failure.message.contains("ADD refused"), "{failure:?}");
+        pending.push(pod);
+    }
+    eprintln!(
+        "{test}: RunPodSandbox: {}",
+        pending[0].sandbox.as_ref().unwrap_err().message
+    );
+    let listed: Vec<(&str, &str)> = names.iter().map(|n| ("default", n.as_str())).collect();
+    let _kubelet = support::PodResourcesServer::start(&kubelet, &listed);
     let (root, logs) = (
         kubelet.display().to_string(),
         pod_logs.display().to_string(),
@@ -323,14 +333,18 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
     check.extend(kubelet_args);
     let doc = support::report(&bed.nodectl(&check));
     let ids = |kind: &str| -> Vec<String> {
-        support::findings_of_kind(&doc, kind)
+        let mut ids: Vec<String> = support::findings_of_kind(&doc, kind)
             .iter()
             .filter_map(|f| f["id"].as_str().map(str::to_string))
-            .collect()
+            .collect();
+        ids.sort();
+        ids
     };
+    let mut uids: Vec<String> = pending.iter().map(|p| p.uid.clone()).collect();
+    uids.sort();
     assert!(ids("leaked-pod-cgroup").is_empty(), "{doc:#}");
     assert!(ids("orphan-pod-dir").is_empty(), "{doc:#}");
-    assert_eq!(ids("failing-sandbox"), [pending.uid.as_str()], "{doc:#}");
+    assert_eq!(ids("failing-sandbox"), uids, "{doc:#}");
     let mut remove = vec![
         "leaked-pod-cgroups",
         "--grace",
@@ -343,6 +357,8 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
     remove.extend(kubelet_args);
     let doc = support::report(&bed.nodectl(&remove));
     assert_eq!(doc["cleanups"].as_array().map_or(0, Vec::len), 0, "{doc:#}");
-    assert!(pending.cgroups.iter().all(|c| c.is_dir()), "{pending:?}");
+    for pod in &pending {
+        assert!(pod.cgroups.iter().all(|c| c.is_dir()), "{pod:?}");
+    }
     bed.clear_cni_faults();
 }
