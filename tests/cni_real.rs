@@ -360,5 +360,30 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
     for pod in &pending {
         assert!(pod.cgroups.iter().all(|c| c.is_dir()), "{pod:?}");
     }
+
+    // CRI's network not ready (its conflist unreadable: go-cni's Load
+    // fails and leaves no network, so CRI's Status says NetworkReady
+    // false): each failing-sandbox names it, CRI's own words.
+    let conflist = bed.cni().conf_dir.join("10-nodectl.conflist");
+    let kept = std::fs::read(&conflist).expect("the bed's conflist");
+    std::fs::write(&conflist, "{ not json").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let named = loop {
+        let doc = support::report(&bed.nodectl(&check));
+        let said: Vec<String> = support::findings_of_kind(&doc, "failing-sandbox")
+            .iter()
+            .filter_map(|f| f["evidence"]["cri_network_not_ready"].as_str())
+            .map(str::to_string)
+            .collect();
+        if said.len() == pending.len() || std::time::Instant::now() > deadline {
+            break (said, doc);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    std::fs::write(&conflist, kept).unwrap();
+    let (said, doc) = named;
+    assert_eq!(said.len(), pending.len(), "{doc:#}");
+    assert!(said[0].starts_with("NetworkPluginNotReady: "), "{said:?}");
+    eprintln!("{test}: CRI's network: {}", said[0]);
     bed.clear_cni_faults();
 }

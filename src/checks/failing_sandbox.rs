@@ -36,6 +36,11 @@ pub struct Evidence {
     pub age_seconds: f64,
     /// Volumes mounted below its directory (kubelet mounts them first).
     pub mounts: Vec<String>,
+    /// CRI's own word when its network is not ready (its Status:
+    /// `NetworkReady` false, "<reason>: <message>"): every RunPodSandbox
+    /// then fails on it. Absent when ready or not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cri_network_not_ready: Option<String>,
 }
 
 /// The pods kubelet has and CRI lists no sandbox of, their log directory
@@ -54,6 +59,12 @@ pub fn failing<'a>(
 }
 
 pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let network_not_ready = snapshot
+        .cri
+        .as_ref()
+        .and_then(|cri| cri.network.as_ref())
+        .filter(|network| !network.status)
+        .map(|network| format!("{}: {}", network.reason, network.message));
     failing(snapshot, settings)
         .into_iter()
         .map(|(dir, log)| {
@@ -66,15 +77,20 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                 since: timestamp(log.modified_at),
                 age_seconds: snapshot.seconds_since(log.modified_at),
                 mounts: dir.mounts.clone(),
+                cri_network_not_ready: network_not_ready.clone(),
             };
             let minutes = (evidence.age_seconds / 60.0).floor();
+            let why = match &network_not_ready {
+                Some(network) => format!("; CRI says its network is not ready ({network})"),
+                None => String::new(),
+            };
             Finding {
                 kind: Kind::FailingSandbox,
                 severity: Severity::Warning,
                 id: dir.uid.clone(),
                 summary: format!(
                     "pod {}/{} (uid {}) has had no sandbox for {minutes:.0} min: kubelet keeps \
-                     calling RunPodSandbox and it keeps failing",
+                     calling RunPodSandbox and it keeps failing{why}",
                     log.namespace, log.name, dir.uid
                 ),
                 cause: "kubelet made the pod's cgroup, directory and volumes, then its log \
@@ -102,7 +118,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CriItem, CriView, KubeletView, KubeletWord, Located, Origin};
+    use crate::model::{CriCondition, CriItem, CriView, KubeletView, KubeletWord, Located, Origin};
     use std::path::PathBuf;
 
     const HOUR: i64 = 3600 * SEC;
@@ -165,9 +181,31 @@ mod tests {
         assert_eq!(f.evidence["pod_name"], "cart");
         assert!(f.summary.contains("no sandbox for 60 min"), "{}", f.summary);
         assert!(f.remedy.contains("describe pod cart"), "{}", f.remedy);
+        assert!(!f.summary.contains("network"), "{}", f.summary);
+        assert!(f.evidence.get("cri_network_not_ready").is_none());
         // Without CRI's answer, nothing.
         let mut s = s;
         s.cri.as_mut().unwrap().sandboxes = None;
         assert!(check(&s, &Settings::default()).is_empty());
+    }
+
+    #[test]
+    fn cri_s_network_not_ready_is_named_as_the_failure() {
+        let mut s = node(&[("pending", NOW - HOUR)], &[]);
+        let network = |status: bool| CriCondition {
+            status,
+            reason: "NetworkPluginNotReady".to_string(),
+            message: "cni plugin not initialized".to_string(),
+        };
+        s.cri.as_mut().unwrap().network = Some(network(false));
+        let findings = check(&s, &Settings::default());
+        let f = &findings[0];
+        let said = "NetworkPluginNotReady: cni plugin not initialized";
+        assert!(f.summary.contains(said), "{}", f.summary);
+        assert_eq!(f.evidence["cri_network_not_ready"], said);
+        // A ready network is not named.
+        s.cri.as_mut().unwrap().network = Some(network(true));
+        let f = &check(&s, &Settings::default())[0];
+        assert!(!f.summary.contains("cni plugin"), "{}", f.summary);
     }
 }

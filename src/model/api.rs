@@ -48,10 +48,12 @@ pub enum Method {
     ListContainers,
     /// CRI's ContainerStatus, per container.
     ContainerStatus,
+    /// CRI's Status: the runtime's and the network's conditions.
+    Status,
 }
 
 impl Method {
-    pub const ALL: [Method; 11] = [
+    pub const ALL: [Method; 12] = [
         Method::Connect,
         Method::Version,
         Method::ContainersList,
@@ -63,6 +65,7 @@ impl Method {
         Method::ListPodSandbox,
         Method::ListContainers,
         Method::ContainerStatus,
+        Method::Status,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -78,6 +81,7 @@ impl Method {
             Method::ListPodSandbox => "ListPodSandbox",
             Method::ListContainers => "ListContainers",
             Method::ContainerStatus => "ContainerStatus",
+            Method::Status => "Status",
         }
     }
 

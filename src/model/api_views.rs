@@ -239,8 +239,23 @@ pub struct CriView {
     pub containers: Option<Vec<CriItem>>,
     /// One ContainerStatus per container known on disk.
     pub statuses: Vec<StatusProbe>,
+    /// CRI's `NetworkReady` condition, from its Status (`None`: no answer,
+    /// or no such condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<CriCondition>,
     #[serde(serialize_with = "bare_calls", deserialize_with = "cri_calls")]
     pub calls: Vec<ApiCall>,
+}
+
+/// A condition of CRI's Status. containerd's CRI sets `NetworkReady` false
+/// while it has no CNI network loaded (reason `NetworkPluginNotReady`,
+/// message "cni plugin not initialized" or the load's error): then every
+/// RunPodSandbox fails the same way.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CriCondition {
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

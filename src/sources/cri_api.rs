@@ -15,14 +15,14 @@ use std::time::Duration;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
     ContainerState, ContainerStatusRequest, ListContainersRequest, ListPodSandboxRequest,
-    PodSandboxState, RemovePodSandboxRequest, StopPodSandboxRequest, VersionRequest,
+    PodSandboxState, RemovePodSandboxRequest, StatusRequest, StopPodSandboxRequest, VersionRequest,
 };
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use crate::model::{
-    name_labels, Api, CriApiState, CriItem, CriView, Gap, Method, Source, StatusProbe,
+    name_labels, Api, CriApiState, CriCondition, CriItem, CriView, Gap, Method, Source, StatusProbe,
 };
 use crate::sources::api::{connect_recorded, connect_to_daemon, status_text, timed};
 use crate::sources::api_gaps;
@@ -73,15 +73,42 @@ pub async fn query(
         deadline,
         list_containers(client.clone()),
     );
+    let network = timed(
+        (Api::Cri, Method::Status, None),
+        deadline,
+        network_condition(client.clone()),
+    );
     let statuses = probe_statuses(client, container_ids, deadline);
-    let ((version, v_call), (sandboxes, s_call), (containers, c_call), statuses) =
-        tokio::join!(version, sandboxes, containers, statuses);
+    let ((version, v_call), (sandboxes, s_call), (containers, c_call), (network, n_call), statuses) =
+        tokio::join!(version, sandboxes, containers, network, statuses);
     view.runtime_version = version;
     view.sandboxes = sandboxes;
     view.containers = containers;
+    view.network = network.flatten();
     view.statuses = statuses;
-    view.calls.extend([v_call, s_call, c_call]);
+    view.calls.extend([v_call, s_call, c_call, n_call]);
     view
+}
+
+/// CRI's `NetworkReady` condition, from a Status call (not verbose: the
+/// verbose info is containerd's whole config).
+async fn network_condition(
+    mut client: RuntimeServiceClient<Channel>,
+) -> Result<Option<CriCondition>, String> {
+    let reply = client
+        .status(StatusRequest { verbose: false })
+        .await
+        .map_err(status_text)?
+        .into_inner();
+    let conditions = reply.status.map(|s| s.conditions).unwrap_or_default();
+    Ok(conditions
+        .into_iter()
+        .find(|c| c.r#type == "NetworkReady")
+        .map(|c| CriCondition {
+            status: c.status,
+            reason: c.reason,
+            message: c.message,
+        }))
 }
 
 pub fn gaps(view: &CriView, gaps: &mut Vec<Gap>) {
