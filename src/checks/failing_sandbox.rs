@@ -113,7 +113,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CriItem, CriView, KubeletView, KubeletWord, Located, Origin};
+    use crate::model::{KubeletView, KubeletWord, Located, Origin};
     use std::path::PathBuf;
 
     const HOUR: i64 = 3600 * SEC;
@@ -143,18 +143,7 @@ mod tests {
             ),
             word: KubeletWord::default(),
         });
-        s.cri = Some(CriView {
-            sandboxes: Some(
-                sandbox_uids
-                    .iter()
-                    .map(|uid| CriItem {
-                        uid: Some(uid.to_string()),
-                        ..cri_sandbox(&id('a'), "shop", "cart")
-                    })
-                    .collect(),
-            ),
-            ..CriView::default()
-        });
+        s.cri = Some(cri_listing_pod_uids(sandbox_uids));
         s
     }
 

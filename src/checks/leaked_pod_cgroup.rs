@@ -211,7 +211,7 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CgroupView, CriItem, CriView, KubeletView, Origin, PodDir};
+    use crate::model::{CgroupView, KubeletView, Origin, PodDir};
     use std::path::PathBuf;
     use std::time::Duration;
 
@@ -240,17 +240,7 @@ mod tests {
             hierarchy: PathBuf::from("/sys/fs/cgroup"),
             pod_cgroups: cgroups,
         });
-        let sandboxes = sandbox_uids
-            .iter()
-            .map(|uid| CriItem {
-                uid: Some(uid.to_string()),
-                ..cri_sandbox(&id('a'), "shop", "cart")
-            })
-            .collect();
-        s.cri = Some(CriView {
-            sandboxes: Some(sandboxes),
-            ..CriView::default()
-        });
+        s.cri = Some(cri_listing_pod_uids(sandbox_uids));
         s.kubelet = Some(kubelet(&[]));
         s
     }
