@@ -283,9 +283,7 @@ fn remove_in(hierarchy: &Path, relative: &Path) -> Result<(), (CleanupOutcome, S
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{
-        CgroupView, CriItem, CriView, KubeletView, Located, Origin, PodCgroup, PodDir,
-    };
+    use crate::model::{CgroupView, KubeletView, Located, Origin, PodCgroup, PodDir};
 
     const HOUR: i64 = 3600 * SEC;
 
@@ -308,18 +306,7 @@ mod tests {
                 populated: None,
             }],
         });
-        s.cri = Some(CriView {
-            sandboxes: Some(
-                listed
-                    .iter()
-                    .map(|uid| CriItem {
-                        uid: Some(uid.to_string()),
-                        ..cri_sandbox(&id('a'), "shop", "cart")
-                    })
-                    .collect(),
-            ),
-            ..CriView::default()
-        });
+        s.cri = Some(cri_listing_pod_uids(listed));
         s.kubelet = Some(KubeletView {
             root: Located {
                 path: PathBuf::from("/var/lib/kubelet"),

@@ -9,17 +9,20 @@
 //! that fails (CNI ADD: "failed to setup network for sandbox"; a
 //! RuntimeClass naming a handler containerd has none for), containerd
 //! cleans the sandbox up and CRI lists none, and kubelet's pod worker
-//! retries with back-off for as long as the failure lasts, the pod Pending
-//! with its cgroup, directory and volumes. Those are kubelet's, never
-//! leaked (`leaked-pod-cgroup`, `orphan-pod-dir` say so): this is the
-//! finding, the pod and how long. containerd keeps no failed sandbox, so
-//! its error is in its log and the pod's events, not CRI's answer.
+//! syncs the pod again 10 to 15 s after each failure (`pod_workers.go`:
+//! `backOffPeriod`, 10 s, jittered by half; kubelet logs each try as "Error
+//! syncing pod, skipping" with the uid) for as long as the failure lasts,
+//! the pod Pending with its cgroup, directory and volumes. Those are
+//! kubelet's, never leaked (`leaked-pod-cgroup`, `orphan-pod-dir` say so):
+//! this is the finding, the pod and how long. containerd keeps no failed
+//! sandbox, so its error is in its log and the pod's events, not CRI's
+//! answer.
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
-use crate::checks::shared::pod_dirs_without_sandbox;
+use crate::checks::shared::{pod_dirs_without_sandbox, KUBELET_RELEASES};
 use crate::model::{timestamp, Finding, Kind, PodDir, PodLogDir, Severity, Snapshot};
 
 #[derive(Serialize)]
@@ -100,13 +103,21 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                         containerd has none for, a pause image it cannot pull)."
                     .to_string(),
                 remedy: format!(
-                    "Read the failure: `kubectl -n {ns} describe pod {name}` \
-                     (FailedCreatePodSandBox events) or containerd's log (\"RunPodSandbox for \
-                     ... failed\"). Fix that cause (the CNI plugin and its config, the \
-                     RuntimeClass); kubelet's next retry starts the pod. Its cgroup and \
-                     directory are kubelet's: remove nothing by hand.",
+                    "Read the failure: `kubectl -n {ns} describe pod {name}` (events \
+                     FailedCreatePodSandBox, \"Failed to create pod sandbox: ...\"), or \
+                     `journalctl -u kubelet | grep {uid}`: {releases} log each try as \
+                     \"Error syncing pod, skipping\" err=\"failed to \\\"CreatePodSandbox\\\" \
+                     for \\\"{name}_{ns}({uid})\\\" with CreatePodSandboxError: ...\" (after \
+                     \"CreatePodSandbox for pod failed\" pod=\"{ns}/{name}\"), and containerd \
+                     \"RunPodSandbox for ... failed\". kubelet itself retries: its pod worker \
+                     syncs the pod again 10 to 15 s after each failure for as long as the pod \
+                     exists. Fix the cause (the CNI plugin and its config, the RuntimeClass, the \
+                     pause image) and the next retry starts the pod. Its cgroup and directory are \
+                     kubelet's: remove nothing by hand.",
                     ns = log.namespace,
-                    name = log.name
+                    name = log.name,
+                    uid = dir.uid,
+                    releases = KUBELET_RELEASES,
                 ),
                 evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
             }
@@ -118,7 +129,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CriCondition, CriItem, CriView, KubeletView, KubeletWord, Located, Origin};
+    use crate::model::{CriCondition, KubeletView, KubeletWord, Located, Origin};
     use std::path::PathBuf;
 
     const HOUR: i64 = 3600 * SEC;
@@ -148,18 +159,7 @@ mod tests {
             ),
             word: KubeletWord::default(),
         });
-        s.cri = Some(CriView {
-            sandboxes: Some(
-                sandbox_uids
-                    .iter()
-                    .map(|uid| CriItem {
-                        uid: Some(uid.to_string()),
-                        ..cri_sandbox(&id('a'), "shop", "cart")
-                    })
-                    .collect(),
-            ),
-            ..CriView::default()
-        });
+        s.cri = Some(cri_listing_pod_uids(sandbox_uids));
         s
     }
 
@@ -183,6 +183,19 @@ mod tests {
         assert!(f.remedy.contains("describe pod cart"), "{}", f.remedy);
         assert!(!f.summary.contains("network"), "{}", f.summary);
         assert!(f.evidence.get("cri_network_not_ready").is_none());
+        // kubelet's own lines for the pod, as its journal has them, and
+        // what kubelet does next.
+        for line in [
+            "events FailedCreatePodSandBox, \"Failed to create pod sandbox: ...\"",
+            "`journalctl -u kubelet | grep pending`: kubelet 1.26-1.35 log each try",
+            "\"Error syncing pod, skipping\" err=\"failed to \\\"CreatePodSandbox\\\" for \
+             \\\"cart_shop(pending)\\\" with CreatePodSandboxError: ...\"",
+            "\"CreatePodSandbox for pod failed\" pod=\"shop/cart\"",
+            "syncs the pod again 10 to 15 s after each failure",
+        ] {
+            assert!(f.remedy.contains(line), "{line:?} in {}", f.remedy);
+        }
+        assert!(f.remedy.is_ascii(), "{}", f.remedy);
         // Without CRI's answer, nothing.
         let mut s = s;
         s.cri.as_mut().unwrap().sandboxes = None;

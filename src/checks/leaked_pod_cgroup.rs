@@ -28,7 +28,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
-use crate::checks::shared::{of_pod, pod_of_uid};
+use crate::checks::shared::{of_pod, pod_of_uid, KUBELET_RELEASES};
 use crate::model::{
     timestamp, CniView, Finding, Kind, KubeletView, Located, PodCgroup, Severity, Snapshot,
 };
@@ -166,17 +166,29 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
         )
     } else if runs {
         format!(
-            "Find what the processes are (`cat {}/cgroup.procs`, then `ps -o pid,args -p …`) \
-             and why they outlived their pod; end them, and kubelet removes the cgroup. Never \
-             move or kill them blindly: they may hold a volume's data.",
-            evidence.path
+            "Find what the processes are (`cat {path}/cgroup.procs`, then `ps -o pid,args -p \
+             ...`) and why they outlived their pod. kubelet, while it runs, SIGKILLs what is \
+             left in a pod cgroup it let go (5 tries) and then removes it, so processes that \
+             stay mean kubelet is down or cannot kill them (a process stuck in the kernel, D \
+             state). {releases} log it in `journalctl -u kubelet | grep pod{uid}`: \
+             \"Failed to kill all the processes attached to cgroup\" or \"Failed to delete \
+             cgroup paths\" with cgroupName=[... pod{uid}]. End them once you know what they \
+             hold, and kubelet removes the cgroup. Never move or kill them blindly: they may \
+             hold a volume's data.",
+            path = evidence.path,
+            releases = KUBELET_RELEASES,
+            uid = cgroup.uid,
         )
     } else {
         format!(
             "Nothing runs in it: kubelet removes it while it runs (one that stays means kubelet \
-             is down or cannot; its log says why). It can be removed, container cgroups first: \
-             `find {} -depth -type d -exec rmdir {{}} \\;`.",
-            evidence.path
+             is down or cannot: {releases} log \"Failed to delete cgroup paths\" \
+             cgroupName=[... pod{uid}] with why, in `journalctl -u kubelet | grep pod{uid}`). \
+             It can be removed, container cgroups first: \
+             `find {path} -depth -type d -exec rmdir {{}} \\;`.",
+            path = evidence.path,
+            releases = KUBELET_RELEASES,
+            uid = cgroup.uid,
         )
     };
     Finding {
@@ -184,9 +196,11 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
         severity: Severity::Warning,
         id: cgroup.uid.clone(),
         summary,
-        cause: "kubelet removes a pod's cgroup once the pod is gone; a removal that failed \
-                (processes left in it, kubelet restarted or stopped mid-way) leaves it, and \
-                kubelet's housekeeping grows with each one (kubernetes#123766, #112151)."
+        cause: "kubelet removes a pod's cgroup once the pod is gone and its volumes are \
+                unmounted (it keeps it while they exist, so that memory-backed volumes' charges \
+                stay in it), killing what is left in it first; a removal that failed \
+                (processes it could not kill, kubelet restarted or stopped mid-way) leaves it, \
+                and kubelet's housekeeping grows with each one (kubernetes#123766, #112151)."
             .to_string(),
         remedy,
         evidence: serde_json::to_value(&evidence).unwrap_or(Value::Null),
@@ -197,7 +211,7 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::{CgroupView, CriItem, CriView, KubeletView, Origin, PodDir};
+    use crate::model::{CgroupView, KubeletView, Origin, PodDir};
     use std::path::PathBuf;
     use std::time::Duration;
 
@@ -226,17 +240,7 @@ mod tests {
             hierarchy: PathBuf::from("/sys/fs/cgroup"),
             pod_cgroups: cgroups,
         });
-        let sandboxes = sandbox_uids
-            .iter()
-            .map(|uid| CriItem {
-                uid: Some(uid.to_string()),
-                ..cri_sandbox(&id('a'), "shop", "cart")
-            })
-            .collect();
-        s.cri = Some(CriView {
-            sandboxes: Some(sandboxes),
-            ..CriView::default()
-        });
+        s.cri = Some(cri_listing_pod_uids(sandbox_uids));
         s.kubelet = Some(kubelet(&[]));
         s
     }
@@ -287,6 +291,38 @@ mod tests {
         assert!(findings[1].summary.contains("3 process(es) still run"));
         assert_eq!(findings[1].evidence["qos"], "burstable");
         assert_eq!(findings[1].evidence["cgroup_root"]["origin"], "default");
+    }
+
+    #[test]
+    fn the_remedy_says_what_kubelet_does_and_quotes_its_lines() {
+        let s = node(
+            vec![
+                cgroup("empty", NOW - HOUR, 0),
+                cgroup("busy", NOW - HOUR, 3),
+            ],
+            &[],
+        );
+        let findings = check(&s, &Settings::default());
+        let (empty, busy) = (&findings[0].remedy, &findings[1].remedy);
+        for line in [
+            "SIGKILLs what is left in a pod cgroup it let go (5 tries) and then removes it",
+            "kubelet 1.26-1.35 log it in `journalctl -u kubelet | grep podbusy`",
+            "\"Failed to kill all the processes attached to cgroup\"",
+            "\"Failed to delete cgroup paths\" with cgroupName=[... podbusy]",
+        ] {
+            assert!(busy.contains(line), "{line:?} in {busy}");
+        }
+        for line in [
+            "kubelet 1.26-1.35 log \"Failed to delete cgroup paths\" cgroupName=[... podempty]",
+            "`journalctl -u kubelet | grep podempty`",
+        ] {
+            assert!(empty.contains(line), "{line:?} in {empty}");
+        }
+        let cause = &findings[0].cause;
+        assert!(cause.contains("keeps it while they exist"), "{cause}");
+        assert!(findings
+            .iter()
+            .all(|f| f.remedy.is_ascii() && f.cause.is_ascii()));
     }
 
     #[test]

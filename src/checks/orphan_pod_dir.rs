@@ -2,12 +2,16 @@
 //! whose uid no sandbox CRI lists has.
 //!
 //! kubelet removes a pod's directory once the pod is gone and every volume
-//! below it is unmounted. When an unmount fails (a stuck NFS or CSI volume,
-//! a busy device) it logs "Orphaned pod … found, but volume paths are still
-//! present on disk" every two seconds and keeps the directory; the hand
-//! `rm -rf` of such a directory has deleted mounted volume data. So the
-//! mounts still below it are the evidence, and nodectl never offers to
-//! remove one.
+//! below it is unmounted (`cleanupOrphanedPodDirs`, every 2 s): its
+//! `volumes/` by `rmdir` only, never a recursive delete. While a volume is
+//! still mounted (a stuck NFS or CSI volume, a busy device) it keeps the
+//! directory and says so only at -v=3 ("Orphaned pod found, but volumes are
+//! not cleaned up"); what the operator sees at the default verbosity is the
+//! volume manager's retried "UnmountVolume.TearDown failed" for the uid.
+//! ("... volume paths are still present on disk" is the wording of kubelet
+//! up to 1.21, gone since kubernetes#102576.) The hand `rm -rf` of such a
+//! directory has deleted mounted volume data. So the mounts still below it
+//! are the evidence, and nodectl never offers to remove one.
 //!
 //! Judged on CRI's list of sandboxes (every state), which must have
 //! answered; kubelet makes a pod's directory before its sandbox, hence the
@@ -27,7 +31,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
-use crate::checks::shared::{of_pod, pod_dirs_without_sandbox, pod_of_uid};
+use crate::checks::shared::{of_pod, pod_dirs_without_sandbox, pod_of_uid, KUBELET_RELEASES};
 use crate::model::{
     timestamp, CniIndex, CniView, Finding, Kind, KubeletView, Located, PodDir, Severity, Snapshot,
 };
@@ -119,10 +123,15 @@ fn finding(
             ),
             format!(
                 "Never remove it by hand while anything is mounted below it: `rm -rf` deletes \
-                 the volumes' data. Find why kubelet cannot unmount them (its log: \"Orphaned \
-                 pod \\\"{uid}\\\" found, but volume paths are still present on disk\"; a stuck \
-                 NFS or CSI volume), unmount each ({first}), and kubelet removes the \
-                 directory itself.",
+                 the volumes' data. kubelet keeps the directory while a volume below it is \
+                 mounted and removes it itself once none is. {releases} say so only at -v=3 \
+                 (\"Orphaned pod found, but volumes are not cleaned up\" podUID=\"{uid}\"); \
+                 why the unmount fails is in `journalctl -u kubelet | grep {uid}`: \
+                 \"UnmountVolume.TearDown failed for volume ... pod \\\"{uid}\\\"\", retried \
+                 with back-off (a stuck NFS or CSI volume, a busy device). Fix that or unmount \
+                 each ({first}), and kubelet's next housekeeping (every 2 s) removes the \
+                 directory.",
+                releases = KUBELET_RELEASES,
                 uid = dir.uid,
                 first = dir.mounts[0],
             ),
@@ -134,11 +143,17 @@ fn finding(
                 evidence.path,
                 of_pod(&evidence.pod_namespace, &evidence.pod_name)
             ),
-            "kubelet removes such a directory in its housekeeping (every 2 s) while it runs: \
-             one that stays means kubelet is down or cannot remove it (its log says why). With \
-             nothing mounted below it and no pod of that uid on the API server, it is safe to \
-             remove."
-                .to_string(),
+            format!(
+                "kubelet removes such a directory in its housekeeping (every 2 s) while it runs: \
+                 one that stays means kubelet is down or cannot remove it. {releases} log why \
+                 (the first error of each pass; every one at -v=5): \"There were many similar \
+                 errors. Turn up verbosity to see them.\" err=\"orphaned pod \\\"{uid}\\\" \
+                 found, but ...\" (\"failed to rmdir() volume at path\": a file left below \
+                 volumes/, which kubelet never deletes). With nothing mounted below it and no \
+                 pod of that uid on the API server, it is safe to remove.",
+                releases = KUBELET_RELEASES,
+                uid = dir.uid,
+            ),
         )
     };
     let remedy = match &evidence.unconfirmed {
@@ -238,6 +253,47 @@ mod tests {
         );
         assert_eq!(findings[1].evidence["has_mounts"], false);
         assert!(findings[1].remedy.contains("safe to remove"));
+    }
+
+    #[test]
+    fn the_remedy_quotes_the_kubelet_line_of_each_case_by_release() {
+        let volume = "/var/lib/kubelet/pods/gone/volumes/kubernetes.io~nfs/data";
+        let s = node(
+            vec![
+                dir("gone", NOW - HOUR, &[volume]),
+                dir("empty", NOW - HOUR, &[]),
+            ],
+            &[],
+        );
+        let findings = check(&s, &Settings::default());
+        // Mounted: kubelet keeps it and says so only at -v=3; the unmount's
+        // own failure is what the default verbosity shows.
+        let mounted = &findings[0].remedy;
+        for line in [
+            "kubelet 1.26-1.35 say so only at -v=3",
+            "\"Orphaned pod found, but volumes are not cleaned up\" podUID=\"gone\"",
+            "`journalctl -u kubelet | grep gone`",
+            "\"UnmountVolume.TearDown failed for volume ... pod \\\"gone\\\"\"",
+            "kubelet's next housekeeping (every 2 s) removes the directory",
+        ] {
+            assert!(mounted.contains(line), "{line:?} in {mounted}");
+        }
+        // kubelet 1.21's wording is not what a 1.26-1.35 kubelet logs.
+        assert!(
+            !mounted.contains("volume paths are still present"),
+            "{mounted}"
+        );
+        // Nothing mounted: the rolled-up error, with the uid in its err.
+        let empty = &findings[1].remedy;
+        for line in [
+            "kubelet 1.26-1.35 log why",
+            "\"There were many similar errors. Turn up verbosity to see them.\"",
+            "err=\"orphaned pod \\\"empty\\\" found, but ...\"",
+            "\"failed to rmdir() volume at path\"",
+        ] {
+            assert!(empty.contains(line), "{line:?} in {empty}");
+        }
+        assert!(findings.iter().all(|f| f.remedy.is_ascii()));
     }
 
     #[test]

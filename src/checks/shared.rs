@@ -170,6 +170,12 @@ pub fn pod_dirs_without_sandbox(snapshot: &Snapshot) -> Option<(&KubeletView, Ve
     Some((kubelet, dirs))
 }
 
+/// The kubelet releases whose log lines the remedies quote, as read in
+/// kubernetes/kubernetes's source of the functions that log them
+/// (docs/findings.md, "kubelet's own lines", names each). A release that
+/// words one differently gets a range of its own there.
+pub const KUBELET_RELEASES: &str = "kubelet 1.26-1.35";
+
 #[cfg(test)]
 mod tests {
     use super::*;

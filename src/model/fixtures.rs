@@ -163,6 +163,22 @@ pub fn cri_sandbox(id: &str, namespace: &str, name: &str) -> CriItem {
     }
 }
 
+/// CRI's answer (ListPodSandbox only) with one sandbox, of pod shop/cart,
+/// for each pod uid of `uids`: what the checks of kubelet's objects judge by.
+pub fn cri_listing_pod_uids(uids: &[&str]) -> CriView {
+    CriView {
+        sandboxes: Some(
+            uids.iter()
+                .map(|uid| CriItem {
+                    uid: Some(uid.to_string()),
+                    ..cri_sandbox(&id('a'), "shop", "cart")
+                })
+                .collect(),
+        ),
+        ..CriView::default()
+    }
+}
+
 /// A container as CRI's ListContainers shows it.
 pub fn cri_container(id: &str, sandbox: &str, name: &str, state: CriApiState) -> CriItem {
     CriItem {
