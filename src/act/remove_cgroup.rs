@@ -296,6 +296,8 @@ mod tests {
                 path: PathBuf::from("/"),
                 origin: Origin::Default,
             },
+            cgroup_driver: None,
+            cgroups_per_qos: crate::model::KubeletSetting::per_qos_default(),
             version: 2,
             hierarchy: PathBuf::from("/sys/fs/cgroup"),
             pod_cgroups: vec![PodCgroup {
