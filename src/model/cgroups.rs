@@ -1,7 +1,8 @@
 //! kubelet's pod cgroups: `kubepods[/<qos>]/pod<uid>` (cgroupfs driver) or
 //! `kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid>.slice`
-//! (systemd driver, the uid's `-` written `_`), under kubelet's cgroup
-//! root. kubelet makes one per pod and removes it once the pod is gone; one
+//! (systemd driver, the uid's `-` written `_`, and below a cgroup root
+//! other than `/` the root's parts in every slice's name:
+//! `custom.slice/custom-kubepods.slice/…`), under kubelet's cgroup root. kubelet makes one per pod and removes it once the pod is gone; one
 //! it failed to remove stays, and kubelet's housekeeping grows with each
 //! (kubernetes#123766, #112151).
 
