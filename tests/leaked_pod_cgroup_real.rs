@@ -17,6 +17,13 @@
 //! `orphan-pod-dir`), one whose sandbox is gone but whose emptyDir is still
 //! mounted (an `orphan-pod-dir`, its cgroup kept); neither cgroup is
 //! planned nor removed, while the gone pod's is still found and removed.
+//!
+//! A systemd driver's pod slice kubelet let go, made by the test where
+//! kubelet's systemd driver names it under the bed's cgroup root (the
+//! root's parts in every slice's name, `ToSystemd`/`ExpandSlice`): found
+//! there, offered to `systemctl stop`, and refused by `--remove --yes`,
+//! never rmdir'ed (no systemd runs the bed: the directory stands in for
+//! the slice it would have made).
 
 mod support;
 
@@ -295,6 +302,9 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
         assert!(!std::path::Path::new(&memory).exists(), "removed: {memory}");
     }
     assert!(std::path::Path::new(&busy).is_dir(), "kept: {busy}");
+    let hierarchy = path
+        .strip_suffix(&format!("{cgroup_root}/kubepods/burstable/pod{gone_uid}"))
+        .expect("the hierarchy the gone pod's cgroup was in");
     // kubelet's pods' cgroups are never planned nor removed.
     for cgroup in pending.cgroups.iter().chain(&mounted.cgroups) {
         let shown = cgroup.display().to_string();
@@ -304,5 +314,69 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
             !rows.clone().any(|c| c["path"] == shown.as_str()),
             "{doc:#}"
         );
+    }
+
+    // A systemd driver's slice of a pod kubelet let go, under the same
+    // cgroup root as kubelet's systemd driver names it.
+    let prefix = cgroup_root
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.replace('-', "_"))
+        .collect::<Vec<_>>()
+        .join("-");
+    let slice_uid = "5d5d5d5d-0000-4000-8000-00000000000a";
+    let unit = format!(
+        "{prefix}-kubepods-besteffort-pod{}.slice",
+        slice_uid.replace('-', "_")
+    );
+    let top = std::path::Path::new(hierarchy).join(format!("{prefix}.slice"));
+    let _top = RemovedAfter(top.clone());
+    let slice = top
+        .join(format!(
+            "{prefix}-kubepods.slice/{prefix}-kubepods-besteffort.slice"
+        ))
+        .join(&unit);
+    std::fs::create_dir_all(slice.join("container")).unwrap();
+    let shown = slice.display().to_string();
+    let stop = format!("`systemctl stop {unit}`");
+    let doc = support::report(&run("0s"));
+    let finding = leaked(&doc)
+        .into_iter()
+        .find(|f| f["id"] == slice_uid)
+        .unwrap_or_else(|| panic!("the slice is found at {shown}: {doc:#}"));
+    assert_eq!(finding["evidence"]["driver"], "systemd");
+    assert_eq!(finding["evidence"]["path"], shown.as_str());
+    let remedy = finding["remedy"].as_str().unwrap_or_default();
+    assert!(remedy.contains(&stop), "{remedy}");
+    let output = bed.nodectl(&act);
+    let doc = support::report(&output);
+    support::assert_matches_schema(&doc);
+    let row = doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["path"] == shown.as_str())
+        .unwrap_or_else(|| panic!("no cleanup of {shown}: {doc:#}"));
+    assert_eq!(row["outcome"], "refused", "{doc:#}");
+    let detail = row["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(&stop), "{detail}");
+    assert!(slice.join("container").is_dir(), "never an rmdir: {shown}");
+}
+
+/// A cgroup tree the test made outside its bed's own cgroup, removed
+/// (deepest first) when dropped.
+struct RemovedAfter(std::path::PathBuf);
+
+impl Drop for RemovedAfter {
+    fn drop(&mut self) {
+        fn rmdir_tree(dir: &std::path::Path) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    rmdir_tree(&entry.path());
+                }
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+        rmdir_tree(&self.0);
     }
 }

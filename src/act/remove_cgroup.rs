@@ -9,6 +9,13 @@
 //! refuses to remove a cgroup with a process in it (EBUSY), so a process
 //! that arrives after the verdict stops the removal there.
 //!
+//! A slice systemd made for kubelet (the systemd cgroup driver) is never
+//! removed: kubelet (`cgroupCommon.Destroy`, through libcontainer's systemd
+//! manager) stops its unit over D-Bus and systemd removes the cgroup; an
+//! `rmdir` behind systemd's back leaves the unit's state wrong. Each is
+//! refused, with the `systemctl stop` line that removes it as kubelet would
+//! (see [`leaked_pod_cgroup::systemd_stop`]).
+//!
 //! Only a cgroup is removed, whatever the cgroup root says (a kubelet's
 //! `--cgroup-root` or `--kubelet-cgroup-root` with `..`, a symlink planted
 //! below it): the cgroup's path below its hierarchy is plain names, the
@@ -42,6 +49,9 @@ pub struct Target {
     /// cgroup v1 makes a pod's cgroup in every hierarchy: the other
     /// hierarchies that have it at the same place, where it is removed too.
     pub other_hierarchies: Vec<PathBuf>,
+    /// For a slice systemd made (the systemd driver's), the command that
+    /// stops it: then it is never removed here.
+    pub systemd_stop: Option<String>,
 }
 
 /// Directories nested deeper than this below a pod cgroup are left alone:
@@ -66,6 +76,7 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
                 1 => other_hierarchies(&view.hierarchy, &cgroup.path),
                 _ => Vec::new(),
             },
+            systemd_stop: leaked_pod_cgroup::systemd_stop(cgroup),
         })
         .collect()
 }
@@ -105,7 +116,10 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
             "cgroup.events says populated 1: a process runs somewhere below it".to_string(),
         ),
         Some(cgroup) => match cgroup.procs {
-            Some(0) => Verdict::Go,
+            Some(0) => match leaked_pod_cgroup::systemd_stop(cgroup) {
+                Some(stop) => Verdict::Refuse(systemd_refusal(&stop)),
+                None => Verdict::Go,
+            },
             Some(procs) => Verdict::Refuse(format!(
                 "{procs} process(es) run in it: they outlived their pod, and are not nodectl's to end"
             )),
@@ -147,6 +161,15 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
     }
 }
 
+/// Why a systemd slice is refused, and the line that removes it.
+fn systemd_refusal(stop: &str) -> String {
+    format!(
+        "a slice systemd made for kubelet (systemd cgroup driver): nodectl never removes it \
+         behind systemd's back, which would leave the unit's state wrong; nothing runs in it, \
+         so stop it through systemd as kubelet does: `{stop}`"
+    )
+}
+
 /// Removes (or, without `act`, plans) the leaked pod cgroups of `before`
 /// with no process in them, each re-verified on the snapshot `regather`
 /// takes.
@@ -179,6 +202,10 @@ impl Act for Remove<'_> {
     }
 
     fn act(&mut self, target: &Target) -> (CleanupOutcome, String) {
+        // Its verdict refuses it already; never an rmdir whatever said Go.
+        if let Some(stop) = &target.systemd_stop {
+            return (CleanupOutcome::Refused, systemd_refusal(stop));
+        }
         // The judged hierarchy first: the kernel refuses it while a
         // process is in it, and then nothing else is touched.
         let relative = match target.path.strip_prefix(&target.hierarchy) {
@@ -294,6 +321,8 @@ mod tests {
                 path: PathBuf::from("/"),
                 origin: Origin::Default,
             },
+            cgroup_driver: None,
+            cgroups_per_qos: crate::model::KubeletSetting::per_qos_default(),
             version: 2,
             hierarchy: PathBuf::from("/sys/fs/cgroup"),
             pod_cgroups: vec![PodCgroup {
@@ -393,6 +422,38 @@ mod tests {
         // Removed meanwhile: said so.
         let done = run(&s, &Settings::default(), true, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::AlreadyGone, "{done:?}");
+    }
+
+    #[test]
+    fn a_systemd_slice_is_refused_with_the_systemctl_line_and_never_removed() {
+        let Some(scratch) = Scratch::new("slice") else {
+            return;
+        };
+        let unit = "kubepods-besteffort-pod1111_aaaa.slice";
+        let pod = scratch
+            .dir
+            .join("kubepods.slice/kubepods-besteffort.slice")
+            .join(unit);
+        fs::create_dir_all(pod.join("container")).unwrap();
+        let mut s = in_hierarchy(node(&pod, Some(0), &[]), &scratch.hierarchy);
+        s.pod_cgroups.as_mut().unwrap().pod_cgroups[0].driver = "systemd".to_string();
+        let line = format!("`systemctl stop {unit}`");
+        for act in [false, true] {
+            let done = run(&s, &Settings::default(), act, || s.clone());
+            assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
+            assert!(done[0].detail.contains(&line), "{done:?}");
+            assert!(pod.join("container").is_dir(), "never an rmdir");
+        }
+        // Its act alone, whatever verdict let it through: still refused.
+        let target = targets(&s, &Settings::default()).remove(0);
+        let settings = Settings::default();
+        let (outcome, detail) = Remove {
+            settings: &settings,
+        }
+        .act(&target);
+        assert_eq!(outcome, CleanupOutcome::Refused, "{detail}");
+        assert!(detail.contains(&line), "{detail}");
+        assert!(pod.join("container").is_dir(), "never an rmdir");
     }
 
     #[test]

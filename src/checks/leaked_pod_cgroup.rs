@@ -30,7 +30,8 @@ use serde_json::Value;
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_of_uid, KUBELET_RELEASES};
 use crate::model::{
-    timestamp, CniView, Finding, Kind, KubeletView, Located, PodCgroup, Severity, Snapshot,
+    timestamp, CniView, Finding, Kind, KubeletSetting, KubeletView, Located, PodCgroup, Severity,
+    Snapshot,
 };
 
 #[derive(Serialize)]
@@ -45,6 +46,10 @@ pub struct Evidence {
     pub qos: String,
     /// kubelet's cgroup root, and where nodectl found it.
     pub cgroup_root: Located,
+    /// kubelet's `cgroupDriver` as its command line or config set it, and
+    /// where (null when nothing nodectl read sets it); `driver` is the
+    /// layout the cgroup itself is in.
+    pub cgroup_driver: Option<KubeletSetting<String>>,
     pub cgroup_version: u8,
     pub created_at: Value,
     pub age_seconds: f64,
@@ -95,6 +100,20 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<Leaked<'a>
         .collect()
 }
 
+/// The command that removes `cgroup` the way its maker does, when it is a
+/// slice systemd made for kubelet (the systemd cgroup driver): its
+/// directory's name is the slice unit's. kubelet's `Destroy` (through
+/// libcontainer's systemd manager) stops the unit over D-Bus, and systemd
+/// removes the cgroup; an `rmdir` behind systemd's back leaves the unit
+/// loaded as if it still had its cgroup, so nodectl never does one.
+pub fn systemd_stop(cgroup: &PodCgroup) -> Option<String> {
+    if cgroup.driver != "systemd" {
+        return None;
+    }
+    let unit = cgroup.path.file_name()?.to_str()?;
+    Some(format!("systemctl stop {unit}"))
+}
+
 /// Why kubelet's word on the pod of `uid` cannot be had, if it cannot.
 fn unconfirmed(kubelet: Option<&KubeletView>, uid: &str) -> Option<String> {
     match kubelet {
@@ -128,6 +147,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                     driver: cgroup.driver.clone(),
                     qos: cgroup.qos.clone(),
                     cgroup_root: view.cgroup_root.clone(),
+                    cgroup_driver: view.cgroup_driver.clone(),
                     cgroup_version: view.version,
                     created_at: timestamp(cgroup.created_at),
                     age_seconds: snapshot.seconds_since(cgroup.created_at),
@@ -178,6 +198,14 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
             path = evidence.path,
             releases = KUBELET_RELEASES,
             uid = cgroup.uid,
+        )
+    } else if let Some(stop) = systemd_stop(cgroup) {
+        format!(
+            "Nothing runs in it: kubelet removes it while it runs (one that stays means kubelet \
+             is down or cannot; its log says why). It is a slice systemd made for kubelet (the \
+             systemd cgroup driver): stop it through systemd, as kubelet does, never rmdir it \
+             behind systemd's back (the unit's state would stay wrong): `{stop}`. \
+             `leaked-pod-cgroups --remove` refuses it for that reason."
         )
     } else {
         format!(
@@ -236,6 +264,8 @@ mod tests {
                 path: PathBuf::from("/"),
                 origin: Origin::Default,
             },
+            cgroup_driver: None,
+            cgroups_per_qos: crate::model::KubeletSetting::per_qos_default(),
             version: 2,
             hierarchy: PathBuf::from("/sys/fs/cgroup"),
             pod_cgroups: cgroups,
@@ -429,6 +459,35 @@ mod tests {
             assert!(why.contains("does not exist"), "{why}");
             assert!(!f.remedy.contains("rmdir"), "{}", f.remedy);
         }
+    }
+
+    #[test]
+    fn a_systemd_slice_is_offered_to_systemctl_stop_never_to_rmdir() {
+        let slice = "/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1111_aaaa.slice";
+        let mut s = node(vec![cgroup("1111-aaaa", NOW - HOUR, 0)], &[]);
+        let view = s.pod_cgroups.as_mut().unwrap();
+        view.cgroup_driver = Some(KubeletSetting {
+            value: "systemd".to_string(),
+            origin: Origin::KubeletConfig,
+        });
+        let pod = &mut view.pod_cgroups[0];
+        (pod.driver, pod.path) = ("systemd".to_string(), PathBuf::from(slice));
+        let f = &check(&s, &Settings::default())[0];
+        assert!(
+            f.remedy
+                .contains("`systemctl stop kubepods-burstable-pod1111_aaaa.slice`"),
+            "{}",
+            f.remedy
+        );
+        assert!(!f.remedy.contains("rmdir {}"), "{}", f.remedy);
+        assert!(f.remedy.contains("--remove` refuses it"), "{}", f.remedy);
+        assert_eq!(f.evidence["cgroup_driver"]["value"], "systemd");
+        assert_eq!(f.evidence["cgroup_driver"]["origin"], "kubelet_config");
+        // A cgroupfs one still offers the rmdir.
+        let s = node(vec![cgroup("gone", NOW - HOUR, 0)], &[]);
+        let f = &check(&s, &Settings::default())[0];
+        assert!(!f.remedy.contains("systemctl"), "{}", f.remedy);
+        assert!(f.evidence["cgroup_driver"].is_null());
     }
 
     #[test]

@@ -101,7 +101,9 @@ impl PodSources {
                     return None;
                 }
                 let root = kubelet::cgroup_root_configured(root, kubelet.as_ref(), gaps);
-                pod_cgroups::read(root, &cgroup_fs, gaps)
+                let (driver, per_qos) = kubelet::cgroup_settings(kubelet.as_ref(), gaps);
+                let settings = pod_cgroups::Settings { driver, per_qos };
+                pod_cgroups::read(root, settings, &cgroup_fs, gaps)
             })
         });
         let netns = options.netns.then(|| {

@@ -36,7 +36,7 @@ pub use api_views::{
     ContainerdView, CriApiState, CriCondition, CriItem, CriView, NamespaceView, StatusProbe,
     TaskStatus, TaskView, NO_SOCKET,
 };
-pub use cgroups::{CgroupView, PodCgroup};
+pub use cgroups::{CgroupView, KubeletSetting, PodCgroup};
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
 pub use cni::{AddressUse, CachedAttachment, CniIndex, CniNetwork, CniView, IpReservation};
 pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};

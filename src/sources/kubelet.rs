@@ -9,7 +9,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::model::{
-    Gap, KubeletView, KubeletWord, Located, Origin, PodDir, PodLogDir, ProcessInfo, Source,
+    Gap, KubeletSetting, KubeletView, KubeletWord, Located, Origin, PodDir, PodLogDir, ProcessInfo,
+    Source,
 };
 use crate::read::bounded::{mtime_nanos, read_proc};
 use crate::read::listed::{ListedDir, MOVED_AWAY};
@@ -47,10 +48,10 @@ pub fn root(
 /// kubelet's cgroup root (its `cgroupRoot`, where `kubepods` is made):
 /// `--kubelet-cgroup-root` when given, else the running kubelet's
 /// `--cgroup-root` (found as for [`root`]), else `/`; as a cgroup name,
-/// cleaned (see [`clean_cgroup_root`]). With one kubelet believed and no
-/// such flag on its command line, that kubelet is returned too: its config
-/// files may set it, and [`cgroup_root_configured`] reads them (files, so
-/// on the source's own thread).
+/// cleaned (see [`clean_cgroup_root`]). With one kubelet believed, that
+/// kubelet is returned too: its config files may set the root (when neither
+/// flag does) and its other cgroup settings, and [`cgroup_root_configured`]
+/// and [`cgroup_settings`] read them (files, so on the source's own thread).
 pub fn cgroup_root(
     flag: Option<&Path>,
     proc_root: &Path,
@@ -58,8 +59,8 @@ pub fn cgroup_root(
 ) -> (Located, Option<RunningKubelet>) {
     let kubelets = believed_kubelets(proc_root, processes);
     let running = one_value(&kubelets, "--cgroup-root");
-    let configured = match (flag, &running, kubelets.as_slice()) {
-        (None, Some(None), [one]) => Some(RunningKubelet {
+    let configured = match kubelets.as_slice() {
+        [one] => Some(RunningKubelet {
             args: one.1.clone(),
             cwd: proc_root.join(one.0.to_string()).join("cwd"),
         }),
@@ -86,7 +87,7 @@ pub fn cgroup_root_configured(
     kubelet: Option<&RunningKubelet>,
     gaps: &mut Vec<Gap>,
 ) -> Located {
-    let Some(kubelet) = kubelet else {
+    let Some(kubelet) = kubelet.filter(|_| root.origin != Origin::Flag) else {
         return root;
     };
     match kubelet_config::setting(
@@ -105,6 +106,93 @@ pub fn cgroup_root_configured(
             origin: Origin::KubeletConfig,
         },
         _ => root,
+    }
+}
+
+/// kubelet's `cgroupDriver` and `cgroupsPerQOS`, as `kubelet`'s command
+/// line (origin `process`) or config files (`kubelet_config`) set them, read
+/// as [`kubelet_config::setting`] reads them. No driver set is `None`
+/// (kubelet's default, `cgroupfs`, is not said: kubelet 1.31 and later take
+/// containerd's word over it); `cgroupsPerQOS` unset is kubelet's default,
+/// true (origin `process`, or `default` with no kubelet believed). A value
+/// kubelet would refuse to start with is a gap, and not taken.
+pub fn cgroup_settings(
+    kubelet: Option<&RunningKubelet>,
+    gaps: &mut Vec<Gap>,
+) -> (Option<KubeletSetting<String>>, KubeletSetting<bool>) {
+    let Some(kubelet) = kubelet else {
+        return (None, KubeletSetting::per_qos_default());
+    };
+    let (args, cwd) = (&kubelet.args, kubelet.cwd.as_path());
+    let origin = |from: &Option<PathBuf>| match from {
+        Some(_) => Origin::KubeletConfig,
+        None => Origin::Process,
+    };
+    let refused = |gaps: &mut Vec<Gap>, from: &Option<PathBuf>, why: String| {
+        let at = from.clone().unwrap_or_else(|| cwd.join("cmdline"));
+        gaps.push(Gap::item(SOURCE, &at, why));
+    };
+    let driver = match kubelet_config::setting(args, cwd, "cgroupDriver", "--cgroup-driver", gaps) {
+        Some(kubelet_config::Setting {
+            value: serde_json::Value::String(name),
+            from,
+        }) if name == "systemd" || name == "cgroupfs" => Some(KubeletSetting {
+            value: name,
+            origin: origin(&from),
+        }),
+        Some(other) => {
+            let why = format!(
+                "kubelet's cgroupDriver {} is neither systemd nor cgroupfs",
+                other.value
+            );
+            refused(gaps, &other.from, why);
+            None
+        }
+        None => None,
+    };
+    let unset = KubeletSetting {
+        value: true,
+        origin: Origin::Process,
+    };
+    let per_qos =
+        match kubelet_config::setting(args, cwd, "cgroupsPerQOS", "--cgroups-per-qos", gaps) {
+            None => unset,
+            Some(setting) => {
+                let value = match (&setting.value, &setting.from) {
+                    (serde_json::Value::Bool(value), _) => Some(*value),
+                    // On the command line, as pflag reads a boolean
+                    // (strconv.ParseBool); given bare it is true, and what
+                    // follows it is the next argument, not its value.
+                    (serde_json::Value::String(text), None) => go_bool(text).or_else(|| {
+                        args.iter()
+                            .any(|a| a == "--cgroups-per-qos")
+                            .then_some(true)
+                    }),
+                    _ => None,
+                };
+                match value {
+                    Some(value) => KubeletSetting {
+                        value,
+                        origin: origin(&setting.from),
+                    },
+                    None => {
+                        let why =
+                            format!("kubelet's cgroupsPerQOS {} is not a boolean", setting.value);
+                        refused(gaps, &setting.from, why);
+                        unset
+                    }
+                }
+            }
+        };
+    (driver, per_qos)
+}
+
+/// A boolean as Go's `strconv.ParseBool` reads one.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
     }
 }
 
@@ -714,6 +802,100 @@ mod tests {
             default
         );
         assert!(gaps.is_empty(), "{gaps:?}");
+    }
+
+    #[test]
+    fn cgroup_driver_and_per_qos_say_where_they_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(
+            dir.path().join("config.yaml"),
+            "cgroupDriver: systemd\ncgroupsPerQOS: false\n",
+        )
+        .unwrap();
+        fs::write(dir.path().join("bad.yaml"), "cgroupDriver: upstart\n").unwrap();
+        let kubelet = |args: &[&str]| RunningKubelet {
+            args: args.iter().map(|a| a.to_string()).collect(),
+            cwd: dir.path().to_path_buf(),
+        };
+        let said = |args: &[&str], gaps: &mut Vec<Gap>| {
+            let (driver, per_qos) = cgroup_settings(Some(&kubelet(args)), gaps);
+            (
+                driver.map(|d| (d.value, d.origin)),
+                (per_qos.value, per_qos.origin),
+            )
+        };
+        let mut gaps = Vec::new();
+        assert_eq!(
+            said(&["kubelet", "--config=config.yaml"], &mut gaps),
+            (
+                Some(("systemd".to_string(), Origin::KubeletConfig)),
+                (false, Origin::KubeletConfig)
+            )
+        );
+        // Its command line wins, a boolean as pflag reads one.
+        assert_eq!(
+            said(
+                &[
+                    "kubelet",
+                    "--config=config.yaml",
+                    "--cgroup-driver=cgroupfs",
+                    "--cgroups-per-qos=T",
+                ],
+                &mut gaps
+            ),
+            (
+                Some(("cgroupfs".to_string(), Origin::Process)),
+                (true, Origin::Process)
+            )
+        );
+        assert_eq!(
+            said(
+                &[
+                    "kubelet",
+                    "--config=config.yaml",
+                    "--cgroups-per-qos",
+                    "--v=2"
+                ],
+                &mut gaps
+            )
+            .1,
+            (true, Origin::Process),
+            "given bare: true"
+        );
+        // Nothing set: no driver said, a cgroup per pod (kubelet's default).
+        assert_eq!(
+            said(&["kubelet"], &mut gaps),
+            (None, (true, Origin::Process))
+        );
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // A driver kubelet would not start with: a gap, not taken.
+        assert_eq!(said(&["kubelet", "--config=bad.yaml"], &mut gaps).0, None);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        // No kubelet believed: kubelet's default.
+        let (driver, per_qos) = cgroup_settings(None, &mut gaps);
+        assert_eq!(
+            (driver, per_qos.value, per_qos.origin),
+            (None, true, Origin::Default)
+        );
+    }
+
+    #[test]
+    fn a_cgroup_root_nodectl_is_given_is_never_overridden_by_kubelets_config() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("config.yaml"), "cgroupRoot: /from-config\n").unwrap();
+        let kubelet = RunningKubelet {
+            args: vec!["kubelet".to_string(), "--config=config.yaml".to_string()],
+            cwd: dir.path().to_path_buf(),
+        };
+        let given = Located {
+            path: PathBuf::from("/given"),
+            origin: Origin::Flag,
+        };
+        let mut gaps = Vec::new();
+        assert_eq!(
+            cgroup_root_configured(given.clone(), Some(&kubelet), &mut gaps),
+            given
+        );
     }
 
     #[test]
