@@ -345,4 +345,38 @@ mod tests {
             None
         );
     }
+
+    #[test]
+    fn through_kubelets_root_its_files_are_read_and_no_symlink_leads_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        // nodectl's own file, at a path kubelet's root does not have.
+        let outside = tmp.path().join("outside.yaml");
+        write(&outside, "cgroupRoot: /escaped\n");
+        write(
+            &root.join("etc/kubelet/conf.d/10.conf"),
+            "cgroupRoot: /inside\n",
+        );
+        // An absolute symlink in kubelet's root to nodectl's file's path.
+        std::os::unix::fs::symlink(&outside, root.join("etc/kubelet/config.yaml")).unwrap();
+        let files = KubeletFiles {
+            cwd: PathBuf::from("/etc/kubelet"),
+            root: Some(Arc::new(File::open(&root).unwrap())),
+        };
+        let mut gaps = Vec::new();
+        let kubelet = args(&["kubelet", "--config=config.yaml", "--config-dir=conf.d"]);
+        let found = setting(&kubelet, &files, "cgroupRoot", "--cgroup-root", &mut gaps).unwrap();
+        // The drop-in, found inside its root (nodectl has no /etc/kubelet).
+        assert_eq!(found.value, "/inside");
+        // The link resolved inside its root, where it names nothing: a gap,
+        // never nodectl's file.
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].path.ends_with("config.yaml"), "{gaps:?}");
+        let mut gaps = Vec::new();
+        let file_only = args(&["kubelet", "--config=config.yaml"]);
+        assert_eq!(
+            setting(&file_only, &files, "cgroupRoot", "--cgroup-root", &mut gaps),
+            None
+        );
+    }
 }
