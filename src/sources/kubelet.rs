@@ -9,12 +9,14 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
+use rustix::fs::OFlags;
+
 use crate::model::{
     Gap, KubeletView, KubeletWord, Located, Origin, PodDir, PodLogDir, ProcessInfo, Source,
 };
 use crate::read::bounded::{mtime_nanos, read_proc};
 use crate::read::listed::{ListedDir, MOVED_AWAY};
-use crate::sources::host_view::HostView;
+use crate::sources::host_view::{open_in_root, HostView};
 use crate::sources::kubelet_config::KubeletFiles;
 use crate::sources::kubelet_runners::{self, Described, Runner};
 use crate::sources::{daemon_proof, kubelet_config, mountinfo, pod_resources};
@@ -280,34 +282,44 @@ pub fn running(proc_root: &Path, processes: &BTreeMap<i32, ProcessInfo>) -> Runn
             flags_origin,
             cwd,
         };
-        if another_serves_its_socket(&kubelet).is_none() {
+        if socket_says_it_is(&kubelet, runner) {
             running.kubelets.push(kubelet);
         }
     }
     running
 }
 
-/// Why `kubelet` is not the kubelet of the root it names, if its socket
-/// says so: kubelet listens on `<root-dir>/pod-resources/kubelet.sock`
-/// (`ListenAndServePodResources`; k3s's and kubelite's in their own
+/// Whether `kubelet`'s pod-resources socket lets it be the kubelet of the
+/// root it names: kubelet listens on `<root-dir>/pod-resources/kubelet.sock`
+/// (`ListenAndServePodResources`, inside k3s's and kubelite's own
 /// process), and a connection's peer (`SO_PEERCRED`) that is another
-/// process says another kubelet runs there. No socket, none answering at
-/// once (a frozen kubelet's full backlog), or a root nodectl does not see
-/// as kubelet does, says nothing either way.
-fn another_serves_its_socket(kubelet: &RunningKubelet) -> Option<String> {
-    let root = arg_in(&kubelet.args, "--root-dir").unwrap_or_else(|| DEFAULT_ROOT.to_string());
-    if kubelet.unseen(Path::new(&root)).is_some() {
-        return None;
+/// process says another kubelet runs there. For a `kubelet` process no
+/// socket, or none answering at once (a frozen kubelet's full backlog),
+/// says nothing either way; k3s and kubelite must be serving it
+/// themselves, for they may run no kubelet at all (`k3s server
+/// --disable-agent`, which their hidden command line cannot say).
+fn socket_says_it_is(kubelet: &RunningKubelet, runner: Runner) -> bool {
+    match (runner, socket_peer(kubelet)) {
+        (_, Ok(peer)) => peer.pid == kubelet.pid,
+        (Runner::Kubelet, Err(_)) => true,
+        (Runner::K3s | Runner::Kubelite, Err(_)) => false,
     }
+}
+
+/// Who listens on `kubelet`'s pod-resources socket, found as kubelet has
+/// it (through its root, from another mount namespace).
+fn socket_peer(kubelet: &RunningKubelet) -> Result<daemon_proof::Peer, String> {
+    let root = arg_in(&kubelet.args, "--root-dir").unwrap_or_else(|| DEFAULT_ROOT.to_string());
     let socket = Path::new(&root).join(pod_resources::SOCKET);
-    let peer = daemon_proof::serving(&socket).ok()?;
-    (peer.pid != kubelet.pid).then(|| {
-        format!(
-            "its socket {} is served by pid {} (0: outside nodectl's pid namespace)",
-            socket.display(),
-            peer.pid
-        )
-    })
+    let Some(kubelet_root) = kubelet.cwd.root.as_deref() else {
+        return daemon_proof::serving(&socket);
+    };
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return Err(format!("{} names no file", socket.display()));
+    };
+    let dir = open_in_root(kubelet_root, dir, OFlags::PATH | OFlags::DIRECTORY)
+        .map_err(|err| format!("{}: {err}", dir.display()))?;
+    daemon_proof::serving_at(&dir, name)
 }
 
 /// Why a process named as kubelet runs is not believed on its flags, if it
@@ -698,6 +710,42 @@ mod tests {
         processes
     }
 
+    /// A pod-resources socket bound at `<root_dir>/pod-resources/kubelet.sock`,
+    /// listened on by whoever [`serve_in_child`] makes listen: the kernel
+    /// records the listener's credentials at `listen`.
+    fn bound_socket(root_dir: &Path) -> std::os::fd::OwnedFd {
+        use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+        let path = root_dir.join(pod_resources::SOCKET);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            &UnixAddr::new(&path).unwrap(),
+        )
+        .unwrap();
+        fd
+    }
+
+    /// `command`'s process listens on `socket` (before it execs: the same
+    /// pid), as k3s and kubelite serve kubelet's socket in their own.
+    fn serve_in_child(command: &mut std::process::Command, socket: &std::os::fd::OwnedFd) {
+        use std::os::unix::process::CommandExt;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(socket);
+        // SAFETY: listen(2) is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || match nix::libc::listen(fd, 16) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+    }
+
     #[test]
     fn kubelet_inside_k3s_is_read_from_k3s_config_and_its_drop_ins() {
         if !runs_as_root("kubelet_inside_k3s_is_read_from_k3s_config_and_its_drop_ins") {
@@ -706,6 +754,7 @@ mod tests {
         let (dir, script) = script_named("k3s-server");
         let d = dir.path();
         let data = d.join("data");
+        let kubelet_root = d.join("k3s-kubelet");
         // k3s's own defaults, as it writes them to kubelet's config-dir.
         let drop_ins = data.join("agent/etc/kubelet.conf.d");
         fs::create_dir_all(&drop_ins).unwrap();
@@ -713,21 +762,34 @@ mod tests {
         fs::write(
             d.join("config.yaml"),
             format!(
-                "data-dir: {}\nkubelet-arg:\n  - root-dir=/data/k3s-kubelet\n",
-                data.display()
+                "data-dir: {}\nkubelet-arg:\n  - root-dir={}\n",
+                data.display(),
+                kubelet_root.display()
             ),
         )
         .unwrap();
-        let mut command = std::process::Command::new(&script);
-        // What `ps` shows of k3s: its flags hidden.
-        command.arg("server");
-        command.env("K3S_CONFIG_FILE", d.join("config.yaml"));
-        let (child, pid) = spawn_group(command, "k3s-server");
-        let (found, cgroup_root, unseen) = roots_of(Path::new("/proc"), &named(pid, "k3s-server"));
-        end_kubelet(child);
+        let k3s = |socket: Option<&std::os::fd::OwnedFd>| {
+            let mut command = std::process::Command::new(&script);
+            // What `ps` shows of k3s: its flags hidden.
+            command.arg("server");
+            command.env("K3S_CONFIG_FILE", d.join("config.yaml"));
+            if let Some(socket) = socket {
+                serve_in_child(&mut command, socket);
+            }
+            let (child, pid) = spawn_group(command, "k3s-server");
+            let found = roots_of(Path::new("/proc"), &named(pid, "k3s-server"));
+            end_kubelet(child);
+            found
+        };
+        // Serving no kubelet socket (`--disable-agent`): no kubelet in it.
+        let (found, cgroup_root, _) = k3s(None);
+        assert_eq!(found.origin, Origin::Default, "{found:?}");
+        assert_eq!(cgroup_root.origin, Origin::Default, "{cgroup_root:?}");
+        let socket = bound_socket(&kubelet_root);
+        let (found, cgroup_root, unseen) = k3s(Some(&socket));
         assert_eq!(
             (found.path.as_path(), found.origin),
-            (Path::new("/data/k3s-kubelet"), Origin::K3sConfig)
+            (kubelet_root.as_path(), Origin::K3sConfig)
         );
         assert_eq!(
             (cgroup_root.path.as_path(), cgroup_root.origin),
@@ -747,21 +809,22 @@ mod tests {
         fs::create_dir_all(args.parent().unwrap()).unwrap();
         fs::write(
             &args,
-            "--root-dir=${SNAP_COMMON}/var/lib/kubelet\n--cgroup-root=/micro\n",
+            "# microk8s\n--root-dir=${SNAP_COMMON}/var/lib/kubelet\n--cgroup-root=/micro\n",
         )
         .unwrap();
+        let common = dir.path().join("common");
+        let kubelet_root = common.join("var/lib/kubelet");
+        let socket = bound_socket(&kubelet_root);
         let mut command = std::process::Command::new(&script);
         command.arg(format!("--kubelet-args-file={}", args.display()));
-        command.env("SNAP_COMMON", "/var/snap/microk8s/common");
+        command.env("SNAP_COMMON", &common);
+        serve_in_child(&mut command, &socket);
         let (child, pid) = spawn_group(command, "kubelite");
         let (found, cgroup_root, _) = roots_of(Path::new("/proc"), &named(pid, "kubelite"));
         end_kubelet(child);
         assert_eq!(
             (found.path.as_path(), found.origin),
-            (
-                Path::new("/var/snap/microk8s/common/var/lib/kubelet"),
-                Origin::KubeliteArgs
-            )
+            (kubelet_root.as_path(), Origin::KubeliteArgs)
         );
         assert_eq!(
             (cgroup_root.path.as_path(), cgroup_root.origin),
@@ -807,7 +870,25 @@ mod tests {
         link(&pid.to_string(), pid as u32);
         link("self", std::process::id());
         let (found, cgroup_root, unseen) = roots_of(proc_root.path(), &with_kubelet(pid));
+        // Its socket, found as kubelet has it (in its tmpfs, which nodectl
+        // does not see), served by another process (this test): not the
+        // kubelet of that root.
+        let theirs = Path::new(&format!("/proc/{pid}/root")).join(
+            kubelet_root
+                .join(pod_resources::SOCKET)
+                .strip_prefix("/")
+                .unwrap(),
+        );
+        fs::create_dir_all(theirs.parent().unwrap()).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&theirs).unwrap();
+        let (served_by_another, _, _) = roots_of(proc_root.path(), &with_kubelet(pid));
+        drop(listener);
         end_kubelet(child);
+        assert_eq!(
+            served_by_another.origin,
+            Origin::Default,
+            "{served_by_another:?}"
+        );
         assert_eq!(
             (found.path.as_path(), found.origin),
             (kubelet_root.as_path(), Origin::Process)
