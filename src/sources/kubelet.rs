@@ -821,7 +821,16 @@ mod tests {
         serve_in_child(&mut command, &socket);
         let (child, pid) = spawn_group(command, "kubelite");
         let (found, cgroup_root, _) = roots_of(Path::new("/proc"), &named(pid, "kubelite"));
+        // Its args file gone: why, for the look's gaps, and no guess.
+        fs::remove_file(&args).unwrap();
+        let unread = running(Path::new("/proc"), &named(pid, "kubelite"));
         end_kubelet(child);
+        assert!(unread.kubelets.is_empty(), "{unread:?}");
+        assert_eq!(unread.unread.len(), 1, "{unread:?}");
+        assert!(
+            unread.unread[0].1.contains("kubelite's kubelet args file"),
+            "{unread:?}"
+        );
         assert_eq!(
             (found.path.as_path(), found.origin),
             (kubelet_root.as_path(), Origin::KubeliteArgs)
