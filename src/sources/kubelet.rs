@@ -52,6 +52,8 @@ pub struct RunningKubelet {
     pub args: Vec<String>,
     /// Where `args` were read: `Process`, `K3sConfig` or `KubeliteArgs`.
     pub flags_origin: Origin,
+    /// Where its files are: its working directory, and its root when it
+    /// runs in another mount namespace than nodectl.
     pub cwd: KubeletFiles,
 }
 
