@@ -17,6 +17,7 @@ use crate::model::{
 use crate::read::bounded::{mtime_nanos, read_proc};
 use crate::read::listed::{ListedDir, MOVED_AWAY};
 use crate::sources::host_view::{open_in_root, HostView};
+pub(crate) use crate::sources::kubelet_config::arg_in;
 use crate::sources::kubelet_config::KubeletFiles;
 use crate::sources::kubelet_runners::{self, Described, Runner};
 use crate::sources::{daemon_proof, kubelet_config, mountinfo, pod_resources};
@@ -353,21 +354,6 @@ fn split_cmdline(cmdline: &[u8]) -> Vec<String> {
 #[cfg(test)]
 fn arg_of(cmdline: &[u8], name: &str) -> Option<String> {
     arg_in(&split_cmdline(cmdline), name)
-}
-
-/// The value of `name` (`--name=value` or `--name value`) in `args`; the
-/// last one given wins, as in kubelet.
-pub(crate) fn arg_in(args: &[String], name: &str) -> Option<String> {
-    let with_value = format!("{name}=");
-    let mut found = None;
-    for (i, arg) in args.iter().enumerate() {
-        if let Some(value) = arg.strip_prefix(&with_value) {
-            found = Some(value.to_string());
-        } else if arg == name {
-            found = args.get(i + 1).cloned();
-        }
-    }
-    found.filter(|v| !v.is_empty())
 }
 
 /// Every directory of `<root>/pods`, with the mounts `mountinfo` has below

@@ -18,10 +18,9 @@ use std::sync::Arc;
 use rustix::fs::OFlags;
 use serde_json::{Map, Value};
 
-use crate::model::Gap;
+use crate::model::{Gap, Source};
 use crate::read::bounded::{read_opened, read_regular, FileRead, Links};
 use crate::sources::host_view::open_in_root;
-use crate::sources::kubelet::SOURCE;
 
 /// Where a kubelet's files are, as nodectl reaches them: its working
 /// directory (where a relative path it was given starts), and, when it
@@ -110,6 +109,8 @@ pub(crate) fn list_dir(
     Ok(entries)
 }
 
+/// Gaps here are the kubelet source's.
+const SOURCE: Source = Source::Kubelet;
 /// A kubelet configuration is a few KB.
 const FILE_LIMIT: u64 = 1024 * 1024;
 /// Drop-ins read at most, and how deep below `--config-dir`.
@@ -137,7 +138,7 @@ pub fn setting(
     flag: &str,
     gaps: &mut Vec<Gap>,
 ) -> Option<Setting> {
-    if let Some(value) = super::kubelet::arg_in(args, flag) {
+    if let Some(value) = arg_in(args, flag) {
         return Some(Setting {
             value: flag_value(&value),
             from: None,
@@ -179,10 +180,10 @@ fn files(
 ) -> Vec<(PathBuf, Map<String, Value>)> {
     let (cwd, root) = cwd.view();
     let mut paths = Vec::new();
-    if let Some(file) = super::kubelet::arg_in(args, "--config") {
+    if let Some(file) = arg_in(args, "--config") {
         paths.push(cwd.join(file));
     }
-    if let Some(dir) = super::kubelet::arg_in(args, "--config-dir") {
+    if let Some(dir) = arg_in(args, "--config-dir") {
         drop_ins(root, &cwd.join(dir), 0, &mut paths, gaps);
     }
     paths
@@ -257,6 +258,21 @@ pub(crate) fn parse_text(bytes: Vec<u8>) -> Result<Map<String, Value>, String> {
         Ok(_) => Err("not a mapping of settings".to_string()),
         Err(err) => Err(format!("not YAML or JSON: {err}")),
     }
+}
+
+/// The value of `name` (`--name=value` or `--name value`) in `args`; the
+/// last one given wins, as in kubelet.
+pub(crate) fn arg_in(args: &[String], name: &str) -> Option<String> {
+    let with_value = format!("{name}=");
+    let mut found = None;
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix(&with_value) {
+            found = Some(value.to_string());
+        } else if arg == name {
+            found = args.get(i + 1).cloned();
+        }
+    }
+    found.filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]

@@ -27,8 +27,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::model::Origin;
-use crate::sources::kubelet::arg_in;
-use crate::sources::kubelet_config::{list_dir, parse_text, read_file};
+use crate::sources::kubelet_config::{arg_in, list_dir, parse_text, read_file};
 
 /// k3s's config file when `$K3S_CONFIG_FILE` names none.
 pub const K3S_CONFIG: &str = "/etc/rancher/k3s/config.yaml";
