@@ -12,8 +12,8 @@ use std::time::Instant;
 use crate::gather::GatherOptions;
 use crate::model::netns::is_cri_made;
 use crate::model::{
-    CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, KubeletWord, NetnsView, Paths,
-    ProcessInfo, Source, CRI_NAMESPACE,
+    CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, KubeletWord, NetnsView, Origin,
+    Paths, ProcessInfo, Source, CRI_NAMESPACE,
 };
 use crate::sources::host_view::HostView;
 use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, pod_resources, SourceThread};
@@ -56,14 +56,25 @@ impl PodSources {
         processes: &BTreeMap<i32, ProcessInfo>,
         table: Option<mountinfo::Table>,
     ) -> PodSources {
-        let kubelet_root = options.kubelet.then(|| {
-            kubelet::root(
-                options.kubelet_root.as_deref(),
-                &options.proc_root,
-                processes,
-            )
-        });
+        // The running kubelets, proven once for the look (a process scan
+        // and a connection to each one's socket), for both of its roots.
+        // Not looked for when both are given.
+        let looked_for = (options.kubelet && options.kubelet_root.is_none())
+            || (options.pod_cgroups && options.kubelet_cgroup_root.is_none());
+        let running = match looked_for {
+            true => kubelet::running(&options.proc_root, processes),
+            false => kubelet::Running::default(),
+        };
+        let kubelet_root = options
+            .kubelet
+            .then(|| kubelet::root(options.kubelet_root.as_deref(), &running));
+        // Why a kubelet's runner could not be read, said once, by the
+        // source whose root was to come from it (none given by flag).
+        let unread_said_by_kubelet = kubelet_root
+            .as_ref()
+            .is_some_and(|root| root.origin != Origin::Flag);
         let kubelet = kubelet_root.clone().map(|root| {
+            let running = running.clone();
             let (mountinfo, table) = (options.mountinfo.clone(), table.clone());
             let proc_root = options.proc_root.clone();
             let pod_logs = options
@@ -71,6 +82,17 @@ impl PodSources {
                 .clone()
                 .unwrap_or_else(|| kubelet::DEFAULT_POD_LOGS.into());
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
+                if root.origin != Origin::Flag {
+                    for (path, why) in &running.unread {
+                        gaps.push(Gap::item(kubelet::SOURCE, path, why.clone()));
+                    }
+                }
+                // kubelet's root as kubelet has it, or none: a DaemonSet pod
+                // that does not mount it sees nothing of kubelet's there.
+                if let Some(why) = kubelet::root_unseen(&root, &running) {
+                    gaps.push(Gap::source(kubelet::SOURCE, &root.path, why));
+                    return None;
+                }
                 let (host, pods) = (HostView::of(&proc_root), root.path.join("pods"));
                 seen_as_host(&host, kubelet::SOURCE, &pods, gaps)
                     .then(|| kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps))
@@ -87,13 +109,17 @@ impl PodSources {
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {
-            let (root, kubelet) = kubelet::cgroup_root(
-                options.kubelet_cgroup_root.as_deref(),
-                &options.proc_root,
-                processes,
-            );
+            let (root, kubelet) =
+                kubelet::cgroup_root(options.kubelet_cgroup_root.as_deref(), &running);
             let (cgroup_fs, proc_root) = (options.cgroup_fs.clone(), options.proc_root.clone());
+            let unread = match unread_said_by_kubelet || root.origin == Origin::Flag {
+                true => Vec::new(),
+                false => running.unread.clone(),
+            };
             SourceThread::spawn(pod_cgroups::SOURCE, &cgroup_fs.clone(), move |gaps| {
+                for (path, why) in unread {
+                    gaps.push(Gap::item(kubelet::SOURCE, &path, why));
+                }
                 // A cgroup namespace of its own shows nodectl's cgroup as
                 // the root: another inode than the host's.
                 let host = HostView::of(&proc_root);

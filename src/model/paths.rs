@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// Where a path came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     Flag,
@@ -21,6 +21,12 @@ pub enum Origin {
     /// kubelet's own config file or drop-in (its `--config`,
     /// `--config-dir`), for a setting its command line does not give.
     KubeletConfig,
+    /// k3s's config file or its drop-ins (`kubelet-arg`): kubelet runs
+    /// inside k3s, whose command line is hidden.
+    K3sConfig,
+    /// kubelite's `--kubelet-args-file` (microk8s runs kubelet inside
+    /// kubelite).
+    KubeliteArgs,
 }
 
 impl Origin {
@@ -32,6 +38,8 @@ impl Origin {
             Origin::Default => "default",
             Origin::OpenFile => "open file",
             Origin::KubeletConfig => "kubelet config",
+            Origin::K3sConfig => "k3s config",
+            Origin::KubeliteArgs => "kubelite args file",
         }
     }
 }

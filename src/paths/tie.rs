@@ -77,7 +77,9 @@ pub(super) fn own_root_and_state(
             Origin::Process | Origin::OpenFile => true,
             Origin::Config | Origin::Default => !config_by_flag,
             // (kubelet's: never a containerd path.)
-            Origin::Flag | Origin::KubeletConfig => false,
+            Origin::Flag | Origin::KubeletConfig | Origin::K3sConfig | Origin::KubeliteArgs => {
+                false
+            }
         };
         let own = match tie {
             Tie::Tied => own,

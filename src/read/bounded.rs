@@ -140,7 +140,7 @@ fn open_error(err: io::Error, links: Links) -> io::Error {
 }
 
 /// The checks and the read of [`read_regular`] once the file is open.
-fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
+pub(crate) fn read_opened(mut file: File, limit: u64) -> io::Result<FileRead> {
     let metadata = regular(&file)?;
     if metadata.len() > limit {
         return Err(too_large(limit, metadata.len()));

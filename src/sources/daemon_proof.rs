@@ -15,7 +15,7 @@
 //! judgement is [`disqualified`], pure.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -259,7 +259,21 @@ pub fn connect_checked(path: &Path) -> Result<(std::os::unix::net::UnixStream, P
         Mode::empty(),
     )
     .map_err(|err| format!("{}: {}", parent.display(), err.desc()))?;
-    let mut short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    connect_checked_at(&dir, name)
+}
+
+/// Who listens on the socket `name` in the open directory `dir` (see
+/// [`serving`]): for a socket found by a path resolved elsewhere (inside a
+/// process's own root).
+pub fn serving_at(dir: &impl AsFd, name: &std::ffi::OsStr) -> Result<Peer, String> {
+    connect_checked_at(dir, name).map(|(_, peer)| peer)
+}
+
+fn connect_checked_at(
+    dir: &impl AsFd,
+    name: &std::ffi::OsStr,
+) -> Result<(std::os::unix::net::UnixStream, Peer), String> {
+    let mut short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_fd().as_raw_fd()));
     short.push(name);
     let address =
         UnixAddr::new(short.as_os_str().as_bytes()).map_err(|err| err.desc().to_string())?;

@@ -54,16 +54,7 @@ impl HostView {
                 ))
             }
         };
-        let relative = path.strip_prefix("/").unwrap_or(path);
-        let host = rustix::fs::openat2(
-            root,
-            relative,
-            OFlags::PATH | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-        )
-        .map_err(io::Error::from)
-        .and_then(|fd| File::from(fd).metadata());
+        let host = open_in_root(root, path, OFlags::PATH).and_then(|file| file.metadata());
         let ours = std::fs::metadata(path);
         let same = |host: &std::fs::Metadata, ours: &std::fs::Metadata| {
             (host.dev(), host.ino()) == (ours.dev(), ours.ino())
@@ -91,6 +82,24 @@ impl HostView {
             (Err(host), _) => Some(format!("the host's {shown} cannot be looked at: {host}")),
         }
     }
+}
+
+/// `path` opened (with `flags`, close-on-exec added) as a process whose
+/// root is `root` (an open `/proc/<pid>/root`) resolves it:
+/// `openat2(RESOLVE_IN_ROOT)` takes `/`, `..` and every absolute symlink on
+/// the way as that root, so nothing there leads out of it, and no magic
+/// link (`/proc/self/...`) is followed.
+pub fn open_in_root(root: &File, path: &Path, flags: OFlags) -> io::Result<File> {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    rustix::fs::openat2(
+        root,
+        relative,
+        flags | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map(File::from)
+    .map_err(io::Error::from)
 }
 
 #[cfg(test)]

@@ -3,10 +3,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
-use std::fs;
+use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::OFlags;
 
 use crate::model::{
     Gap, KubeletSetting, KubeletView, KubeletWord, Located, Origin, PodDir, PodLogDir, ProcessInfo,
@@ -14,6 +17,10 @@ use crate::model::{
 };
 use crate::read::bounded::{mtime_nanos, read_proc};
 use crate::read::listed::{ListedDir, MOVED_AWAY};
+use crate::sources::host_view::{open_in_root, HostView};
+pub(crate) use crate::sources::kubelet_config::arg_in;
+use crate::sources::kubelet_config::KubeletFiles;
+use crate::sources::kubelet_runners::{self, Described, Runner};
 use crate::sources::{daemon_proof, kubelet_config, mountinfo, pod_resources};
 
 pub(crate) const SOURCE: Source = Source::Kubelet;
@@ -28,21 +35,69 @@ pub const DEFAULT_CGROUP_ROOT: &str = "/";
 /// itself kubelet may be anything.
 const CMDLINE_LIMIT: u64 = 128 * 1024;
 
+/// The kubelets running on this node that nodectl believes, proven once a
+/// look (one process scan, one connection to each one's socket) and used
+/// for its root and its cgroup root both; and why one that was believed
+/// could not be read (its runner's files), each a gap for the look.
+#[derive(Debug, Clone, Default)]
+pub struct Running {
+    pub kubelets: Vec<RunningKubelet>,
+    pub unread: Vec<(PathBuf, String)>,
+}
+
+/// A kubelet nodectl believes (see [`not_believed`]): its pid, its own
+/// flags (from its command line or its runner's files: see
+/// [`kubelet_runners`]), where they were read, and where its files are.
+#[derive(Debug, Clone)]
+pub struct RunningKubelet {
+    pub pid: i32,
+    pub args: Vec<String>,
+    /// Where `args` were read: `Process`, `K3sConfig` or `KubeliteArgs`.
+    pub flags_origin: Origin,
+    /// Where its files are: its working directory, and its root when it
+    /// runs in another mount namespace than nodectl.
+    pub cwd: KubeletFiles,
+}
+
+impl RunningKubelet {
+    /// Why the directory `path` kubelet names is not the one nodectl sees
+    /// at that path, if it is not: kubelet runs in another mount namespace
+    /// (nodectl in a DaemonSet pod) and the pod does not mount it there
+    /// (its device and inode, through kubelet's root, are not the same).
+    pub fn unseen(&self, path: &Path) -> Option<String> {
+        let root = self.cwd.root.as_ref()?;
+        let view = HostView::Other(root.try_clone().map_err(|err| err.to_string()));
+        view.hidden(path).map(|why| {
+            format!(
+                "kubelet (pid {}) runs in another mount namespace: {why}",
+                self.pid
+            )
+        })
+    }
+}
+
 /// Where kubelet keeps its pods: `--kubelet-root` when given; else the
-/// running kubelet's `--root-dir` (its default when it gives none), when
-/// exactly one process named kubelet runs in nodectl's own mount namespace
-/// (the kernel's namespace, not the name, says the path means the same
-/// directory to both); else the default.
-pub fn root(
-    flag: Option<&Path>,
-    proc_root: &Path,
-    processes: &BTreeMap<i32, ProcessInfo>,
-) -> Located {
+/// `--root-dir` of the running kubelet (its default when it gives none),
+/// when the kubelets nodectl believes agree on it; else the default.
+pub fn root(flag: Option<&Path>, running: &Running) -> Located {
     located(
         flag,
-        running_kubelet_arg(proc_root, processes, "--root-dir"),
+        one_value(&running.kubelets, "--root-dir"),
         DEFAULT_ROOT,
     )
+}
+
+/// Why kubelet's root `root`, found from the running kubelet, is not the
+/// directory nodectl sees at that path, if it is not (see
+/// [`RunningKubelet::unseen`]). A root given by flag is the user's word.
+pub fn root_unseen(root: &Located, running: &Running) -> Option<String> {
+    if matches!(root.origin, Origin::Flag | Origin::Default) {
+        return None;
+    }
+    running
+        .kubelets
+        .iter()
+        .find_map(|kubelet| kubelet.unseen(&root.path))
 }
 
 /// kubelet's cgroup root (its `cgroupRoot`, where `kubepods` is made):
@@ -52,31 +107,16 @@ pub fn root(
 /// kubelet is returned too: its config files may set the root (when neither
 /// flag does) and its other cgroup settings, and [`cgroup_root_configured`]
 /// and [`cgroup_settings`] read them (files, so on the source's own thread).
-pub fn cgroup_root(
-    flag: Option<&Path>,
-    proc_root: &Path,
-    processes: &BTreeMap<i32, ProcessInfo>,
-) -> (Located, Option<RunningKubelet>) {
-    let kubelets = believed_kubelets(proc_root, processes);
-    let running = one_value(&kubelets, "--cgroup-root");
+pub fn cgroup_root(flag: Option<&Path>, running: &Running) -> (Located, Option<RunningKubelet>) {
+    let kubelets = &running.kubelets;
+    let value = one_value(kubelets, "--cgroup-root");
     let configured = match kubelets.as_slice() {
-        [one] => Some(RunningKubelet {
-            args: one.1.clone(),
-            cwd: proc_root.join(one.0.to_string()).join("cwd"),
-        }),
+        [one] => Some(one.clone()),
         _ => None,
     };
-    let mut located = located(flag, running, DEFAULT_CGROUP_ROOT);
+    let mut located = located(flag, value, DEFAULT_CGROUP_ROOT);
     located.path = clean_cgroup_root(&located.path);
     (located, configured)
-}
-
-/// A kubelet nodectl believes (see [`not_believed`]): its command line,
-/// and its working directory as nodectl reaches it (`/proc/<pid>/cwd`).
-#[derive(Debug, Clone)]
-pub struct RunningKubelet {
-    pub args: Vec<String>,
-    pub cwd: PathBuf,
 }
 
 /// `root` as `kubelet`'s config files set it, if they do (`cgroupRoot` of
@@ -123,13 +163,16 @@ pub fn cgroup_settings(
     let Some(kubelet) = kubelet else {
         return (None, KubeletSetting::per_qos_default());
     };
-    let (args, cwd) = (&kubelet.args, kubelet.cwd.as_path());
+    let (args, cwd) = (&kubelet.args, &kubelet.cwd);
+    // Flags come from its command line, or from the files its runner
+    // (k3s, kubelite) keeps them in.
     let origin = |from: &Option<PathBuf>| match from {
         Some(_) => Origin::KubeletConfig,
-        None => Origin::Process,
+        None => kubelet.flags_origin,
     };
     let refused = |gaps: &mut Vec<Gap>, from: &Option<PathBuf>, why: String| {
-        let at = from.clone().unwrap_or_else(|| cwd.join("cmdline"));
+        let cmdline = || PathBuf::from(format!("/proc/{}/cmdline", kubelet.pid));
+        let at = from.clone().unwrap_or_else(cmdline);
         gaps.push(Gap::item(SOURCE, &at, why));
     };
     let driver = match kubelet_config::setting(args, cwd, "cgroupDriver", "--cgroup-driver", gaps) {
@@ -152,7 +195,7 @@ pub fn cgroup_settings(
     };
     let unset = KubeletSetting {
         value: true,
-        origin: Origin::Process,
+        origin: kubelet.flags_origin,
     };
     let per_qos =
         match kubelet_config::setting(args, cwd, "cgroupsPerQOS", "--cgroups-per-qos", gaps) {
@@ -215,14 +258,23 @@ pub fn clean_cgroup_root(path: &Path) -> PathBuf {
     clean
 }
 
-fn located(flag: Option<&Path>, running: Option<Option<String>>, default: &str) -> Located {
+fn located(
+    flag: Option<&Path>,
+    running: Option<(Option<String>, Origin)>,
+    default: &str,
+) -> Located {
     match (flag, running) {
         (Some(path), _) => Located {
             path: path.to_path_buf(),
             origin: Origin::Flag,
         },
-        (None, Some(value)) => Located {
-            path: PathBuf::from(value.unwrap_or_else(|| default.to_string())),
+        (None, Some((Some(value), origin))) => Located {
+            path: PathBuf::from(value),
+            origin,
+        },
+        // The running kubelet's own default.
+        (None, Some((None, _))) => Located {
+            path: PathBuf::from(default),
             origin: Origin::Process,
         },
         (None, None) => Located {
@@ -232,106 +284,152 @@ fn located(flag: Option<&Path>, running: Option<Option<String>>, default: &str) 
     }
 }
 
-/// The value of kubelet's flag `name` (`None` inside: not given), when
-/// exactly one running kubelet nodectl believes says one thing.
-fn running_kubelet_arg(
-    proc_root: &Path,
-    processes: &BTreeMap<i32, ProcessInfo>,
-    name: &str,
-) -> Option<Option<String>> {
-    one_value(&believed_kubelets(proc_root, processes), name)
-}
-
 /// The value of flag `name` the `kubelets` agree on (`None` inside: none
-/// gives it); `None` when there is no kubelet or they disagree.
-fn one_value(kubelets: &[(i32, Vec<String>)], name: &str) -> Option<Option<String>> {
+/// gives it), with where the first read it; `None` when there is no
+/// kubelet or they disagree.
+fn one_value(kubelets: &[RunningKubelet], name: &str) -> Option<(Option<String>, Origin)> {
     let mut values: Vec<Option<String>> = kubelets
         .iter()
-        .map(|(_, args)| arg_in(args, name))
+        .map(|kubelet| arg_in(&kubelet.args, name))
         .collect();
     values.sort();
     values.dedup();
     match values.as_slice() {
-        [one] => Some(one.clone()),
+        [one] => Some((one.clone(), kubelets[0].flags_origin)),
         // None, or kubelets that disagree: the default, said so by origin.
         _ => None,
     }
 }
 
-/// The running kubelets nodectl believes, each with its command line.
-fn believed_kubelets(
-    proc_root: &Path,
-    processes: &BTreeMap<i32, ProcessInfo>,
-) -> Vec<(i32, Vec<String>)> {
-    // The name only picks candidates: the kernel's facts decide (see
-    // [`not_believed`]).
+/// The running kubelets nodectl believes (see [`Running`]).
+pub fn running(proc_root: &Path, processes: &BTreeMap<i32, ProcessInfo>) -> Running {
+    let mut running = Running::default();
+    // The name only says which rules to read: the kernel's facts decide
+    // (see [`not_believed`]).
+    let candidates: Vec<(&ProcessInfo, Runner)> = processes
+        .values()
+        .filter(|p| p.is_running())
+        .filter_map(|p| Some((p, Runner::of(&p.comm)?)))
+        .collect();
+    if candidates.is_empty() {
+        return running;
+    }
     let Some(ours) = fs::metadata(proc_root.join("self/ns/mnt"))
         .ok()
         .map(|m| m.ino())
     else {
-        return Vec::new();
+        return running;
     };
     let host = daemon_proof::host(proc_root);
-    processes
-        .values()
-        .filter(|p| p.comm == "kubelet" && p.is_running())
-        .filter(|p| {
-            let facts = daemon_proof::facts(proc_root, p.pid);
-            not_believed(&facts, host.as_ref(), ours).is_none()
-        })
-        .filter_map(|p| {
-            let cmdline =
-                read_proc(&proc_root.join(format!("{}/cmdline", p.pid)), CMDLINE_LIMIT).ok()?;
-            Some((p.pid, split_cmdline(&cmdline)))
-        })
-        .filter(|(pid, args)| another_serves_its_socket(*pid, args).is_none())
-        .collect()
+    for (process, runner) in candidates {
+        let facts = daemon_proof::facts(proc_root, process.pid);
+        if not_believed(&facts, host.as_ref()).is_some() {
+            continue;
+        }
+        let dir = proc_root.join(process.pid.to_string());
+        let Ok(cmdline) = read_proc(&dir.join("cmdline"), CMDLINE_LIMIT) else {
+            continue;
+        };
+        let environ = match runner {
+            Runner::Kubelet => Vec::new(),
+            _ => read_proc(&dir.join("environ"), CMDLINE_LIMIT)
+                .map(|bytes| split_cmdline(&bytes))
+                .unwrap_or_default(),
+        };
+        // In nodectl's own mount namespace its paths are nodectl's; in
+        // another they are read through its root.
+        let cwd = match facts.namespaces.as_ref().is_ok_and(|ns| ns.mnt == ours) {
+            true => KubeletFiles {
+                cwd: dir.join("cwd"),
+                root: None,
+            },
+            false => match (fs::read_link(dir.join("cwd")), File::open(dir.join("root"))) {
+                (Ok(cwd), Ok(root)) => KubeletFiles {
+                    cwd,
+                    root: Some(Arc::new(root)),
+                },
+                (Err(err), _) | (_, Err(err)) => {
+                    running
+                        .unread
+                        .push((dir, format!("kubelet's root or working directory: {err}")));
+                    continue;
+                }
+            },
+        };
+        let described = Described {
+            runner,
+            cmdline: split_cmdline(&cmdline),
+            environ,
+            cwd: cwd.cwd.clone(),
+        };
+        let (args, flags_origin) =
+            match kubelet_runners::kubelet_args(&described, cwd.root.as_deref()) {
+                Ok(found) => found,
+                Err(why) => {
+                    running.unread.push((dir, why));
+                    continue;
+                }
+            };
+        let kubelet = RunningKubelet {
+            pid: process.pid,
+            args,
+            flags_origin,
+            cwd,
+        };
+        if socket_says_it_is(&kubelet, runner) {
+            running.kubelets.push(kubelet);
+        }
+    }
+    running
 }
 
-/// Why kubelet `pid` (with `args`) is not the kubelet of the root it names,
-/// if its socket says so: kubelet listens on
-/// `<root-dir>/pod-resources/kubelet.sock` (`ListenAndServePodResources`),
-/// and a connection's peer (`SO_PEERCRED`) that is another process says
-/// another kubelet runs there. No socket, or none answering at once (a
-/// frozen kubelet's full backlog), says nothing either way.
-fn another_serves_its_socket(pid: i32, args: &[String]) -> Option<String> {
-    let root = arg_in(args, "--root-dir").unwrap_or_else(|| DEFAULT_ROOT.to_string());
+/// Whether `kubelet`'s pod-resources socket lets it be the kubelet of the
+/// root it names: kubelet listens on `<root-dir>/pod-resources/kubelet.sock`
+/// (`ListenAndServePodResources`, inside k3s's and kubelite's own
+/// process), and a connection's peer (`SO_PEERCRED`) that is another
+/// process says another kubelet runs there. For a `kubelet` process no
+/// socket, or none answering at once (a frozen kubelet's full backlog),
+/// says nothing either way; k3s and kubelite must be serving it
+/// themselves, for they may run no kubelet at all (`k3s server
+/// --disable-agent`, which their hidden command line cannot say).
+fn socket_says_it_is(kubelet: &RunningKubelet, runner: Runner) -> bool {
+    match (runner, socket_peer(kubelet)) {
+        (_, Ok(peer)) => peer.pid == kubelet.pid,
+        (Runner::Kubelet, Err(_)) => true,
+        (Runner::K3s | Runner::Kubelite, Err(_)) => false,
+    }
+}
+
+/// Who listens on `kubelet`'s pod-resources socket, found as kubelet has
+/// it (through its root, from another mount namespace).
+fn socket_peer(kubelet: &RunningKubelet) -> Result<daemon_proof::Peer, String> {
+    let root = arg_in(&kubelet.args, "--root-dir").unwrap_or_else(|| DEFAULT_ROOT.to_string());
     let socket = Path::new(&root).join(pod_resources::SOCKET);
-    let peer = daemon_proof::serving(&socket).ok()?;
-    (peer.pid != pid).then(|| {
-        format!(
-            "its socket {} is served by pid {} (0: outside nodectl's pid namespace)",
-            socket.display(),
-            peer.pid
-        )
-    })
+    let Some(kubelet_root) = kubelet.cwd.root.as_deref() else {
+        return daemon_proof::serving(&socket);
+    };
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return Err(format!("{} names no file", socket.display()));
+    };
+    let dir = open_in_root(kubelet_root, dir, OFlags::PATH | OFlags::DIRECTORY)
+        .map_err(|err| format!("{}: {err}", dir.display()))?;
+    daemon_proof::serving_at(&dir, name)
 }
 
-/// Why a process named kubelet is not believed on its flags, if it is not.
-/// Anyone can name a process kubelet (a setuid program run through a
-/// symlink of that name takes it as its `comm`), so it is proven as
-/// containerd is ([`daemon_proof::disqualified`]): in the host's mount and
-/// pid namespaces, running as root (real and effective uid: a setuid
+/// Why a process named as kubelet runs is not believed on its flags, if it
+/// is not. Anyone can name a process kubelet (a setuid program run
+/// through a symlink of that name takes it as its `comm`), so it is proven
+/// as containerd is ([`daemon_proof::disqualified`]): in the host's mount
+/// and pid namespaces, running as root (real and effective uid: a setuid
 /// program a user started has the user's real uid), from a root-owned
-/// executable no one else may write. And in nodectl's own mount namespace,
-/// so that the paths it names mean the same directories to both (not so in
-/// a DaemonSet pod, which uses its own view). Pure.
+/// executable no one else may write. nodectl itself may run in another
+/// mount namespace (a DaemonSet pod): then kubelet's paths are read
+/// through its root (see [`KubeletFiles`]). Pure.
 fn not_believed(
     facts: &daemon_proof::DaemonFacts,
     host: Option<&daemon_proof::Host>,
-    nodectl_mount_namespace: u64,
 ) -> Option<String> {
-    if let Some(why) = daemon_proof::disqualified(facts, host) {
-        return Some(why);
-    }
-    match &facts.namespaces {
-        Ok(ns) if ns.mnt == nodectl_mount_namespace => None,
-        Ok(ns) => Some(format!(
-            "it runs in another mount namespace (mnt:[{}]) than nodectl (mnt:[{nodectl_mount_namespace}])",
-            ns.mnt
-        )),
-        Err(err) => Some(err.clone()),
-    }
+    daemon_proof::disqualified(facts, host)
 }
 
 /// A NUL-separated command line's arguments.
@@ -347,21 +445,6 @@ fn split_cmdline(cmdline: &[u8]) -> Vec<String> {
 #[cfg(test)]
 fn arg_of(cmdline: &[u8], name: &str) -> Option<String> {
     arg_in(&split_cmdline(cmdline), name)
-}
-
-/// The value of `name` (`--name=value` or `--name value`) in `args`; the
-/// last one given wins, as in kubelet.
-pub(crate) fn arg_in(args: &[String], name: &str) -> Option<String> {
-    let with_value = format!("{name}=");
-    let mut found = None;
-    for (i, arg) in args.iter().enumerate() {
-        if let Some(value) = arg.strip_prefix(&with_value) {
-            found = Some(value.to_string());
-        } else if arg == name {
-            found = args.get(i + 1).cloned();
-        }
-    }
-    found.filter(|v| !v.is_empty())
 }
 
 /// Every directory of `<root>/pods`, with the mounts `mountinfo` has below
@@ -562,11 +645,11 @@ mod tests {
             }),
             uids: Ok(vec![0; 4]),
         };
-        assert_eq!(not_believed(&kubelet(), Some(&host), 3), None);
+        assert_eq!(not_believed(&kubelet(), Some(&host)), None);
         let with = |change: fn(&mut daemon_proof::DaemonFacts)| {
             let mut facts = kubelet();
             change(&mut facts);
-            not_believed(&facts, Some(&host), 3).unwrap_or_default()
+            not_believed(&facts, Some(&host)).unwrap_or_default()
         };
         // `su` run by a user through a symlink named kubelet: setuid root,
         // its real uid the user's.
@@ -575,18 +658,13 @@ mod tests {
         assert!(with(|f| f.executable.as_mut().unwrap().mode = 0o777).contains("writable"));
         // A container's kubelet (kind, k3d): its own namespaces.
         assert!(with(|f| f.namespaces.as_mut().unwrap().pid = 9).contains("pid namespace"));
-        // In the host's namespaces but not nodectl's mount namespace (the
-        // DaemonSet's): its paths are not nodectl's.
-        assert!(not_believed(&kubelet(), Some(&host), 4)
-            .unwrap_or_default()
-            .contains("than nodectl"));
     }
 
     /// A kubelet in a fake procfs is files, not the kernel's facts.
     #[test]
     fn a_fake_procfs_proves_no_kubelet() {
         let (proc_root, processes) = proc_with(&[(7, "mnt:[1]", b"kubelet\0--root-dir=/evil\0")]);
-        let found = root(None, proc_root.path(), &processes);
+        let found = root(None, &running(proc_root.path(), &processes));
         assert_eq!(
             (found.path.as_path(), found.origin),
             (Path::new(DEFAULT_ROOT), Origin::Default)
@@ -594,7 +672,7 @@ mod tests {
         // The flag wins.
         let flag = Path::new("/given");
         assert_eq!(
-            root(Some(flag), proc_root.path(), &processes).origin,
+            root(Some(flag), &running(proc_root.path(), &processes)).origin,
             Origin::Flag
         );
     }
@@ -635,10 +713,17 @@ mod tests {
                 command
             }
         };
-        // Its own process group, ended whole by [`end_kubelet`]: the
-        // script's `sleep` would outlive it, holding the test's output.
+        command.uid(uid);
+        let (child, pid) = spawn_group(command, "kubelet");
+        (child, pid, dir)
+    }
+
+    /// Starts `command` in a process group of its own (ended whole by
+    /// [`end_kubelet`]: a script's `sleep` would outlive it, holding the
+    /// test's output), and waits until its `comm` is `comm`.
+    fn spawn_group(mut command: std::process::Command, comm: &str) -> (std::process::Child, i32) {
+        use std::os::unix::process::CommandExt;
         let child = command
-            .uid(uid)
             .process_group(0)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -646,14 +731,264 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let comm = Path::new("/proc").join(format!("{pid}/comm"));
+        let comm_file = Path::new("/proc").join(format!("{pid}/comm"));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while fs::read_to_string(&comm).is_ok_and(|c| c.trim() != "kubelet")
+        while fs::read_to_string(&comm_file).is_ok_and(|c| c.trim() != comm)
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        (child, pid, dir)
+        (child, pid)
+    }
+
+    /// A script named `name` (so its `comm`) in a directory of its own,
+    /// root's and not writable by others, that sleeps: a stand-in for a
+    /// program kubelet runs as.
+    fn script_named(name: &str) -> (tempfile::TempDir, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let script = dir.path().join(name);
+        fs::write(&script, "#!/bin/sh\nsleep 60\n").unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        (dir, script)
+    }
+
+    /// Whether the test may run (root), failing in CI where it must.
+    fn runs_as_root(test: &str) -> bool {
+        if nix::unistd::geteuid().is_root() {
+            return true;
+        }
+        let why = "needs root to run a process as root";
+        let in_ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(!in_ci, "{why} (CI runs the tests as root)");
+        eprintln!("SKIPPED {test}: {why}");
+        false
+    }
+
+    /// The root and cgroup root nodectl takes from the live processes
+    /// `processes` (under procfs `proc_root`), proven once, and the gap
+    /// its root would be, if any.
+    fn roots_of(
+        proc_root: &Path,
+        processes: &BTreeMap<i32, ProcessInfo>,
+    ) -> (Located, Located, Option<String>) {
+        let kubelets = running(proc_root, processes);
+        let found = root(None, &kubelets);
+        let unseen = root_unseen(&found, &kubelets);
+        let (cgroup_root, configured) = cgroup_root(None, &kubelets);
+        let mut gaps = Vec::new();
+        let cgroup_root = cgroup_root_configured(cgroup_root, configured.as_ref(), &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        (found, cgroup_root, unseen)
+    }
+
+    fn named(pid: i32, comm: &str) -> BTreeMap<i32, ProcessInfo> {
+        let mut processes = with_kubelet(pid);
+        processes.get_mut(&pid).unwrap().comm = comm.to_string();
+        processes
+    }
+
+    /// A pod-resources socket bound at `<root_dir>/pod-resources/kubelet.sock`,
+    /// listened on by whoever [`serve_in_child`] makes listen: the kernel
+    /// records the listener's credentials at `listen`.
+    fn bound_socket(root_dir: &Path) -> std::os::fd::OwnedFd {
+        use nix::sys::socket::{bind, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+        let path = root_dir.join(pod_resources::SOCKET);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            &UnixAddr::new(&path).unwrap(),
+        )
+        .unwrap();
+        fd
+    }
+
+    /// `command`'s process listens on `socket` (before it execs: the same
+    /// pid), as k3s and kubelite serve kubelet's socket in their own.
+    fn serve_in_child(command: &mut std::process::Command, socket: &std::os::fd::OwnedFd) {
+        use std::os::unix::process::CommandExt;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(socket);
+        // SAFETY: listen(2) is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || match nix::libc::listen(fd, 16) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+    }
+
+    #[test]
+    fn kubelet_inside_k3s_is_read_from_k3s_config_and_its_drop_ins() {
+        if !runs_as_root("kubelet_inside_k3s_is_read_from_k3s_config_and_its_drop_ins") {
+            return;
+        }
+        let (dir, script) = script_named("k3s-server");
+        let d = dir.path();
+        let data = d.join("data");
+        let kubelet_root = d.join("k3s-kubelet");
+        // k3s's own defaults, as it writes them to kubelet's config-dir.
+        let drop_ins = data.join("agent/etc/kubelet.conf.d");
+        fs::create_dir_all(&drop_ins).unwrap();
+        fs::write(drop_ins.join("00-k3s-defaults.conf"), "cgroupRoot: /k3s\n").unwrap();
+        fs::write(
+            d.join("config.yaml"),
+            format!(
+                "data-dir: {}\nkubelet-arg:\n  - root-dir={}\n",
+                data.display(),
+                kubelet_root.display()
+            ),
+        )
+        .unwrap();
+        let k3s = |socket: Option<&std::os::fd::OwnedFd>| {
+            let mut command = std::process::Command::new(&script);
+            // What `ps` shows of k3s: its flags hidden.
+            command.arg("server");
+            command.env("K3S_CONFIG_FILE", d.join("config.yaml"));
+            if let Some(socket) = socket {
+                serve_in_child(&mut command, socket);
+            }
+            let (child, pid) = spawn_group(command, "k3s-server");
+            let found = roots_of(Path::new("/proc"), &named(pid, "k3s-server"));
+            end_kubelet(child);
+            found
+        };
+        // Serving no kubelet socket (`--disable-agent`): no kubelet in it.
+        let (found, cgroup_root, _) = k3s(None);
+        assert_eq!(found.origin, Origin::Default, "{found:?}");
+        assert_eq!(cgroup_root.origin, Origin::Default, "{cgroup_root:?}");
+        let socket = bound_socket(&kubelet_root);
+        let (found, cgroup_root, unseen) = k3s(Some(&socket));
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (kubelet_root.as_path(), Origin::K3sConfig)
+        );
+        assert_eq!(
+            (cgroup_root.path.as_path(), cgroup_root.origin),
+            (Path::new("/k3s"), Origin::KubeletConfig)
+        );
+        assert_eq!(unseen, None);
+    }
+
+    #[test]
+    fn kubelet_inside_kubelite_is_read_from_its_args_file_with_its_environment() {
+        if !runs_as_root("kubelet_inside_kubelite_is_read_from_its_args_file_with_its_environment")
+        {
+            return;
+        }
+        let (dir, script) = script_named("kubelite");
+        let args = dir.path().join("args/kubelet");
+        fs::create_dir_all(args.parent().unwrap()).unwrap();
+        fs::write(
+            &args,
+            "# microk8s\n--root-dir=${SNAP_COMMON}/var/lib/kubelet\n--cgroup-root=/micro\n",
+        )
+        .unwrap();
+        let common = dir.path().join("common");
+        let kubelet_root = common.join("var/lib/kubelet");
+        let socket = bound_socket(&kubelet_root);
+        let mut command = std::process::Command::new(&script);
+        command.arg(format!("--kubelet-args-file={}", args.display()));
+        command.env("SNAP_COMMON", &common);
+        serve_in_child(&mut command, &socket);
+        let (child, pid) = spawn_group(command, "kubelite");
+        let (found, cgroup_root, _) = roots_of(Path::new("/proc"), &named(pid, "kubelite"));
+        // Its args file gone: why, for the look's gaps, and no guess.
+        fs::remove_file(&args).unwrap();
+        let unread = running(Path::new("/proc"), &named(pid, "kubelite"));
+        end_kubelet(child);
+        assert!(unread.kubelets.is_empty(), "{unread:?}");
+        assert_eq!(unread.unread.len(), 1, "{unread:?}");
+        assert!(
+            unread.unread[0].1.contains("kubelite's kubelet args file"),
+            "{unread:?}"
+        );
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (kubelet_root.as_path(), Origin::KubeliteArgs)
+        );
+        assert_eq!(
+            (cgroup_root.path.as_path(), cgroup_root.origin),
+            (Path::new("/micro"), Origin::KubeliteArgs)
+        );
+    }
+
+    #[test]
+    fn a_kubelet_in_another_mount_namespace_is_read_through_its_root() {
+        if !runs_as_root("a_kubelet_in_another_mount_namespace_is_read_through_its_root") {
+            return;
+        }
+        // The "host": a mount namespace of its own where kubelet runs, its
+        // root-dir a tmpfs there holding its config file. nodectl (this
+        // test) stands beside it as a DaemonSet pod does: the same pid
+        // namespace, another mount namespace, the directory at that path
+        // not kubelet's.
+        let (dir, script) = script_named("kubelet");
+        let kubelet_root = dir.path().join("kubelet-root");
+        fs::create_dir(&kubelet_root).unwrap();
+        let shown = kubelet_root.display();
+        let mut command = std::process::Command::new("unshare");
+        command.args([
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &format!(
+                "mount -t tmpfs tmpfs {shown} && printf 'cgroupRoot: /inside\\n' > {shown}/config.yaml \
+                 && exec {} --root-dir={shown} --config={shown}/config.yaml",
+                script.display()
+            ),
+        ]);
+        let (child, pid) = spawn_group(command, "kubelet");
+        // procfs as nodectl would have it there: PID 1 (the host's init)
+        // is the kubelet's namespace's, `self` nodectl's.
+        let proc_root = tempfile::tempdir().unwrap();
+        let link = |name: &str, pid: u32| {
+            std::os::unix::fs::symlink(format!("/proc/{pid}"), proc_root.path().join(name)).unwrap()
+        };
+        link("1", pid as u32);
+        link(&pid.to_string(), pid as u32);
+        link("self", std::process::id());
+        let (found, cgroup_root, unseen) = roots_of(proc_root.path(), &with_kubelet(pid));
+        // Its socket, found as kubelet has it (in its tmpfs, which nodectl
+        // does not see), served by another process (this test): not the
+        // kubelet of that root.
+        let theirs = Path::new(&format!("/proc/{pid}/root")).join(
+            kubelet_root
+                .join(pod_resources::SOCKET)
+                .strip_prefix("/")
+                .unwrap(),
+        );
+        fs::create_dir_all(theirs.parent().unwrap()).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&theirs).unwrap();
+        let (served_by_another, _, _) = roots_of(proc_root.path(), &with_kubelet(pid));
+        drop(listener);
+        end_kubelet(child);
+        assert_eq!(
+            served_by_another.origin,
+            Origin::Default,
+            "{served_by_another:?}"
+        );
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (kubelet_root.as_path(), Origin::Process)
+        );
+        // Its config, in its tmpfs: read through its root.
+        assert_eq!(
+            (cgroup_root.path.as_path(), cgroup_root.origin),
+            (Path::new("/inside"), Origin::KubeletConfig)
+        );
+        // Its root-dir is not the directory nodectl sees there: a gap.
+        let why = unseen.expect("kubelet's root-dir is not nodectl's");
+        assert!(why.contains("another device or inode"), "{why}");
     }
 
     /// Ends a kubelet [`spawn_kubelet`] started, its whole process group.
@@ -675,8 +1010,10 @@ mod tests {
     fn live_kubelet(uid: u32, binary: bool) -> (Located, Located) {
         let (child, pid, _dir) = spawn_kubelet(uid, binary, "/data/k");
         let processes = with_kubelet(pid);
-        let found = root(None, Path::new("/proc"), &processes);
-        let (cgroup_root, configured) = cgroup_root(None, Path::new("/proc"), &processes);
+        // Proven once, used for both.
+        let kubelets = running(Path::new("/proc"), &processes);
+        let found = root(None, &kubelets);
+        let (cgroup_root, configured) = cgroup_root(None, &kubelets);
         let mut gaps = Vec::new();
         let cgroup_root = cgroup_root_configured(cgroup_root, configured.as_ref(), &mut gaps);
         end_kubelet(child);
@@ -698,7 +1035,7 @@ mod tests {
         let (child, pid, _dir) = spawn_kubelet(0, false, &shown);
         let processes = with_kubelet(pid);
         // No socket at its root: its flags are believed.
-        let found = root(None, Path::new("/proc"), &processes);
+        let found = root(None, &running(Path::new("/proc"), &processes));
         assert_eq!(
             (found.path.as_path(), found.origin),
             (root_dir.path(), Origin::Process)
@@ -708,7 +1045,7 @@ mod tests {
         let socket = root_dir.path().join(pod_resources::SOCKET);
         fs::create_dir_all(socket.parent().unwrap()).unwrap();
         let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-        let found = root(None, Path::new("/proc"), &processes);
+        let found = root(None, &running(Path::new("/proc"), &processes));
         assert_eq!(found.origin, Origin::Default, "{found:?}");
         drop(listener);
         end_kubelet(child);
@@ -768,7 +1105,10 @@ mod tests {
         assert!(joined.starts_with(hierarchy), "{}", joined.display());
         // The flag is cleaned too.
         let (proc_root, processes) = proc_with(&[]);
-        let (found, _) = cgroup_root(Some(Path::new("/x/../../y")), proc_root.path(), &processes);
+        let (found, _) = cgroup_root(
+            Some(Path::new("/x/../../y")),
+            &running(proc_root.path(), &processes),
+        );
         assert_eq!(found.path, Path::new("/y"));
     }
 
@@ -785,8 +1125,13 @@ mod tests {
             origin: Origin::Process,
         };
         let kubelet = |args: &[&str]| RunningKubelet {
+            pid: 1,
             args: args.iter().map(|a| a.to_string()).collect(),
-            cwd: dir.path().to_path_buf(),
+            flags_origin: Origin::Process,
+            cwd: KubeletFiles {
+                cwd: dir.path().to_path_buf(),
+                root: None,
+            },
         };
         let mut gaps = Vec::new();
         let configured = kubelet(&["kubelet", "--config=config.yaml"]);
@@ -814,8 +1159,13 @@ mod tests {
         .unwrap();
         fs::write(dir.path().join("bad.yaml"), "cgroupDriver: upstart\n").unwrap();
         let kubelet = |args: &[&str]| RunningKubelet {
+            pid: 1,
             args: args.iter().map(|a| a.to_string()).collect(),
-            cwd: dir.path().to_path_buf(),
+            flags_origin: Origin::Process,
+            cwd: KubeletFiles {
+                cwd: dir.path().to_path_buf(),
+                root: None,
+            },
         };
         let said = |args: &[&str], gaps: &mut Vec<Gap>| {
             let (driver, per_qos) = cgroup_settings(Some(&kubelet(args)), gaps);
@@ -884,8 +1234,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("config.yaml"), "cgroupRoot: /from-config\n").unwrap();
         let kubelet = RunningKubelet {
+            pid: 1,
             args: vec!["kubelet".to_string(), "--config=config.yaml".to_string()],
-            cwd: dir.path().to_path_buf(),
+            flags_origin: Origin::Process,
+            cwd: KubeletFiles {
+                cwd: dir.path().to_path_buf(),
+                root: None,
+            },
         };
         let given = Located {
             path: PathBuf::from("/given"),

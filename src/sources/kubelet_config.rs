@@ -10,15 +10,107 @@
 //! their flags are deprecated, so a node's kubelet usually sets them in the
 //! file.
 
-use std::fs;
+use std::fs::{self, File};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use rustix::fs::OFlags;
 use serde_json::{Map, Value};
 
-use crate::model::Gap;
-use crate::read::bounded::{read_regular, Links};
-use crate::sources::kubelet::SOURCE;
+use crate::model::{Gap, Source};
+use crate::read::bounded::{read_opened, read_regular, FileRead, Links};
+use crate::sources::host_view::open_in_root;
 
+/// Where a kubelet's files are, as nodectl reaches them: its working
+/// directory (where a relative path it was given starts), and, when it
+/// runs in another mount namespace than nodectl (nodectl in a DaemonSet
+/// pod), its root (`/proc/<pid>/root`, open), in which every path it names
+/// is resolved with `RESOLVE_IN_ROOT`: the files it reads, not those
+/// nodectl's container has at the same paths, and no symlink there leading
+/// out into nodectl's.
+#[derive(Debug, Clone)]
+pub struct KubeletFiles {
+    /// In nodectl's own view (`/proc/<pid>/cwd`), or, with `root`, the
+    /// path kubelet's `/proc/<pid>/cwd` names in its own.
+    pub cwd: PathBuf,
+    pub root: Option<Arc<File>>,
+}
+
+/// What kubelet's files are looked at from: a [`KubeletFiles`], or a plain
+/// directory of nodectl's own view (its working directory).
+pub trait FilesView {
+    fn view(&self) -> (&Path, Option<&File>);
+}
+
+impl FilesView for Path {
+    fn view(&self) -> (&Path, Option<&File>) {
+        (self, None)
+    }
+}
+
+impl FilesView for KubeletFiles {
+    fn view(&self) -> (&Path, Option<&File>) {
+        (&self.cwd, self.root.as_deref())
+    }
+}
+
+/// Reads the regular file at `path` (bounded, symlinks followed as kubelet
+/// follows them), inside `root` when there is one.
+pub(crate) fn read_file(root: Option<&File>, path: &Path, limit: u64) -> io::Result<FileRead> {
+    match root {
+        None => read_regular(path, limit, Links::Follow),
+        // O_NONBLOCK: a FIFO there opens at once and is refused by fstat.
+        Some(root) => read_opened(
+            open_in_root(root, path, OFlags::RDONLY | OFlags::NONBLOCK)?,
+            limit,
+        ),
+    }
+}
+
+/// The entries of the directory `dir` (each path, and whether it is a
+/// directory), inside `root` when there is one; at most `limit`.
+pub(crate) fn list_dir(
+    root: Option<&File>,
+    dir: &Path,
+    limit: usize,
+) -> io::Result<Vec<(PathBuf, bool)>> {
+    let Some(root) = root else {
+        return Ok(fs::read_dir(dir)?
+            .flatten()
+            .take(limit)
+            .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
+            .collect());
+    };
+    let opened = open_in_root(root, dir, OFlags::RDONLY | OFlags::DIRECTORY)?;
+    let mut entries = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&opened)?.flatten() {
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if entries.len() >= limit {
+            break;
+        }
+        let name = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name);
+        let is_dir = match entry.file_type() {
+            rustix::fs::FileType::Unknown => {
+                rustix::fs::statat(&opened, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
+                    |st| {
+                        rustix::fs::FileType::from_raw_mode(st.st_mode)
+                            == rustix::fs::FileType::Directory
+                    },
+                )
+            }
+            kind => kind == rustix::fs::FileType::Directory,
+        };
+        entries.push((dir.join(name), is_dir));
+    }
+    Ok(entries)
+}
+
+/// Gaps here are the kubelet source's.
+const SOURCE: Source = Source::Kubelet;
 /// A kubelet configuration is a few KB.
 const FILE_LIMIT: u64 = 1024 * 1024;
 /// Drop-ins read at most, and how deep below `--config-dir`.
@@ -41,12 +133,12 @@ pub struct Setting {
 /// kubelet, so it is the file that changed since, not the setting.
 pub fn setting(
     args: &[String],
-    cwd: &Path,
+    cwd: &(impl FilesView + ?Sized),
     field: &str,
     flag: &str,
     gaps: &mut Vec<Gap>,
 ) -> Option<Setting> {
-    if let Some(value) = super::kubelet::arg_in(args, flag) {
+    if let Some(value) = arg_in(args, flag) {
         return Some(Setting {
             value: flag_value(&value),
             from: None,
@@ -81,17 +173,22 @@ fn flag_value(text: &str) -> Value {
 
 /// kubelet's config file, then its drop-ins in the order it merges them,
 /// each parsed to its top-level fields.
-fn files(args: &[String], cwd: &Path, gaps: &mut Vec<Gap>) -> Vec<(PathBuf, Map<String, Value>)> {
+fn files(
+    args: &[String],
+    cwd: &(impl FilesView + ?Sized),
+    gaps: &mut Vec<Gap>,
+) -> Vec<(PathBuf, Map<String, Value>)> {
+    let (cwd, root) = cwd.view();
     let mut paths = Vec::new();
-    if let Some(file) = super::kubelet::arg_in(args, "--config") {
+    if let Some(file) = arg_in(args, "--config") {
         paths.push(cwd.join(file));
     }
-    if let Some(dir) = super::kubelet::arg_in(args, "--config-dir") {
-        drop_ins(&cwd.join(dir), 0, &mut paths, gaps);
+    if let Some(dir) = arg_in(args, "--config-dir") {
+        drop_ins(root, &cwd.join(dir), 0, &mut paths, gaps);
     }
     paths
         .into_iter()
-        .filter_map(|path| match parse(&path) {
+        .filter_map(|path| match parse(root, &path) {
             Ok(config) => Some((path, config)),
             Err(why) => {
                 gaps.push(Gap::item(SOURCE, &path, why));
@@ -103,13 +200,15 @@ fn files(args: &[String], cwd: &Path, gaps: &mut Vec<Gap>) -> Vec<(PathBuf, Map<
 
 /// The `*.conf` files below `dir`, as Go's `filepath.WalkDir` visits them:
 /// each directory's names sorted, a subdirectory walked where it sorts.
-fn drop_ins(dir: &Path, depth: usize, found: &mut Vec<PathBuf>, gaps: &mut Vec<Gap>) {
-    let mut entries: Vec<(PathBuf, bool)> = match fs::read_dir(dir) {
-        Ok(entries) => entries
-            .flatten()
-            .take(DROP_IN_LIMIT * 4)
-            .map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir())))
-            .collect(),
+fn drop_ins(
+    root: Option<&File>,
+    dir: &Path,
+    depth: usize,
+    found: &mut Vec<PathBuf>,
+    gaps: &mut Vec<Gap>,
+) {
+    let mut entries = match list_dir(root, dir, DROP_IN_LIMIT * 4) {
+        Ok(entries) => entries,
         Err(err) => {
             gaps.push(Gap::item(
                 SOURCE,
@@ -130,7 +229,7 @@ fn drop_ins(dir: &Path, depth: usize, found: &mut Vec<PathBuf>, gaps: &mut Vec<G
             return;
         }
         match is_dir {
-            true if depth < DEPTH_LIMIT => drop_ins(&path, depth + 1, found, gaps),
+            true if depth < DEPTH_LIMIT => drop_ins(root, &path, depth + 1, found, gaps),
             true => gaps.push(Gap::item(
                 SOURCE,
                 &path,
@@ -143,17 +242,37 @@ fn drop_ins(dir: &Path, depth: usize, found: &mut Vec<PathBuf>, gaps: &mut Vec<G
 }
 
 /// One config file's top-level fields (YAML, JSON being YAML too).
-fn parse(path: &Path) -> Result<Map<String, Value>, String> {
-    let read = read_regular(path, FILE_LIMIT, Links::Follow).map_err(|e| e.to_string())?;
-    let text = String::from_utf8(read.bytes).map_err(|_| "not UTF-8".to_string())?;
+fn parse(root: Option<&File>, path: &Path) -> Result<Map<String, Value>, String> {
+    let read = read_file(root, path, FILE_LIMIT).map_err(|e| e.to_string())?;
+    parse_text(read.bytes)
+}
+
+/// A YAML (or JSON) document's top-level fields; empty for an empty one.
+pub(crate) fn parse_text(bytes: Vec<u8>) -> Result<Map<String, Value>, String> {
+    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
     match yaml_serde::from_str::<Value>(&text) {
         Ok(Value::Object(fields)) => Ok(fields),
-        Ok(_) => Err("not a KubeletConfiguration (not a mapping)".to_string()),
+        Ok(_) => Err("not a mapping of settings".to_string()),
         Err(err) => Err(format!("not YAML or JSON: {err}")),
     }
+}
+
+/// The value of `name` (`--name=value` or `--name value`) in `args`; the
+/// last one given wins, as in kubelet.
+pub(crate) fn arg_in(args: &[String], name: &str) -> Option<String> {
+    let with_value = format!("{name}=");
+    let mut found = None;
+    for (i, arg) in args.iter().enumerate() {
+        if let Some(value) = arg.strip_prefix(&with_value) {
+            found = Some(value.to_string());
+        } else if arg == name {
+            found = args.get(i + 1).cloned();
+        }
+    }
+    found.filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]
@@ -239,6 +358,40 @@ mod tests {
                 "--cgroup-root",
                 &mut gaps
             ),
+            None
+        );
+    }
+
+    #[test]
+    fn through_kubelets_root_its_files_are_read_and_no_symlink_leads_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        // nodectl's own file, at a path kubelet's root does not have.
+        let outside = tmp.path().join("outside.yaml");
+        write(&outside, "cgroupRoot: /escaped\n");
+        write(
+            &root.join("etc/kubelet/conf.d/10.conf"),
+            "cgroupRoot: /inside\n",
+        );
+        // An absolute symlink in kubelet's root to nodectl's file's path.
+        std::os::unix::fs::symlink(&outside, root.join("etc/kubelet/config.yaml")).unwrap();
+        let files = KubeletFiles {
+            cwd: PathBuf::from("/etc/kubelet"),
+            root: Some(Arc::new(File::open(&root).unwrap())),
+        };
+        let mut gaps = Vec::new();
+        let kubelet = args(&["kubelet", "--config=config.yaml", "--config-dir=conf.d"]);
+        let found = setting(&kubelet, &files, "cgroupRoot", "--cgroup-root", &mut gaps).unwrap();
+        // The drop-in, found inside its root (nodectl has no /etc/kubelet).
+        assert_eq!(found.value, "/inside");
+        // The link resolved inside its root, where it names nothing: a gap,
+        // never nodectl's file.
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].path.ends_with("config.yaml"), "{gaps:?}");
+        let mut gaps = Vec::new();
+        let file_only = args(&["kubelet", "--config=config.yaml"]);
+        assert_eq!(
+            setting(&file_only, &files, "cgroupRoot", "--cgroup-root", &mut gaps),
             None
         );
     }

@@ -15,6 +15,7 @@ pub mod events;
 pub mod host_view;
 pub mod kubelet;
 pub mod kubelet_config;
+pub mod kubelet_runners;
 pub mod mountinfo;
 pub mod netns;
 pub mod node;
