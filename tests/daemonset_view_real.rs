@@ -6,9 +6,9 @@
 //! table through PID 1, kubelet's roots as flags). Both must give exactly
 //! the same findings, each of the seven planted kinds among them. Then each
 //! directory the DaemonSet may fail to mount (CRI's store, kubelet's root,
-//! the cgroup hierarchy, the netns directory, CNI's) is hidden in turn: a
-//! gap, `nodectl_check_ok 0` for the kinds that read it, and never a
-//! `nodectl_findings 0` beside a `nodectl_check_ok 0`.
+//! the cgroup hierarchy, the netns directory, CNI's) is hidden in turn,
+//! and SYS_ADMIN withheld: a gap, `nodectl_check_ok 0` for the kinds that
+//! read it, and never a `nodectl_findings 0` beside a `nodectl_check_ok 0`.
 //!
 //! This machine's PID 1 cannot be read, so the test runs again as a child
 //! of its own pid namespace's init (`unshare --pid --fork --mount-proc`):
@@ -85,6 +85,9 @@ enum Hidden {
     /// /sys/fs/cgroup, below which a runtime mounts each controller the
     /// same way).
     CgroupFs,
+    /// SYS_ADMIN not granted (a cluster may refuse it): no pod network
+    /// namespace can be joined to see its interfaces.
+    SysAdmin,
 }
 
 /// Builds the DaemonSet container's root at `$1` and runs the rest of the
@@ -171,7 +174,7 @@ fn in_daemonset_view(
     };
     let hidden_dirs = joined(&mut hidden.iter().filter_map(|h| match h {
         Hidden::Dir(dir) => Some(dir.as_path()),
-        Hidden::CgroupFs => None,
+        Hidden::CgroupFs | Hidden::SysAdmin => None,
     }));
     let shown = joined(&mut mounted.iter().copied().filter(|p| {
         !hidden
@@ -206,7 +209,11 @@ fn in_daemonset_view(
         .arg(shown)
         .arg(hidden_dirs)
         .arg(cgroup);
-    command.arg(daemonset_capabilities());
+    let mut capabilities = daemonset_capabilities();
+    if hidden.iter().any(|h| matches!(h, Hidden::SysAdmin)) {
+        capabilities = capabilities.replace(",+sys_admin", "");
+    }
+    command.arg(capabilities);
     command.arg(nodectl.get_program()).args(args);
     command.arg("--root").arg(bed.root());
     command.arg("--state").arg(bed.state());
@@ -422,9 +429,10 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         started.elapsed().as_secs_f64()
     );
 
-    // Each directory the DaemonSet may not have, hidden in turn: a gap of
-    // its source, the kinds that read it unchecked, never all clear.
-    let sources: [(&str, Vec<Hidden>, &str, &[&str]); 5] = [
+    // Each directory the DaemonSet may not have, hidden in turn (and
+    // SYS_ADMIN, which a cluster may refuse): a gap of its source, the
+    // kinds that read it unchecked, never all clear.
+    let sources: [(&str, Vec<Hidden>, &str, &[&str]); 6] = [
         (
             "CRI's store",
             vec![Hidden::Dir(bed.root().join("io.containerd.grpc.v1.cri"))],
@@ -446,6 +454,12 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         (
             "the netns directory",
             vec![Hidden::Dir(bed.netns_dir())],
+            "mountinfo",
+            &["leaked-netns"],
+        ),
+        (
+            "SYS_ADMIN",
+            vec![Hidden::SysAdmin],
             "mountinfo",
             &["leaked-netns"],
         ),
