@@ -320,11 +320,18 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
     std::fs::create_dir_all(kubelet_dir.join("pods").join(orphan).join("volumes")).unwrap();
     let pod_logs_dir = bed.scratch("pod-logs");
     std::fs::create_dir_all(&pod_logs_dir).unwrap();
-    let shim = bed.start_orphan_shim(&support::unknown_id('d'));
+    // In a pid namespace of its own every line's test process is pid 2:
+    // the ids nodectl reports are told apart by the clock instead
+    // (scripts/test runs the lines side by side).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let shim = bed.start_orphan_shim(&format!("{:016x}{}", now as u64, "d".repeat(48)));
     let netns = format!(
         "cni-{:08x}-0000-4000-8000-{:012x}",
-        std::process::id(),
-        started.elapsed().as_nanos() & 0xffff_ffff_ffff
+        (now >> 48) as u32,
+        now & 0xffff_ffff_ffff
     );
     mount_empty_netns(&bed.netns_dir().join(&netns));
     // Last, the zombie: its shim's umount2 held past the test's end.
