@@ -96,9 +96,10 @@ enum Hidden {
 /// /sys and /dev, every host path of `$2` (`:`-separated) mounted at the
 /// same path as the overlays' hostPath volumes are (read-only, host to
 /// container propagation), those of `$3` not, the host's cgroup hierarchy
-/// if `$4` is `host`, the root read-only; nodectl (`$6`) then runs with
-/// the capabilities of `$5` only (setpriv's list, see
-/// [`daemonset_capabilities`]).
+/// if `$4` is `host`, the root read-only, nodectl (`$6`) at `/nodectl`;
+/// nodectl then runs with the rest of the arguments and the capabilities
+/// of `$5` only (setpriv's list, see [`daemonset_capabilities`]), or, given
+/// `--stay`, the container stays (a pod's, for [`Pod::run`]).
 const CONTAINER: &str = r#"set -eu
 new=$1 mounted=$2 hidden=$3 cgroup=$4 caps=$5; shift 5
 mount -t tmpfs -o mode=0755 tmpfs "$new"
@@ -134,6 +135,7 @@ touch "$new/nodectl"
 mount --bind "$1" "$new/nodectl"
 shift
 mount -o remount,bind,ro "$new"
+if [ "$1" = --stay ]; then exec chroot "$new" sleep infinity; fi
 exec chroot "$new" setpriv --bounding-set="-all$caps" --inh-caps=-all /nodectl "$@""#;
 
 /// The capabilities deploy/'s base DaemonSet adds (its `add: [...]`), as
@@ -153,19 +155,18 @@ fn daemonset_capabilities() -> String {
         .collect()
 }
 
-/// nodectl as deploy/'s DaemonSet runs it: in a mount namespace and a
+/// The command that makes deploy/'s DaemonSet container (see [`CONTAINER`])
+/// in a mount namespace (its mounts' propagation `propagation`) and a
 /// cgroup namespace of its own (`unshare -m -C`; on cgroup v2 a runtime
-/// gives every container one), in a container's root with the host's
-/// directories that its overlays mount (see [`CONTAINER`]), the host's
-/// mount table read through PID 1 (`--mountinfo /proc/1/mountinfo`, as
-/// the base passes), `hidden` as a container without their mounts has
-/// them.
-fn in_daemonset_view(
+/// gives every container one), `hidden` as a container without their
+/// mounts has them; its arguments end with nodectl's binary.
+fn container_command(
     bed: &TestBed,
     mounted: &[&Path],
     hidden: &[Hidden],
-    args: &[&str],
-) -> std::process::Output {
+    propagation: &str,
+    name: &str,
+) -> std::process::Command {
     let joined = |paths: &mut dyn Iterator<Item = &Path>| {
         paths
             .map(|p| p.display().to_string())
@@ -185,42 +186,111 @@ fn in_daemonset_view(
         true => "own",
         false => "host",
     };
-    let new_root = bed.scratch("daemonset-root");
+    let new_root = bed.scratch(name);
     std::fs::create_dir_all(&new_root).unwrap();
-    let mut args = args.to_vec();
-    args.extend(["--mountinfo", "/proc/1/mountinfo"]);
-    // containerd's root, state and socket as the k3s, rke2 and microk8s
-    // overlays pass them; its config not (no overlay mounts it): nodectl
-    // reads the running containerd's through /proc/<pid>/root.
-    let nodectl = std::process::Command::new(env!("CARGO_BIN_EXE_nodectl"));
     let mut command = std::process::Command::new("unshare");
-    command.args([
-        "-m",
-        "-C",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        CONTAINER,
-        "sh",
-    ]);
+    command.args(["-m", "-C", "--propagation", propagation, "sh", "-c"]);
+    command.args([CONTAINER, "sh"]);
     command
         .arg(&new_root)
         .arg(shown)
         .arg(hidden_dirs)
-        .arg(cgroup);
-    let mut capabilities = daemonset_capabilities();
-    if hidden.iter().any(|h| matches!(h, Hidden::SysAdmin)) {
-        capabilities = capabilities.replace(",+sys_admin", "");
-    }
-    command.arg(capabilities);
-    command.arg(nodectl.get_program()).args(args);
-    command.arg("--root").arg(bed.root());
-    command.arg("--state").arg(bed.state());
-    command.arg("--address").arg(bed.address());
+        .arg(cgroup)
+        .arg(capabilities(hidden));
+    command.arg(env!("CARGO_BIN_EXE_nodectl"));
     command.stdin(std::process::Stdio::null());
+    command
+}
+
+/// setpriv's list of the capabilities the DaemonSet has, less SYS_ADMIN
+/// if `hidden` says so.
+fn capabilities(hidden: &[Hidden]) -> String {
+    let capabilities = daemonset_capabilities();
+    match hidden.iter().any(|h| matches!(h, Hidden::SysAdmin)) {
+        true => capabilities.replace(",+sys_admin", ""),
+        false => capabilities,
+    }
+}
+
+/// nodectl's arguments as the DaemonSet passes them: `args`, the host's
+/// mount table through PID 1 (`--mountinfo /proc/1/mountinfo`, as the base
+/// passes), and containerd's root, state and socket as the k3s, rke2 and
+/// microk8s overlays pass them; its config not (no overlay mounts it):
+/// nodectl reads the running containerd's through /proc/<pid>/root.
+fn daemonset_args(bed: &TestBed, args: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(["--mountinfo", "/proc/1/mountinfo"].map(String::from));
+    for (flag, path) in [
+        ("--root", bed.root()),
+        ("--state", bed.state()),
+        ("--address", bed.address()),
+    ] {
+        all.extend([flag.to_string(), path.display().to_string()]);
+    }
+    all
+}
+
+/// nodectl run once in a DaemonSet container made for it, `hidden` as a
+/// container without their mounts has them.
+fn in_daemonset_view(
+    bed: &TestBed,
+    mounted: &[&Path],
+    hidden: &[Hidden],
+    args: &[&str],
+) -> std::process::Output {
+    let mut command = container_command(bed, mounted, hidden, "private", "daemonset-root");
+    command.args(daemonset_args(bed, args));
     support::run_bounded(&mut command, Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("nodectl in the DaemonSet's view: {e}"))
+}
+
+/// The DaemonSet's pod, made before the bed's pods: its container stays,
+/// and nodectl runs in it (`nsenter`, its root, mount and cgroup
+/// namespaces) as the pod's loop runs it. The host's mounts made after it
+/// started reach it only through its mounts' propagation (slaves of the
+/// host's, as `HostToContainer` makes them). Ended when dropped.
+struct Pod {
+    container: std::process::Child,
+}
+
+impl Pod {
+    fn start(bed: &TestBed, mounted: &[&Path]) -> Pod {
+        let mut command = container_command(bed, mounted, &[], "slave", "daemonset-pod");
+        command.arg("--stay").stderr(std::process::Stdio::piped());
+        let mut container = command.spawn().expect("unshare");
+        let pid = container.id();
+        let ready = support::wait_until(Duration::from_secs(10), || {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"));
+            comm.is_ok_and(|c| c.trim() == "sleep") || !matches!(container.try_wait(), Ok(None))
+        });
+        if !ready || !matches!(container.try_wait(), Ok(None)) {
+            let _ = container.kill();
+            let output = container.wait_with_output();
+            panic!("the DaemonSet's pod did not start: {output:?}");
+        }
+        Pod { container }
+    }
+
+    fn run(&self, bed: &TestBed, args: &[&str]) -> std::process::Output {
+        let mut command = std::process::Command::new("nsenter");
+        command
+            .arg("-t")
+            .arg(self.container.id().to_string())
+            .args(["-m", "-C", "-r", "-w", "setpriv"])
+            .arg(format!("--bounding-set=-all{}", capabilities(&[])))
+            .args(["--inh-caps=-all", "/nodectl"])
+            .args(daemonset_args(bed, args))
+            .stdin(std::process::Stdio::null());
+        support::run_bounded(&mut command, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("nodectl in the DaemonSet's pod: {e}"))
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        let _ = self.container.kill();
+        let _ = self.container.wait();
+    }
 }
 
 /// Mounts a network namespace nothing is in at `path`, as containerd's
@@ -278,10 +348,17 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
     const NAME: &str = "the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_gap";
     if std::env::var_os(IN_OWN_PID_NAMESPACE).is_none() {
         // PID 1 there is a shell that waits for the test (and reaps the
-        // shims reparented to it).
+        // shims reparented to it). Its mounts shared, as systemd makes a
+        // host's (unshare made them private first: no peer of the
+        // machine's), so that a pod's HostToContainer mounts follow them.
         let output = std::process::Command::new("unshare")
             .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-            .args(["sh", "-c", r#""$@"; exit $?"#, "sh"])
+            .args([
+                "sh",
+                "-c",
+                r#"mount --make-rshared / && "$@"; exit $?"#,
+                "sh",
+            ])
             .arg(std::env::current_exe().unwrap())
             .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
             .env(IN_OWN_PID_NAMESPACE, "1")
@@ -306,7 +383,34 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
     let _healthy = bed
         .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
         .await;
+    // kubelet's root and pod logs: one pod directory no sandbox names.
+    let kubelet_dir = bed.scratch("kubelet");
+    let orphan = "long-gone";
+    std::fs::create_dir_all(kubelet_dir.join("pods").join(orphan).join("volumes")).unwrap();
+    let pod_logs_dir = bed.scratch("pod-logs");
+    std::fs::create_dir_all(&pod_logs_dir).unwrap();
+    // The DaemonSet's mounts: every directory its overlays mount (libcni's
+    // result cache is the host's /var/lib/cni/results, in the base's
+    // cni-data, made by the first pod's ADD). Its pod starts before the
+    // leftovers are made, after the bed's one containerd restart: the
+    // bed's socket is not in its state directory, so it is mounted as a
+    // file, and a restarted containerd makes a new one (on a node it is in
+    // /run/containerd, mounted whole).
+    let mounted: Vec<PathBuf> = [
+        bed.root(),
+        bed.state(),
+        bed.address(),
+        bed.cni().conf_dir.as_path(),
+        bed.cni().data_dir.as_path(),
+        Path::new("/var/lib/cni"),
+        kubelet_dir.as_path(),
+        pod_logs_dir.as_path(),
+    ]
+    .map(Path::to_path_buf)
+    .into();
+    let mounted: Vec<&Path> = mounted.iter().map(PathBuf::as_path).collect();
     let crashed = bed.crash_containerd_in_cni_add("crashed").await;
+    let pod = Pod::start(&bed, &mounted);
     let leaked_ip = bed.leak_pod_ip("leaked-ip").await;
     let (gone, gone_uid) = bed.run_sandbox_in_pod_cgroup("gone").await;
     assert!(
@@ -314,12 +418,6 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
             .await,
         "the gone pod is stopped and removed"
     );
-    // kubelet's root and pod logs: one pod directory no sandbox names.
-    let kubelet_dir = bed.scratch("kubelet");
-    let orphan = "long-gone";
-    std::fs::create_dir_all(kubelet_dir.join("pods").join(orphan).join("volumes")).unwrap();
-    let pod_logs_dir = bed.scratch("pod-logs");
-    std::fs::create_dir_all(&pod_logs_dir).unwrap();
     // In a pid namespace of its own every line's test process is pid 2:
     // the ids nodectl reports are told apart by the clock instead
     // (scripts/test runs the lines side by side).
@@ -413,21 +511,11 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         "every planted kind is looked for"
     );
 
-    // The DaemonSet's view, every directory its overlays mount mounted
-    // (libcni's result cache is the host's /var/lib/cni/results, in the
-    // base's cni-data): the same findings.
-    let cni = bed.cni();
-    let libcni = Path::new("/var/lib/cni");
-    let mounted = [
-        bed.root(),
-        bed.state(),
-        bed.address(),
-        cni.conf_dir.as_path(),
-        cni.data_dir.as_path(),
-        libcni,
-        kubelet_dir.as_path(),
-        pod_logs_dir.as_path(),
-    ];
+    // The DaemonSet's view, every directory its overlays mount mounted: the
+    // same findings, in its pod started before the leftovers were made
+    // and in a container made now.
+    let in_pod = support::report(&pod.run(&bed, &json));
+    assert_eq!(kinds_and_ids(&in_pod), found, "{in_pod:#}");
     let daemonset = support::report(&in_daemonset_view(&bed, &mounted, &[], &json));
     assert_eq!(kinds_and_ids(&daemonset), found, "{daemonset:#}");
     eprintln!(
@@ -473,9 +561,9 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         (
             "CNI's config and store",
             vec![
-                Hidden::Dir(cni.conf_dir.clone()),
-                Hidden::Dir(cni.data_dir.clone()),
-                Hidden::Dir(libcni.to_path_buf()),
+                Hidden::Dir(bed.cni().conf_dir.clone()),
+                Hidden::Dir(bed.cni().data_dir.clone()),
+                Hidden::Dir(PathBuf::from("/var/lib/cni")),
             ],
             "cni",
             &["leaked-ip"],
