@@ -414,6 +414,25 @@ pub fn look_at_interfaces(
             // Not this namespace's doing: no namespace can be joined, so no
             // verdict can be had (a DaemonSet without CAP_SYS_ADMIN). The
             // kinds reading the netns directory are unchecked, never clear.
+            // The host's table has a namespace mounted there and nodectl's
+            // view a plain file: the host's mounts in the directory do not
+            // reach nodectl (a container without HostToContainer
+            // propagation keeps the copy it started with). None can be
+            // judged.
+            Err(Unseen::NotMountedHere) => {
+                gaps.push(Gap::source(
+                    SOURCE,
+                    &view.dir,
+                    format!(
+                        "the host's mount table has a namespace mounted at {}, and nodectl sees \
+                         none there (setns: EINVAL): the host's mounts in {} do not reach \
+                         nodectl (mount the directory with HostToContainer propagation)",
+                        mount.path.display(),
+                        view.dir.display()
+                    ),
+                ));
+                return;
+            }
             Err(Unseen::Refused(err)) => {
                 gaps.push(Gap::source(
                     SOURCE,
@@ -436,6 +455,9 @@ enum Unseen {
     /// The kernel refused to let nodectl join it (`setns` EPERM: the
     /// kernel's `netns_install` requires CAP_SYS_ADMIN): none can be.
     Refused(nix::Error),
+    /// What nodectl sees at the mount point is no namespace (`setns`
+    /// EINVAL), though the mount table read lists one there.
+    NotMountedHere,
     Failed(String),
 }
 
@@ -459,6 +481,7 @@ fn interfaces_in(path: &Path, identity: (u64, u64), net_dev: &Path) -> Result<Ve
     }
     setns(&namespace, CloneFlags::CLONE_NEWNET).map_err(|e| match e {
         nix::Error::EPERM => Unseen::Refused(e),
+        nix::Error::EINVAL => Unseen::NotMountedHere,
         _ => Unseen::Failed(format!("joining it: {e}")),
     })?;
     // procfs's size is 0 and each read a page at most: read to the end.
