@@ -254,8 +254,9 @@ struct Pod {
 }
 
 impl Pod {
-    fn start(bed: &TestBed, mounted: &[&Path]) -> Pod {
-        let mut command = container_command(bed, mounted, &[], "slave", "daemonset-pod");
+    /// Its mounts' propagation `propagation` (`slave`: HostToContainer).
+    fn start(bed: &TestBed, mounted: &[&Path], propagation: &str, name: &str) -> Pod {
+        let mut command = container_command(bed, mounted, &[], propagation, name);
         command.arg("--stay").stderr(std::process::Stdio::piped());
         let mut container = command.spawn().expect("unshare");
         let pid = container.id();
@@ -343,6 +344,47 @@ fn kinds_written(metrics: &str) -> Vec<String> {
         .collect()
 }
 
+/// `metrics` (nodectl's Prometheus text, `what` made it blind) has a gap of
+/// `source`, `nodectl_check_ok 0` for each of `kinds`, and no
+/// `nodectl_findings 0` for a kind written `nodectl_check_ok 0`.
+fn blind_never_clear(what: &str, metrics: &str, source: &str, kinds: &[&str]) {
+    let labels = |kind: &str| format!("command=\"check\",kind=\"{kind}\"");
+    eprintln!(
+        "{TEST}: {what}: {}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("nodectl_gaps{"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let gaps = sample(
+        metrics,
+        "nodectl_gaps",
+        &format!("command=\"check\",source=\"{source}\""),
+    );
+    assert!(
+        gaps.is_some_and(|n| n > 0.0),
+        "{what}: a {source} gap\n{metrics}"
+    );
+    for kind in kinds {
+        assert_eq!(
+            sample(metrics, "nodectl_check_ok", &labels(kind)),
+            Some(0.0),
+            "{what}: {kind} unchecked\n{metrics}"
+        );
+    }
+    // Never a count of 0 for a kind that was not checked.
+    for kind in kinds_written(metrics) {
+        if sample(metrics, "nodectl_check_ok", &labels(&kind)) == Some(0.0) {
+            assert_ne!(
+                sample(metrics, "nodectl_findings", &labels(&kind)),
+                Some(0.0),
+                "{what}: blind on {kind}, yet all clear\n{metrics}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_gap() {
     const NAME: &str = "the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_gap";
@@ -410,7 +452,9 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
     .into();
     let mounted: Vec<&Path> = mounted.iter().map(PathBuf::as_path).collect();
     let crashed = bed.crash_containerd_in_cni_add("crashed").await;
-    let pod = Pod::start(&bed, &mounted);
+    let pod = Pod::start(&bed, &mounted, "slave", "daemonset-pod");
+    // And one whose mounts do not follow the host's (no HostToContainer).
+    let stale_pod = Pod::start(&bed, &mounted, "private", "stale-pod");
     let leaked_ip = bed.leak_pod_ip("leaked-ip").await;
     let (gone, gone_uid) = bed.run_sandbox_in_pod_cgroup("gone").await;
     assert!(
@@ -585,42 +629,19 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
     });
     for ((what, _, source, kinds), output) in sources.iter().zip(&outputs) {
         let metrics = String::from_utf8_lossy(&output.stdout);
-        let labels = |kind: &str| format!("command=\"check\",kind=\"{kind}\"");
-        eprintln!(
-            "{TEST}: {what} hidden: {}",
-            metrics
-                .lines()
-                .filter(|l| l.starts_with("nodectl_gaps{"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let gaps = sample(
-            &metrics,
-            "nodectl_gaps",
-            &format!("command=\"check\",source=\"{source}\""),
-        );
-        assert!(
-            gaps.is_some_and(|n| n > 0.0),
-            "{what} hidden: a {source} gap\n{metrics}"
-        );
-        for kind in *kinds {
-            assert_eq!(
-                sample(&metrics, "nodectl_check_ok", &labels(kind)),
-                Some(0.0),
-                "{what} hidden: {kind} unchecked\n{metrics}"
-            );
-        }
-        // Never a count of 0 for a kind that was not checked.
-        for kind in kinds_written(&metrics) {
-            if sample(&metrics, "nodectl_check_ok", &labels(&kind)) == Some(0.0) {
-                assert_ne!(
-                    sample(&metrics, "nodectl_findings", &labels(&kind)),
-                    Some(0.0),
-                    "{what} hidden: blind on {kind}, yet all clear\n{metrics}"
-                );
-            }
-        }
+        blind_never_clear(&format!("{what} hidden"), &metrics, source, kinds);
     }
+    // A pod whose mounts do not follow the host's: the leaked namespace,
+    // mounted after it started, is a plain file there. A netns gap,
+    // leaked-netns unchecked, never a 0.
+    let output = stale_pod.run(&bed, &prometheus);
+    let metrics = String::from_utf8_lossy(&output.stdout);
+    blind_never_clear(
+        "no HostToContainer",
+        &metrics,
+        "mountinfo",
+        &["leaked-netns"],
+    );
     eprintln!(
         "{TEST}: {}: done after {:.1} s",
         bed.containerd_version(),
