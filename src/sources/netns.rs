@@ -396,42 +396,104 @@ pub fn look_at_interfaces(
         let seen = match spawned {
             Ok(_) => answered
                 .recv_timeout(INTERFACES_TIME.min(left))
-                .unwrap_or_else(|_| Err(format!("not seen in {} s", INTERFACES_TIME.as_secs()))),
-            Err(err) => Err(format!("no thread to look: {err}")),
+                .unwrap_or_else(|_| {
+                    Err(Unseen::Failed(format!(
+                        "not seen in {} s",
+                        INTERFACES_TIME.as_secs()
+                    )))
+                }),
+            Err(err) => Err(Unseen::Failed(format!("no thread to look: {err}"))),
         };
         match seen {
             Ok(interfaces) => mount.interfaces = Some(interfaces),
-            Err(why) => gaps.push(Gap::item(
+            Err(Unseen::Failed(why)) => gaps.push(Gap::item(
                 SOURCE,
                 &mount.path,
                 format!("its interfaces: {why}"),
             )),
+            // Not this namespace's doing: no namespace can be joined, so no
+            // verdict can be had (a DaemonSet without CAP_SYS_ADMIN). The
+            // kinds reading the netns directory are unchecked, never clear.
+            // The host's table has a namespace mounted there and nodectl's
+            // view a plain file: the host's mounts in the directory do not
+            // reach nodectl (a container without HostToContainer
+            // propagation keeps the copy it started with). None can be
+            // judged.
+            Err(Unseen::NotMountedHere) => {
+                gaps.push(Gap::source(
+                    SOURCE,
+                    &view.dir,
+                    format!(
+                        "the host's mount table has a namespace mounted at {}, and nodectl sees \
+                         none there (setns: EINVAL): the host's mounts in {} do not reach \
+                         nodectl (mount the directory with HostToContainer propagation)",
+                        mount.path.display(),
+                        view.dir.display()
+                    ),
+                ));
+                return;
+            }
+            Err(Unseen::Refused(err)) => {
+                gaps.push(Gap::source(
+                    SOURCE,
+                    &view.dir,
+                    format!(
+                        "the pods' network namespaces cannot be joined to see their interfaces \
+                         (setns: {err}; the kernel lets only a process with CAP_SYS_ADMIN join \
+                         one): a namespace holding another's interface cannot be told from a \
+                         leaked one"
+                    ),
+                ));
+                return;
+            }
         }
     }
+}
+
+/// Why a namespace's interfaces were not seen.
+enum Unseen {
+    /// The kernel refused to let nodectl join it (`setns` EPERM: the
+    /// kernel's `netns_install` requires CAP_SYS_ADMIN): none can be.
+    Refused(nix::Error),
+    /// What nodectl sees at the mount point is no namespace (`setns`
+    /// EINVAL), though the mount table read lists one there.
+    NotMountedHere,
+    Failed(String),
 }
 
 /// On the calling thread (which it moves into the namespace for good):
 /// the interfaces of the namespace mounted at `path`, if it is still the
 /// one of `identity` (nsfs device, inode).
-fn interfaces_in(path: &Path, identity: (u64, u64), net_dev: &Path) -> Result<Vec<String>, String> {
+fn interfaces_in(path: &Path, identity: (u64, u64), net_dev: &Path) -> Result<Vec<String>, Unseen> {
     let namespace = open_at(
         &nix::fcntl::AT_FDCWD,
         path,
         OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
     )
-    .map_err(|e| format!("opening it: {e}"))?;
-    let metadata = namespace.metadata().map_err(|e| e.to_string())?;
+    .map_err(|e| Unseen::Failed(format!("opening it: {e}")))?;
+    let metadata = namespace
+        .metadata()
+        .map_err(|e| Unseen::Failed(e.to_string()))?;
     if (metadata.dev(), metadata.ino()) != identity {
-        return Err("another namespace (or none) is mounted there now".to_string());
+        return Err(Unseen::Failed(
+            "another namespace (or none) is mounted there now".to_string(),
+        ));
     }
-    setns(&namespace, CloneFlags::CLONE_NEWNET).map_err(|e| format!("joining it: {e}"))?;
+    setns(&namespace, CloneFlags::CLONE_NEWNET).map_err(|e| match e {
+        nix::Error::EPERM => Unseen::Refused(e),
+        nix::Error::EINVAL => Unseen::NotMountedHere,
+        _ => Unseen::Failed(format!("joining it: {e}")),
+    })?;
     // procfs's size is 0 and each read a page at most: read to the end.
     let mut text = Vec::new();
     open_regular(net_dev, Links::Follow)
         .and_then(|file| file.take(NET_DEV_LIMIT + 1).read_to_end(&mut text))
-        .map_err(|e| format!("{}: {e}", net_dev.display()))?;
+        .map_err(|e| Unseen::Failed(format!("{}: {e}", net_dev.display())))?;
     if text.len() as u64 > NET_DEV_LIMIT {
-        return Err(format!("{} past {NET_DEV_LIMIT} bytes", net_dev.display()));
+        return Err(Unseen::Failed(format!(
+            "{} past {NET_DEV_LIMIT} bytes",
+            net_dev.display()
+        )));
     }
     Ok(net_dev_interfaces(&String::from_utf8_lossy(&text)))
 }
