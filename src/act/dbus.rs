@@ -404,6 +404,140 @@ mod tests {
         assert_eq!(first_string("v", &[1, b'u', 0, 0, 1, 0, 0, 0], true), None);
     }
 
+    /// A message systemd sends on a direct connection: `kind` (2 return,
+    /// 3 error, 4 signal), its sender `org.freedesktop.systemd1` (no unique
+    /// name: what zbus 5 panics on), a string or object path body.
+    fn from_systemd(
+        kind: u8,
+        reply_serial: Option<u32>,
+        error: Option<&str>,
+        body: &str,
+    ) -> Vec<u8> {
+        let mut payload = Vec::new();
+        put_string(&mut payload, body);
+        let mut message = vec![b'l', kind, 1, 1];
+        message.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        message.extend_from_slice(&77u32.to_le_bytes());
+        message.extend_from_slice(&[0; 4]);
+        if let Some(serial) = reply_serial {
+            pad(&mut message, 8);
+            message.extend_from_slice(&[REPLY_SERIAL, 1, b'u', 0]);
+            message.extend_from_slice(&serial.to_le_bytes());
+        }
+        if let Some(name) = error {
+            put_field(&mut message, ERROR_NAME, b's', name);
+        }
+        put_field(&mut message, 7, b's', "org.freedesktop.systemd1");
+        put_field(
+            &mut message,
+            SIGNATURE,
+            b'g',
+            if kind == 3 { "s" } else { "o" },
+        );
+        let fields = (message.len() - 16) as u32;
+        message[12..16].copy_from_slice(&fields.to_le_bytes());
+        pad(&mut message, 8);
+        message.extend_from_slice(&payload);
+        message
+    }
+
+    /// One whole method call, as systemd reads it: (its serial, parsed).
+    fn read_call(theirs: &mut UnixStream) -> (u32, Parsed) {
+        let mut header = [0u8; 16];
+        theirs.read_exact(&mut header).unwrap();
+        let fields = u32_at(&header, 12, true) as usize;
+        let rest = align(16 + fields, 8) - 16 + u32_at(&header, 4, true) as usize;
+        let mut call = header.to_vec();
+        call.resize(16 + rest, 0);
+        theirs.read_exact(&mut call[16..]).unwrap();
+        (u32_at(&call, 8, true), parse(&call).unwrap())
+    }
+
+    #[test]
+    fn systemd_s_replies_are_read_whatever_their_sender_and_signals_skipped() {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let systemd = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut byte = [0u8; 1];
+            while !seen.ends_with(b"BEGIN\r\n") {
+                if seen.ends_with(b"\r\n") && seen.starts_with(b"\0AUTH EXTERNAL ") {
+                    theirs
+                        .write_all(b"OK 0123456789abcdef0123456789abcdef\r\n")
+                        .unwrap();
+                    seen.clear();
+                }
+                theirs.read_exact(&mut byte).unwrap();
+                seen.push(byte[0]);
+            }
+            let (serial, call) = read_call(&mut theirs);
+            assert_eq!(call.signature, "ss");
+            // A signal first, then a reply to another serial, then its own.
+            theirs
+                .write_all(&from_systemd(4, None, None, "/x"))
+                .unwrap();
+            theirs
+                .write_all(&from_systemd(2, Some(serial + 9), None, "/no"))
+                .unwrap();
+            let job = "/org/freedesktop/systemd1/job/17";
+            theirs
+                .write_all(&from_systemd(2, Some(serial), None, job))
+                .unwrap();
+            // The next call gets an error.
+            let (serial, _) = read_call(&mut theirs);
+            let name = "org.freedesktop.systemd1.NoSuchUnit";
+            theirs
+                .write_all(&from_systemd(3, Some(serial), Some(name), "no such unit"))
+                .unwrap();
+        });
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let mut connection = Connection::authenticate(ours, deadline).unwrap();
+        let path = "/org/freedesktop/systemd1";
+        let reply = connection
+            .call(
+                "org.freedesktop.systemd1",
+                path,
+                "m.M",
+                "StopUnit",
+                &["u.slice", "replace"],
+            )
+            .unwrap();
+        assert_eq!(
+            reply.string().as_deref(),
+            Ok("/org/freedesktop/systemd1/job/17")
+        );
+        let reply = connection
+            .call(
+                "org.freedesktop.systemd1",
+                path,
+                "m.M",
+                "GetUnit",
+                &["u.slice"],
+            )
+            .unwrap();
+        assert_eq!(
+            reply,
+            Reply::Error {
+                name: "org.freedesktop.systemd1.NoSuchUnit".to_string(),
+                message: "no such unit".to_string()
+            }
+        );
+        systemd.join().unwrap();
+    }
+
+    #[test]
+    fn a_silent_peer_is_an_error_at_the_deadline() {
+        let (ours, _theirs) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_millis(200);
+        let started = Instant::now();
+        let failed = Connection::authenticate(ours, deadline)
+            .err()
+            .unwrap_or_default();
+        assert!(failed.contains("deadline"), "{failed}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
     #[test]
     fn a_truncated_message_is_an_error_never_a_panic() {
         let call = method_call(1, "d.e", "/p", "i.f", "M", &["x"]);
