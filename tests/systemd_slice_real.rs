@@ -11,7 +11,8 @@
 //! with no sandbox that kubelet's word (its pod-resources socket) no longer
 //! lists: one empty, one with a process in it (a service in the slice).
 //! `leaked-pod-cgroups --remove` plans the empty one "stopped through
-//! systemd", and with `--yes` stops it through systemd: the unit inactive
+//! systemd" (and refuses the others in the plan too), and with `--yes`
+//! stops it through systemd: the unit inactive
 //! (as `systemctl show` says) and its cgroup gone; the busy one is refused
 //! and stays active; a directory named as a pod slice that systemd does not
 //! own (made behind its back) is refused on systemd's word and left alone.
@@ -85,13 +86,17 @@ async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused
     // behind its back): not systemd's to stop.
     let unowned_uid = "5d5d5d5d-0000-4000-8000-00000000000c";
     let unowned_dir = dir_of(&slice(unowned_uid));
-    std::fs::create_dir(&unowned_dir).unwrap();
     wait_until("the ended service is gone from its slice", || {
         std::fs::read_to_string(leaked_dir.join("cgroup.events"))
             .is_ok_and(|events| events.contains("populated 0"))
     });
     assert_eq!(show(&leaked, "ActiveState"), "active");
     assert_eq!(show(&busy, "ActiveState"), "active");
+    std::fs::create_dir(&unowned_dir).unwrap();
+    // A second on before nodectl looks: without it the directory made last
+    // was now and then missing from the plan (2 runs of 4; why not
+    // measured: its mtime is never ahead of the clock here).
+    std::thread::sleep(Duration::from_secs(1));
 
     let remove = |yes: bool| {
         let mut args = vec![
@@ -139,6 +144,10 @@ async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused
     let detail = planned["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("stopped through systemd"), "{detail}");
     assert_eq!(row(&plan, &busy_dir)["outcome"], "refused", "{plan:#}");
+    let unowned = row(&plan, &unowned_dir);
+    assert_eq!(unowned["outcome"], "refused", "systemd's word: {plan:#}");
+    let detail = unowned["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("systemd has no unit"), "{detail}");
     assert_eq!(
         show(&leaked, "ActiveState"),
         "active",

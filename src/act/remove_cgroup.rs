@@ -24,6 +24,7 @@
 //! hierarchy is a cgroup filesystem (`fstatfs`), and the tree is walked from
 //! descriptors, never through a symlink nor across a mount (see `tree`).
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -203,10 +204,25 @@ pub fn run(
         true => systemd.proven(),
         false => Err("not asked: no systemd slice".to_string()),
     };
+    // systemd's word on each slice (read only), for the plan and the
+    // verdicts; asked again right before each stop.
+    let owned = match proven {
+        Ok(()) => targets
+            .iter()
+            .filter(|t| t.systemd_stop.is_some())
+            .filter_map(|t| {
+                let unit = unit_of(&t.path).ok()?;
+                let relative = t.path.strip_prefix(&t.hierarchy).ok()?;
+                Some((t.path.clone(), systemd.owns(&unit, relative)))
+            })
+            .collect(),
+        Err(_) => HashMap::new(),
+    };
     let mut remove = Remove {
         settings,
         systemd,
         proven,
+        owned,
     };
     walk(before, targets, act, &mut remove, regather)
 }
@@ -216,6 +232,8 @@ struct Remove<'a> {
     systemd: &'a mut dyn Systemd,
     /// Whether systemd was proven, for the plan and the verdicts.
     proven: Result<(), String>,
+    /// Whether systemd says it owns each slice, by directory.
+    owned: HashMap<PathBuf, Result<(), String>>,
 }
 
 impl Act for Remove<'_> {
@@ -224,7 +242,9 @@ impl Act for Remove<'_> {
     type Row = Cleanup;
 
     fn verdict(&self, fresh: &Snapshot, target: &Target) -> Verdict {
-        verify(fresh, target, self.settings, &self.proven)
+        let owned = self.owned.get(&target.path).cloned().unwrap_or(Ok(()));
+        let systemd = self.proven.clone().and(owned);
+        verify(fresh, target, self.settings, &systemd)
     }
 
     fn would(&self, target: &Target) -> (CleanupOutcome, String) {
@@ -484,20 +504,31 @@ mod tests {
         fn proven(&mut self) -> Result<(), String> {
             Err("no systemd here".to_string())
         }
+        fn owns(&mut self, _: &str, _: &Path) -> Result<(), String> {
+            Err("no systemd here".to_string())
+        }
         fn stop(&mut self, _: &str, _: &Path, _: &Path) -> (CleanupOutcome, String) {
             (CleanupOutcome::Refused, "no systemd here".to_string())
         }
     }
 
-    /// systemd proven, which records what it was asked to stop.
+    /// systemd proven, which records what it was asked to stop (and owns
+    /// every slice unless `disowned`).
     #[derive(Default)]
     struct Proven {
         stopped: Vec<(String, PathBuf)>,
+        disowned: bool,
     }
 
     impl Systemd for Proven {
         fn proven(&mut self) -> Result<(), String> {
             Ok(())
+        }
+        fn owns(&mut self, unit: &str, _: &Path) -> Result<(), String> {
+            match self.disowned {
+                true => Err(format!("systemd has no unit {unit} loaded")),
+                false => Ok(()),
+            }
         }
         fn stop(&mut self, unit: &str, cgroup: &Path, _: &Path) -> (CleanupOutcome, String) {
             self.stopped.push((unit.to_string(), cgroup.to_path_buf()));
@@ -542,6 +573,7 @@ mod tests {
             settings: &settings,
             systemd: &mut Unproven,
             proven: Ok(()),
+            owned: HashMap::new(),
         }
         .act(&target);
         assert_eq!(outcome, CleanupOutcome::Refused, "{detail}");
@@ -568,6 +600,28 @@ mod tests {
         assert_eq!(done[0].outcome, CleanupOutcome::Removed, "{done:?}");
         assert_eq!(systemd.stopped, vec![(unit.to_string(), pod.clone())]);
         // The fake systemd removes nothing: nodectl itself did no rmdir.
+        assert!(pod.join("container").is_dir(), "never an rmdir");
+    }
+
+    #[test]
+    fn a_slice_systemd_does_not_own_is_refused_in_the_plan_too() {
+        let Some(scratch) = Scratch::new("disowned") else {
+            return;
+        };
+        let unit = "kubepods-besteffort-pod4444_dddd.slice";
+        let parent = "kubepods.slice/kubepods-besteffort.slice";
+        let (s, pod) = systemd_slice(&scratch, parent, unit);
+        let mut systemd = Proven {
+            disowned: true,
+            ..Proven::default()
+        };
+        for act in [false, true] {
+            let done = run(&s, &Settings::default(), act, &mut systemd, || s.clone());
+            assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
+            assert!(done[0].detail.contains("systemd has no unit"), "{done:?}");
+            assert!(done[0].detail.contains("`systemctl stop "), "{done:?}");
+        }
+        assert!(systemd.stopped.is_empty(), "{:?}", systemd.stopped);
         assert!(pod.join("container").is_dir(), "never an rmdir");
     }
 

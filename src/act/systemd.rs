@@ -98,6 +98,9 @@ pub fn peer_refusal(peer: Peer) -> Option<String> {
 pub trait Systemd {
     /// Whether systemd can be reached and proven now; if not, why.
     fn proven(&mut self) -> Result<(), String>;
+    /// Whether systemd says `unit` is loaded, active and has the cgroup
+    /// `relative` (below its hierarchy) as its own; if not, why. Read only.
+    fn owns(&mut self, unit: &str, relative: &Path) -> Result<(), String>;
     /// Stops `unit`, whose cgroup directory is `cgroup` (`relative` below
     /// its hierarchy), through systemd (proven again on the connection it
     /// asks over), waiting until systemd removed the directory.
@@ -157,6 +160,12 @@ impl Systemd for Manager {
         self.connect().map(drop)
     }
 
+    fn owns(&mut self, unit: &str, relative: &Path) -> Result<(), String> {
+        let stream = self.connect()?;
+        let mut connection = Connection::authenticate(stream, Instant::now() + self.timeout)?;
+        owned(&mut connection, unit, relative).map_err(|(_, why)| why)
+    }
+
     fn stop(&mut self, unit: &str, cgroup: &Path, relative: &Path) -> (CleanupOutcome, String) {
         let stream = match self.connect() {
             Ok(stream) => stream,
@@ -187,10 +196,8 @@ const MANAGER_PATH: &str = "/org/freedesktop/systemd1";
 const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 
-/// On the proven connection `stream`: systemd's word that `unit` is loaded,
-/// active, and has the cgroup `relative` (below the hierarchy) as its own
-/// (`ControlGroup`), else refused: a directory named like a unit systemd
-/// does not own is not its to stop. Then one last look that nothing runs
+/// On the proven connection `stream`: systemd's word that it owns `unit`'s
+/// cgroup ([`owned`]), then one last look that nothing runs
 /// in it, `StopUnit(unit, "replace")`, and a wait until systemd removed the
 /// directory, or said the unit is inactive or failed with the directory
 /// still there (a failure: something keeps it).
@@ -204,21 +211,7 @@ fn stop_and_wait(
     let failed = |why: String| (CleanupOutcome::Failed, why);
     let refused = |why: String| (CleanupOutcome::Refused, why);
     let mut connection = Connection::authenticate(stream, deadline).map_err(failed)?;
-    let Some(object) = unit_path(&mut connection, unit).map_err(failed)? else {
-        return Err(refused(format!(
-            "systemd has no unit {unit} loaded: the directory is not a unit's"
-        )));
-    };
-    let state = property(&mut connection, &object, "Unit", "ActiveState").map_err(failed)?;
-    let owned = property(&mut connection, &object, "Slice", "ControlGroup").map_err(failed)?;
-    let expected = Path::new("/").join(relative);
-    if state != "active" || Path::new(&owned) != expected {
-        return Err(refused(format!(
-            "systemd's {unit} is {state} with ControlGroup {owned:?}, not {}: the directory is \
-             not its",
-            expected.display()
-        )));
-    }
+    owned(&mut connection, unit, relative)?;
     // Stopping a slice stops every unit in it: a process that arrived
     // since the verdict would be ended, where an rmdir would only fail.
     // One last look, as late as can be, narrows that window to the call.
@@ -280,6 +273,35 @@ fn stop_and_wait(
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// systemd's word that `unit` is loaded, active, and has the cgroup
+/// `relative` (below the hierarchy) as its own (`ControlGroup`), else
+/// refused: a directory named like a unit systemd does not own is not its
+/// to stop. Read only.
+fn owned(
+    connection: &mut Connection,
+    unit: &str,
+    relative: &Path,
+) -> Result<(), (CleanupOutcome, String)> {
+    let failed = |why: String| (CleanupOutcome::Failed, why);
+    let refused = |why: String| (CleanupOutcome::Refused, why);
+    let Some(object) = unit_path(connection, unit).map_err(failed)? else {
+        return Err(refused(format!(
+            "systemd has no unit {unit} loaded: the directory is not a unit's"
+        )));
+    };
+    let state = property(connection, &object, "Unit", "ActiveState").map_err(failed)?;
+    let owned = property(connection, &object, "Slice", "ControlGroup").map_err(failed)?;
+    let expected = Path::new("/").join(relative);
+    if state != "active" || Path::new(&owned) != expected {
+        return Err(refused(format!(
+            "systemd's {unit} is {state} with ControlGroup {owned:?}, not {}: the directory is \
+             not its",
+            expected.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The object path of `unit` (`GetUnit`); `None` when systemd has no such
