@@ -93,10 +93,14 @@ async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused
     assert_eq!(show(&leaked, "ActiveState"), "active");
     assert_eq!(show(&busy, "ActiveState"), "active");
     std::fs::create_dir(&unowned_dir).unwrap();
-    // A second on before nodectl looks: without it the directory made last
-    // was now and then missing from the plan (2 runs of 4; why not
-    // measured: its mtime is never ahead of the clock here).
-    std::thread::sleep(Duration::from_secs(1));
+    // nodectl ages a pod cgroup by its directory's mtime, and a cgroup
+    // directory no one has open gets the time its inode is (re)made in the
+    // kernel's cache, not its mkdir's (measured: a stat 0.7 s after the
+    // mkdir says 0.7 s): held open, its age starts now, and before nodectl
+    // looks (otherwise nodectl's own look makes it younger than the
+    // snapshot, and the plan missed it in 2 runs of 4).
+    let _held = std::fs::File::open(&unowned_dir).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
 
     let remove = |yes: bool| {
         let mut args = vec![
