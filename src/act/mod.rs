@@ -5,6 +5,7 @@
 //! before it acts; whatever came back to life in between is refused. They
 //! all do so through one walk ([`walk::walk`]).
 
+pub mod dbus;
 pub mod kill;
 pub mod release_ip;
 pub mod remove_bundle;
@@ -12,6 +13,7 @@ pub mod remove_cgroup;
 pub mod remove_netns;
 pub mod remove_sandbox;
 pub mod remove_snapshot;
+pub mod systemd;
 mod tree;
 pub mod unmount;
 pub mod walk;

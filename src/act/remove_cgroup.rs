@@ -10,11 +10,13 @@
 //! that arrives after the verdict stops the removal there.
 //!
 //! A slice systemd made for kubelet (the systemd cgroup driver) is never
-//! removed: kubelet (`cgroupCommon.Destroy`, through libcontainer's systemd
-//! manager) stops its unit over D-Bus and systemd removes the cgroup; an
-//! `rmdir` behind systemd's back leaves the unit's state wrong. Each is
-//! refused, with the `systemctl stop` line that removes it as kubelet would
-//! (see [`leaked_pod_cgroup::systemd_stop`]).
+//! removed by nodectl: kubelet (`cgroupCommon.Destroy`, through
+//! libcontainer's systemd manager) stops its unit over D-Bus and systemd
+//! removes the cgroup; an `rmdir` behind systemd's back leaves the unit's
+//! state wrong. nodectl stops it the same way, through systemd proven PID 1
+//! of the host ([`crate::act::systemd`]); when systemd cannot be reached or
+//! proven it is refused, saying why, with the `systemctl stop` line that
+//! removes it as kubelet would (see [`leaked_pod_cgroup::systemd_stop`]).
 //!
 //! Only a cgroup is removed, whatever the cgroup root says (a kubelet's
 //! `--cgroup-root` or `--kubelet-cgroup-root` with `..`, a symlink planted
@@ -22,6 +24,7 @@
 //! hierarchy is a cgroup filesystem (`fstatfs`), and the tree is walked from
 //! descriptors, never through a symlink nor across a mount (see `tree`).
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -31,6 +34,7 @@ use nix::fcntl::{openat2, AtFlags, AT_FDCWD};
 use nix::sys::stat::{fstatat, SFlag};
 use nix::sys::statfs::{fstatfs, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
 
+use crate::act::systemd::{unit_of, Systemd};
 use crate::act::tree;
 use crate::act::walk::{walk, Act};
 use crate::act::Verdict;
@@ -102,8 +106,14 @@ fn other_hierarchies(hierarchy: &Path, cgroup: &Path) -> Vec<PathBuf> {
     others
 }
 
-/// Whether `target` may be removed now, judged on `fresh`.
-pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
+/// Whether `target` may be removed now, judged on `fresh`; a systemd
+/// driver's slice only while `systemd` (whether systemd was proven) is Ok.
+pub fn verify(
+    fresh: &Snapshot,
+    target: &Target,
+    settings: &Settings,
+    systemd: &Result<(), String>,
+) -> Verdict {
     let still = leaked_pod_cgroup::leaked(fresh, settings)
         .into_iter()
         .find(|leaked| leaked.cgroup.path == target.path);
@@ -117,8 +127,12 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
         ),
         Some(cgroup) => match cgroup.procs {
             Some(0) => match leaked_pod_cgroup::systemd_stop(cgroup) {
-                Some(stop) => Verdict::Refuse(systemd_refusal(&stop)),
                 None => Verdict::Go,
+                Some(stop) => match (unit_of(&cgroup.path), systemd) {
+                    (Err(why), _) => Verdict::Refuse(systemd_refusal(&stop, &why)),
+                    (Ok(_), Err(why)) => Verdict::Refuse(systemd_refusal(&stop, why)),
+                    (Ok(_), Ok(())) => Verdict::Go,
+                },
             },
             Some(procs) => Verdict::Refuse(format!(
                 "{procs} process(es) run in it: they outlived their pod, and are not nodectl's to end"
@@ -161,30 +175,65 @@ pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict
     }
 }
 
-/// Why a systemd slice is refused, and the line that removes it.
-fn systemd_refusal(stop: &str) -> String {
+/// Why a systemd slice is refused (systemd could not be asked: `why`),
+/// and the line that removes it.
+fn systemd_refusal(stop: &str, why: &str) -> String {
     format!(
-        "a slice systemd made for kubelet (systemd cgroup driver): nodectl never removes it \
-         behind systemd's back, which would leave the unit's state wrong; nothing runs in it, \
-         so stop it through systemd as kubelet does: `{stop}`"
+        "a slice systemd made for kubelet (systemd cgroup driver), not stopped through systemd: \
+         {why}. nodectl never removes it behind systemd's back, which would leave the unit's \
+         state wrong; nothing runs in it, so stop it through systemd as kubelet does: `{stop}`"
     )
 }
 
 /// Removes (or, without `act`, plans) the leaked pod cgroups of `before`
 /// with no process in them, each re-verified on the snapshot `regather`
 /// takes.
+///
+/// A systemd driver's slice is stopped through `systemd`, which is proven
+/// once for the plan (only when there is such a slice) and again on the
+/// connection each stop is asked over.
 pub fn run(
     before: &Snapshot,
     settings: &Settings,
     act: bool,
+    systemd: &mut dyn Systemd,
     regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
-    walk(before, targets, act, &mut Remove { settings }, regather)
+    let proven = match targets.iter().any(|t| t.systemd_stop.is_some()) {
+        true => systemd.proven(),
+        false => Err("not asked: no systemd slice".to_string()),
+    };
+    // systemd's word on each slice (read only), for the plan and the
+    // verdicts; asked again right before each stop.
+    let owned = match proven {
+        Ok(()) => targets
+            .iter()
+            .filter(|t| t.systemd_stop.is_some())
+            .filter_map(|t| {
+                let unit = unit_of(&t.path).ok()?;
+                let relative = t.path.strip_prefix(&t.hierarchy).ok()?;
+                Some((t.path.clone(), systemd.owns(&unit, relative)))
+            })
+            .collect(),
+        Err(_) => HashMap::new(),
+    };
+    let mut remove = Remove {
+        settings,
+        systemd,
+        proven,
+        owned,
+    };
+    walk(before, targets, act, &mut remove, regather)
 }
 
 struct Remove<'a> {
     settings: &'a Settings,
+    systemd: &'a mut dyn Systemd,
+    /// Whether systemd was proven, for the plan and the verdicts.
+    proven: Result<(), String>,
+    /// Whether systemd says it owns each slice, by directory.
+    owned: HashMap<PathBuf, Result<(), String>>,
 }
 
 impl Act for Remove<'_> {
@@ -193,18 +242,42 @@ impl Act for Remove<'_> {
     type Row = Cleanup;
 
     fn verdict(&self, fresh: &Snapshot, target: &Target) -> Verdict {
-        verify(fresh, target, self.settings)
+        let owned = self.owned.get(&target.path).cloned().unwrap_or(Ok(()));
+        let systemd = self.proven.clone().and(owned);
+        verify(fresh, target, self.settings, &systemd)
     }
 
-    fn would(&self, _: &Target) -> (CleanupOutcome, String) {
-        let how = "run with --remove --yes to remove it, container cgroups first";
-        (CleanupOutcome::WouldRemove, how.to_string())
+    fn would(&self, target: &Target) -> (CleanupOutcome, String) {
+        let how = match unit_of(&target.path) {
+            Ok(unit) if target.systemd_stop.is_some() => format!(
+                "would be stopped through systemd (StopUnit {unit}, as kubelet does), which \
+                 removes its cgroup: run with --remove --yes"
+            ),
+            _ => "run with --remove --yes to remove it, container cgroups first".to_string(),
+        };
+        (CleanupOutcome::WouldRemove, how)
     }
 
     fn act(&mut self, target: &Target) -> (CleanupOutcome, String) {
-        // Its verdict refuses it already; never an rmdir whatever said Go.
+        // A systemd slice is only ever stopped through systemd, never an
+        // rmdir, whatever said Go.
         if let Some(stop) = &target.systemd_stop {
-            return (CleanupOutcome::Refused, systemd_refusal(stop));
+            let relative = target.path.strip_prefix(&target.hierarchy);
+            return match (unit_of(&target.path), relative) {
+                (Ok(unit), Ok(relative)) => {
+                    match self.systemd.stop(&unit, &target.path, relative) {
+                        (CleanupOutcome::Refused, why) => {
+                            (CleanupOutcome::Refused, systemd_refusal(stop, &why))
+                        }
+                        done => done,
+                    }
+                }
+                (Err(why), _) => (CleanupOutcome::Refused, systemd_refusal(stop, &why)),
+                (_, Err(_)) => {
+                    let why = format!("not below its hierarchy {}", target.hierarchy.display());
+                    (CleanupOutcome::Refused, systemd_refusal(stop, &why))
+                }
+            };
         }
         // The judged hierarchy first: the kernel refuses it while a
         // process is in it, and then nothing else is touched.
@@ -408,10 +481,10 @@ mod tests {
         let pod = scratch.dir.join("kubepods/burstable/podgone");
         fs::create_dir_all(pod.join("container/inner")).unwrap();
         let s = in_hierarchy(node(&pod, Some(0), &[]), &scratch.hierarchy);
-        let done = run(&s, &Settings::default(), false, || s.clone());
+        let done = run(&s, &Settings::default(), false, &mut Unproven, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::WouldRemove);
         assert!(pod.exists());
-        let done = run(&s, &Settings::default(), true, || s.clone());
+        let done = run(&s, &Settings::default(), true, &mut Unproven, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::Removed, "{done:?}");
         assert_eq!(done[0].action, CleanupAction::RemoveCgroup);
         assert!(!pod.exists());
@@ -420,8 +493,60 @@ mod tests {
             "only the pod's"
         );
         // Removed meanwhile: said so.
-        let done = run(&s, &Settings::default(), true, || s.clone());
+        let done = run(&s, &Settings::default(), true, &mut Unproven, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::AlreadyGone, "{done:?}");
+    }
+
+    /// systemd that cannot be reached: every slice refused.
+    struct Unproven;
+
+    impl Systemd for Unproven {
+        fn proven(&mut self) -> Result<(), String> {
+            Err("no systemd here".to_string())
+        }
+        fn owns(&mut self, _: &str, _: &Path) -> Result<(), String> {
+            Err("no systemd here".to_string())
+        }
+        fn stop(&mut self, _: &str, _: &Path, _: &Path) -> (CleanupOutcome, String) {
+            (CleanupOutcome::Refused, "no systemd here".to_string())
+        }
+    }
+
+    /// systemd proven, which records what it was asked to stop (and owns
+    /// every slice unless `disowned`).
+    #[derive(Default)]
+    struct Proven {
+        stopped: Vec<(String, PathBuf)>,
+        disowned: bool,
+    }
+
+    impl Systemd for Proven {
+        fn proven(&mut self) -> Result<(), String> {
+            Ok(())
+        }
+        fn owns(&mut self, unit: &str, _: &Path) -> Result<(), String> {
+            match self.disowned {
+                true => Err(format!("systemd has no unit {unit} loaded")),
+                false => Ok(()),
+            }
+        }
+        fn stop(&mut self, unit: &str, cgroup: &Path, _: &Path) -> (CleanupOutcome, String) {
+            self.stopped.push((unit.to_string(), cgroup.to_path_buf()));
+            (
+                CleanupOutcome::Removed,
+                "stopped through systemd".to_string(),
+            )
+        }
+    }
+
+    /// A systemd driver's slice of a gone pod in `scratch`, named `unit`,
+    /// below `parent`: (snapshot, its directory).
+    fn systemd_slice(scratch: &Scratch, parent: &str, unit: &str) -> (Snapshot, PathBuf) {
+        let pod = scratch.dir.join(parent).join(unit);
+        fs::create_dir_all(pod.join("container")).unwrap();
+        let mut s = in_hierarchy(node(&pod, Some(0), &[]), &scratch.hierarchy);
+        s.pod_cgroups.as_mut().unwrap().pod_cgroups[0].driver = "systemd".to_string();
+        (s, pod)
     }
 
     #[test]
@@ -430,29 +555,91 @@ mod tests {
             return;
         };
         let unit = "kubepods-besteffort-pod1111_aaaa.slice";
-        let pod = scratch
-            .dir
-            .join("kubepods.slice/kubepods-besteffort.slice")
-            .join(unit);
-        fs::create_dir_all(pod.join("container")).unwrap();
-        let mut s = in_hierarchy(node(&pod, Some(0), &[]), &scratch.hierarchy);
-        s.pod_cgroups.as_mut().unwrap().pod_cgroups[0].driver = "systemd".to_string();
+        let parent = "kubepods.slice/kubepods-besteffort.slice";
+        let (s, pod) = systemd_slice(&scratch, parent, unit);
         let line = format!("`systemctl stop {unit}`");
         for act in [false, true] {
-            let done = run(&s, &Settings::default(), act, || s.clone());
+            let done = run(&s, &Settings::default(), act, &mut Unproven, || s.clone());
             assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
             assert!(done[0].detail.contains(&line), "{done:?}");
+            assert!(done[0].detail.contains("no systemd here"), "{done:?}");
             assert!(pod.join("container").is_dir(), "never an rmdir");
         }
-        // Its act alone, whatever verdict let it through: still refused.
+        // Its act alone, whatever verdict let it through: asked of systemd
+        // (which refuses here), never an rmdir.
         let target = targets(&s, &Settings::default()).remove(0);
         let settings = Settings::default();
         let (outcome, detail) = Remove {
             settings: &settings,
+            systemd: &mut Unproven,
+            proven: Ok(()),
+            owned: HashMap::new(),
         }
         .act(&target);
         assert_eq!(outcome, CleanupOutcome::Refused, "{detail}");
-        assert!(detail.contains(&line), "{detail}");
+        assert!(pod.join("container").is_dir(), "never an rmdir");
+    }
+
+    #[test]
+    fn a_systemd_slice_is_stopped_through_a_proven_systemd_never_rmdir_ed() {
+        let Some(scratch) = Scratch::new("stop") else {
+            return;
+        };
+        let unit = "kubepods-besteffort-pod2222_bbbb.slice";
+        let parent = "kubepods.slice/kubepods-besteffort.slice";
+        let (s, pod) = systemd_slice(&scratch, parent, unit);
+        let mut systemd = Proven::default();
+        let plan = run(&s, &Settings::default(), false, &mut systemd, || s.clone());
+        assert_eq!(plan[0].outcome, CleanupOutcome::WouldRemove, "{plan:?}");
+        assert!(
+            plan[0].detail.contains("stopped through systemd"),
+            "{plan:?}"
+        );
+        assert!(systemd.stopped.is_empty(), "a plan asks nothing");
+        let done = run(&s, &Settings::default(), true, &mut systemd, || s.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Removed, "{done:?}");
+        assert_eq!(systemd.stopped, vec![(unit.to_string(), pod.clone())]);
+        // The fake systemd removes nothing: nodectl itself did no rmdir.
+        assert!(pod.join("container").is_dir(), "never an rmdir");
+    }
+
+    #[test]
+    fn a_slice_systemd_does_not_own_is_refused_in_the_plan_too() {
+        let Some(scratch) = Scratch::new("disowned") else {
+            return;
+        };
+        let unit = "kubepods-besteffort-pod4444_dddd.slice";
+        let parent = "kubepods.slice/kubepods-besteffort.slice";
+        let (s, pod) = systemd_slice(&scratch, parent, unit);
+        let mut systemd = Proven {
+            disowned: true,
+            ..Proven::default()
+        };
+        for act in [false, true] {
+            let done = run(&s, &Settings::default(), act, &mut systemd, || s.clone());
+            assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
+            assert!(done[0].detail.contains("systemd has no unit"), "{done:?}");
+            assert!(done[0].detail.contains("`systemctl stop "), "{done:?}");
+        }
+        assert!(systemd.stopped.is_empty(), "{:?}", systemd.stopped);
+        assert!(pod.join("container").is_dir(), "never an rmdir");
+    }
+
+    #[test]
+    fn a_slice_not_where_systemd_puts_its_unit_is_not_stopped() {
+        let Some(scratch) = Scratch::new("misplaced") else {
+            return;
+        };
+        let unit = "kubepods-besteffort-pod3333_cccc.slice";
+        let (s, pod) = systemd_slice(&scratch, "kubepods.slice", unit);
+        let mut systemd = Proven::default();
+        let done = run(&s, &Settings::default(), true, &mut systemd, || s.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
+        assert!(
+            done[0].detail.contains("not below its parent slice"),
+            "{done:?}"
+        );
+        assert!(systemd.stopped.is_empty(), "{:?}", systemd.stopped);
         assert!(pod.join("container").is_dir(), "never an rmdir");
     }
 
@@ -477,7 +664,7 @@ mod tests {
         fs::create_dir_all(memory.join("kubepods/burstable/podgone/container")).unwrap();
         let mut s = in_hierarchy(node(&pod, Some(0), &[]), &scratch.hierarchy);
         s.pod_cgroups.as_mut().unwrap().version = 1;
-        let done = run(&s, &Settings::default(), true, || s.clone());
+        let done = run(&s, &Settings::default(), true, &mut Unproven, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::Removed, "{done:?}");
         assert!(!pod.exists());
         assert!(!memory.join("kubepods/burstable/podgone").exists());
@@ -492,7 +679,7 @@ mod tests {
         let pod = dir.path().join("kubepods/burstable/podgone");
         fs::create_dir_all(pod.join("container")).unwrap();
         let s = in_hierarchy(node(&pod, Some(0), &[]), dir.path());
-        let done = run(&s, &Settings::default(), true, || s.clone());
+        let done = run(&s, &Settings::default(), true, &mut Unproven, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
         assert!(
             done[0].detail.contains("is not a cgroup filesystem"),
@@ -502,7 +689,7 @@ mod tests {
         // A path that climbs out of its hierarchy, even spelled below it.
         let climbing = dir.path().join("kubepods/../../elsewhere/podgone");
         let s = in_hierarchy(node(&climbing, Some(0), &[]), dir.path());
-        let done = run(&s, &Settings::default(), true, || s.clone());
+        let done = run(&s, &Settings::default(), true, &mut Unproven, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
         assert!(done[0].detail.contains("not a plain path"), "{done:?}");
         // A symlink on the way is not followed, even into a cgroup
@@ -519,7 +706,7 @@ mod tests {
             .join(scratch.dir.file_name().unwrap());
         let through = hierarchy.join("podgone");
         let s = in_hierarchy(node(&through, Some(0), &[]), &hierarchy);
-        let done = run(&s, &Settings::default(), true, || s.clone());
+        let done = run(&s, &Settings::default(), true, &mut Unproven, || s.clone());
         assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{done:?}");
         assert!(done[0].detail.contains("symlink"), "{done:?}");
         assert!(victim.join("kept").is_dir());
@@ -575,7 +762,9 @@ mod tests {
             (mounted, CleanupOutcome::Refused, "volumes still mounted"),
             (gone, CleanupOutcome::AlreadyGone, "no longer exists"),
         ] {
-            let done = run(&before, &Settings::default(), true, || fresh.clone());
+            let done = run(&before, &Settings::default(), true, &mut Unproven, || {
+                fresh.clone()
+            });
             assert_eq!(done[0].outcome, outcome, "{done:?}");
             assert!(done[0].detail.contains(says), "{done:?}");
             assert!(pod.exists());
@@ -588,10 +777,10 @@ mod tests {
         let pod = dir.path().join("podgone");
         let mut s = node(&pod, Some(0), &[]);
         s.kubelet = None;
-        assert!(run(&s, &Settings::default(), false, || s.clone()).is_empty());
+        assert!(run(&s, &Settings::default(), false, &mut Unproven, || s.clone()).is_empty());
         let mut s = node(&pod, Some(0), &[]);
         s.kubelet.as_mut().unwrap().word = crate::model::KubeletWord::default();
-        assert!(run(&s, &Settings::default(), false, || s.clone()).is_empty());
+        assert!(run(&s, &Settings::default(), false, &mut Unproven, || s.clone()).is_empty());
         assert_eq!(
             targets(&node(&pod, Some(0), &[]), &Settings::default()).len(),
             1

@@ -204,8 +204,9 @@ fn finding(cgroup: &PodCgroup, evidence: Evidence) -> Finding {
             "Nothing runs in it: kubelet removes it while it runs (one that stays means kubelet \
              is down or cannot; its log says why). It is a slice systemd made for kubelet (the \
              systemd cgroup driver): stop it through systemd, as kubelet does, never rmdir it \
-             behind systemd's back (the unit's state would stay wrong): `{stop}`. \
-             `leaked-pod-cgroups --remove` refuses it for that reason."
+             behind systemd's back (the unit's state would stay wrong): `{stop}`, or \
+             `nodectl leaked-pod-cgroups --remove --yes`, which stops it through systemd \
+             (StopUnit) when it can prove systemd, and otherwise refuses it."
         )
     } else {
         format!(
@@ -480,7 +481,11 @@ mod tests {
             f.remedy
         );
         assert!(!f.remedy.contains("rmdir {}"), "{}", f.remedy);
-        assert!(f.remedy.contains("--remove` refuses it"), "{}", f.remedy);
+        assert!(
+            f.remedy.contains("stops it through systemd"),
+            "{}",
+            f.remedy
+        );
         assert_eq!(f.evidence["cgroup_driver"]["value"], "systemd");
         assert_eq!(f.evidence["cgroup_driver"]["origin"], "kubelet_config");
         // A cgroupfs one still offers the rmdir.

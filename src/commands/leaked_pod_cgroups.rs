@@ -1,10 +1,11 @@
 //! `nodectl leaked-pod-cgroups [--remove [--yes]] [--grace DURATION]`:
 //! kubelet pod cgroups whose pod has no sandbox; optionally remove those
-//! nothing runs in, each re-checked right before.
+//! nothing runs in, each re-checked right before (a systemd driver's slice
+//! stopped through systemd).
 
 use anyhow::bail;
 
-use crate::act::remove_cgroup;
+use crate::act::{remove_cgroup, systemd};
 use crate::checks::registry;
 use crate::cli::{GlobalArgs, LeakedPodCgroupsArgs};
 use crate::gather::GatherOptions;
@@ -26,7 +27,10 @@ pub fn run(global: &GlobalArgs, args: &LeakedPodCgroupsArgs) -> anyhow::Result<R
     let clean = args
         .remove
         .then_some(|before: &_, regather: &dyn Fn() -> _| {
-            remove_cgroup::run(before, &settings, args.yes, regather)
+            // A systemd driver's slice is stopped through systemd, as
+            // kubelet does, waiting at most --timeout for it.
+            let mut systemd = systemd::Manager::host(global.timeout);
+            remove_cgroup::run(before, &settings, args.yes, &mut systemd, regather)
         });
     let command = "leaked-pod-cgroups";
     Ok(super::scan_and_clean(

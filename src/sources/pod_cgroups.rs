@@ -218,7 +218,7 @@ const MAX_DEPTH: usize = 16;
 
 /// `populated` of `cgroup`'s `cgroup.events` (cgroup v2): whether any
 /// process runs in it or anywhere below it.
-fn populated(cgroup: &Path, gaps: &mut Vec<Gap>) -> Option<bool> {
+pub fn populated(cgroup: &Path, gaps: &mut Vec<Gap>) -> Option<bool> {
     let file = cgroup.join("cgroup.events");
     match read_regular(&file, EVENTS_LIMIT, Links::Refuse) {
         Ok(read) => {
@@ -246,7 +246,7 @@ fn populated(cgroup: &Path, gaps: &mut Vec<Gap>) -> Option<bool> {
 
 /// Processes in `cgroup` and every cgroup below it (the whole subtree, to
 /// [`MAX_DEPTH`]; never through a symlink).
-fn procs_below(cgroup: &Path, gaps: &mut Vec<Gap>) -> usize {
+pub fn procs_below(cgroup: &Path, gaps: &mut Vec<Gap>) -> usize {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut level: Vec<PathBuf> = vec![cgroup.to_path_buf()];
     for _ in 0..=MAX_DEPTH {

@@ -1,0 +1,369 @@
+//! A systemd driver's pod slice, stopped through a real systemd as kubelet
+//! stops it.
+//!
+//! systemd runs as PID 1 of namespaces of its own (pid, mount, cgroup, uts,
+//! ipc, net), with a fresh cgroup2 rooted at a cgroup the test made, `/run`
+//! on tmpfs, `container=` set and a unit path holding only default.target.
+//! The test runs again inside those namespaces (`nsenter`), where systemd
+//! is the "host"'s PID 1, and starts its containerd bed there. Two pod
+//! slices are made through systemd under the bed's cgroup root, named as
+//! kubelet's systemd driver names them (`ToSystemd`/`ExpandSlice`), of pods
+//! with no sandbox that kubelet's word (its pod-resources socket) no longer
+//! lists: one empty, one with a process in it (a service in the slice).
+//! `leaked-pod-cgroups --remove` plans the empty one "stopped through
+//! systemd" (and refuses the others in the plan too), and with `--yes`
+//! stops it through systemd: the unit inactive
+//! (as `systemctl show` says) and its cgroup gone; the busy one is refused
+//! and stays active; a directory named as a pod slice that systemd does not
+//! own (made behind its back) is refused on systemd's word and left alone.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::TestBed;
+
+const TEST: &str = "systemd_slice_real";
+const NAME: &str = "a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused";
+/// Set in the run inside systemd's namespaces.
+const IN_SYSTEMD: &str = "NODECTL_TEST_IN_SYSTEMD";
+const SYSTEMD: &str = "/lib/systemd/systemd";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused() {
+    if std::env::var_os(IN_SYSTEMD).is_none() {
+        return run_inside_systemd();
+    }
+    let Some(bed) = TestBed::start(TEST).await else {
+        return;
+    };
+    let cgroup_root = bed.cgroup_parent().to_string();
+    let kubelet_dir = bed.scratch("kubelet");
+    std::fs::create_dir_all(kubelet_dir.join("pods")).unwrap();
+    let kubelet_root = kubelet_dir.display().to_string();
+    let pod_logs_dir = bed.scratch("pod-logs-of-kubelet");
+    let pod_logs = pod_logs_dir.display().to_string();
+    // kubelet's word: no pod active.
+    let _kubelet = support::PodResourcesServer::start(&kubelet_dir, &[]);
+
+    // The slices, made through systemd where kubelet's systemd driver puts
+    // them under the bed's cgroup root (every `-` of a part escaped to `_`).
+    let prefix = cgroup_root
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.replace('-', "_"))
+        .collect::<Vec<_>>()
+        .join("-");
+    let slice = |uid: &str| {
+        format!(
+            "{prefix}-kubepods-besteffort-pod{}.slice",
+            uid.replace('-', "_")
+        )
+    };
+    let (leaked_uid, busy_uid) = (
+        "5d5d5d5d-0000-4000-8000-00000000000a",
+        "5d5d5d5d-0000-4000-8000-00000000000b",
+    );
+    let (leaked, busy) = (slice(leaked_uid), slice(busy_uid));
+    // A service that ends at once leaves its slice active and empty, as a
+    // pod's slice is once its containers are gone; one that sleeps keeps a
+    // process in the other.
+    systemd_run(&leaked, "nodectl-test-done", &["true"]);
+    systemd_run(&busy, "nodectl-test-busy", &["sleep", "300"]);
+    let hierarchy = Path::new("/sys/fs/cgroup");
+    let dir_of = |unit: &str| -> PathBuf {
+        hierarchy
+            .join(format!("{prefix}.slice"))
+            .join(format!("{prefix}-kubepods.slice"))
+            .join(format!("{prefix}-kubepods-besteffort.slice"))
+            .join(unit)
+    };
+    let (leaked_dir, busy_dir) = (dir_of(&leaked), dir_of(&busy));
+    // A directory named as a pod slice that systemd does not own (made
+    // behind its back): not systemd's to stop.
+    let unowned_uid = "5d5d5d5d-0000-4000-8000-00000000000c";
+    let unowned_dir = dir_of(&slice(unowned_uid));
+    wait_until("the ended service is gone from its slice", || {
+        std::fs::read_to_string(leaked_dir.join("cgroup.events"))
+            .is_ok_and(|events| events.contains("populated 0"))
+    });
+    assert_eq!(show(&leaked, "ActiveState"), "active");
+    assert_eq!(show(&busy, "ActiveState"), "active");
+    std::fs::create_dir(&unowned_dir).unwrap();
+    // nodectl ages a pod cgroup by its directory's mtime, and a cgroup
+    // directory no one has open gets the time its inode is (re)made in the
+    // kernel's cache, not its mkdir's (measured: a stat 0.7 s after the
+    // mkdir says 0.7 s): held open, its age starts now, and before nodectl
+    // looks (otherwise nodectl's own look makes it younger than the
+    // snapshot, and the plan missed it in 2 runs of 4).
+    let _held = std::fs::File::open(&unowned_dir).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+
+    let remove = |yes: bool| {
+        let mut args = vec![
+            "leaked-pod-cgroups",
+            "--kubelet-root",
+            &kubelet_root,
+            "--kubelet-pod-logs",
+            &pod_logs,
+            "--kubelet-cgroup-root",
+            &cgroup_root,
+            "--grace",
+            "0s",
+            "--remove",
+            "-o",
+            "json",
+        ];
+        if yes {
+            args.push("--yes");
+        }
+        let doc = support::report(&bed.nodectl(&args));
+        support::assert_matches_schema(&doc);
+        doc
+    };
+    let row = |doc: &Value, dir: &Path| -> Value {
+        let shown = dir.display().to_string();
+        doc["cleanups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["path"] == shown.as_str())
+            .cloned()
+            .unwrap_or_else(|| panic!("no cleanup of {shown}: {doc:#}"))
+    };
+
+    // The plan: the empty slice would be stopped through systemd; the busy
+    // one is refused. Nothing is touched.
+    let plan = remove(false);
+    eprintln!(
+        "{TEST}: {}: plan: {:#}",
+        bed.containerd_version(),
+        plan["cleanups"]
+    );
+    let planned = row(&plan, &leaked_dir);
+    assert_eq!(planned["outcome"], "would-remove", "{plan:#}");
+    let detail = planned["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("stopped through systemd"), "{detail}");
+    assert_eq!(row(&plan, &busy_dir)["outcome"], "refused", "{plan:#}");
+    let unowned = row(&plan, &unowned_dir);
+    assert_eq!(unowned["outcome"], "refused", "systemd's word: {plan:#}");
+    let detail = unowned["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("systemd has no unit"), "{detail}");
+    assert_eq!(
+        show(&leaked, "ActiveState"),
+        "active",
+        "a plan stops nothing"
+    );
+
+    let done = remove(true);
+    eprintln!(
+        "{TEST}: {}: done: {:#}",
+        bed.containerd_version(),
+        done["cleanups"]
+    );
+    let stopped = row(&done, &leaked_dir);
+    assert_eq!(stopped["action"], "remove-cgroup");
+    assert_eq!(stopped["outcome"], "removed", "{done:#}");
+    let detail = stopped["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(&format!("StopUnit {leaked}")), "{detail}");
+    // systemd's own word: the unit stopped, its cgroup removed by it.
+    assert_eq!(show(&leaked, "ActiveState"), "inactive");
+    assert!(
+        !leaked_dir.exists(),
+        "systemd removed {}",
+        leaked_dir.display()
+    );
+    // The busy one: refused, still active with its process.
+    let refused = row(&done, &busy_dir);
+    assert_eq!(refused["outcome"], "refused", "{done:#}");
+    let detail = refused["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("populated 1"), "{detail}");
+    assert_eq!(show(&busy, "ActiveState"), "active");
+    assert!(busy_dir.is_dir(), "kept: {}", busy_dir.display());
+    // The directory systemd does not own: refused on systemd's word, with
+    // the systemctl line, and left alone.
+    let refused = row(&done, &unowned_dir);
+    assert_eq!(refused["outcome"], "refused", "{done:#}");
+    let detail = refused["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("systemd has no unit"), "{detail}");
+    assert!(detail.contains("`systemctl stop "), "{detail}");
+    assert!(unowned_dir.is_dir(), "kept: {}", unowned_dir.display());
+    // The slices go with systemd when the test ends.
+}
+
+/// Starts `argv` as the transient service `unit` in `slice`, through
+/// systemd (which makes the slice, and its parents, as it makes kubelet's).
+fn systemd_run(slice: &str, unit: &str, argv: &[&str]) {
+    let status = Command::new("systemd-run")
+        .args(["--quiet", "--collect", "-p", "DefaultDependencies=no"])
+        .arg(format!("--slice={slice}"))
+        .arg(format!("--unit={unit}"))
+        .args(argv)
+        .status()
+        .expect("systemd-run");
+    assert!(status.success(), "systemd-run {unit} in {slice}: {status}");
+}
+
+/// One property of `unit`, as systemd says it.
+fn show(unit: &str, property: &str) -> String {
+    let output = Command::new("systemctl")
+        .args(["show", "--value", "-p", property, unit])
+        .output()
+        .expect("systemctl show");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within 10 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// systemd as PID 1 of namespaces of its own, and what it leaves: killed
+/// (its whole pid namespace with it) and its cgroups removed when dropped,
+/// even on a panic.
+struct Systemd {
+    unshare: Child,
+    /// systemd's pid, in the test's own pid namespace.
+    pid: Option<i32>,
+    /// The cgroup its cgroup namespace is rooted at.
+    cgroup: PathBuf,
+    _units: tempfile::TempDir,
+}
+
+impl Drop for Systemd {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+        // The kernel empties the cgroups as the namespace's processes go.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            rmdir_tree(&self.cgroup);
+            if !self.cgroup.exists() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn rmdir_tree(dir: &Path) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            rmdir_tree(&entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The cgroup2 hierarchy of this machine: `/sys/fs/cgroup` (unified), or
+/// `/sys/fs/cgroup/unified` (hybrid: there it has no controllers).
+fn cgroup2() -> Option<PathBuf> {
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|dir| dir.join("cgroup.controllers").is_file())
+}
+
+/// Starts systemd as PID 1 of its own namespaces and runs this test again
+/// inside them; passes when that run passes.
+fn run_inside_systemd() {
+    if !nix::unistd::geteuid().is_root() {
+        return support::skip(TEST, "needs root (systemd as a namespace's init)");
+    }
+    if !Path::new(SYSTEMD).is_file() {
+        return support::skip(TEST, &format!("no {SYSTEMD}"));
+    }
+    let Some(cgroup2) = cgroup2() else {
+        return support::skip(TEST, "no cgroup2 hierarchy to root systemd's cgroups in");
+    };
+    let cgroup = cgroup2.join(format!("nodectl-test-systemd-{}", std::process::id()));
+    std::fs::create_dir(&cgroup).expect("systemd's cgroup");
+    std::fs::create_dir(cgroup.join("nodectl-test")).expect("the test's cgroup");
+    let units = tempfile::tempdir().expect("a unit directory");
+    std::fs::write(
+        units.path().join("default.target"),
+        "[Unit]\nDescription=nodectl test\n",
+    )
+    .unwrap();
+    // The shell joins the cgroup, then unshare makes it the cgroup
+    // namespace's root, and systemd (as PID 1, `--fork`) mounts nothing of
+    // the machine's: a fresh cgroup2 and /run are mounted before it.
+    let inside =
+        r#"mount -t cgroup2 cgroup2 /sys/fs/cgroup && mount -t tmpfs tmpfs /run && exec "$0""#;
+    let unshare = Command::new("sh")
+        .args([
+            "-c",
+            r#"echo $$ > "$1/cgroup.procs" && exec unshare --cgroup --pid --fork --mount --mount-proc --uts --ipc --net --kill-child sh -c "$2" "$3""#,
+            "sh",
+        ])
+        .arg(&cgroup)
+        .arg(inside)
+        .arg(SYSTEMD)
+        .env("container", "nodectl-test")
+        .env("SYSTEMD_UNIT_PATH", units.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let mut systemd = Systemd {
+        pid: None,
+        unshare,
+        cgroup: cgroup.clone(),
+        _units: units,
+    };
+    let unshare_pid = systemd.unshare.id();
+    let children = format!("/proc/{unshare_pid}/task/{unshare_pid}/children");
+    wait_until("systemd started", || {
+        systemd.pid = std::fs::read_to_string(&children)
+            .ok()
+            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()));
+        systemd.pid.is_some()
+    });
+    let pid = systemd.pid.unwrap().to_string();
+    let state = || {
+        let output = Command::new("nsenter")
+            .args(["-t", &pid, "-a", "systemctl", "is-system-running"])
+            .output()
+            .expect("nsenter");
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    wait_until("systemd running", || {
+        matches!(state().as_str(), "running" | "degraded")
+    });
+    let output = Command::new("sh")
+        .args([
+            "-c",
+            r#"echo $$ > "$1/nodectl-test/cgroup.procs" && shift && exec nsenter -t "$@""#,
+            "sh",
+        ])
+        .arg(&cgroup)
+        .args([&pid, "-a"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
+        .env(IN_SYSTEMD, "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    eprintln!("{stderr}");
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "inside systemd's namespaces: {}\n{stdout}",
+        output.status
+    );
+}
