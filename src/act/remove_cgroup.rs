@@ -179,9 +179,11 @@ pub fn verify(
 /// and the line that removes it.
 fn systemd_refusal(stop: &str, why: &str) -> String {
     format!(
-        "a slice systemd made for kubelet (systemd cgroup driver), not stopped through systemd: \
-         {why}. nodectl never removes it behind systemd's back, which would leave the unit's \
-         state wrong; nothing runs in it, so stop it through systemd as kubelet does: `{stop}`"
+        "a slice named as systemd makes them for kubelet (systemd cgroup driver), not stopped \
+         through systemd: {why}. nodectl never removes one behind systemd's back, which would \
+         leave the unit's state wrong. Nothing runs in it: if it is a unit's, stop it through \
+         systemd as kubelet does: `{stop}`; if systemd has no such unit, it is not kubelet's \
+         driver's slice: find who made it before removing it"
     )
 }
 
