@@ -393,28 +393,20 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         // shims reparented to it). Its mounts shared, as systemd makes a
         // host's (unshare made them private first: no peer of the
         // machine's), so that a pod's HostToContainer mounts follow them.
-        let output = std::process::Command::new("unshare")
+        let mut launcher = std::process::Command::new("unshare");
+        launcher
             .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
             .args([
                 "sh",
                 "-c",
                 r#"mount --make-rshared / && "$@"; exit $?"#,
                 "sh",
-            ])
-            .arg(std::env::current_exe().unwrap())
-            .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
-            .env(IN_OWN_PID_NAMESPACE, "1")
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr),
-        );
-        eprintln!("{stderr}");
-        assert!(
-            output.status.success() && stdout.contains("1 passed"),
-            "in its own pid namespace: {}\n{stdout}",
-            output.status
+            ]);
+        support::run_again_inside(
+            launcher,
+            NAME,
+            IN_OWN_PID_NAMESPACE,
+            "in its own pid namespace",
         );
         return;
     }

@@ -343,27 +343,14 @@ fn run_inside_systemd() {
     wait_until("systemd running", || {
         matches!(state().as_str(), "running" | "degraded")
     });
-    let output = Command::new("sh")
+    let mut launcher = Command::new("sh");
+    launcher
         .args([
             "-c",
             r#"echo $$ > "$1/nodectl-test/cgroup.procs" && shift && exec nsenter -t "$@""#,
             "sh",
         ])
         .arg(&cgroup)
-        .args([&pid, "-a"])
-        .arg(std::env::current_exe().unwrap())
-        .args(["--exact", NAME, "--nocapture", "--test-threads", "1"])
-        .env(IN_SYSTEMD, "1")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success() && stdout.contains("1 passed"),
-        "inside systemd's namespaces: {}\n{stdout}",
-        output.status
-    );
+        .args([&pid, "-a"]);
+    support::run_again_inside(launcher, NAME, IN_SYSTEMD, "inside systemd's namespaces");
 }

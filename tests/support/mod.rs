@@ -553,3 +553,26 @@ pub fn archive_files(path: &Path) -> Vec<(String, Vec<u8>, u32)> {
         })
         .collect()
 }
+
+/// Runs the test `name` of this test binary again, alone, through
+/// `launcher` (the way into namespaces of its own: `unshare`, `nsenter`),
+/// with `marker` set in its environment for the copy to know where it is,
+/// and asserts it passed there; `where_` names the place in the message.
+pub fn run_again_inside(mut launcher: Command, name: &str, marker: &str, where_: &str) {
+    let output = launcher
+        .arg(std::env::current_exe().expect("this test binary"))
+        .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+        .env(marker, "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{where_}: {e}"));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    eprintln!("{stderr}");
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{where_}: {}\n{stdout}",
+        output.status
+    );
+}
