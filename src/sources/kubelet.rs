@@ -200,43 +200,19 @@ pub fn cgroup_settings(
     let per_qos =
         match kubelet_config::setting(args, cwd, "cgroupsPerQOS", "--cgroups-per-qos", gaps) {
             None => unset,
-            Some(setting) => {
-                let value = match (&setting.value, &setting.from) {
-                    (serde_json::Value::Bool(value), _) => Some(*value),
-                    // On the command line, as pflag reads a boolean
-                    // (strconv.ParseBool); given bare it is true, and what
-                    // follows it is the next argument, not its value.
-                    (serde_json::Value::String(text), None) => go_bool(text).or_else(|| {
-                        args.iter()
-                            .any(|a| a == "--cgroups-per-qos")
-                            .then_some(true)
-                    }),
-                    _ => None,
-                };
-                match value {
-                    Some(value) => KubeletSetting {
-                        value,
-                        origin: origin(&setting.from),
-                    },
-                    None => {
-                        let why =
-                            format!("kubelet's cgroupsPerQOS {} is not a boolean", setting.value);
-                        refused(gaps, &setting.from, why);
-                        unset
-                    }
+            Some(setting) => match setting.value.as_bool() {
+                Some(value) => KubeletSetting {
+                    value,
+                    origin: origin(&setting.from),
+                },
+                None => {
+                    let why = format!("kubelet's cgroupsPerQOS {} is not a boolean", setting.value);
+                    refused(gaps, &setting.from, why);
+                    unset
                 }
-            }
+            },
         };
     (driver, per_qos)
-}
-
-/// A boolean as Go's `strconv.ParseBool` reads one.
-fn go_bool(text: &str) -> Option<bool> {
-    match text {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-        _ => None,
-    }
 }
 
 /// A cgroup root as an absolute cgroup name with no `.` or `..` in it: a

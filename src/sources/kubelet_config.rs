@@ -138,11 +138,8 @@ pub fn setting(
     flag: &str,
     gaps: &mut Vec<Gap>,
 ) -> Option<Setting> {
-    if let Some(value) = arg_in(args, flag) {
-        return Some(Setting {
-            value: flag_value(&value),
-            from: None,
-        });
+    if let Some(value) = flag_value(args, flag) {
+        return Some(Setting { value, from: None });
     }
     let mut found = None;
     for (path, config) in files(args, cwd, gaps) {
@@ -161,13 +158,36 @@ pub fn setting(
     found
 }
 
-/// A flag's text as the config field's JSON value: `true`/`false` for the
-/// boolean ones, a string otherwise.
-fn flag_value(text: &str) -> Value {
+/// kubelet's flags whose value is a boolean (of those nodectl reads).
+const BOOLEAN_FLAGS: &[&str] = &["--cgroups-per-qos"];
+
+/// The flag `flag` on kubelet's command line `args`, as the config field's
+/// JSON value. A boolean flag is read as pflag reads one: given bare it is
+/// true (what follows it is the next argument, not its value), given a
+/// value it is that as Go's `strconv.ParseBool` reads it; a value that is
+/// none stays a string (kubelet would not start with it). Any other flag's
+/// value is a string.
+fn flag_value(args: &[String], flag: &str) -> Option<Value> {
+    if !BOOLEAN_FLAGS.contains(&flag) {
+        return arg_in(args, flag).map(Value::String);
+    }
+    let with_value = format!("{flag}=");
+    let text = args
+        .iter()
+        .rev()
+        .find_map(|arg| match arg.strip_prefix(&with_value) {
+            Some(value) => Some(value),
+            None => (arg == flag).then_some("true"),
+        })?;
+    Some(go_bool(text).map_or_else(|| Value::String(text.to_string()), Value::Bool))
+}
+
+/// A boolean as Go's `strconv.ParseBool` reads one.
+fn go_bool(text: &str) -> Option<bool> {
     match text {
-        "true" => Value::Bool(true),
-        "false" => Value::Bool(false),
-        _ => Value::String(text.to_string()),
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
     }
 }
 
