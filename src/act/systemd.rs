@@ -65,7 +65,15 @@ pub fn unit_of(cgroup: &Path) -> Result<String, String> {
     if pod.strip_prefix("pod").is_none_or(str::is_empty) {
         return Err(not_a_pod_slice());
     }
-    let parent = format!("{}.slice", parts[..parts.len() - 1].join("-"));
+    // Where systemd puts the unit (runc's `ExpandSlice`, as the source
+    // names kubelet's slices): below its parent slice.
+    let parts: Vec<String> = parts.iter().map(|part| part.to_string()).collect();
+    let expanded = pod_cgroups::systemd_path(&parts);
+    let parent = expanded
+        .parent()
+        .and_then(|p| p.file_name())
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let in_parent = cgroup
         .parent()
         .and_then(|p| p.file_name())
