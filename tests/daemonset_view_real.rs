@@ -499,8 +499,8 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         pod_logs_dir.display().to_string(),
     );
     let cgroup_root = bed.cgroup_parent().to_string();
-    // The flags deploy/'s overlays pass for kubelet's roots (kubelet in
-    // another mount namespace is not read there).
+    // The bed runs no kubelet: its roots are given by flag (as the
+    // microk8s overlay gives its root), the same to both views.
     let args = |output: &'static str| -> Vec<String> {
         [
             "check",

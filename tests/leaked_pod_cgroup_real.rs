@@ -318,17 +318,9 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
 
     // A systemd driver's slice of a pod kubelet let go, under the same
     // cgroup root as kubelet's systemd driver names it.
-    let prefix = cgroup_root
-        .split('/')
-        .filter(|part| !part.is_empty())
-        .map(|part| part.replace('-', "_"))
-        .collect::<Vec<_>>()
-        .join("-");
+    let prefix = support::systemd_prefix(&cgroup_root);
     let slice_uid = "5d5d5d5d-0000-4000-8000-00000000000a";
-    let unit = format!(
-        "{prefix}-kubepods-besteffort-pod{}.slice",
-        slice_uid.replace('-', "_")
-    );
+    let unit = support::systemd_besteffort_slice(&cgroup_root, slice_uid);
     let top = std::path::Path::new(hierarchy).join(format!("{prefix}.slice"));
     let _top = RemovedAfter(top.clone());
     let slice = top

@@ -51,18 +51,8 @@ async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused
 
     // The slices, made through systemd where kubelet's systemd driver puts
     // them under the bed's cgroup root (every `-` of a part escaped to `_`).
-    let prefix = cgroup_root
-        .split('/')
-        .filter(|part| !part.is_empty())
-        .map(|part| part.replace('-', "_"))
-        .collect::<Vec<_>>()
-        .join("-");
-    let slice = |uid: &str| {
-        format!(
-            "{prefix}-kubepods-besteffort-pod{}.slice",
-            uid.replace('-', "_")
-        )
-    };
+    let prefix = support::systemd_prefix(&cgroup_root);
+    let slice = |uid: &str| support::systemd_besteffort_slice(&cgroup_root, uid);
     let (leaked_uid, busy_uid) = (
         "5d5d5d5d-0000-4000-8000-00000000000a",
         "5d5d5d5d-0000-4000-8000-00000000000b",

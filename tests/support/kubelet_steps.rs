@@ -107,3 +107,25 @@ impl TestBed {
         }
     }
 }
+
+/// kubelet's systemd driver's name for its cgroup root `cgroup_root`, the
+/// prefix of each of its slices (`CgroupName.ToSystemd`: the root's parts,
+/// each `-` escaped `_`, joined with `-`).
+pub fn systemd_prefix(cgroup_root: &str) -> String {
+    cgroup_root
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.replace('-', "_"))
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The unit of a BestEffort pod's slice of uid `uid` under `cgroup_root`,
+/// as kubelet's systemd driver names it.
+pub fn systemd_besteffort_slice(cgroup_root: &str, uid: &str) -> String {
+    format!(
+        "{}-kubepods-besteffort-pod{}.slice",
+        systemd_prefix(cgroup_root),
+        uid.replace('-', "_")
+    )
+}

@@ -55,7 +55,7 @@ pub use cni::{
 pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
-pub use kubelet_steps::KubeletPod;
+pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
 pub use leaked::{findings_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use neighbourhood::TenantShim;
