@@ -411,14 +411,13 @@ pub fn look_at_interfaces(
                 &mount.path,
                 format!("its interfaces: {why}"),
             )),
-            // Not this namespace's doing: no namespace can be joined, so no
-            // verdict can be had (a DaemonSet without CAP_SYS_ADMIN). The
-            // kinds reading the netns directory are unchecked, never clear.
+            // Neither failure is this namespace's doing, and neither lets
+            // any be judged: the kinds reading the netns directory are
+            // unchecked, never clear.
             // The host's table has a namespace mounted there and nodectl's
             // view a plain file: the host's mounts in the directory do not
             // reach nodectl (a container without HostToContainer
-            // propagation keeps the copy it started with). None can be
-            // judged.
+            // propagation keeps the copy it started with).
             Err(Unseen::NotMountedHere) => {
                 gaps.push(Gap::source(
                     SOURCE,
@@ -433,6 +432,8 @@ pub fn look_at_interfaces(
                 ));
                 return;
             }
+            // No namespace can be joined (a DaemonSet without
+            // CAP_SYS_ADMIN).
             Err(Unseen::Refused(err)) => {
                 gaps.push(Gap::source(
                     SOURCE,
