@@ -12,7 +12,10 @@
 //!    [`exit_codes`]: the exit statuses, named once. None imports anything
 //!    of the crate.
 //! 1. [`advisories`] know containerd's bugs by version: facts about
-//!    releases, which a check uses to tell the story its evidence fits.
+//!    releases, which a check uses to tell the story its evidence fits;
+//!    [`peers`] read each peer's own files as that peer does (containerd's
+//!    config by line, kubelet's flags and config, libcni's networks): pure
+//!    rules over text, each beside the upstream function it follows.
 //! 2. [`sources`] each read one kind of evidence from the node into the
 //!    model; [`checks`] are pure functions from a snapshot to findings.
 //! 3. [`paths`] resolves which containerd to look at; [`report`] is what a
@@ -41,6 +44,7 @@ pub mod gather;
 pub mod inert;
 pub mod model;
 pub mod paths;
+pub mod peers;
 pub mod read;
 pub mod render;
 pub mod report;
