@@ -37,7 +37,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
         let own = global.proc_root.join("self/mountinfo");
         let allowed = unmount::allowed(
             &global.proc_root,
-            &options.mountinfo,
+            &options.mount_table(&paths),
             paths.process.as_ref().map(|p| p.pid),
         );
         let unmount_options = unmount::Options {
