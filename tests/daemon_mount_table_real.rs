@@ -167,6 +167,24 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
             "the bed's containerd runs in the mount namespace of {pid}"
         );
     }
+    // A live pod: its shim shares containerd's mount namespace (what
+    // nodectl requires of a shim), and none of its mounts is touched.
+    let healthy = bed
+        .run_pod("healthy", "app", &["/bin/sh", "-c", "sleep 3600"])
+        .await;
+    let shim = bed.shim_pid(&healthy.sandbox_id);
+    assert_eq!(
+        ns(shim.to_string()),
+        ns(daemon.to_string()),
+        "runc's shim runs in containerd's mount namespace"
+    );
+    let live_mounts = || {
+        let mut points = support::mounts_below(bed.state());
+        points.retain(|p| p.to_string_lossy().contains(&healthy.sandbox_id));
+        points
+    };
+    let live_before = live_mounts();
+    assert!(!live_before.is_empty());
     // Split off first; then the rootfs leaks in containerd's namespace.
     let split = SplitNamespace::start();
     let unknown = support::unknown_id('d');
@@ -286,6 +304,7 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
         "{doc:#}"
     );
     assert!(!mounted_in(daemon, &rootfs) && !bundle.exists());
+    assert_eq!(live_mounts(), live_before, "the live pod's mounts stay");
 }
 
 /// A process of `nobody` running root's `sleep` through a symlink named
