@@ -210,7 +210,7 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
     assert_eq!(output.status.code(), Some(1), "{doc:#}");
     assert_eq!(
         ids_of_kind(&doc, "leaked-mount"),
-        [unknown.clone()],
+        std::slice::from_ref(&unknown),
         "{doc:#}"
     );
     let bundles = support::findings_of_kind(&doc, "orphan-bundle");

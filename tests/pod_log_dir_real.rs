@@ -95,12 +95,12 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
     let doc = check();
     assert_eq!(
         ids(&doc, "leaked-pod-cgroup"),
-        [gone_uid.clone()],
+        std::slice::from_ref(&gone_uid),
         "{doc:#}"
     );
     assert_eq!(
         ids(&doc, "orphan-pod-dir"),
-        [mounted.uid.clone()],
+        std::slice::from_ref(&mounted.uid),
         "{doc:#}"
     );
     assert!(ids(&doc, "failing-sandbox").is_empty(), "{doc:#}");
@@ -123,12 +123,12 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
     );
     assert_eq!(
         ids(&doc, "leaked-pod-cgroup"),
-        [gone_uid.clone()],
+        std::slice::from_ref(&gone_uid),
         "{doc:#}"
     );
     assert_eq!(
         ids(&doc, "orphan-pod-dir"),
-        [mounted.uid.clone()],
+        std::slice::from_ref(&mounted.uid),
         "{doc:#}"
     );
     for kind in ["leaked-pod-cgroup", "orphan-pod-dir"] {
@@ -172,12 +172,12 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
     let doc = check();
     assert_eq!(
         ids(&doc, "leaked-pod-cgroup"),
-        [gone_uid.clone()],
+        std::slice::from_ref(&gone_uid),
         "{doc:#}"
     );
     assert_eq!(
         ids(&doc, "orphan-pod-dir"),
-        [mounted.uid.clone()],
+        std::slice::from_ref(&mounted.uid),
         "{doc:#}"
     );
     assert!(ids(&doc, "failing-sandbox").is_empty(), "{doc:#}");
@@ -189,7 +189,7 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
     let doc = check();
     assert_eq!(
         ids(&doc, "orphan-pod-dir"),
-        [mounted.uid.clone()],
+        std::slice::from_ref(&mounted.uid),
         "{doc:#}"
     );
     let why = unconfirmed(&doc, "orphan-pod-dir").unwrap_or_default();
@@ -199,7 +199,7 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
     );
     assert_eq!(
         ids(&doc, "leaked-pod-cgroup"),
-        [gone_uid.clone()],
+        std::slice::from_ref(&gone_uid),
         "{doc:#}"
     );
     for dir in made {
