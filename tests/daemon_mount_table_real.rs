@@ -24,29 +24,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::TestBed;
+use support::{cleanup_rows as cleanups, ids_of_kind, TestBed};
+
+/// Both cleanups of `leaked-mounts`, acting.
+const CLEAN: &[&str] = &[
+    "leaked-mounts",
+    "--unmount",
+    "--remove-bundles",
+    "--yes",
+    "-o",
+    "json",
+];
 
 /// A task's spec with no annotation: runc's shim groups it under its own id.
 const SPEC_OF_NO_POD: &str = r#"{"ociVersion":"1.0.2","annotations":{}}"#;
-
-fn ids_of_kind(doc: &Value, kind: &str) -> Vec<String> {
-    support::findings_of_kind(doc, kind)
-        .iter()
-        .filter_map(|f| f["id"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn cleanups(doc: &Value) -> Vec<(String, String, String)> {
-    doc["cleanups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let field = |name: &str| c[name].as_str().unwrap_or_default().to_string();
-            (field("action"), field("id"), field("outcome"))
-        })
-        .collect()
-}
 
 fn row(action: &str, id: &str, outcome: &str) -> (String, String, String) {
     (action.to_string(), id.to_string(), outcome.to_string())
@@ -232,17 +223,7 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
     );
     let detail = doc["cleanups"][0]["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("still mounted below it"), "{detail}");
-    let output = split.nodectl(
-        &bed,
-        &[
-            "leaked-mounts",
-            "--unmount",
-            "--remove-bundles",
-            "--yes",
-            "-o",
-            "json",
-        ],
-    );
+    let output = split.nodectl(&bed, CLEAN);
     let doc = support::report(&output);
     assert_eq!(
         cleanups(&doc),
@@ -286,14 +267,7 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
     );
 
     // From containerd's namespace, both are cleaned.
-    let output = bed.nodectl(&[
-        "leaked-mounts",
-        "--unmount",
-        "--remove-bundles",
-        "--yes",
-        "-o",
-        "json",
-    ]);
+    let output = bed.nodectl(CLEAN);
     let doc = support::report(&output);
     assert_eq!(
         cleanups(&doc),
@@ -403,14 +377,7 @@ async fn a_users_process_named_like_a_shim_blocks_no_cleanup() {
     );
 
     // The cleanup goes on as if it were not there.
-    let output = bed.nodectl(&[
-        "leaked-mounts",
-        "--unmount",
-        "--remove-bundles",
-        "--yes",
-        "-o",
-        "json",
-    ]);
+    let output = bed.nodectl(CLEAN);
     let doc = support::report(&output);
     eprintln!("{test}: cleaned: {:#}", doc["cleanups"]);
     support::assert_matches_schema(&doc);

@@ -17,16 +17,9 @@
 mod support;
 
 use serde_json::Value;
-use support::TestBed;
+use support::{ids_of_kind as ids, TestBed};
 
 const TEST: &str = "pod_log_dir_real";
-
-fn ids(doc: &Value, kind: &str) -> Vec<String> {
-    support::findings_of_kind(doc, kind)
-        .iter()
-        .filter_map(|f| f["id"].as_str().map(str::to_string))
-        .collect()
-}
 
 fn unconfirmed<'a>(doc: &'a Value, kind: &str) -> Option<&'a str> {
     support::findings_of_kind(doc, kind)
@@ -88,21 +81,19 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
         assert_eq!(output.status.code(), Some(1), "{doc:#}");
         doc
     };
+    // Each still found: the gone pod's cgroup, the mounted pod's directory.
+    let both_found = |doc: &Value| {
+        let cgroups = ids(doc, "leaked-pod-cgroup");
+        assert_eq!(cgroups, std::slice::from_ref(&gone_uid), "{doc:#}");
+        let dirs = ids(doc, "orphan-pod-dir");
+        assert_eq!(dirs, std::slice::from_ref(&mounted.uid), "{doc:#}");
+    };
     let kubelet = support::PodResourcesServer::start(&kubelet_dir, &[("default", "live")]);
     assert_eq!(live.namespace, "default");
 
     // Both confirmed.
     let doc = check();
-    assert_eq!(
-        ids(&doc, "leaked-pod-cgroup"),
-        std::slice::from_ref(&gone_uid),
-        "{doc:#}"
-    );
-    assert_eq!(
-        ids(&doc, "orphan-pod-dir"),
-        std::slice::from_ref(&mounted.uid),
-        "{doc:#}"
-    );
+    both_found(&doc);
     assert!(ids(&doc, "failing-sandbox").is_empty(), "{doc:#}");
     assert_eq!(unconfirmed(&doc, "leaked-pod-cgroup"), None, "{doc:#}");
     assert_eq!(unconfirmed(&doc, "orphan-pod-dir"), None, "{doc:#}");
@@ -121,16 +112,7 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
         bed.containerd_version(),
         doc["findings"]
     );
-    assert_eq!(
-        ids(&doc, "leaked-pod-cgroup"),
-        std::slice::from_ref(&gone_uid),
-        "{doc:#}"
-    );
-    assert_eq!(
-        ids(&doc, "orphan-pod-dir"),
-        std::slice::from_ref(&mounted.uid),
-        "{doc:#}"
-    );
+    both_found(&doc);
     for kind in ["leaked-pod-cgroup", "orphan-pod-dir"] {
         let why = unconfirmed(&doc, kind).unwrap_or_default();
         assert!(
@@ -170,16 +152,7 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
     }
     let made = [forged("other", &gone_uid), forged("other", &mounted.uid)];
     let doc = check();
-    assert_eq!(
-        ids(&doc, "leaked-pod-cgroup"),
-        std::slice::from_ref(&gone_uid),
-        "{doc:#}"
-    );
-    assert_eq!(
-        ids(&doc, "orphan-pod-dir"),
-        std::slice::from_ref(&mounted.uid),
-        "{doc:#}"
-    );
+    both_found(&doc);
     assert!(ids(&doc, "failing-sandbox").is_empty(), "{doc:#}");
     assert_eq!(unconfirmed(&doc, "orphan-pod-dir"), None, "{doc:#}");
 
@@ -187,20 +160,11 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
     // log directory it was not hidden by.
     drop(kubelet);
     let doc = check();
-    assert_eq!(
-        ids(&doc, "orphan-pod-dir"),
-        std::slice::from_ref(&mounted.uid),
-        "{doc:#}"
-    );
+    both_found(&doc);
     let why = unconfirmed(&doc, "orphan-pod-dir").unwrap_or_default();
     assert!(
         why.contains(&format!("default_other_{}", mounted.uid)) && why.contains("anyone's"),
         "{why}"
-    );
-    assert_eq!(
-        ids(&doc, "leaked-pod-cgroup"),
-        std::slice::from_ref(&gone_uid),
-        "{doc:#}"
     );
     for dir in made {
         std::fs::remove_dir(dir).unwrap();
