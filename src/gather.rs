@@ -545,6 +545,30 @@ mod tests {
     }
 
     #[test]
+    fn the_mount_table_read_is_the_daemons_own_unless_one_is_given() {
+        let mut paths = crate::model::fixtures::snapshot().paths;
+        paths.process = None;
+        let mut options = options("k8s.io", true);
+        // No daemon identified: nodectl's own.
+        assert_eq!(
+            options.mount_table(&paths),
+            Path::new("/proc/self/mountinfo")
+        );
+        // The daemon's: where its mounts (and its shims') are.
+        paths.process = Some(crate::model::ContainerdProcess {
+            pid: 812,
+            ..Default::default()
+        });
+        assert_eq!(
+            options.mount_table(&paths),
+            Path::new("/proc/812/mountinfo")
+        );
+        // `--mountinfo` is read as given.
+        options.mountinfo = Some(PathBuf::from("/proc/1/mountinfo"));
+        assert_eq!(options.mount_table(&paths), Path::new("/proc/1/mountinfo"));
+    }
+
+    #[test]
     fn cris_namespace_is_asked_whenever_its_mounts_are_judged() {
         // `-n moby leaked-mounts`: the pods' shm and rootfs mounts are
         // judged against k8s.io's records, so those are asked for too.

@@ -207,6 +207,14 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
     let bundles = support::findings_of_kind(&doc, "orphan-bundle");
     assert_eq!(bundles.len(), 1, "{doc:#}");
     assert_eq!(bundles[0]["evidence"]["has_mounts"], true, "{doc:#}");
+    // So does `check`, which finds the daemon within its look.
+    let output = split.nodectl(&bed, &["check", "--settle", "0s", "-o", "json"]);
+    let doc = support::report(&output);
+    assert_eq!(
+        ids_of_kind(&doc, "leaked-mount"),
+        std::slice::from_ref(&unknown),
+        "{doc:#}"
+    );
 
     // Removing bundles: refused while the rootfs is mounted in
     // containerd's namespace. Unmounting: refused from another namespace,
