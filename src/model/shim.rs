@@ -196,9 +196,10 @@ impl Identity {
 /// the reference (the proven containerd, else PID 1), it runs as another
 /// uid than the reference (real, effective, saved or filesystem), or it
 /// runs a binary neither root nor containerd's user owns. containerd starts
-/// every shim as itself (runtime/v2/shim's `Command` inherits the daemon's
-/// credentials; the shim's `start` re-executes itself, still as them), in
-/// its own namespaces, from its own binary; a tenant can name a process of
+/// every shim as itself, in its own namespaces (`Command` of 1.x's
+/// runtime/v2/shim and 2.x's pkg/shim sets only `Setpgid` in the command's
+/// `SysProcAttr`, `getSysProcAttr`: no credential, no clone flag; the
+/// shim's `start` re-executes itself, still so), from its own binary; a tenant can name a process of
 /// its own container like one, and an unprivileged user can run root's
 /// `sleep` through a symlink named `containerd-shim-runc-v2`: without
 /// `-id`, either made every cleanup refuse "what it serves is unknown" for
