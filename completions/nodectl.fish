@@ -38,7 +38,7 @@ complete -c nodectl -n "__fish_nodectl_needs_command" -l config -d 'containerd c
 complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_needs_command" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_needs_command" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_needs_command" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_needs_command" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -80,7 +80,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l config -d 'con
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -101,7 +101,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l config -d 'c
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -l force -d 'Replace FILE if it exists (never through a symlink, never one of the files collected)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand collect" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
@@ -123,7 +123,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l config -d 'c
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand zombies" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -141,7 +141,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l config -d 'con
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand shims" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -160,7 +160,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l config 
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l kill -d 'End the leaked shims (after re-checking each one); without it nothing is touched'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-shims" -l yes -d 'Do not ask before killing (required when stdin is not a terminal)'
@@ -180,7 +180,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l config
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l unmount -d 'Unmount the leaked mounts (each re-checked first); without --yes only says what it would do'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-mounts" -l lazy -d 'Detach lazily (MNT_DETACH) a mount that is busy; without it a busy mount is left and reported'
@@ -203,7 +203,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l con
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l remove -d 'Remove the leaked snapshots (each re-checked first); without --yes only says what it would do'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-snapshots" -l yes -d 'Act: without it, --remove changes nothing'
@@ -224,7 +224,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l config -d
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l release -d 'Release the leaked addresses, as host-local does, under its lock (each re-checked first); without --yes only says what it would do'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-ips" -l yes -d 'Act: without it, --release changes nothing'
@@ -246,7 +246,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l con
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l remove -d 'Stop and remove the leaked sandboxes through CRI, which tears their network down (each re-checked first); without --yes only says what it would do'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-sandboxes" -l yes -d 'Act: without it, --remove changes nothing'
@@ -268,7 +268,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l c
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l remove -d 'Remove the leaked pod cgroups nothing runs in, container cgroups first (each re-checked first); without --yes only says what it would do'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-pod-cgroups" -l yes -d 'Act: without it, --remove changes nothing'
@@ -289,7 +289,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l config 
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l remove -d 'Unmount the leaked namespaces and remove their files, as CRI\'s teardown does (each re-checked first); without --yes only says what it would do'
 complete -c nodectl -n "__fish_nodectl_using_subcommand leaked-netns" -l yes -d 'Act: without it, --remove changes nothing'
@@ -318,7 +318,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l config -d 'con
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -345,7 +345,7 @@ complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l config -d 'con
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l kubelet-root -d 'kubelet\'s root directory (its --root-dir) [default: the running kubelet\'s, else /var/lib/kubelet]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l kubelet-pod-logs -d 'kubelet\'s pod log directory (its podLogsDir), where each pod\'s <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]' -r -f -a "(__fish_complete_directories)"
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l kubelet-cgroup-root -d 'kubelet\'s cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet\'s, else /]' -r -f
-complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l mountinfo -d 'Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host\'s' -r -F
+complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l mountinfo -d 'Mount table to read [default: the running containerd\'s, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]' -r -F
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -l timeout -d 'Deadline for each containerd API call (at most 10m)' -r -f
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -s q -l quiet -d 'Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)'
 complete -c nodectl -n "__fish_nodectl_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -86,7 +86,7 @@ pub struct GlobalArgs {
         hide = true
     )]
     pub cgroup_fs: PathBuf,
-    /// Mount table to read [default: /proc/self/mountinfo]; in a container with hostPID, /proc/1/mountinfo is the host's
+    /// Mount table to read [default: the running containerd's, /proc/<its pid>/mountinfo; /proc/self/mountinfo when none is identified]
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::FilePath)]
     pub mountinfo: Option<PathBuf>,
     /// Print nothing; only the exit status tells (0 nothing found, 1 findings, 2 could not check)
@@ -116,10 +116,7 @@ impl GlobalArgs {
         GatherOptions {
             namespace: self.namespace.clone(),
             proc_root: self.proc_root.clone(),
-            mountinfo: self
-                .mountinfo
-                .clone()
-                .unwrap_or_else(|| self.proc_root.join("self/mountinfo")),
+            mountinfo: self.mountinfo.clone(),
             api_timeout: (reads.containerd_api == Ask::Always).then_some(self.timeout),
             cri_api: reads.cri_api,
             cri_address: None,

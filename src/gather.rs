@@ -34,8 +34,9 @@ pub struct GatherOptions {
     pub namespace: String,
     /// Normally `/proc`; another root reads a captured or synthetic procfs.
     pub proc_root: PathBuf,
-    /// Normally `/proc/self/mountinfo`.
-    pub mountinfo: PathBuf,
+    /// `--mountinfo` when given; otherwise the proven daemon's own mount
+    /// table is read (see [`GatherOptions::mount_table`]).
+    pub mountinfo: Option<PathBuf>,
     /// Ask the containerd API, every call done within this; `None` skips it.
     pub api_timeout: Option<Duration>,
     /// Also ask CRI, within the same deadline.
@@ -80,6 +81,28 @@ pub struct GatherOptions {
     pub timeout: Duration,
 }
 
+impl GatherOptions {
+    /// The mount table a look reads: `--mountinfo` when given, else the
+    /// proven daemon's own (`/proc/<pid>/mountinfo`). Mounts live in mount
+    /// namespaces, and what containerd and its shims mount (a rootfs, a
+    /// sandbox's shm, a pod's netns) is in the daemon's: nodectl in another
+    /// one (a namespace split off before the leak, a pod's) does not see it
+    /// in its own table, and a bundle with a rootfs mounted only there
+    /// looked empty and was removed, detaching the mount in containerd's
+    /// namespace. Unreadable, it is a gap, never an empty table. With no
+    /// daemon identified, nodectl's own (nothing is acted on then).
+    pub fn mount_table(&self, paths: &Paths) -> PathBuf {
+        match (&self.mountinfo, &paths.process) {
+            (Some(given), _) => given.clone(),
+            (None, Some(daemon)) => self
+                .proc_root
+                .join(daemon.pid.to_string())
+                .join("mountinfo"),
+            (None, None) => self.proc_root.join("self/mountinfo"),
+        }
+    }
+}
+
 /// Reads the node, in four steps: the file sources start, each on a thread
 /// of its own; procfs is scanned once CRI's status files are read; the
 /// other files are waited for; then the APIs are asked. Status files are
@@ -104,7 +127,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
             .unwrap_or_else(|| paths.address.path.clone())
     });
 
-    let (status_files, files) = FileSources::start(paths, options);
+    let (status_files, mut files) = FileSources::start(paths, options);
     // procfs starts once the status files are read, so the order above
     // holds; if they have not been read by `timeout`, it starts anyway and
     // the status files are given up (a late answer would break the order).
@@ -112,6 +135,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
+    files.found_daemon(&paths, options);
     let files = files.wait(deadline, started, &mut gaps);
     let pods = PodSources::start(&paths, options, &proc_scan.processes, files.table.clone());
     let mut pods = pods.wait(deadline, started, &mut gaps);
@@ -499,7 +523,7 @@ mod tests {
         GatherOptions {
             namespace: namespace.to_string(),
             proc_root: PathBuf::from("/proc"),
-            mountinfo: PathBuf::from("/proc/self/mountinfo"),
+            mountinfo: None,
             api_timeout: None,
             cri_api: false,
             cri_address: None,
@@ -518,6 +542,30 @@ mod tests {
             cgroup_fs: PathBuf::from("/sys/fs/cgroup"),
             timeout: Duration::from_secs(1),
         }
+    }
+
+    #[test]
+    fn the_mount_table_read_is_the_daemons_own_unless_one_is_given() {
+        let mut paths = crate::model::fixtures::snapshot().paths;
+        paths.process = None;
+        let mut options = options("k8s.io", true);
+        // No daemon identified: nodectl's own.
+        assert_eq!(
+            options.mount_table(&paths),
+            Path::new("/proc/self/mountinfo")
+        );
+        // The daemon's: where its mounts (and its shims') are.
+        paths.process = Some(crate::model::ContainerdProcess {
+            pid: 812,
+            ..Default::default()
+        });
+        assert_eq!(
+            options.mount_table(&paths),
+            Path::new("/proc/812/mountinfo")
+        );
+        // `--mountinfo` is read as given.
+        options.mountinfo = Some(PathBuf::from("/proc/1/mountinfo"));
+        assert_eq!(options.mount_table(&paths), Path::new("/proc/1/mountinfo"));
     }
 
     #[test]

@@ -13,17 +13,7 @@ use k8s_cri::v1::ContainerState;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde_json::Value;
-use support::{Line, TestBed};
-
-fn ids_of_kind(doc: &Value, kind: &str) -> Vec<String> {
-    doc["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f["kind"] == kind)
-        .map(|f| f["id"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
+use support::{cleanup_rows as cleanups, ids_of_kind, Line, TestBed};
 
 /// The leak recipes run one at a time on 1.6: seed 003's outcome there
 /// depends on when containerd's retried task.Delete lands against the 25 s
@@ -430,18 +420,6 @@ async fn find_and_kill(bed: &TestBed, leaked: &Leaked, healthy: &support::Pod) {
 }
 
 /// The cleanups of `doc`: (action, id, outcome) in report order.
-fn cleanups(doc: &Value) -> Vec<(String, String, String)> {
-    doc["cleanups"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let field = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-            (field("action"), field("id"), field("outcome"))
-        })
-        .collect()
-}
-
 fn is_mount_point(path: &std::path::Path) -> bool {
     support::mounts_below(path).iter().any(|m| m == path)
 }

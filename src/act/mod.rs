@@ -401,6 +401,12 @@ mod tests {
                 p.namespaces.as_mut().unwrap().mnt = 9
             }),
             ("a binary a user owns", |p| p.exe_uid = Some(1001)),
+            // An unprivileged user's `sleep` (root's binary) run through a
+            // symlink named like a shim.
+            ("another user's credentials", |p| p.uids = vec![65534; 4]),
+            ("a saved uid of another user", |p| {
+                p.uids = vec![0, 0, 65534, 0]
+            }),
         ] {
             let mut t = s.clone();
             let mut process = tenant.clone();

@@ -205,9 +205,13 @@ fn detach(point: &Path, lazy: bool, mountinfo: &Path) -> (CleanupOutcome, String
 
 /// Why unmounting from here would not detach the mounts that were read, if
 /// it would not: they were read from a made-up procfs (`--proc-root`, for
-/// tests and benchmarks), the table read is not this process's (`--mountinfo`), or
-/// this process lives in another mount namespace than containerd (a pod
-/// without the host's mount namespace).
+/// tests and benchmarks), the table read is neither this process's nor
+/// containerd's own (`--mountinfo`), or this process lives in another mount
+/// namespace than containerd (a pod without the host's mount namespace, a
+/// shell split off with `unshare -m`): an unmount acts in the caller's
+/// namespace, and the leaked mounts are in containerd's. nodectl does not
+/// join containerd's namespace itself; it refuses with the command line
+/// that runs it there (`nsenter -t <pid> -m`).
 pub fn allowed(
     proc_root: &Path,
     mountinfo_read: &Path,
@@ -220,7 +224,8 @@ pub fn allowed(
         ));
     }
     let own = proc_root.join("self/mountinfo");
-    if mountinfo_read != own {
+    let daemons = containerd_pid.map(|pid| proc_root.join(pid.to_string()).join("mountinfo"));
+    if mountinfo_read != own && Some(mountinfo_read) != daemons.as_deref() {
         return Err(format!(
             "the mount table read ({}) is not this process's ({}): an unmount here would not \
              detach what it lists",
@@ -499,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn only_this_process_s_mount_table_allows_an_unmount() {
+    fn only_this_process_s_or_containerd_s_own_mount_table_allows_an_unmount() {
         let proc_root = Path::new("/proc");
         assert_eq!(
             allowed(proc_root, Path::new("/proc/self/mountinfo"), None),
@@ -510,7 +515,12 @@ mod tests {
             allowed(proc_root, Path::new("/proc/self/mountinfo"), Some(own)),
             Ok(())
         );
+        // containerd's own table (the default), in this very namespace.
+        let daemons = PathBuf::from(format!("/proc/{own}/mountinfo"));
+        assert_eq!(allowed(proc_root, &daemons, Some(own)), Ok(()));
         let err = allowed(proc_root, Path::new("/proc/1/mountinfo"), None).unwrap_err();
+        assert!(err.contains("not this process's"), "{err}");
+        let err = allowed(proc_root, Path::new("/proc/1/mountinfo"), Some(own)).unwrap_err();
         assert!(err.contains("not this process's"), "{err}");
         let fake = Path::new("/tmp/proc");
         let err = allowed(fake, &fake.join("self/mountinfo"), None).unwrap_err();

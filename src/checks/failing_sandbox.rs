@@ -47,7 +47,12 @@ pub struct Evidence {
 }
 
 /// The pods kubelet has and CRI lists no sandbox of, their log directory
-/// older than the grace. Nothing without CRI's list.
+/// older than the grace. Nothing without CRI's list. A log directory is
+/// anyone's who can write the pod log directory, so one kubelet's word
+/// says is no pod of its own (its pod-resources API answered, not listing
+/// the pod it names) makes no failing sandbox: that directory is an
+/// `orphan-pod-dir`. Without kubelet's word, the pod is both (the orphan
+/// unconfirmed, saying why).
 pub fn failing<'a>(
     snapshot: &'a Snapshot,
     settings: &Settings,
@@ -57,6 +62,7 @@ pub fn failing<'a>(
     };
     dirs.into_iter()
         .filter_map(|dir| Some((dir, kubelet.pod_log(&dir.uid)?)))
+        .filter(|(dir, _)| kubelet.lists(&dir.uid) != Ok(false))
         .filter(|(_, log)| snapshot.is_older_than(log.modified_at, settings.sandbox_grace))
         .collect()
 }
@@ -183,6 +189,11 @@ mod tests {
         assert!(f.remedy.contains("describe pod cart"), "{}", f.remedy);
         assert!(!f.summary.contains("network"), "{}", f.summary);
         assert!(f.evidence.get("cri_network_not_ready").is_none());
+        // kubelet's word answered without the pod its log directory names
+        // (a tenant's `mkdir`): no failing sandbox, an orphan instead.
+        let mut unlisted = s.clone();
+        unlisted.kubelet.as_mut().unwrap().word = KubeletWord::Listed { pods: Vec::new() };
+        assert!(check(&unlisted, &Settings::default()).is_empty());
         // kubelet's own lines for the pod, as its journal has them, and
         // what kubelet does next.
         for line in [

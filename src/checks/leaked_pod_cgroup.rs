@@ -20,8 +20,12 @@
 //! may still run, and of every pod whose volumes exist, `podVolumesExist`,
 //! "so any memory backed volumes don't have their charges propagated to
 //! the parent cgroup"). A cgroup whose directory is gone is one kubelet
-//! let go of, unless kubelet's own word (its pod-resources API, see
-//! `sources::pod_resources`) lists the pod. Without that word, or without
+//! let go of. kubelet's own word (its pod-resources API, see
+//! `sources::pod_resources`) names pods, never uids: a listed pod is tied
+//! to a uid only by its log directory, which anyone who can write the pod
+//! log directory can make (`mkdir /var/log/pods/<ns>_<name>_<uid>` made a
+//! leaked cgroup vanish), so a cgroup so tied is still reported, its
+//! finding unconfirmed and never removed. Without that word, or without
 //! kubelet's directories read, a finding is unconfirmed and never removed.
 
 use serde::Serialize;
@@ -86,13 +90,9 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<Leaked<'a>
         .iter()
         .filter(|cgroup| !uids.contains(cgroup.uid.as_str()))
         .filter(|cgroup| snapshot.is_older_than(cgroup.created_at, settings.sandbox_grace))
-        // kubelet has not let the pod go while its directory is there, nor
-        // while its pod-resources API lists it.
-        .filter(|cgroup| {
-            kubelet.is_none_or(|k| {
-                k.pod_dir(&cgroup.uid).is_none() && k.lists(&cgroup.uid) != Ok(true)
-            })
-        })
+        // kubelet has not let the pod go while its directory is there (a
+        // log directory is no such proof: see the module's doc).
+        .filter(|cgroup| kubelet.is_none_or(|k| k.pod_dir(&cgroup.uid).is_none()))
         .map(|cgroup| Leaked {
             cgroup,
             unconfirmed: unconfirmed(kubelet, &cgroup.uid),
@@ -122,8 +122,26 @@ fn unconfirmed(kubelet: Option<&KubeletView>, uid: &str) -> Option<String> {
              told from one it let go"
                 .to_string(),
         ),
-        Some(kubelet) => kubelet.lists(uid).err(),
+        Some(kubelet) => match kubelet.lists(uid) {
+            Ok(true) => Some(tied_by_log_directory(kubelet, uid)),
+            Ok(false) => None,
+            Err(why) => Some(why),
+        },
     }
+}
+
+/// Why a pod kubelet's word lists only through its log directory is not
+/// proven kubelet's.
+fn tied_by_log_directory(kubelet: &KubeletView, uid: &str) -> String {
+    let log = kubelet
+        .pod_log(uid)
+        .map(|log| format!("{}_{}_{}", log.namespace, log.name, log.uid))
+        .unwrap_or_default();
+    format!(
+        "kubelet's pod-resources API lists a pod that only the log directory {log} ties to \
+         this uid, and kubelet has no pod directory of it; a log directory is anyone's who can \
+         write the pod log directory, so it does not prove the pod kubelet's"
+    )
 }
 
 pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
@@ -425,7 +443,8 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_kubelets_word_lists_is_never_leaked_and_without_its_word_none_is_confirmed() {
+    fn a_pod_kubelets_word_lists_only_through_a_log_directory_is_unconfirmed_and_without_its_word_none_is_confirmed(
+    ) {
         use crate::model::{KubeletWord, PodLogDir, PodName};
         let mut s = node(
             vec![
@@ -444,10 +463,18 @@ mod tests {
                 name: "cart".to_string(),
             }],
         };
+        // Listed only through its log directory, which a tenant can make:
+        // reported, unconfirmed, never removed.
         let findings = check(&s, &Settings::default());
         let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
-        assert_eq!(ids, ["gone"]);
-        assert!(findings[0].evidence.get("unconfirmed").is_none());
+        assert_eq!(ids, ["listed", "gone"]);
+        assert!(findings[1].evidence.get("unconfirmed").is_none());
+        let why = findings[0].evidence["unconfirmed"].as_str().unwrap();
+        assert!(
+            why.contains("shop_cart_listed") && why.contains("anyone's"),
+            "{why}"
+        );
+        assert!(findings[0].summary.contains("unconfirmed"));
         // No socket: both reported, neither confirmed, the why said.
         s.kubelet.as_mut().unwrap().word = KubeletWord::Unavailable {
             why: "kubelet's pod-resources API (/k/pod-resources/kubelet.sock): it does not exist"

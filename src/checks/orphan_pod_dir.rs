@@ -23,9 +23,15 @@
 //! `createPodSandbox` makes the pod's log directory
 //! (`/var/log/pods/<namespace>_<name>_<uid>`) right before each
 //! RunPodSandbox, and kubelet's container GC (`evictPodLogsDirectories`)
-//! removes it once the pod's content may go: a pod with its log directory
-//! is kubelet's, never an orphan. Without the log directories read, a
-//! finding is unconfirmed.
+//! removes it once the pod's content may go. But a log directory is anyone's
+//! who can write the pod log directory (a log shipper's `hostPath` of
+//! `/var/log`): a tenant's `mkdir /var/log/pods/<ns>_<name>_<uid>` turned an
+//! orphan into a `failing-sandbox`. So a log directory alone never makes a
+//! directory kubelet's: only kubelet's word (its pod-resources API listing
+//! the pod the log directory names, and no other log directory naming
+//! that pod) does; without that word the finding stays, unconfirmed, with
+//! the log directory said. Without the log directories read, a finding is
+//! unconfirmed.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -65,9 +71,9 @@ pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDi
     };
     dirs.into_iter()
         .filter(|dir| snapshot.is_older_than(dir.modified_at, settings.sandbox_grace))
-        // A pod kuberuntime started and kubelet's GC has not let go, or
-        // one kubelet's pod-resources API lists.
-        .filter(|dir| kubelet.pod_log(&dir.uid).is_none() && kubelet.lists(&dir.uid) != Ok(true))
+        // A pod kubelet's pod-resources API lists, tied by its log
+        // directory (alone, a tenant's to make: see the module's doc).
+        .filter(|dir| kubelet.lists(&dir.uid) != Ok(true))
         .collect()
 }
 
@@ -79,7 +85,18 @@ fn unconfirmed(kubelet: &KubeletView, uid: &str) -> Option<String> {
              cannot be told from one it let go"
                 .to_string(),
         ),
-        Some(_) => kubelet.lists(uid).err(),
+        Some(_) => {
+            let why = kubelet.lists(uid).err()?;
+            Some(match kubelet.pod_log(uid) {
+                Some(log) => format!(
+                    "{why}; the log directory {}_{}_{} (which kubelet makes before each \
+                     RunPodSandbox) names this uid, but a log directory is anyone's who can \
+                     write the pod log directory, so it does not prove kubelet still has the pod",
+                    log.namespace, log.name, log.uid
+                ),
+                None => why,
+            })
+        }
     }
 }
 
@@ -343,10 +360,37 @@ mod tests {
             modified_at: NOW - HOUR,
         }];
         s.kubelet.as_mut().unwrap().pod_logs = Some(logs);
+        // kubelet's word lists the pod its log directory names: kubelet's.
+        s.kubelet.as_mut().unwrap().word = crate::model::KubeletWord::Listed {
+            pods: vec![crate::model::PodName {
+                namespace: "shop".to_string(),
+                name: "cart".to_string(),
+            }],
+        };
         let findings = check(&s, &Settings::default());
         let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, ["gone"]);
         assert!(findings[0].evidence.get("unconfirmed").is_none());
+        // A log directory alone (a tenant can make one) hides nothing:
+        // kubelet's word not listing the pod, it is an orphan; without
+        // its word, an unconfirmed one that names the log directory.
+        let mut unlisted = s.clone();
+        unlisted.kubelet.as_mut().unwrap().word =
+            crate::model::KubeletWord::Listed { pods: Vec::new() };
+        let findings = check(&unlisted, &Settings::default());
+        let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["pending", "gone"]);
+        assert!(findings[0].evidence.get("unconfirmed").is_none());
+        let mut unasked = s.clone();
+        unasked.kubelet.as_mut().unwrap().word = crate::model::KubeletWord::default();
+        let findings = check(&unasked, &Settings::default());
+        assert_eq!(findings.len(), 2);
+        let why = findings[0].evidence["unconfirmed"].as_str().unwrap();
+        assert!(
+            why.contains("shop_cart_pending") && why.contains("anyone's"),
+            "{why}"
+        );
+        assert!(findings[0].summary.contains("unconfirmed"));
         // Without the log directories read, nothing tells them apart: both
         // are said unconfirmed, neither called safe to remove.
         s.kubelet.as_mut().unwrap().pod_logs = None;

@@ -12,9 +12,10 @@ pub fn run(global: &GlobalArgs, args: &CollectArgs) -> anyhow::Result<Report> {
         &args.confirm,
         super::PairFor::Archive,
     );
+    // The table the look read: the daemon's own, unless `--mountinfo`.
     let mountinfo = global
         .gather_options(crate::model::Reads::NOTHING)
-        .mountinfo;
+        .mount_table(&first.paths);
     let copies = archive::read_copies(&first, &global.proc_root, &mountinfo, &args.recorder_file);
     let evidence = Archived {
         nodectl_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -28,7 +28,8 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
     let snapshot = gather(&paths, &options, config_gaps.clone());
     let findings = registry::run(KINDS, &snapshot, &snapshot, &Settings::default());
 
-    let regather = super::look_again(global, &options);
+    let acting = super::acting(&options);
+    let regather = super::look_again(global, &acting);
     let mut cleanups = Vec::new();
     if args.unmount || args.remove_bundles {
         super::pause_for_tests();
@@ -37,7 +38,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
         let own = global.proc_root.join("self/mountinfo");
         let allowed = unmount::allowed(
             &global.proc_root,
-            &options.mountinfo,
+            &options.mount_table(&paths),
             paths.process.as_ref().map(|p| p.pid),
         );
         let unmount_options = unmount::Options {

@@ -145,9 +145,24 @@ fn pair_options(
     }
 }
 
+/// The options of the fresh look a cleanup takes right before acting: the
+/// scan's, but the mount table is always the daemon's own, whatever
+/// `--mountinfo` named (a copy, nodectl's own table in another mount
+/// namespace): what is mounted where containerd and its shims mount (the
+/// proven shims share its mount namespace, see `model::shim`) decides
+/// whether a bundle, a netns or a mount may go; a removal in another
+/// namespace detaches what the daemon's has mounted there.
+fn acting(options: &GatherOptions) -> GatherOptions {
+    GatherOptions {
+        mountinfo: None,
+        ..options.clone()
+    }
+}
+
 /// The fresh look a cleanup takes right before acting: the paths resolved
 /// again, so the daemon is proven again on that look (see
-/// `act::daemon_proven`), and the node gathered as the scan gathered it.
+/// `act::daemon_proven`), and the node gathered as the scan gathered it
+/// (with [`acting`]'s options).
 fn look_again<'a>(
     global: &'a GlobalArgs,
     options: &'a GatherOptions,
@@ -175,7 +190,7 @@ fn scan_and_clean(
     let cleanups = match clean {
         Some(clean) => {
             pause_for_tests();
-            clean(&snapshot, &look_again(global, options))
+            clean(&snapshot, &look_again(global, &acting(options)))
         }
         None => Vec::new(),
     };

@@ -54,16 +54,9 @@ impl FileSources {
         let bundles = SourceThread::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
             bundles::read(&dir, sockets, gaps)
         });
-        let (file, below) = (
-            options.mountinfo.clone(),
-            [paths.root.path.clone(), paths.state.path.clone()],
-        );
-        let mounts = options.mounts.then(|| {
-            SourceThread::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
-                let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
-                mountinfo::read_keeping(&file, &below, gaps)
-            })
-        });
+        // The daemon's own table, once it is known (see `read_mounts`).
+        let daemon_pending = options.mountinfo.is_none() && paths.daemon_lookup.is_some();
+        let mounts = (options.mounts && !daemon_pending).then(|| read_mounts(paths, options));
         // The node's context goes with the mount table: neither is needed
         // where the mounts are not.
         let root = options.proc_root.clone();
@@ -87,6 +80,14 @@ impl FileSources {
             cni,
         };
         (status_files, others)
+    }
+
+    /// Starts reading the mount table, if it waited for the running
+    /// containerd to be found (its own table is the one read).
+    pub(super) fn found_daemon(&mut self, paths: &Paths, options: &GatherOptions) {
+        if options.mounts && self.mounts.is_none() {
+            self.mounts = Some(read_mounts(paths, options));
+        }
     }
 
     /// Waits for them until `deadline`.
@@ -123,4 +124,20 @@ impl FileSources {
             cni,
         }
     }
+}
+
+/// Reads the mounts below containerd's root and state in the daemon's
+/// mount table (see [`GatherOptions::mount_table`]).
+fn read_mounts(
+    paths: &Paths,
+    options: &GatherOptions,
+) -> SourceThread<(Vec<Mount>, Option<mountinfo::Table>)> {
+    let (file, below) = (
+        options.mount_table(paths),
+        [paths.root.path.clone(), paths.state.path.clone()],
+    );
+    SourceThread::spawn(Source::Mountinfo, &file.clone(), move |gaps| {
+        let below: Vec<&Path> = below.iter().map(PathBuf::as_path).collect();
+        mountinfo::read_keeping(&file, &below, gaps)
+    })
 }

@@ -75,7 +75,7 @@ impl PodSources {
             .is_some_and(|root| root.origin != Origin::Flag);
         let kubelet = kubelet_root.clone().map(|root| {
             let running = running.clone();
-            let (mountinfo, table) = (options.mountinfo.clone(), table.clone());
+            let (mountinfo, table) = (options.mount_table(paths), table.clone());
             let proc_root = options.proc_root.clone();
             let pod_logs = options
                 .kubelet_pod_logs
@@ -133,7 +133,7 @@ impl PodSources {
             })
         });
         let netns = options.netns.then(|| {
-            let (dir, mountinfo) = (netns::dir(paths), options.mountinfo.clone());
+            let (dir, mountinfo) = (netns::dir(paths), options.mount_table(paths));
             let proc_root = options.proc_root.clone();
             SourceThread::spawn(netns::SOURCE, &dir.clone(), move |gaps| {
                 // CRI's mounts there are in the host's mount table: the

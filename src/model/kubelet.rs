@@ -114,10 +114,15 @@ impl KubeletView {
 
     /// Whether kubelet's word lists the pod of `uid`: a listed pod is
     /// tied to its uid by its log directory (the API names pods, never
-    /// uids), and every uid a listed name has is taken as listed (a pod
-    /// made again under its name has a new uid). `Err` says why kubelet's
-    /// word cannot be had: no answer, its log directories unread, or a
-    /// listed pod no log directory ties (whose uid might be this one).
+    /// uids). A log directory is anyone's who can write the pod log
+    /// directory (a log shipper's `hostPath` of `/var/log`), so a name
+    /// whose log directories name more than one uid ties none of them: a
+    /// tenant's `mkdir <ns>_<name>_<uid>` for a listed pod must not make
+    /// another uid's pod kubelet's (a pod made again under its name has
+    /// two until kubelet's GC, and is unconfirmed meanwhile). `Err` says
+    /// why kubelet's word cannot be had: no answer, its log directories
+    /// unread, a listed pod no log directory ties (whose uid might be this
+    /// one), or one several do.
     pub fn lists(&self, uid: &str) -> Result<bool, String> {
         let pods = match &self.word {
             KubeletWord::Listed { pods } => pods,
@@ -132,10 +137,24 @@ impl KubeletView {
         };
         let named =
             |log: &PodLogDir, pod: &PodName| log.namespace == pod.namespace && log.name == pod.name;
-        if pods
+        if let Some(pod) = pods
             .iter()
-            .any(|pod| logs.iter().any(|log| log.uid == uid && named(log, pod)))
+            .find(|pod| logs.iter().any(|log| log.uid == uid && named(log, pod)))
         {
+            let uids: Vec<&str> = logs
+                .iter()
+                .filter(|log| named(log, pod))
+                .map(|log| log.uid.as_str())
+                .collect();
+            if uids.len() > 1 {
+                return Err(format!(
+                    "kubelet's pod-resources API lists pod {}/{}, and log directories name {}                      uids for it ({}): a log directory is anyone's who can write the pod log                      directory, so which one is kubelet's cannot be told",
+                    pod.namespace,
+                    pod.name,
+                    uids.len(),
+                    uids.join(", ")
+                ));
+            }
             return Ok(true);
         }
         match pods
@@ -205,10 +224,20 @@ mod tests {
             },
             logs(),
         );
-        // Both uids its name has: the pod made again under its name.
-        assert_eq!(listed.lists("uid-1"), Ok(true));
-        assert_eq!(listed.lists("uid-2"), Ok(true));
+        // Two uids its name has (the pod made again under its name, or a
+        // tenant's `mkdir` beside kubelet's): neither is told kubelet's.
+        for uid in ["uid-1", "uid-2"] {
+            let why = listed.lists(uid).unwrap_err();
+            assert!(
+                why.contains("shop/cart") && why.contains("uid-1, uid-2"),
+                "{why}"
+            );
+        }
         assert_eq!(listed.lists("uid-3"), Ok(false));
+        // One: kubelet's word ties it.
+        let mut one = listed.clone();
+        one.pod_logs.as_mut().unwrap().remove(1);
+        assert_eq!(one.lists("uid-1"), Ok(true));
         // A listed pod no log directory ties: any uid might be its own.
         let untied = view(
             KubeletWord::Listed {

@@ -193,13 +193,18 @@ impl Identity {
 
 /// Why `shim` cannot be a shim of any containerd on this node, when its
 /// facts say so: the kernel put it in another pid or mount namespace than
-/// the reference (the proven containerd, else PID 1), or it runs a binary
-/// neither root nor containerd's user owns. containerd starts every shim as
-/// itself, in its own namespaces, from its own binary; a tenant can name a
-/// process of its own container like one, and without `-id` it made every
-/// cleanup refuse "what it serves is unknown" for as long as it lived.
-/// Facts that could not be read prove nothing: such a process may still be
-/// a shim (`None`). Pure.
+/// the reference (the proven containerd, else PID 1), it runs as another
+/// uid than the reference (real, effective, saved or filesystem), or it
+/// runs a binary neither root nor containerd's user owns. containerd starts
+/// every shim as itself, in its own namespaces (`Command` of 1.x's
+/// runtime/v2/shim and 2.x's pkg/shim sets only `Setpgid` in the command's
+/// `SysProcAttr`, `getSysProcAttr`: no credential, no clone flag; the
+/// shim's `start` re-executes itself, still so), from its own binary; a tenant can name a process of
+/// its own container like one, and an unprivileged user can run root's
+/// `sleep` through a symlink named `containerd-shim-runc-v2`: without
+/// `-id`, either made every cleanup refuse "what it serves is unknown" for
+/// as long as it lived. Facts that could not be read prove nothing: such a
+/// process may still be a shim (`None`). Pure.
 pub fn cannot_be_a_shim(shim: &Shim) -> Option<String> {
     let proof = shim.proof.as_ref()?;
     let reference = &proof.reference;
@@ -215,6 +220,12 @@ pub fn cannot_be_a_shim(shim: &Shim) -> Option<String> {
                 ));
             }
         }
+    }
+    if let Some(uid) = proof.uids.iter().find(|&&uid| uid != reference.uid) {
+        return Some(format!(
+            "it runs as uid {uid} where {} runs as uid {}",
+            reference.described, reference.uid
+        ));
     }
     match proof.exe_uid {
         Some(uid) if uid != 0 && uid != reference.uid => Some(format!(

@@ -25,6 +25,27 @@ pub fn findings_of_kind<'a>(doc: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The ids of the findings of `kind` in a JSON report.
+pub fn ids_of_kind(doc: &Value, kind: &str) -> Vec<String> {
+    findings_of_kind(doc, kind)
+        .iter()
+        .map(|f| f["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Each cleanup row of a JSON report as (action, id, outcome).
+pub fn cleanup_rows(doc: &Value) -> Vec<(String, String, String)> {
+    doc["cleanups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (field("action"), field("id"), field("outcome"))
+        })
+        .collect()
+}
+
 impl TestBed {
     /// `leaked-shims` reports exactly `leaked`, each a `leaked-shim` whose
     /// evidence names every advisory of `advisories` and whose cause tells

@@ -56,7 +56,7 @@ pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
 pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
-pub use leaked::{findings_of_kind, LeakedShim};
+pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use neighbourhood::TenantShim;
 pub use orphan_shim::OrphanShim;
