@@ -8,3 +8,4 @@
 //! branches spread through the readers. Where a rule differs between a
 //! peer's releases, the difference is a table keyed by the release, not an
 //! `if` in a reader.
+pub mod kubelet;

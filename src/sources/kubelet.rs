@@ -82,7 +82,7 @@ impl RunningKubelet {
 pub fn root(flag: Option<&Path>, running: &Running) -> Located {
     located(
         flag,
-        one_value(&running.kubelets, "--root-dir"),
+        one_value(&running.kubelets, "--root-dir", arg_in),
         DEFAULT_ROOT,
     )
 }
@@ -109,7 +109,8 @@ pub fn root_unseen(root: &Located, running: &Running) -> Option<String> {
 /// and [`cgroup_settings`] read them (files, so on the source's own thread).
 pub fn cgroup_root(flag: Option<&Path>, running: &Running) -> (Located, Option<RunningKubelet>) {
     let kubelets = &running.kubelets;
-    let value = one_value(kubelets, "--cgroup-root");
+    // `--cgroup-root=` is a value: kubelet takes "" for `/`, over its files.
+    let value = one_value(kubelets, "--cgroup-root", crate::peers::kubelet::flag_value);
     let configured = match kubelets.as_slice() {
         [one] => Some(one.clone()),
         _ => None,
@@ -263,10 +264,14 @@ fn located(
 /// The value of flag `name` the `kubelets` agree on (`None` inside: none
 /// gives it), with where the first read it; `None` when there is no
 /// kubelet or they disagree.
-fn one_value(kubelets: &[RunningKubelet], name: &str) -> Option<(Option<String>, Origin)> {
+fn one_value(
+    kubelets: &[RunningKubelet],
+    name: &str,
+    read: fn(&[String], &str) -> Option<String>,
+) -> Option<(Option<String>, Origin)> {
     let mut values: Vec<Option<String>> = kubelets
         .iter()
-        .map(|kubelet| arg_in(&kubelet.args, name))
+        .map(|kubelet| read(&kubelet.args, name))
         .collect();
     values.sort();
     values.dedup();
@@ -1227,6 +1232,37 @@ mod tests {
             cgroup_root_configured(given.clone(), Some(&kubelet), &mut gaps),
             given
         );
+    }
+
+    /// kubelet takes `--cgroup-root=` (empty) over its config file, for
+    /// `/`; nodectl once dropped the empty value and took the file's.
+    #[test]
+    fn an_empty_cgroup_root_flag_is_kubelets_root_over_its_config() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("config.yaml"), "cgroupRoot: /from-config\n").unwrap();
+        let kubelet = RunningKubelet {
+            pid: 1,
+            args: ["kubelet", "--config=config.yaml", "--cgroup-root="]
+                .map(String::from)
+                .to_vec(),
+            flags_origin: Origin::Process,
+            cwd: KubeletFiles {
+                cwd: dir.path().to_path_buf(),
+                root: None,
+            },
+        };
+        let running = Running {
+            kubelets: vec![kubelet],
+            ..Running::default()
+        };
+        let (root, configured) = cgroup_root(None, &running);
+        let mut gaps = Vec::new();
+        let root = cgroup_root_configured(root, configured.as_ref(), &mut gaps);
+        assert_eq!(
+            (root.path, root.origin),
+            (PathBuf::from("/"), Origin::Process)
+        );
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use rustix::fs::OFlags;
 use serde_json::{Map, Value};
 
 use crate::model::{Gap, Source};
+use crate::peers;
 use crate::read::bounded::{read_opened, read_regular, FileRead, Links};
 use crate::sources::host_view::open_in_root;
 
@@ -115,6 +116,9 @@ const SOURCE: Source = Source::Kubelet;
 const FILE_LIMIT: u64 = 1024 * 1024;
 /// Drop-ins read at most, and how deep below `--config-dir`.
 const DROP_IN_LIMIT: usize = 64;
+/// Entries of one `--config-dir` directory listed at most: kubelet walks
+/// them all, so past this the drop-ins are a gap, never a silent first few.
+const LIST_LIMIT: usize = 10_000;
 const DEPTH_LIMIT: usize = 8;
 
 /// A setting and the file that set it (`None`: kubelet's command line).
@@ -162,24 +166,17 @@ pub fn setting(
 const BOOLEAN_FLAGS: &[&str] = &["--cgroups-per-qos"];
 
 /// The flag `flag` on kubelet's command line `args`, as the config field's
-/// JSON value. A boolean flag is read as pflag reads one: given bare it is
-/// true (what follows it is the next argument, not its value), given a
-/// value it is that as Go's `strconv.ParseBool` reads it; a value that is
-/// none stays a string (kubelet would not start with it). Any other flag's
-/// value is a string.
+/// JSON value, read as pflag reads it ([`peers::kubelet`]): an empty value
+/// is a value (`--cgroup-root=` sets the field to ""). A boolean flag's
+/// text is read as Go's `strconv.ParseBool` reads it; a value that is none
+/// stays a string (kubelet would not start with it). Any other flag's value
+/// is a string.
 fn flag_value(args: &[String], flag: &str) -> Option<Value> {
     if !BOOLEAN_FLAGS.contains(&flag) {
-        return arg_in(args, flag).map(Value::String);
+        return peers::kubelet::flag_value(args, flag).map(Value::String);
     }
-    let with_value = format!("{flag}=");
-    let text = args
-        .iter()
-        .rev()
-        .find_map(|arg| match arg.strip_prefix(&with_value) {
-            Some(value) => Some(value),
-            None => (arg == flag).then_some("true"),
-        })?;
-    Some(go_bool(text).map_or_else(|| Value::String(text.to_string()), Value::Bool))
+    let text = peers::kubelet::bool_flag_text(args, flag)?;
+    Some(go_bool(&text).map_or_else(|| Value::String(text), Value::Bool))
 }
 
 /// A boolean as Go's `strconv.ParseBool` reads one.
@@ -227,7 +224,18 @@ fn drop_ins(
     found: &mut Vec<PathBuf>,
     gaps: &mut Vec<Gap>,
 ) {
-    let mut entries = match list_dir(root, dir, DROP_IN_LIMIT * 4) {
+    let mut entries = match list_dir(root, dir, LIST_LIMIT + 1) {
+        Ok(entries) if entries.len() > LIST_LIMIT => {
+            gaps.push(Gap::item(
+                SOURCE,
+                dir,
+                format!(
+                    "kubelet's --config-dir holds more than {LIST_LIMIT} entries: \
+                     its drop-ins were not read"
+                ),
+            ));
+            return;
+        }
         Ok(entries) => entries,
         Err(err) => {
             gaps.push(Gap::item(
@@ -255,7 +263,7 @@ fn drop_ins(
                 &path,
                 format!("kubelet drop-ins nested over {DEPTH_LIMIT} deep: not read"),
             )),
-            false if path.extension().is_some_and(|e| e == "conf") => found.push(path),
+            false if path.file_name().is_some_and(peers::kubelet::is_drop_in) => found.push(path),
             false => {}
         }
     }
@@ -283,16 +291,9 @@ pub(crate) fn parse_text(bytes: Vec<u8>) -> Result<Map<String, Value>, String> {
 /// The value of `name` (`--name=value` or `--name value`) in `args`; the
 /// last one given wins, as in kubelet.
 pub(crate) fn arg_in(args: &[String], name: &str) -> Option<String> {
-    let with_value = format!("{name}=");
-    let mut found = None;
-    for (i, arg) in args.iter().enumerate() {
-        if let Some(value) = arg.strip_prefix(&with_value) {
-            found = Some(value.to_string());
-        } else if arg == name {
-            found = args.get(i + 1).cloned();
-        }
-    }
-    found.filter(|v| !v.is_empty())
+    // kubelet ignores an empty `--config`, `--config-dir` or path flag
+    // (`len(...) > 0` in cmd/kubelet/app/server.go), so none is a path.
+    peers::kubelet::flag_value(args, name).filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]
@@ -380,6 +381,81 @@ mod tests {
             ),
             None
         );
+    }
+
+    /// Each spelling kubelet takes and nodectl once ignored (issue: an
+    /// empty `--cgroup-root=`, `--cgroup_root`, `--config_dir`, a drop-in
+    /// named `.conf`, the real drop-in among hundreds of other entries).
+    #[test]
+    fn flags_and_drop_ins_are_read_as_kubelet_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(&d.join("config.yaml"), "cgroupRoot: /from-file\n");
+        let root = |list: &[&str], gaps: &mut Vec<Gap>| {
+            setting(&args(list), d, "cgroupRoot", "--cgroup-root", gaps).map(|s| (s.value, s.from))
+        };
+        let mut gaps = Vec::new();
+        // An empty value is the flag's, over the file's.
+        assert_eq!(
+            root(
+                &["kubelet", "--config=config.yaml", "--cgroup-root="],
+                &mut gaps
+            ),
+            Some(("".into(), None))
+        );
+        assert_eq!(
+            root(
+                &["kubelet", "--config=config.yaml", "--cgroup_root=/x"],
+                &mut gaps
+            ),
+            Some(("/x".into(), None))
+        );
+        // A drop-in named just `.conf`, found through `--config_dir`, after
+        // more entries than nodectl once listed (it read the first 256).
+        // 3,000, as the issue measured: listed whole, both drop-ins are read
+        // wherever the directory's order puts them.
+        for n in 0..3000 {
+            write(
+                &d.join(format!("conf.d/{n:03}-other.yaml")),
+                "cgroupRoot: /no\n",
+            );
+        }
+        write(&d.join("conf.d/.conf"), "cgroupRoot: /dot-conf\n");
+        write(&d.join("conf.d/zz.conf"), "cgroupDriver: systemd\n");
+        assert_eq!(
+            root(
+                &["kubelet", "--config=config.yaml", "--config_dir=conf.d"],
+                &mut gaps
+            ),
+            Some(("/dot-conf".into(), Some(d.join("conf.d/.conf"))))
+        );
+        let driver = setting(
+            &args(&["kubelet", "--config_dir=conf.d"]),
+            d,
+            "cgroupDriver",
+            "--cgroup-driver",
+            &mut gaps,
+        );
+        assert_eq!(driver.map(|s| s.value), Some("systemd".into()));
+        assert!(gaps.is_empty(), "{gaps:?}");
+    }
+
+    #[test]
+    fn a_config_dir_past_the_listing_bound_is_a_gap_not_its_first_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(&d.join("conf.d/00.conf"), "cgroupRoot: /first\n");
+        for n in 0..LIST_LIMIT {
+            fs::write(d.join(format!("conf.d/{n}")), "").unwrap();
+        }
+        let mut gaps = Vec::new();
+        let kubelet = args(&["kubelet", "--config-dir=conf.d"]);
+        assert_eq!(
+            setting(&kubelet, d, "cgroupRoot", "--cgroup-root", &mut gaps),
+            None
+        );
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].error.contains("more than"), "{gaps:?}");
     }
 
     #[test]
