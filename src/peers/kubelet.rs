@@ -14,8 +14,13 @@
 //!   a file named just `.conf` is a drop-in (Rust's `Path::extension`
 //!   says it has none).
 
+use std::cell::Cell;
 use std::ffi::OsStr;
+use std::fmt;
 use std::os::unix::ffi::OsStrExt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 /// A flag's name as kubelet's `WordSepNormalizeFunc` makes it.
 pub fn normalised(name: &str) -> String {
@@ -78,6 +83,115 @@ pub fn is_drop_in(name: &OsStr) -> bool {
     name.as_bytes().ends_with(b".conf")
 }
 
+/// What one config file may take once decoded, aliases expanded: kubelet's
+/// configuration is a few KB, and a YAML anchor aliased 100,000 times in a
+/// 900 KB file once took 1.41 GB to decode.
+pub const DECODED_LIMIT: usize = 64 * 1024 * 1024;
+
+/// A YAML (or JSON) document, decoded as sigs.k8s.io/yaml decodes kubelet's
+/// files (YAML to JSON, aliases expanded), but never past `limit` bytes of
+/// decoded values (each node counted at its size in memory, with its
+/// text): past it the document is refused, and nothing more is allocated.
+pub fn decode_bounded(text: &str, limit: usize) -> Result<Value, String> {
+    let budget = Budget {
+        left: Cell::new(limit),
+    };
+    let deserializer = yaml_serde::Deserializer::from_str(text);
+    (&budget).deserialize(deserializer).map_err(|err| {
+        if budget.left.get() == 0 {
+            format!("decodes to more than {} MiB: refused", limit >> 20)
+        } else {
+            format!("not YAML or JSON: {err}")
+        }
+    })
+}
+
+struct Budget {
+    left: Cell<usize>,
+}
+
+impl Budget {
+    fn charge<E: de::Error>(&self, bytes: usize) -> Result<(), E> {
+        let cost = bytes + std::mem::size_of::<Value>();
+        match self.left.get().checked_sub(cost) {
+            Some(left) => {
+                self.left.set(left);
+                Ok(())
+            }
+            None => {
+                self.left.set(0);
+                Err(E::custom("over the decoding budget"))
+            }
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for &Budget {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for &Budget {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a YAML value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.charge(0)?;
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.charge(0)?;
+        Ok(v.into())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.charge(0)?;
+        Ok(v.into())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.charge(0)?;
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.charge(v.len())?;
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.charge(0)?;
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.visit_unit()
+    }
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        self.deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.charge(0)?;
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(self)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.charge(0)?;
+        let mut fields = Map::new();
+        while let Some(key) = map.next_key_seed(self)? {
+            // sigs.k8s.io/yaml turns a non-string key into its text.
+            let key = match key {
+                Value::String(key) => key,
+                other => other.to_string(),
+            };
+            let value = map.next_value_seed(self)?;
+            fields.insert(key, value);
+        }
+        Ok(Value::Object(fields))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +201,32 @@ mod tests {
             .chain(list.iter().copied())
             .map(String::from)
             .collect()
+    }
+
+    #[test]
+    fn a_document_is_decoded_with_its_aliases_expanded() {
+        let text = "base: &b {cgroupRoot: /k, list: [1, 2.5, true, null]}\nother: *b\n";
+        let value = decode_bounded(text, DECODED_LIMIT).unwrap();
+        assert_eq!(value["other"]["cgroupRoot"], "/k");
+        assert_eq!(
+            value["base"]["list"],
+            serde_json::json!([1, 2.5, true, null])
+        );
+    }
+
+    /// The input: one anchor of about 9 KB aliased 100,000 times
+    /// (900 KB of text, about 900 MB expanded) is refused within the budget.
+    #[test]
+    fn an_anchor_aliased_past_the_budget_is_refused_not_decoded() {
+        let mut text = format!("anchor: &a \"{}\"\nlist:\n", "x".repeat(9_000));
+        for _ in 0..100_000 {
+            text.push_str("- *a\n");
+        }
+        let err = decode_bounded(&text, DECODED_LIMIT).unwrap_err();
+        assert!(err.contains("more than 64 MiB"), "{err}");
+        // Under a budget it fits in, the same text decodes.
+        let small = text.lines().take(12).collect::<Vec<_>>().join("\n");
+        assert!(decode_bounded(&small, DECODED_LIMIT).is_ok());
     }
 
     #[test]

@@ -281,10 +281,9 @@ pub(crate) fn parse_text(bytes: Vec<u8>) -> Result<Map<String, Value>, String> {
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
-    match yaml_serde::from_str::<Value>(&text) {
-        Ok(Value::Object(fields)) => Ok(fields),
-        Ok(_) => Err("not a mapping of settings".to_string()),
-        Err(err) => Err(format!("not YAML or JSON: {err}")),
+    match peers::kubelet::decode_bounded(&text, peers::kubelet::DECODED_LIMIT)? {
+        Value::Object(fields) => Ok(fields),
+        _ => Err("not a mapping of settings".to_string()),
     }
 }
 
