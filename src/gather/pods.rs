@@ -104,8 +104,9 @@ impl PodSources {
         let kubelet_word = kubelet_root.map(|root| {
             let socket = root.path.join(pod_resources::SOCKET);
             let (proc_root, timeout) = (options.proc_root.clone(), options.timeout);
+            let kubelets = running.pids();
             SourceThread::spawn(kubelet::SOURCE, &socket, move |_| {
-                pod_resources::ask(&root.path, &proc_root, timeout)
+                pod_resources::ask(&root.path, &proc_root, &kubelets, timeout)
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {

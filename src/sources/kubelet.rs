@@ -357,27 +357,44 @@ pub fn running(proc_root: &Path, processes: &BTreeMap<i32, ProcessInfo>) -> Runn
             flags_origin,
             cwd,
         };
-        if socket_says_it_is(&kubelet, runner) {
+        // kubelet is proven by the kernel's facts above. The socket below
+        // its root is a file that a pod with a hostPath there can replace,
+        // so it never unproves kubelet: it only decides whether kubelet's
+        // pod-resources answer is had ([`pod_resources::ask`] takes the
+        // believed pids as the only listeners to believe).
+        if runner == Runner::Kubelet {
             running.kubelets.push(kubelet);
+            continue;
+        }
+        match socket_peer(&kubelet) {
+            Ok(peer) if peer.pid == kubelet.pid => running.kubelets.push(kubelet),
+            // Another process serves k3s's or kubelite's kubelet socket:
+            // whether it runs a kubelet at all cannot be told, and that is
+            // said, never taken as "no kubelet".
+            Ok(peer) => running.unread.push((
+                dir,
+                format!(
+                    "its kubelet's pod-resources socket is served by pid {}, not by it \
+                     (pid {}): whether it runs a kubelet, and where, cannot be told",
+                    peer.pid, kubelet.pid
+                ),
+            )),
+            // k3s and kubelite serve it in their own process when they run
+            // a kubelet: none listening is one that runs none
+            // (`--disable-agent`, which their hidden command line cannot
+            // say).
+            Err(_) => {}
         }
     }
     running
 }
 
-/// Whether `kubelet`'s pod-resources socket lets it be the kubelet of the
-/// root it names: kubelet listens on `<root-dir>/pod-resources/kubelet.sock`
-/// (`ListenAndServePodResources`, inside k3s's and kubelite's own
-/// process), and a connection's peer (`SO_PEERCRED`) that is another
-/// process says another kubelet runs there. For a `kubelet` process no
-/// socket, or none answering at once (a frozen kubelet's full backlog),
-/// says nothing either way; k3s and kubelite must be serving it
-/// themselves, for they may run no kubelet at all (`k3s server
-/// --disable-agent`, which their hidden command line cannot say).
-fn socket_says_it_is(kubelet: &RunningKubelet, runner: Runner) -> bool {
-    match (runner, socket_peer(kubelet)) {
-        (_, Ok(peer)) => peer.pid == kubelet.pid,
-        (Runner::Kubelet, Err(_)) => true,
-        (Runner::K3s | Runner::Kubelite, Err(_)) => false,
+impl Running {
+    /// The pids whose pod-resources answer is kubelet's: the kubelets
+    /// believed (k3s and kubelite serve their kubelet's in their own
+    /// process).
+    pub fn pids(&self) -> Vec<i32> {
+        self.kubelets.iter().map(|kubelet| kubelet.pid).collect()
     }
 }
 
@@ -856,6 +873,35 @@ mod tests {
             (Path::new("/k3s"), Origin::KubeletConfig)
         );
         assert_eq!(unseen, None);
+        // Its kubelet's socket served by another process (this test, as a
+        // pod with a hostPath there could): no kubelet is taken from k3s,
+        // and that is said, never read as "k3s runs none".
+        drop(socket);
+        fs::remove_file(kubelet_root.join(pod_resources::SOCKET)).unwrap();
+        let foreign =
+            std::os::unix::net::UnixListener::bind(kubelet_root.join(pod_resources::SOCKET))
+                .unwrap();
+        let mut command = std::process::Command::new(&script);
+        command.arg("server");
+        command.env("K3S_CONFIG_FILE", d.join("config.yaml"));
+        let (child, pid) = spawn_group(command, "k3s-server");
+        let believed = running(Path::new("/proc"), &named(pid, "k3s-server"));
+        end_kubelet(child);
+        drop(foreign);
+        assert!(believed.kubelets.is_empty(), "{:?}", believed.kubelets);
+        let said: Vec<&str> = believed
+            .unread
+            .iter()
+            .map(|(_, why)| why.as_str())
+            .collect();
+        let expected = format!(
+            "served by pid {}, not by it (pid {pid})",
+            std::process::id()
+        );
+        assert!(
+            matches!(said.as_slice(), [one] if one.contains(&expected)),
+            "{said:?}"
+        );
     }
 
     #[test]
@@ -940,8 +986,8 @@ mod tests {
         link("self", std::process::id());
         let (found, cgroup_root, unseen) = roots_of(proc_root.path(), &with_kubelet(pid));
         // Its socket, found as kubelet has it (in its tmpfs, which nodectl
-        // does not see), served by another process (this test): not the
-        // kubelet of that root.
+        // does not see), served by another process (this test): kubelet's
+        // facts stay its own (only its pod-resources answer is refused).
         let theirs = Path::new(&format!("/proc/{pid}/root")).join(
             kubelet_root
                 .join(pod_resources::SOCKET)
@@ -953,11 +999,7 @@ mod tests {
         let (served_by_another, _, _) = roots_of(proc_root.path(), &with_kubelet(pid));
         drop(listener);
         end_kubelet(child);
-        assert_eq!(
-            served_by_another.origin,
-            Origin::Default,
-            "{served_by_another:?}"
-        );
+        assert_eq!(served_by_another, found);
         assert_eq!(
             (found.path.as_path(), found.origin),
             (kubelet_root.as_path(), Origin::Process)
@@ -1001,33 +1043,60 @@ mod tests {
         (found, cgroup_root)
     }
 
+    /// A pod with a writable hostPath of `<kubelet root>/pod-resources`
+    /// can put its own listener at kubelet's socket: kubelet stays
+    /// believed (its root, its cgroup root), and only its pod-resources
+    /// answer is refused, said why.
     #[test]
-    fn a_kubelet_whose_root_s_socket_another_process_serves_is_not_believed() {
+    fn a_kubelet_whose_socket_another_process_serves_keeps_its_facts_and_loses_its_word() {
         if !nix::unistd::geteuid().is_root() {
             let why = "needs root to run a process as root";
             let in_ci =
                 std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
             assert!(!in_ci, "{why} (CI runs the tests as root)");
-            eprintln!("SKIPPED a_kubelet_whose_root_s_socket_another_process_serves_is_not_believed: {why}");
+            eprintln!("SKIPPED a_kubelet_whose_socket_another_process_serves_keeps_its_facts_and_loses_its_word: {why}");
             return;
         }
         let root_dir = tempfile::tempdir().unwrap();
         let shown = root_dir.path().to_str().unwrap().to_string();
         let (child, pid, _dir) = spawn_kubelet(0, false, &shown);
         let processes = with_kubelet(pid);
+        let proc_root = Path::new("/proc");
         // No socket at its root: its flags are believed.
-        let found = root(None, &running(Path::new("/proc"), &processes));
+        let found = root(None, &running(proc_root, &processes));
         assert_eq!(
             (found.path.as_path(), found.origin),
             (root_dir.path(), Origin::Process)
         );
-        // The socket there served by another process (this test): it is not
-        // the kubelet of that root.
+        // The socket there served by another process (this test, as a
+        // tenant's listener would): kubelet's root is still its own...
         let socket = root_dir.path().join(pod_resources::SOCKET);
         fs::create_dir_all(socket.parent().unwrap()).unwrap();
         let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-        let found = root(None, &running(Path::new("/proc"), &processes));
-        assert_eq!(found.origin, Origin::Default, "{found:?}");
+        let believed = running(proc_root, &processes);
+        let found = root(None, &believed);
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (root_dir.path(), Origin::Process)
+        );
+        assert_eq!(believed.pids(), vec![pid]);
+        // ...and the answer at its socket is not taken as kubelet's.
+        let word = pod_resources::ask(
+            root_dir.path(),
+            proc_root,
+            &believed.pids(),
+            std::time::Duration::from_secs(1),
+        );
+        let crate::model::KubeletWord::Unavailable { why } = word else {
+            panic!("a foreign listener's answer was taken: {word:?}");
+        };
+        let ours = std::process::id();
+        assert!(
+            why.contains(&format!(
+                "pid {ours} serves it, not the kubelet running (pid {pid})"
+            )),
+            "{why}"
+        );
         drop(listener);
         end_kubelet(child);
     }

@@ -46,8 +46,17 @@ pub mod v1 {
 }
 
 /// kubelet's word, asked at `<root>/pod-resources/kubelet.sock` within
-/// `timeout`; why not, when it cannot be had.
-pub fn ask(kubelet_root: &Path, proc_root: &Path, timeout: Duration) -> KubeletWord {
+/// `timeout`; why not, when it cannot be had. `kubelets` are the pids of
+/// the kubelets nodectl believes (see `kubelet::running`): when there are
+/// any, only one of them may answer, for the socket is a file below
+/// kubelet's root that a pod with a hostPath there can replace with its
+/// own listener (and its answer would leave pods out).
+pub fn ask(
+    kubelet_root: &Path,
+    proc_root: &Path,
+    kubelets: &[i32],
+    timeout: Duration,
+) -> KubeletWord {
     let socket = kubelet_root.join(SOCKET);
     let unavailable = |why: String| KubeletWord::Unavailable {
         why: format!("kubelet's pod-resources API ({}): {why}", socket.display()),
@@ -60,7 +69,7 @@ pub fn ask(kubelet_root: &Path, proc_root: &Path, timeout: Duration) -> KubeletW
         }
         Err(why) => return unavailable(why),
     };
-    if let Some(why) = not_kubelets(proc_root, peer) {
+    if let Some(why) = not_kubelets(proc_root, peer, kubelets) {
         return unavailable(format!("its listener is not believed: {why}"));
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -88,9 +97,18 @@ pub fn ask(kubelet_root: &Path, proc_root: &Path, timeout: Duration) -> KubeletW
 
 /// Why the process listening as `peer` is not one nodectl may believe, if
 /// it is not.
-fn not_kubelets(proc_root: &Path, peer: daemon_proof::Peer) -> Option<String> {
+fn not_kubelets(proc_root: &Path, peer: daemon_proof::Peer, kubelets: &[i32]) -> Option<String> {
     if peer.pid == 0 {
         return Some("its listener runs in a pid namespace nodectl cannot see".to_string());
+    }
+    if !kubelets.is_empty() && !kubelets.contains(&peer.pid) {
+        let running: Vec<String> = kubelets.iter().map(i32::to_string).collect();
+        return Some(format!(
+            "pid {} serves it, not the kubelet running (pid {}): a process that can \
+             write below kubelet's root (a pod's hostPath) may have put it there",
+            peer.pid,
+            running.join(", ")
+        ));
     }
     let host = daemon_proof::host(proc_root);
     let facts = daemon_proof::facts(proc_root, peer.pid);
@@ -140,7 +158,7 @@ mod tests {
     fn no_socket_or_no_listener_is_said_so_never_an_empty_list() {
         let root = tempfile::tempdir().unwrap();
         let proc_root = Path::new("/proc");
-        let absent = why(ask(root.path(), proc_root, Duration::from_secs(1)));
+        let absent = why(ask(root.path(), proc_root, &[], Duration::from_secs(1)));
         assert!(
             absent.ends_with("kubelet.sock): it does not exist"),
             "{absent}"
@@ -148,7 +166,7 @@ mod tests {
         // kubelet stopped, its socket left behind.
         std::fs::create_dir_all(root.path().join("pod-resources")).unwrap();
         drop(std::os::unix::net::UnixListener::bind(root.path().join(SOCKET)).unwrap());
-        let stale = why(ask(root.path(), proc_root, Duration::from_secs(1)));
+        let stale = why(ask(root.path(), proc_root, &[], Duration::from_secs(1)));
         assert!(stale.contains("connection refused"), "{stale}");
     }
 
@@ -164,6 +182,7 @@ mod tests {
         let why = why(ask(
             root.path(),
             Path::new("/proc"),
+            &[],
             Duration::from_millis(300),
         ));
         assert!(
