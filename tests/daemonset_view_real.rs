@@ -212,14 +212,13 @@ fn capabilities(hidden: &[Hidden]) -> String {
     }
 }
 
-/// nodectl's arguments as the DaemonSet passes them: `args`, the host's
-/// mount table through PID 1 (`--mountinfo /proc/1/mountinfo`, as the base
-/// passes), and containerd's root, state and socket as the k3s, rke2 and
+/// nodectl's arguments as the DaemonSet passes them: `args` (no
+/// `--mountinfo`: containerd's own table, reached through hostPID), and
+/// containerd's root, state and socket as the k3s, rke2 and
 /// microk8s overlays pass them; its config not (no overlay mounts it):
 /// nodectl reads the running containerd's through /proc/<pid>/root.
 fn daemonset_args(bed: &TestBed, args: &[&str]) -> Vec<String> {
     let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    all.extend(["--mountinfo", "/proc/1/mountinfo"].map(String::from));
     for (flag, path) in [
         ("--root", bed.root()),
         ("--state", bed.state()),

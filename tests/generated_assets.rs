@@ -543,7 +543,7 @@ fn man_page(cmd: &Command, name: &str, subcommands: &[&Command], names: &[String
         ("/var/lib/containerd", "containerd's root: CRI's container status files (io.containerd.grpc.v1.cri/containers)."),
         ("/run/containerd", "containerd's state: task bundles (io.containerd.runtime.v2.task/NAMESPACE) and sandbox shm."),
         ("/run/containerd/containerd.sock", "The API socket, containerd's and CRI's."),
-        ("/proc", "The running containerd (whose flags name the paths on k3s, rke2 and microk8s), its shims and their threads; /proc/self/mountinfo for the mounts."),
+        ("/proc", "The running containerd (whose flags name the paths on k3s, rke2 and microk8s), its shims and their threads; its own /proc/PID/mountinfo for the mounts (the mount namespace they live in), /proc/self/mountinfo when no containerd is identified."),
     ];
     items(
         &mut text,
