@@ -18,13 +18,17 @@
 //! - [`pod_resources`]: kubelet's pod-resources API, served by the test;
 //! - [`neighbourhood`]: what a real node has beside containerd (a mount
 //!   table of hundreds of KB before the bed's, an unprivileged user's
-//!   processes), built with every bed.
+//!   processes), built with every bed;
+//! - [`cluster`]: a real control plane and a kubelet registered as the
+//!   bed's node, built by `scripts/peers`;
+//! - [`nodectl_image`]: the DaemonSet's image, built with buildah.
 //!
 //! Below: helpers for the tests' nodectl reports.
 // Each test crate includes this module and uses a different part of it
 // (re-exports included).
 #![allow(dead_code, unused_imports)]
 
+pub mod cluster;
 mod cni;
 mod cri;
 mod fake_daemon;
@@ -33,6 +37,7 @@ mod kubelet_steps;
 mod leaked;
 mod line;
 mod neighbourhood;
+pub mod nodectl_image;
 mod orphan_shim;
 mod pod_resources;
 pub mod procs;
@@ -47,6 +52,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+pub use cluster::Cluster;
 pub use cni::{
     IpFile, LeakedIp, Neighbours, ADMIN_EMPTY_NETNS, ADMIN_NETNS, CHAINED, DEL_NOT_FOUND,
     EXHAUSTED, NEIGHBOUR_CONFLIST, NEIGHBOUR_ID, NEIGHBOUR_NETWORK, NEIGHBOUR_SUBNET,
@@ -59,6 +65,7 @@ pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
 pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use neighbourhood::TenantShim;
+pub use nodectl_image::NODECTL_IMAGE;
 pub use orphan_shim::OrphanShim;
 pub use pod_resources::PodResourcesServer;
 pub use procs::is_running;
