@@ -306,7 +306,7 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
     let serve = bed.scratch("overlay-serve");
     overlay(&serve, "serve", &moved, bed.address(), &cni_ipam);
     apply_until_ready(&cluster, &serve);
-    let prometheus = start_prometheus(&mut cluster, &bed);
+    start_prometheus(&mut cluster, &bed);
     let query = |expr: &str| -> Option<serde_json::Value> {
         let url = format!(
             "http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/query?query={}",
@@ -373,7 +373,6 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
             .get(&format!("http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/alerts"))
             .unwrap_or_default()
     );
-    drop(prometheus);
     delete(&cluster, &serve);
     cluster.stop(&bed).await;
 }
@@ -518,7 +517,8 @@ fn assert_same(
 /// this API server (the admin's client certificate), keeping the pods
 /// annotated `prometheus.io/scrape`, at their annotated port and path, the
 /// node's name in `node`; the shipped rules; every 2 s.
-fn start_prometheus(cluster: &mut Cluster, bed: &TestBed) -> PrometheusStopped {
+/// It ends with the cluster.
+fn start_prometheus(cluster: &mut Cluster, bed: &TestBed) {
     let pki = cluster.dir().join("pki");
     let p = pki.display();
     let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/nodectl-rules.yaml");
@@ -553,11 +553,7 @@ fn start_prometheus(cluster: &mut Cluster, bed: &TestBed) -> PrometheusStopped {
             ],
         )
         .unwrap_or_else(|e| panic!("{TEST}: starting Prometheus: {e}"));
-    PrometheusStopped
 }
-
-/// Prometheus ends with the cluster.
-struct PrometheusStopped;
 
 fn urlencode(text: &str) -> String {
     text.bytes()
