@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use support::cluster::{NODE, NODE_IP};
 use support::{Cluster, TestBed, NAMESPACE, NODECTL_IMAGE};
 
 const TEST: &str = "daemonset_cluster_real";
@@ -29,19 +30,31 @@ const GRACE: [&str; 6] = [
     "0s",
 ];
 
-/// The test overlay: the default overlay, the image built here, and each
-/// host path the base mounts moved to the bed's (mounted at the same path
-/// inside, as the base does), plus the bed's socket (`--address`, as the
-/// k3s overlay passes k3s's).
-fn overlay(
-    dir: &Path,
-    host_paths: &[(usize, &str, &Path)],
-    address: &Path,
-    ipam: &Path,
-    textfile: &Path,
-) {
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/overlays/default");
+/// The volumes of the base, in order (deploy/base/daemonset.yaml); the
+/// serve component removes `textfile`.
+const BASE_VOLUMES: [&str; 9] = [
+    "containerd-root",
+    "containerd-state",
+    "textfile",
+    "cni-conf",
+    "cni-data",
+    "netns",
+    "kubelet",
+    "pod-logs",
+    "cgroup",
+];
+
+/// The test overlay over `deploy/overlays/<base>` (default or serve): the
+/// image built here, each host path of `moved` (by volume name) moved to
+/// the bed's and mounted at the same path inside, as the base mounts its
+/// own (the k3s overlay moves them so), the bed's socket (`--address`, as
+/// the k3s overlay passes k3s's), and no grace periods.
+fn overlay(dir: &Path, base: &str, moved: &[(&str, &Path)], address: &Path, ipam: &Path) {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/overlays")
+        .join(base);
     let (name, tag) = NODECTL_IMAGE.rsplit_once(':').unwrap();
+    std::fs::create_dir_all(dir).unwrap();
     let kustomization = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\n\
          kind: Kustomization\n\
@@ -51,17 +64,20 @@ fn overlay(
         relative(dir, &deploy).display()
     );
     std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
+    let volumes: Vec<&str> = BASE_VOLUMES
+        .into_iter()
+        .filter(|volume| base != "serve" || *volume != "textfile")
+        .collect();
     let mut ops = String::from("---\n");
-    let mut moved: Vec<(usize, &str, &Path)> = host_paths.to_vec();
-    moved.push((2, "textfile", textfile));
-    for (index, name, path) in moved {
+    for (volume, path) in moved {
+        let index = volumes.iter().position(|v| v == volume).unwrap();
         let path = path.display();
         ops.push_str(&format!(
-            "- {{op: test, path: /spec/template/spec/volumes/{index}/name, value: {name}}}\n\
+            "- {{op: test, path: /spec/template/spec/volumes/{index}/name, value: {volume}}}\n\
              - {{op: replace, path: /spec/template/spec/volumes/{index}/hostPath/path, value: \"{path}\"}}\n\
-             - {{op: test, path: /spec/template/spec/containers/0/volumeMounts/{index}/name, value: {name}}}\n"
+             - {{op: test, path: /spec/template/spec/containers/0/volumeMounts/{index}/name, value: {volume}}}\n"
         ));
-        if name != "textfile" {
+        if *volume != "textfile" {
             ops.push_str(&format!(
                 "- {{op: replace, path: /spec/template/spec/containers/0/volumeMounts/{index}/mountPath, value: \"{path}\"}}\n"
             ));
@@ -82,17 +98,13 @@ fn overlay(
             path.display()
         ));
     }
-    // The findings without their grace periods, the same on the host.
-    for arg in GRACE {
+    let mut args: Vec<String> = GRACE.iter().map(|arg| arg.to_string()).collect();
+    args.extend(["--address".to_string(), address.display().to_string()]);
+    for arg in args {
         ops.push_str(&format!(
             "- {{op: add, path: /spec/template/spec/containers/0/args/-, value: \"{arg}\"}}\n"
         ));
     }
-    ops.push_str(&format!(
-        "- {{op: add, path: /spec/template/spec/containers/0/args/-, value: --address}}\n\
-         - {{op: add, path: /spec/template/spec/containers/0/args/-, value: \"{}\"}}\n",
-        address.display()
-    ));
     std::fs::write(dir.join("bed.yaml"), ops).unwrap();
 }
 
@@ -172,7 +184,11 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
         );
         return;
     }
-    let Some(cluster) = Cluster::start(&bed, TEST) else {
+    if !support::cluster::peer("prometheus", PROMETHEUS).is_file() {
+        support::skip(TEST, "missing Prometheus (scripts/cluster-peers builds it)");
+        return;
+    }
+    let Some(mut cluster) = Cluster::start(&bed, TEST) else {
         return;
     };
     eprintln!("{TEST}: {}: cluster up", bed.containerd_version());
@@ -219,44 +235,175 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
         .as_nanos();
     let _shim = bed.start_orphan_shim(&format!("{:016x}{}", now as u64, "d".repeat(48)));
 
-    let overlay_dir = bed.scratch("overlay");
     let textfile = bed.scratch("textfile");
-    std::fs::create_dir_all(&overlay_dir).unwrap();
     std::fs::create_dir_all(&textfile).unwrap();
     let (cni_conf, cni_ipam) = (bed.dir().join("cni/conf"), bed.dir().join("cni/ipam"));
     let pod_logs = bed.dir().join("pod-logs");
+    // CRI mounts the bed's pods' netns under its state dir
+    // (`netns_mounts_under_state_dir`), not /var/run/netns.
     let netns = bed.state().join("io.containerd.grpc.v1.cri/netns");
     std::fs::create_dir_all(&netns).unwrap();
+    let moved: Vec<(&str, &Path)> = vec![
+        ("containerd-root", bed.root()),
+        ("containerd-state", bed.state()),
+        ("cni-conf", &cni_conf),
+        ("netns", &netns),
+        ("kubelet", &cluster.kubelet_root),
+        ("pod-logs", &pod_logs),
+    ];
+    let mut host_args = vec!["check", "-o", "prometheus"];
+    host_args.extend(GRACE);
+    let on_host = || {
+        let host = bed.nodectl(&host_args);
+        String::from_utf8_lossy(&host.stdout).into_owned()
+    };
+
+    // The default overlay: `check` every minute into node_exporter's
+    // textfile directory.
+    let default = bed.scratch("overlay-default");
+    let mut with_textfile = moved.clone();
+    with_textfile.push(("textfile", &textfile));
     overlay(
-        &overlay_dir,
-        &[
-            (0, "containerd-root", bed.root()),
-            (1, "containerd-state", bed.state()),
-            (3, "cni-conf", &cni_conf),
-            // CRI mounts the bed's pods' netns under its state dir
-            // (`netns_mounts_under_state_dir`), not /var/run/netns.
-            (5, "netns", &netns),
-            (6, "kubelet", &cluster.kubelet_root),
-            (7, "pod-logs", &pod_logs),
-        ],
+        &default,
+        "default",
+        &with_textfile,
         bed.address(),
         &cni_ipam,
-        &textfile,
     );
-    let overlay_arg = overlay_dir.display().to_string();
-    let applied = cluster.kubectl_ok(&["apply", "-k", &overlay_arg]);
+    apply_until_ready(&cluster, &default);
+    let metrics = textfile.join("nodectl.prom");
+    let written = support::wait_until(Duration::from_secs(90), || metrics.is_file());
+    assert!(
+        written,
+        "{TEST}: no metrics written by the pod; its log:\n{}",
+        pod_log(&cluster)
+    );
+    let in_pod = std::fs::read_to_string(&metrics).unwrap();
+    let host = on_host();
+    eprintln!("{TEST}: in the pod:\n{in_pod}\n{TEST}: on the host:\n{host}");
+    let pod = samples(&in_pod);
+    assert_same(&cluster, &bed, &pod, &samples(&host));
+    // Not equal by both being blind or empty: each planted kind is counted.
+    for kind in PLANTED {
+        let series = format!("nodectl_findings{{command=\"check\",kind=\"{kind}\"}}");
+        assert_eq!(
+            pod.get(&series).map(String::as_str),
+            Some("1"),
+            "{series}: {in_pod}"
+        );
+    }
+    eprintln!(
+        "{TEST}: {}: the pod counted the leaked address {}",
+        bed.containerd_version(),
+        leaked_ip.ip
+    );
+    delete(&cluster, &default);
+
+    // The serve overlay, scraped by Prometheus through Kubernetes
+    // service discovery against this API server (the pod job that keeps
+    // annotated pods, with the `node` label docs/fleet.md asks for), with
+    // the shipped rules loaded.
+    let serve = bed.scratch("overlay-serve");
+    overlay(&serve, "serve", &moved, bed.address(), &cni_ipam);
+    apply_until_ready(&cluster, &serve);
+    start_prometheus(&mut cluster, &bed);
+    let query = |expr: &str| -> Option<serde_json::Value> {
+        let url = format!(
+            "http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/query?query={}",
+            urlencode(expr)
+        );
+        let body = cluster.get(&url)?;
+        let doc: serde_json::Value = serde_json::from_str(&body).ok()?;
+        doc["data"]["result"]
+            .as_array()
+            .cloned()
+            .map(serde_json::Value::Array)
+    };
+    let scraped = support::wait_until(Duration::from_secs(90), || {
+        query(r#"nodectl_findings{kind="leaked-shim"}"#)
+            .and_then(|result| result.as_array().cloned())
+            .is_some_and(|series| !series.is_empty())
+    });
+    assert!(
+        scraped,
+        "{TEST}: Prometheus never scraped the pod; its targets: {}\n{}",
+        cluster
+            .get(&format!(
+                "http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/targets"
+            ))
+            .unwrap_or_default(),
+        cluster.log_tails()
+    );
+    // What Prometheus holds of each kind is the host's count, from the
+    // pod on this node.
+    let host = samples(&on_host());
+    let stored = query(r#"nodectl_findings{job="kubernetes-pods"}"#).unwrap();
+    let mut kinds = 0;
+    for series in stored.as_array().unwrap() {
+        let labels = &series["metric"];
+        assert_eq!(labels["node"], NODE, "{series}");
+        let kind = labels["kind"].as_str().unwrap();
+        let value = series["value"][1].as_str().unwrap();
+        let key = format!("nodectl_findings{{command=\"serve\",kind=\"{kind}\"}}");
+        let on_host = host
+            .get(&key.replace("\"serve\"", "\"check\""))
+            .map(String::as_str);
+        assert_eq!(
+            Some(value),
+            on_host,
+            "{kind}: Prometheus has {value}, the host {on_host:?}"
+        );
+        kinds += 1;
+    }
+    assert_eq!(kinds, 17, "every kind stored: {stored}");
+    // The shipped rules evaluate the scraped series: the leaked shim's
+    // alert is pending (it fires after its `for: 15m`).
+    let pending = support::wait_until(Duration::from_secs(30), || {
+        cluster
+            .get(&format!("http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/alerts"))
+            .is_some_and(|body| {
+                body.contains(r#""alertname":"ContainerdLeakedShims""#)
+                    && body.contains(r#""state":"pending""#)
+            })
+    });
+    assert!(
+        pending,
+        "{TEST}: ContainerdLeakedShims is not pending: {}",
+        cluster
+            .get(&format!("http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/alerts"))
+            .unwrap_or_default()
+    );
+    delete(&cluster, &serve);
+    cluster.stop(&bed).await;
+}
+
+/// The kinds the test plants, each counted 1.
+const PLANTED: [&str; 2] = ["leaked-ip", "leaked-shim"];
+/// Prometheus's release (`peers/prometheus/go.mod`: its Go module's
+/// v0.316.0 is Prometheus 3.16). Debian's prometheus 2.42 is built
+/// without `kubernetes_sd_configs`, the discovery deploy/prometheus is
+/// written for.
+const PROMETHEUS: &str = "v0.316.0";
+/// Prometheus's port, on loopback of containerd's network namespace.
+const PROMETHEUS_PORT: u16 = 19090;
+
+/// `kubectl apply -k dir`, and waits until the DaemonSet's pod is Ready.
+fn apply_until_ready(cluster: &Cluster, dir: &Path) {
+    let dir = dir.display().to_string();
+    let applied = cluster.kubectl_ok(&["apply", "-k", &dir]);
     eprintln!("{TEST}: {applied}");
-    let ready = cluster.kubectl(&[
-        "-n",
-        "kube-system",
-        "wait",
-        "--for=condition=Ready",
-        "pod",
-        "-l",
-        "app.kubernetes.io/name=nodectl",
-        "--timeout=120s",
-    ]);
-    let ready = ready.is_ok_and(|out| out.status.success());
+    let ready = cluster
+        .kubectl(&[
+            "-n",
+            "kube-system",
+            "wait",
+            "--for=condition=Ready",
+            "pod",
+            "-l",
+            "app.kubernetes.io/name=nodectl",
+            "--timeout=120s",
+        ])
+        .is_ok_and(|out| out.status.success());
     if !ready {
         let pods = cluster
             .kubectl(&[
@@ -274,11 +421,32 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
             cluster.log_tails()
         );
     }
+}
 
-    // What the pod wrote, and what the host sees.
-    let metrics = textfile.join("nodectl.prom");
-    let written = support::wait_until(Duration::from_secs(90), || metrics.is_file());
-    let logs = cluster
+/// `kubectl delete -k dir`, and waits until its pod is gone.
+fn delete(cluster: &Cluster, dir: &Path) {
+    let dir = dir.display().to_string();
+    cluster.kubectl_ok(&["delete", "-k", &dir, "--wait=true", "--timeout=60s"]);
+    let gone = support::wait_until(Duration::from_secs(60), || {
+        cluster
+            .kubectl(&[
+                "-n",
+                "kube-system",
+                "get",
+                "pod",
+                "-l",
+                "app.kubernetes.io/name=nodectl",
+                "-o",
+                "name",
+            ])
+            .is_ok_and(|out| out.status.success() && out.stdout.is_empty())
+    });
+    assert!(gone, "{TEST}: the DaemonSet's pod outlived its DaemonSet");
+}
+
+/// The DaemonSet pod's log.
+fn pod_log(cluster: &Cluster) -> String {
+    cluster
         .kubectl(&[
             "-n",
             "kube-system",
@@ -290,18 +458,16 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
             String::from_utf8_lossy(&out.stdout).into_owned()
                 + &String::from_utf8_lossy(&out.stderr)
         })
-        .unwrap_or_default();
-    assert!(
-        written,
-        "{TEST}: no metrics written by the pod; its log:\n{logs}"
-    );
-    let in_pod = std::fs::read_to_string(&metrics).unwrap();
-    let mut host_args = vec!["check", "-o", "prometheus"];
-    host_args.extend(GRACE);
-    let host = bed.nodectl(&host_args);
-    let on_host = String::from_utf8_lossy(&host.stdout).into_owned();
-    eprintln!("{TEST}: in the pod:\n{in_pod}\n{TEST}: on the host:\n{on_host}");
-    let (pod, host) = (samples(&in_pod), samples(&on_host));
+        .unwrap_or_default()
+}
+
+/// Fails with the series that differ, the pod's log and its report.
+fn assert_same(
+    cluster: &Cluster,
+    bed: &TestBed,
+    pod: &BTreeMap<String, String>,
+    host: &BTreeMap<String, String>,
+) {
     let differ: Vec<String> = pod
         .keys()
         .chain(host.keys())
@@ -316,47 +482,86 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
             )
         })
         .collect();
-    if !differ.is_empty() {
-        let gaps = cluster
-            .kubectl(&[
-                "-n",
-                "kube-system",
-                "exec",
-                "ds/nodectl",
-                "--",
-                "nodectl",
-                "check",
-                "-o",
-                "json",
-                "--address",
-                &bed.address().display().to_string(),
-            ])
-            .map(|out| {
-                String::from_utf8_lossy(&out.stdout).into_owned()
-                    + &String::from_utf8_lossy(&out.stderr)
-            })
-            .unwrap_or_default();
-        panic!(
-            "{TEST}: the pod's metrics differ from the host's:\n{}\nthe pod's log:\n{logs}\nits report:\n{gaps}",
-            differ.join("\n")
-        );
+    if differ.is_empty() {
+        return;
     }
-
-    // Not equal by both being blind or empty: each planted kind is counted.
-    for kind in ["leaked-ip", "leaked-shim"] {
-        let series = format!("nodectl_findings{{command=\"check\",kind=\"{kind}\"}}");
-        assert_eq!(
-            pod.get(&series).map(String::as_str),
-            Some("1"),
-            "{series}: {in_pod}"
-        );
-    }
-    eprintln!(
-        "{TEST}: {}: the pod counted the leaked address {}",
-        bed.containerd_version(),
-        leaked_ip.ip
+    let address = bed.address().display().to_string();
+    let report = cluster
+        .kubectl(&[
+            "-n",
+            "kube-system",
+            "exec",
+            "ds/nodectl",
+            "--",
+            "nodectl",
+            "check",
+            "-o",
+            "json",
+            "--address",
+            &address,
+        ])
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr)
+        })
+        .unwrap_or_default();
+    panic!(
+        "{TEST}: the pod's metrics differ from the host's:\n{}\nthe pod's log:\n{}\nits report:\n{report}",
+        differ.join("\n"),
+        pod_log(cluster)
     );
+}
 
-    cluster.kubectl_ok(&["delete", "-k", &overlay_arg, "--wait=true", "--timeout=60s"]);
-    cluster.stop(&bed).await;
+/// Prometheus (built from its Go module) in containerd's network namespace, configured as
+/// docs/fleet.md describes: Kubernetes service discovery of pods against
+/// this API server (the admin's client certificate), keeping the pods
+/// annotated `prometheus.io/scrape`, at their annotated port and path, the
+/// node's name in `node`; the shipped rules; every 2 s.
+/// It ends with the cluster.
+fn start_prometheus(cluster: &mut Cluster, bed: &TestBed) {
+    let pki = cluster.dir().join("pki");
+    let p = pki.display();
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/nodectl-rules.yaml");
+    let config = format!(
+        "global: {{scrape_interval: 2s, evaluation_interval: 2s}}\n\
+         rule_files: [\"{rules}\"]\n\
+         scrape_configs:\n\
+         \x20 - job_name: kubernetes-pods\n\
+         \x20   kubernetes_sd_configs:\n\
+         \x20     - role: pod\n\
+         \x20       api_server: https://{NODE_IP}:16443\n\
+         \x20       tls_config: {{ca_file: {p}/ca.crt, cert_file: {p}/admin.crt, key_file: {p}/admin.key}}\n\
+         \x20   relabel_configs:\n\
+         \x20     - {{source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape], action: keep, regex: \"true\"}}\n\
+         \x20     - {{source_labels: [__address__, __meta_kubernetes_pod_annotation_prometheus_io_port], action: replace, regex: \"([^:]+)(?::\\\\d+)?;(\\\\d+)\", replacement: \"$1:$2\", target_label: __address__}}\n\
+         \x20     - {{source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path], action: replace, regex: \"(.+)\", target_label: __metrics_path__}}\n\
+         \x20     - {{source_labels: [__meta_kubernetes_pod_node_name], target_label: node}}\n",
+        rules = rules.display(),
+    );
+    let dir = bed.scratch("prometheus");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("prometheus.yml");
+    std::fs::write(&config_path, config).unwrap();
+    cluster
+        .spawn(
+            "prometheus",
+            &support::cluster::peer("prometheus", PROMETHEUS),
+            &[
+                &format!("--config.file={}", config_path.display()),
+                &format!("--storage.tsdb.path={}", dir.join("data").display()),
+                &format!("--web.listen-address=127.0.0.1:{PROMETHEUS_PORT}"),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{TEST}: starting Prometheus: {e}"));
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -434,7 +434,9 @@ impl Cluster {
         )
     }
 
-    fn spawn(&mut self, name: &str, binary: &Path, args: &[&str]) -> Result<(), String> {
+    /// Starts `binary` in containerd's network namespace, its output in
+    /// the cluster's logs; ended with the cluster.
+    pub fn spawn(&mut self, name: &str, binary: &Path, args: &[&str]) -> Result<(), String> {
         let log_path = self.logs.join(format!("{name}.log"));
         let log =
             fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
@@ -460,6 +462,23 @@ impl Cluster {
             .arg(format!("--kubeconfig={}", self.admin.display()))
             .args(args);
         run_bounded(&mut command, Duration::from_secs(60))
+    }
+
+    /// An HTTP GET from containerd's network namespace (where the pods
+    /// and the node's address are), within 10 s: its body, if it answered
+    /// 2xx.
+    pub fn get(&self, url: &str) -> Option<String> {
+        let mut command = self.in_netns("curl");
+        command.args(["-fsS", "--max-time", "5", url]);
+        let out = run_bounded(&mut command, Duration::from_secs(10)).ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The directory of the cluster's own files (its certificates in `pki`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// [`Cluster::kubectl`] that must succeed; its stdout.
