@@ -104,11 +104,7 @@ async fn nodectl_judges_the_networks_cri_loaded_from_the_same_files() {
     std::fs::write(&ours, format!("{caps:#}\n")).unwrap();
     bed.restart_containerd().await;
     let cri = cri_host_local_networks(&bed).await;
-    assert_eq!(
-        cri,
-        [network.clone()],
-        "CRI loads the network spelt in capitals"
-    );
+    assert_eq!(cri, [network], "CRI loads the network spelt in capitals");
     let (judged, gaps) = nodectl_judges(&bed);
     assert_eq!(judged, cri, "nodectl judges what CRI loaded: {gaps:#?}");
     assert!(!names_file(&gaps, "10-nodectl.conflist"), "{gaps:#?}");
