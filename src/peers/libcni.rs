@@ -77,20 +77,11 @@ const DNS: &[(&str, Shape)] = &[
     ("search", Shape::StrList),
     ("options", Shape::StrList),
 ];
-/// libcni's types.NetConf (pkg/types/types.go, v1.0.1 to v1.1.2).
-const NET_CONF_1_1: &[(&str, Shape)] = &[
-    ("cniVersion", Shape::Str),
-    ("name", Shape::Str),
-    ("type", Shape::Str),
-    ("capabilities", Shape::BoolMap),
-    ("ipam", Shape::Struct(IPAM)),
-    ("dns", Shape::Struct(DNS)),
-    ("prevResult", Shape::AnyMap),
-];
 const GC_ATTACHMENT: Shape = Shape::Struct(&[("containerID", Shape::Str), ("ifname", Shape::Str)]);
-/// types.NetConfType (v1.2.3) and types.PluginConf (v1.3.0): the same and
-/// `ValidAttachments []GCAttachment`.
-const NET_CONF_1_2: &[(&str, Shape)] = &[
+/// libcni's types.NetConf (pkg/types/types.go): its first seven fields
+/// from v1.0.1 to v1.1.2; types.NetConfType (v1.2.3) and types.PluginConf
+/// (v1.3.0) add `ValidAttachments []GCAttachment`.
+static NET_CONF: [(&str, Shape); 8] = [
     ("cniVersion", Shape::Str),
     ("name", Shape::Str),
     ("type", Shape::Str),
@@ -233,9 +224,9 @@ pub fn load_dir(
 /// `types.NetConf`, and a non-empty `type`.
 fn plugin_conf(value: &GoJson, rules: Rules) -> Result<(), String> {
     let fields = if rules == Rules::V1_1 {
-        NET_CONF_1_1
+        &NET_CONF[..7]
     } else {
-        NET_CONF_1_2
+        &NET_CONF[..]
     };
     check(value, &Shape::Struct(fields), "config")?;
     match value.string_field("type") {
