@@ -8,6 +8,7 @@
 //! with the pod libcni's result cache names. Read as data, never run: no
 //! plugin is executed.
 
+use std::cell::Cell;
 use std::fs;
 use std::io;
 use std::net::IpAddr;
@@ -30,6 +31,9 @@ const CONF_LIMIT: u64 = 1 << 20;
 /// The most config files read from the directory, and from a plugin
 /// directory (libcni 1.3): past it the rest is a gap, not a stall.
 const CONF_FILES_LIMIT: usize = 1000;
+/// The most bytes of config files read in one look, all directories
+/// together: a file past it is taken as unread (refused: nothing judged).
+const CONF_BYTES_BUDGET: u64 = 64 << 20;
 /// A reservation: an id and an interface name.
 const RESERVATION_LIMIT: u64 = 4096;
 /// A cached CNI result: the config and the result, some KiB.
@@ -58,7 +62,11 @@ pub fn read_configured(paths: &Paths, proc_root: &Path, gaps: &mut Vec<Gap>) -> 
 /// Go's filepath.Ext sees, sorted bytewise (go-cni's `sort.Strings`;
 /// `os.ReadDir`'s order for a plugin directory), each read (followed, but
 /// only to a regular file: config management and DaemonSets link them).
-fn conf_files(dir: &Path, extensions: &[&str]) -> io::Result<Result<Vec<ConfFile>, String>> {
+fn conf_files(
+    dir: &Path,
+    extensions: &[&str],
+    budget: &Cell<u64>,
+) -> io::Result<Result<Vec<ConfFile>, String>> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)?
         .flatten()
         .filter(|e| !e.file_type().is_ok_and(|t| t.is_dir()))
@@ -76,9 +84,18 @@ fn conf_files(dir: &Path, extensions: &[&str]) -> io::Result<Result<Vec<ConfFile
         .into_iter()
         .map(|file| {
             reading(&file);
-            let bytes = read_regular(&file, CONF_LIMIT, Links::Follow)
+            let left = budget.get();
+            let bytes = read_regular(&file, CONF_LIMIT.min(left), Links::Follow)
                 .map(|read| read.bytes)
-                .map_err(|e| e.to_string());
+                .map_err(|e| match left < CONF_LIMIT {
+                    true => {
+                        format!("{e}: past the {CONF_BYTES_BUDGET} bytes of configs nodectl reads")
+                    }
+                    false => e.to_string(),
+                });
+            if let Ok(bytes) = &bytes {
+                budget.set(left.saturating_sub(bytes.len() as u64));
+            }
             (file, bytes)
         })
         .collect()))
@@ -87,9 +104,9 @@ fn conf_files(dir: &Path, extensions: &[&str]) -> io::Result<Result<Vec<ConfFile
 /// A plugin directory (libcni 1.3's `<conf_dir>/<network>/`) as
 /// `NetworkPluginConfsFromFiles` reads it: absent is no plugin; unreadable,
 /// or more files than nodectl reads, refuses the network.
-fn plugin_files(dir: &Path) -> Result<Vec<ConfFile>, String> {
+fn plugin_files(dir: &Path, budget: &Cell<u64>) -> Result<Vec<ConfFile>, String> {
     reading(dir);
-    match conf_files(dir, &[".conf"]) {
+    match conf_files(dir, &[".conf"], budget) {
         Ok(files) => files,
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(err) => Err(format!("{}: {err}", dir.display())),
@@ -120,7 +137,8 @@ pub fn read(
         gaps.push(Gap::source(SOURCE, conf_dir, why));
         return view;
     }
-    let files = match conf_files(conf_dir, libcni::CONF_EXTENSIONS) {
+    let budget = Cell::new(CONF_BYTES_BUDGET);
+    let files = match conf_files(conf_dir, libcni::CONF_EXTENSIONS, &budget) {
         Ok(Ok(files)) => files,
         Ok(Err(why)) => {
             gaps.push(Gap::source(SOURCE, conf_dir, why));
@@ -144,7 +162,7 @@ pub fn read(
     let loads: Vec<(Rules, libcni::DirLoad)> = Rules::ALL
         .iter()
         .map(|&rules| {
-            let mut list = plugin_files;
+            let mut list = |dir: &Path| plugin_files(dir, &budget);
             (
                 rules,
                 libcni::load_dir(&files, max_conf_num, rules, &mut list),
@@ -885,6 +903,26 @@ mod tests {
         );
         // Read as context all the same: its store is another's, not judged.
         assert_eq!(view.networks.len(), 1);
+    }
+
+    #[test]
+    fn config_files_past_the_byte_budget_are_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("net.d");
+        let padding = "x".repeat(900 << 10);
+        for n in 0..3 {
+            let list =
+                json!({"name": format!("n{n}"), "pad": padding, "plugins": [{"type": "bridge"}]});
+            write(&conf.join(format!("{n}.conflist")), &list.to_string());
+        }
+        let budget = Cell::new(2 << 20);
+        let files = conf_files(&conf, libcni::CONF_EXTENSIONS, &budget)
+            .unwrap()
+            .unwrap();
+        let read: Vec<bool> = files.iter().map(|(_, bytes)| bytes.is_ok()).collect();
+        assert_eq!(read, [true, true, false]);
+        let err = files[2].1.as_ref().unwrap_err();
+        assert!(err.contains("bytes of configs nodectl reads"), "{err}");
     }
 
     #[test]
