@@ -5,9 +5,11 @@
 //! host-local networks CRI's `Status(verbose)` reports loaded (its
 //! `cniconfig`), and a file CRI refused is named in a gap.
 //!
-//! - Keys spelt in capitals (`"Type"`, `"IPAM"`): Go's encoding/json
-//!   matches field names case-insensitively; CRI loads the network and
-//!   host-local keeps its addresses (nodectl once skipped it, silently).
+//! - Keys spelt in capitals (`"Type"`, `"IPAM"`, host-local's `"DATADIR"`
+//!   and `"Ranges"`): Go's encoding/json matches field names
+//!   case-insensitively; CRI loads the network and host-local keeps a
+//!   pod's address where `DATADIR` says (nodectl once skipped the network,
+//!   silently).
 //! - A value of the wrong type for this line's libcni: `"disableCheck":
 //!   "true"` (a bool only on 1.x; 2.x's `readBool` takes the string) and
 //!   `"cniVersions": ["one"]` (parsed from libcni 1.2, containerd 2.0 on).
@@ -95,8 +97,18 @@ async fn nodectl_judges_the_networks_cri_loaded_from_the_same_files() {
     let bridge_map = bridge.as_object_mut().unwrap();
     let kind = bridge_map.remove("type").unwrap();
     let mut ipam = bridge_map.remove("ipam").unwrap();
-    let ipam_type = ipam.as_object_mut().unwrap().remove("type").unwrap();
-    ipam["TYPE"] = ipam_type;
+    // host-local's own keys in capitals too: it decodes with encoding/json.
+    let ipam_map = ipam.as_object_mut().unwrap();
+    for (key, spelt) in [
+        ("type", "TYPE"),
+        ("dataDir", "DATADIR"),
+        ("ranges", "Ranges"),
+    ] {
+        let value = ipam_map
+            .remove(key)
+            .unwrap_or_else(|| panic!("the bed's ipam {key}"));
+        ipam_map.insert(spelt.to_string(), value);
+    }
     bridge["Type"] = kind;
     bridge["IPAM"] = ipam;
     let mut caps = list.clone();
@@ -104,10 +116,23 @@ async fn nodectl_judges_the_networks_cri_loaded_from_the_same_files() {
     std::fs::write(&ours, format!("{caps:#}\n")).unwrap();
     bed.restart_containerd().await;
     let cri = cri_host_local_networks(&bed).await;
-    assert_eq!(cri, [network], "CRI loads the network spelt in capitals");
+    assert_eq!(
+        cri,
+        std::slice::from_ref(&network),
+        "CRI loads the network spelt in capitals"
+    );
+    // A pod on it: host-local keeps its address where its DATADIR says,
+    // and nodectl counts it there, in the range its Ranges give.
+    bed.run_sandbox("caps").await;
+    assert_eq!(bed.ip_files().len(), 1, "host-local's reservation");
     let (judged, gaps) = nodectl_judges(&bed);
     assert_eq!(judged, cri, "nodectl judges what CRI loaded: {gaps:#?}");
     assert!(!names_file(&gaps, "10-nodectl.conflist"), "{gaps:#?}");
+    let output = bed.nodectl(&["check", "--settle", "0s", "-o", "json"]);
+    assert_eq!(
+        support::report(&output)["pod_addresses"],
+        json!([{"network": network, "reserved": 1, "capacity": 5}])
+    );
 
     // Sorted first, a network whose list has a value of the wrong type
     // for this line's libcni.
