@@ -104,8 +104,13 @@ fn conf_files(
 /// A plugin directory (libcni 1.3's `<conf_dir>/<network>/`) as
 /// `NetworkPluginConfsFromFiles` reads it: absent is no plugin; unreadable,
 /// or more files than nodectl reads, refuses the network.
-fn plugin_files(dir: &Path, budget: &Cell<u64>) -> Result<Vec<ConfFile>, String> {
+/// One nodectl does not see as the host has it (a DaemonSet that does not
+/// mount it) refuses it too: never read as no plugin.
+fn plugin_files(dir: &Path, budget: &Cell<u64>, host: &HostView) -> Result<Vec<ConfFile>, String> {
     reading(dir);
+    if let Some(why) = host.hidden(dir) {
+        return Err(format!("{}: {why}", dir.display()));
+    }
     match conf_files(dir, &[".conf"], budget) {
         Ok(files) => files,
         Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -162,7 +167,7 @@ pub fn read(
     let loads: Vec<(Rules, libcni::DirLoad)> = Rules::ALL
         .iter()
         .map(|&rules| {
-            let mut list = |dir: &Path| plugin_files(dir, &budget);
+            let mut list = |dir: &Path| plugin_files(dir, &budget, host);
             (
                 rules,
                 libcni::load_dir(&files, max_conf_num, rules, &mut list),
