@@ -16,7 +16,8 @@ mod files;
 mod pods;
 use crate::sources::SourceThread;
 use crate::sources::{
-    containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, proc_scan, shim_proof,
+    cni, containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, proc_scan,
+    shim_proof,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -136,7 +137,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .unwrap_or_default();
     let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
     files.found_daemon(&paths, options);
-    let files = files.wait(deadline, started, &mut gaps);
+    let mut files = files.wait(deadline, started, &mut gaps);
     let pods = PodSources::start(&paths, options, &proc_scan.processes, files.table.clone());
     let mut pods = pods.wait(deadline, started, &mut gaps);
 
@@ -160,6 +161,10 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
+    // Which networks CRI loads depends on the libcni its line vendors.
+    if let Some(cni) = files.cni.as_mut() {
+        cni::settle(cni, containerd_version.version.as_deref(), &mut gaps);
+    }
     pods.join_kubelet_word(deadline, started, &mut gaps);
     pods.narrow(
         containerd.as_ref(),

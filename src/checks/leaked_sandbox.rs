@@ -219,6 +219,7 @@ mod tests {
         s.cni = Some(CniView {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             attachments: Vec::new(),
+            pending: Vec::new(),
             cri_networks: vec!["pods".to_string()],
             networks: vec![CniNetwork {
                 name: "pods".to_string(),

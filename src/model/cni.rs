@@ -40,6 +40,23 @@ pub struct CniView {
     /// behind an address or a network namespace once its sandbox is gone.
     #[serde(default)]
     pub attachments: Vec<CachedAttachment>,
+    /// Which files CRI loads under each libcni's rules, read before
+    /// containerd's line is known and settled once it is
+    /// (`sources::cni::settle`): never recorded.
+    #[serde(skip)]
+    pub pending: Vec<PendingLoad>,
+}
+
+/// What go-cni makes of a `conf_dir` under one libcni's rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingLoad {
+    /// The libcni release (`peers::libcni::Rules::name`).
+    pub rules: &'static str,
+    /// The files CRI loads, in order, each with its network's name; or why
+    /// go-cni fails the whole load.
+    pub loaded: Result<Vec<(PathBuf, String)>, String>,
+    /// Each file libcni refuses, and why.
+    pub refused: Vec<(PathBuf, String)>,
 }
 
 /// One entry of libcni's result cache (`<cache>/<network>-<id>-<ifname>`),

@@ -1,11 +1,14 @@
 //! CNI on disk: the network configs in CRI's `conf_dir` (as libcni lists
 //! them: `*.conf`, `*.conflist` and `*.json`, by name), which of them CRI
-//! loads (go-cni's rules), and for each network whose IPAM is host-local,
-//! the addresses its store holds
+//! loads (go-cni's and libcni's rules, per libcni release, in
+//! `peers::libcni`; settled by containerd's line once it is known,
+//! [`settle`]), and for each network whose IPAM is host-local, the
+//! addresses its store holds
 //! (`<dataDir>/<network>/<ip>`: the container id, then the interface), each
 //! with the pod libcni's result cache names. Read as data, never run: no
 //! plugin is executed.
 
+use std::cell::Cell;
 use std::fs;
 use std::io;
 use std::net::IpAddr;
@@ -14,8 +17,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::model::cni::{CNI_LOOPBACK, DEFAULT_CNI_CONF_DIR, DEFAULT_HOST_LOCAL_DIR};
+use crate::model::cni::{PendingLoad, CNI_LOOPBACK, DEFAULT_CNI_CONF_DIR};
 use crate::model::{CachedAttachment, CniNetwork, CniView, Gap, IpReservation, Paths, Source};
+use crate::peers::libcni::{self, ConfFile, GoJson, Rules};
 use crate::read::bounded::{read_regular, Links};
 use crate::read::deadline::reading;
 use crate::read::listed::{ListedDir, MOVED_AWAY};
@@ -24,6 +28,12 @@ use crate::sources::host_view::HostView;
 pub(crate) const SOURCE: Source = Source::Cni;
 /// A network config: a few KiB.
 const CONF_LIMIT: u64 = 1 << 20;
+/// The most config files read from the directory, and from a plugin
+/// directory (libcni 1.3): past it the rest is a gap, not a stall.
+const CONF_FILES_LIMIT: usize = 1000;
+/// The most bytes of config files read in one look, all directories
+/// together: a file past it is taken as unread (refused: nothing judged).
+const CONF_BYTES_BUDGET: u64 = 64 << 20;
 /// A reservation: an id and an interface name.
 const RESERVATION_LIMIT: u64 = 4096;
 /// A cached CNI result: the config and the result, some KiB.
@@ -47,13 +57,74 @@ pub fn read_configured(paths: &Paths, proc_root: &Path, gaps: &mut Vec<Gap>) -> 
     read(&conf_dir, configured, max_conf_num, cache, &host, gaps)
 }
 
+/// The entries of `dir` libcni's `ConfFiles` lists for `extensions`: every
+/// one but a directory (a symlink is kept, even to one), by the extension
+/// Go's filepath.Ext sees, sorted bytewise (go-cni's `sort.Strings`;
+/// `os.ReadDir`'s order for a plugin directory), each read (followed, but
+/// only to a regular file: config management and DaemonSets link them).
+fn conf_files(
+    dir: &Path,
+    extensions: &[&str],
+    budget: &Cell<u64>,
+) -> io::Result<Result<Vec<ConfFile>, String>> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)?
+        .flatten()
+        .filter(|e| !e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| libcni::has_extension(e.file_name().as_bytes(), extensions))
+        .map(|e| e.path())
+        .collect();
+    if files.len() > CONF_FILES_LIMIT {
+        return Ok(Err(format!(
+            "{} config files, more than the {CONF_FILES_LIMIT} nodectl reads",
+            files.len()
+        )));
+    }
+    files.sort();
+    Ok(Ok(files
+        .into_iter()
+        .map(|file| {
+            reading(&file);
+            let left = budget.get();
+            let bytes = read_regular(&file, CONF_LIMIT.min(left), Links::Follow)
+                .map(|read| read.bytes)
+                .map_err(|e| match left < CONF_LIMIT {
+                    true => {
+                        format!("{e}: past the {CONF_BYTES_BUDGET} bytes of configs nodectl reads")
+                    }
+                    false => e.to_string(),
+                });
+            if let Ok(bytes) = &bytes {
+                budget.set(left.saturating_sub(bytes.len() as u64));
+            }
+            (file, bytes)
+        })
+        .collect()))
+}
+
+/// A plugin directory (libcni 1.3's `<conf_dir>/<network>/`) as
+/// `NetworkPluginConfsFromFiles` reads it: absent is no plugin; unreadable,
+/// or more files than nodectl reads, refuses the network.
+/// One nodectl does not see as the host has it (a DaemonSet that does not
+/// mount it) refuses it too: never read as no plugin.
+fn plugin_files(dir: &Path, budget: &Cell<u64>, host: &HostView) -> Result<Vec<ConfFile>, String> {
+    reading(dir);
+    if let Some(why) = host.hidden(dir) {
+        return Err(format!("{}: {why}", dir.display()));
+    }
+    match conf_files(dir, &[".conf"], budget) {
+        Ok(files) => files,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(err) => Err(format!("{}: {err}", dir.display())),
+    }
+}
+
 /// Reads every network config of `conf_dir`, which of them CRI loads
-/// (the first `max_conf_num` of go-cni's, see [`cri_loads`]), and what
-/// host-local holds for each. No directory is no CNI (a node of
-/// host-network pods), not a gap, unless CRI's config names it
-/// (`configured`: CRI is set to use CNI from there). A directory or store
-/// that is not the host's as `host` tells (a DaemonSet that does not mount
-/// it) is a gap for the source: never read as nothing.
+/// (under each libcni's rules, see [`settle`]), and what host-local holds
+/// for each. No directory is no CNI (a node of host-network pods), not a
+/// gap, unless CRI's config names it (`configured`: CRI is set to use CNI
+/// from there). A directory or store that is not the host's as `host`
+/// tells (a DaemonSet that does not mount it) is a gap for the source:
+/// never read as nothing.
 pub fn read(
     conf_dir: &Path,
     configured: bool,
@@ -71,15 +142,13 @@ pub fn read(
         gaps.push(Gap::source(SOURCE, conf_dir, why));
         return view;
     }
-    let mut files: Vec<PathBuf> = match fs::read_dir(conf_dir) {
-        // libcni's ConfFiles: every entry but a directory (a symlink is
-        // kept, even to one), by the extension Go's filepath.Ext sees.
-        Ok(entries) => entries
-            .flatten()
-            .filter(|e| !e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.path())
-            .filter(|p| is_config_name(p))
-            .collect(),
+    let budget = Cell::new(CONF_BYTES_BUDGET);
+    let files = match conf_files(conf_dir, libcni::CONF_EXTENSIONS, &budget) {
+        Ok(Ok(files)) => files,
+        Ok(Err(why)) => {
+            gaps.push(Gap::source(SOURCE, conf_dir, why));
+            return view;
+        }
         Err(err) if err.kind() == io::ErrorKind::NotFound && configured => {
             gaps.push(Gap::source(
                 SOURCE,
@@ -95,49 +164,37 @@ pub fn read(
             return view;
         }
     };
-    // go-cni sorts the paths (sort.Strings: bytewise, as here).
-    files.sort();
-    let configs: Vec<(PathBuf, Result<Value, String>)> = files
-        .into_iter()
-        .map(|file| {
-            reading(&file);
-            // Config files are often symlinks (config management, a
-            // DaemonSet's copy); followed, but only to a regular file.
-            let config = read_regular(&file, CONF_LIMIT, Links::Follow)
-                .map_err(|e| e.to_string())
-                .and_then(|read| {
-                    serde_json::from_slice::<Value>(&read.bytes).map_err(|e| e.to_string())
-                });
-            (file, config)
+    let loads: Vec<(Rules, libcni::DirLoad)> = Rules::ALL
+        .iter()
+        .map(|&rules| {
+            let mut list = |dir: &Path| plugin_files(dir, &budget, host);
+            (
+                rules,
+                libcni::load_dir(&files, max_conf_num, rules, &mut list),
+            )
         })
         .collect();
-    let loaded = match cri_loads(&configs, max_conf_num) {
-        Ok(loaded) => loaded,
-        Err(why) => {
-            gaps.push(Gap::item(
-                SOURCE,
-                conf_dir,
-                format!("CRI loads no network from it (go-cni fails: {why}); no address is judged"),
-            ));
-            Vec::new()
-        }
-    };
-    for (index, (file, config)) in configs.iter().enumerate() {
-        let config = match config {
-            Ok(config) => config,
-            Err(err) => {
-                gaps.push(Gap::item(SOURCE, file, err.clone()));
-                continue;
-            }
-        };
-        let cri_loads_it = loaded.contains(&index);
-        if cri_loads_it {
-            // A single plugin's config may have no name (go-cni loads it).
-            let name = config["name"].as_str().unwrap_or_default().to_string();
-            view.cri_networks.push(name);
-        }
-        if let Some(mut network) = network_of(file, config) {
-            network.loaded_by_cri = cri_loads_it;
+    view.pending = loads
+        .iter()
+        .map(|(rules, load)| pending(*rules, &files, load))
+        .collect();
+    // Each file's host-local network, as any libcni makes it (libcni 1.3's
+    // has the plugins of its directory too): the context, judged only if
+    // CRI loads it.
+    for (index, (file, _)) in files.iter().enumerate() {
+        let network = loads
+            .iter()
+            .filter_map(|(_, load)| load.files[index].as_ref().ok())
+            .find_map(|network| Some((network, network.host_local()?)));
+        if let Some((network, (store, ipam))) = network {
+            let network = CniNetwork {
+                name: network.name.clone(),
+                conf_file: file.clone(),
+                store,
+                capacity: capacity(ipam),
+                reservations: Vec::new(),
+                loaded_by_cri: false,
+            };
             view.networks.push(read_store(network, host, gaps));
         }
     }
@@ -149,8 +206,14 @@ pub fn read(
         }
         None => read_cache(result_cache, &view, gaps),
     };
-    // Each reservation's cached attachment, looked up, not searched for:
-    // reservations and cache entries are each thousands on a busy node.
+    name_reservations(&mut view);
+    view
+}
+
+/// Each reservation's pod from its cached attachment, looked up, not
+/// searched for: reservations and cache entries are each thousands on a
+/// busy node.
+fn name_reservations(view: &mut CniView) {
     let mut cached_for = std::collections::HashMap::new();
     for a in &view.attachments {
         let key = (
@@ -176,150 +239,127 @@ pub fn read(
             }
         }
     }
-    view
+}
+
+/// A [`libcni::DirLoad`] as the model keeps it until the line is known.
+fn pending(rules: Rules, files: &[ConfFile], load: &libcni::DirLoad) -> PendingLoad {
+    let loaded = load.loaded.clone().map(|indices| {
+        indices
+            .into_iter()
+            .filter_map(|i| {
+                let network = load.files[i].as_ref().ok()?;
+                Some((files[i].0.clone(), network.name.clone()))
+            })
+            .collect()
+    });
+    let refused = files
+        .iter()
+        .zip(&load.files)
+        .filter_map(|((file, _), network)| Some((file.clone(), network.clone().err()?)))
+        .collect();
+    PendingLoad {
+        rules: rules.name(),
+        loaded,
+        refused,
+    }
+}
+
+/// Settles which networks CRI loads by the libcni containerd `version`
+/// vendors ([`Rules::of_containerd`]): those are CRI's networks, each file
+/// libcni refuses is a gap naming it (its network is not judged), and a
+/// load go-cni fails is a gap for the directory. With the version unknown
+/// (or a line not read), the rules that agree settle it; where they do not,
+/// only the files every rule loads are CRI's, with a gap saying so. A view
+/// from a recording has nothing pending and is kept as recorded.
+pub fn settle(view: &mut CniView, version: Option<&str>, gaps: &mut Vec<Gap>) {
+    let pending = std::mem::take(&mut view.pending);
+    if pending.is_empty() {
+        return;
+    }
+    let rules = version.and_then(Rules::of_containerd);
+    let chosen: Vec<&PendingLoad> = match rules {
+        Some(rules) => pending.iter().filter(|p| p.rules == rules.name()).collect(),
+        None => pending.iter().collect(),
+    };
+    let unsure = chosen.windows(2).any(|w| w[0].loaded != w[1].loaded);
+    // The files every chosen rule loads.
+    let loaded: Vec<(PathBuf, String)> = match chosen.first().map(|p| &p.loaded) {
+        Some(Ok(first)) => first
+            .iter()
+            .filter(|entry| {
+                chosen
+                    .iter()
+                    .all(|p| p.loaded.as_ref().is_ok_and(|l| l.contains(entry)))
+            })
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
+    let dir = view.conf_dir.clone();
+    let lines = chosen
+        .iter()
+        .map(|p| p.rules)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if unsure {
+        gaps.push(Gap::item(
+            SOURCE,
+            &dir,
+            format!(
+                "containerd's version ({}) does not say which libcni reads it, and {lines} load \
+                 different networks from it: only those every one loads are judged",
+                version.unwrap_or("unknown")
+            ),
+        ));
+    } else if let Some(Err(why)) = chosen.first().map(|p| &p.loaded) {
+        gaps.push(Gap::item(
+            SOURCE,
+            &dir,
+            format!("CRI loads no network from it (go-cni fails: {why}); no address is judged"),
+        ));
+    }
+    let mut refused: Vec<&(PathBuf, String)> = Vec::new();
+    for p in &chosen {
+        for entry in &p.refused {
+            if !refused.iter().any(|r| r.0 == entry.0) {
+                refused.push(entry);
+            }
+        }
+    }
+    for (file, why) in refused {
+        gaps.push(Gap::item(
+            SOURCE,
+            file,
+            format!("libcni refuses it ({lines}: {why}): its network is not CRI's, not judged"),
+        ));
+    }
+    view.cri_networks = loaded.iter().map(|(_, name)| name.clone()).collect();
+    for network in &mut view.networks {
+        network.loaded_by_cri = loaded.iter().any(|(file, _)| *file == network.conf_file);
+    }
 }
 
 /// CRI's `max_conf_num` when its config leaves it unset.
 pub const DEFAULT_MAX_CONF_NUM: i64 = 1;
 
-/// Whether libcni's ConfFiles lists `path`: its extension, from the last
-/// dot of its name as Go's filepath.Ext takes it (`.conf` alone counts),
-/// is `.conf`, `.conflist` or `.json`, the ones go-cni asks for.
-fn is_config_name(path: &Path) -> bool {
-    let name = path.file_name().map(OsStrExt::as_bytes).unwrap_or_default();
-    let extension = name
-        .iter()
-        .rposition(|&b| b == b'.')
-        .map_or(&[][..], |dot| &name[dot..]);
-    matches!(extension, b".conf" | b".conflist" | b".json")
-}
-
-/// Which of `configs` (sorted, as read) CRI loads, as go-cni's
-/// `loadFromConfDir` (v1.1.6 to v1.1.13, every line's) does for
-/// `WithDefaultConf`: in order, each config must load, and the first
-/// `max_conf_num` that do are CRI's networks (0 or less: every one). The
-/// first that fails before that many fails the whole load (CRI then has
-/// no network from the directory and reports NetworkReady false): the
-/// error, naming it.
-pub fn cri_loads(
-    configs: &[(PathBuf, Result<Value, String>)],
-    max_conf_num: i64,
-) -> Result<Vec<usize>, String> {
-    let mut loaded = Vec::new();
-    for (index, (file, config)) in configs.iter().enumerate() {
-        let is_list = file.extension().is_some_and(|e| e == "conflist");
-        config
-            .as_ref()
-            .map_err(String::clone)
-            .and_then(|config| go_cni_loads(config, is_list))
-            .map_err(|why| format!("{}: {why}", file.display()))?;
-        loaded.push(index);
-        if i64::try_from(loaded.len()) == Ok(max_conf_num) {
-            break;
-        }
-    }
-    Ok(loaded)
-}
-
-/// Whether libcni accepts one config: `ConfListFromFile` for a
-/// `.conflist` (a string `name`; a non-empty `plugins` list, each a
-/// plugin config), `ConfFromFile` for the others (one plugin config, which
-/// go-cni turns into a list of one). A plugin config is what Go can
-/// decode into types.NetConf with a `type`: the fields it declares, when
-/// present, of their types.
-fn go_cni_loads(config: &Value, is_list: bool) -> Result<(), String> {
-    if !is_list {
-        return plugin_loads(config);
-    }
-    if !config.is_object() {
-        return Err("not a JSON object".to_string());
-    }
-    if !config["name"].is_string() {
-        return Err("no name (a string)".to_string());
-    }
-    if config.get("cniVersion").is_some_and(|v| !v.is_string()) {
-        return Err("cniVersion is not a string".to_string());
-    }
-    // libcni 1.3 (containerd 2.3) also takes plugins from
-    // `<conf_dir>/<name>/*.conf`: not read, such a list is called failing
-    // (CRI's then judged none: the safe side).
-    let plugins = config["plugins"]
-        .as_array()
-        .filter(|plugins| !plugins.is_empty())
-        .ok_or("no plugins")?;
-    for (n, plugin) in plugins.iter().enumerate() {
-        plugin_loads(plugin).map_err(|why| format!("plugin {n}: {why}"))?;
-    }
-    Ok(())
-}
-
-/// Whether `plugin` decodes into libcni's types.NetConf with a `type`.
-fn plugin_loads(plugin: &Value) -> Result<(), String> {
-    let Some(fields) = plugin.as_object() else {
-        return Err("not a JSON object".to_string());
-    };
-    let of_type = |key: &str, ok: fn(&Value) -> bool| match fields.get(key) {
-        Some(value) if !value.is_null() && !ok(value) => Err(format!("{key} of the wrong type")),
-        _ => Ok(()),
-    };
-    of_type("cniVersion", Value::is_string)?;
-    of_type("name", Value::is_string)?;
-    of_type("type", Value::is_string)?;
-    of_type("capabilities", Value::is_object)?;
-    of_type("ipam", Value::is_object)?;
-    of_type("dns", Value::is_object)?;
-    if fields.get("ipam").is_some_and(|ipam| {
-        ipam.get("type")
-            .is_some_and(|t| !t.is_null() && !t.is_string())
-    }) {
-        return Err("ipam type of the wrong type".to_string());
-    }
-    match fields.get("type").and_then(Value::as_str) {
-        Some(kind) if !kind.is_empty() => Ok(()),
-        _ => Err("no type".to_string()),
-    }
-}
-
-/// The network a config sets up, when its IPAM is host-local: a conflist's
-/// plugins or a single plugin's config.
-fn network_of(file: &Path, config: &Value) -> Option<CniNetwork> {
-    let name = config["name"].as_str()?.to_string();
-    let plugins = match config["plugins"].as_array() {
-        Some(plugins) => plugins.iter().collect(),
-        None => vec![config],
-    };
-    let ipam = plugins
-        .iter()
-        .map(|plugin| &plugin["ipam"])
-        .find(|ipam| ipam["type"] == "host-local")?;
-    let data_dir = ipam["dataDir"]
-        .as_str()
-        .filter(|d| !d.is_empty())
-        .unwrap_or(DEFAULT_HOST_LOCAL_DIR);
-    Some(CniNetwork {
-        store: Path::new(data_dir).join(&name),
-        name,
-        conf_file: file.to_path_buf(),
-        capacity: capacity(ipam),
-        reservations: Vec::new(),
-        loaded_by_cri: false,
-    })
-}
-
 /// How many addresses host-local can give out: per range, from
 /// `rangeStart` (default: the subnet's first host) to `rangeEnd` (default:
 /// its last, the broadcast address excluded for IPv4), less the gateway
 /// (default: the first host) when it falls inside. `None` when a range
-/// cannot be read.
-fn capacity(ipam: &Value) -> Option<u64> {
-    let ranges: Vec<&Value> = match ipam["ranges"].as_array() {
-        Some(sets) => sets
+/// cannot be read. Its keys as host-local's Go structs read them (any
+/// case, the last).
+fn capacity(ipam: &GoJson) -> Option<u64> {
+    let ranges: Vec<&GoJson> = match ipam.last_field("ranges") {
+        Some(GoJson::Array(sets)) => sets
             .iter()
-            .flat_map(|set| set.as_array().into_iter().flatten())
+            .flat_map(|set| match set {
+                GoJson::Array(ranges) => ranges.iter().collect(),
+                _ => Vec::new(),
+            })
             .collect(),
         // The older form: one range, in the IPAM section itself.
-        None if ipam.get("subnet").is_some() => vec![ipam],
-        None => return None,
+        None if ipam.string_field("subnet").is_some() => vec![ipam],
+        _ => return None,
     };
     ranges
         .iter()
@@ -328,8 +368,8 @@ fn capacity(ipam: &Value) -> Option<u64> {
         .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
 }
 
-fn range_size(range: &Value) -> Option<u128> {
-    let (address, prefix) = range["subnet"].as_str()?.split_once('/')?;
+fn range_size(range: &GoJson) -> Option<u128> {
+    let (address, prefix) = range.string_field("subnet")?.split_once('/')?;
     let address: IpAddr = address.parse().ok()?;
     let prefix: u32 = prefix.parse().ok()?;
     let (bits, value) = match address {
@@ -343,7 +383,7 @@ fn range_size(range: &Value) -> Option<u128> {
     let network = if size == 0 { 0 } else { value & !(size - 1) };
     let last = network.wrapping_add(size.wrapping_sub(1));
     let at = |key: &str| -> Option<Option<u128>> {
-        match range[key].as_str() {
+        match range.string_field(key) {
             None => Some(None),
             Some(ip) => Some(Some(match ip.parse::<IpAddr>().ok()? {
                 IpAddr::V4(v4) => u128::from(u32::from(v4)),
@@ -527,6 +567,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn capacity(ipam: &Value) -> Option<u64> {
+        super::capacity(&libcni::parse(ipam.to_string().as_bytes()).unwrap())
+    }
+
     #[test]
     fn capacity_is_the_range_less_network_broadcast_and_gateway() {
         // The measured /29: five pods got .2 to .6, the sixth none.
@@ -610,7 +654,7 @@ mod tests {
         write(&cache.join("pods-d-eth0"), "{not json");
 
         let mut gaps = Vec::new();
-        let view = read(
+        let mut view = read(
             &conf,
             false,
             DEFAULT_MAX_CONF_NUM,
@@ -618,6 +662,7 @@ mod tests {
             &HostView::Same,
             &mut gaps,
         );
+        settle(&mut view, Some("1.7.34"), &mut gaps);
         assert_eq!(gaps.len(), 1, "the broken config is a gap: {gaps:?}");
         assert!(gaps[0].path.ends_with("30-broken.conflist"));
         assert_eq!(view.networks.len(), 1);
@@ -669,88 +714,6 @@ mod tests {
         );
     }
 
-    /// A listing as go-cni sees it: each file and what it holds.
-    fn listing(files: &[(&str, Value)]) -> Vec<(PathBuf, Result<Value, String>)> {
-        files
-            .iter()
-            .map(|(name, config)| {
-                (
-                    PathBuf::from(format!("/etc/cni/net.d/{name}")),
-                    Ok(config.clone()),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn cri_loads_the_first_max_conf_num_configs_that_load_and_nothing_past_a_failing_one() {
-        let list = |name: &str| json!({"cniVersion": "1.0.0", "name": name, "plugins": [{"type": "bridge"}]});
-        let single = json!({"cniVersion": "0.4.0", "name": "single", "type": "bridge"});
-        let files = listing(&[
-            ("10-containerd.conflist", list("pods")),
-            ("87-podman.conflist", list("podman")),
-            ("99-single.conf", single.clone()),
-        ]);
-        // CRI's default: the first alone; 0 (or less) is every one.
-        assert_eq!(cri_loads(&files, 1), Ok(vec![0]));
-        assert_eq!(cri_loads(&files, 2), Ok(vec![0, 1]));
-        assert_eq!(cri_loads(&files, 0), Ok(vec![0, 1, 2]));
-        assert_eq!(cri_loads(&files, -1), Ok(vec![0, 1, 2]));
-        assert_eq!(cri_loads(&files, 9), Ok(vec![0, 1, 2]));
-        // A config go-cni fails on before the count is reached fails the
-        // whole load (CRI has no network then), naming the file; after it,
-        // it is never read.
-        for broken in [
-            Err("expected value at line 1".to_string()),
-            Ok(json!({"name": "nameless-plugins"})),
-            Ok(json!({"name": "empty", "plugins": []})),
-            Ok(json!({"name": 5, "plugins": [{"type": "bridge"}]})),
-            Ok(json!({"name": "untyped", "plugins": [{"ipam": {}}]})),
-            Ok(json!({"name": "bad-ipam", "plugins": [{"type": "bridge", "ipam": "host-local"}]})),
-            Ok(json!(["not", "an", "object"])),
-        ] {
-            let mut files = files.clone();
-            files.insert(
-                0,
-                (
-                    PathBuf::from("/etc/cni/net.d/05-broken.conflist"),
-                    broken.clone(),
-                ),
-            );
-            let err = cri_loads(&files, 1).unwrap_err();
-            assert!(err.contains("05-broken.conflist"), "{broken:?}: {err}");
-            let mut files = files.clone();
-            files.swap(0, 1);
-            assert_eq!(cri_loads(&files, 1), Ok(vec![0]), "{broken:?}");
-            assert!(cri_loads(&files, 2).is_err(), "{broken:?}");
-        }
-        // A single plugin's config needs its type, not its name; a
-        // conflist in a .conf file has none.
-        let nameless = json!({"type": "bridge"});
-        assert_eq!(
-            cri_loads(&listing(&[("10-a.conf", nameless)]), 1),
-            Ok(vec![0])
-        );
-        assert!(cri_loads(&listing(&[("10-a.json", list("in-a-conf"))]), 1).is_err());
-        assert_eq!(cri_loads(&[], 1), Ok(vec![]));
-    }
-
-    #[test]
-    fn config_names_are_libcni_s_extensions_as_go_sees_them() {
-        for (name, listed) in [
-            ("10-pods.conflist", true),
-            ("10-pods.conf", true),
-            ("10-pods.json", true),
-            (".conf", true),
-            ("10-pods.conflist.bak", false),
-            ("10-pods.CONF", false),
-            ("conf", false),
-            ("README", false),
-        ] {
-            assert_eq!(is_config_name(Path::new(name)), listed, "{name}");
-        }
-    }
-
     #[test]
     fn only_the_networks_cri_loads_are_cri_s_and_another_s_store_is_context() {
         let dir = tempfile::tempdir().unwrap();
@@ -774,7 +737,7 @@ mod tests {
         write(&data.join("pods/10.251.0.2"), "a\neth0");
         write(&data.join("podman/10.88.9.2"), "p\neth0");
         let mut gaps = Vec::new();
-        let view = read(
+        let mut view = read(
             &conf,
             false,
             1,
@@ -782,6 +745,7 @@ mod tests {
             &HostView::Same,
             &mut gaps,
         );
+        settle(&mut view, Some("1.7.34"), &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
         assert_eq!(view.cri_networks, ["pods"]);
         let loaded: Vec<(&str, bool, usize)> = view
@@ -794,7 +758,7 @@ mod tests {
         assert_eq!(cri_s, ["pods"]);
         assert_eq!(view.address_use().len(), 1, "the pods' range alone");
         // max_conf_num 0: both are CRI's.
-        let view = read(
+        let mut view = read(
             &conf,
             false,
             0,
@@ -802,11 +766,12 @@ mod tests {
             &HostView::Same,
             &mut gaps,
         );
+        settle(&mut view, Some("1.7.34"), &mut gaps);
         assert_eq!(view.cri_networks, ["pods", "podman"]);
         // A config go-cni fails on first: CRI loads none, said in a gap.
         write(&conf.join("05-broken.conflist"), "{not json");
         let mut gaps = Vec::new();
-        let view = read(
+        let mut view = read(
             &conf,
             false,
             1,
@@ -814,6 +779,7 @@ mod tests {
             &HostView::Same,
             &mut gaps,
         );
+        settle(&mut view, Some("1.7.34"), &mut gaps);
         assert!(view.cri_networks.is_empty());
         assert_eq!(view.cri_networks().count(), 0);
         assert!(
@@ -821,6 +787,147 @@ mod tests {
                 .any(|g| g.error.contains("CRI loads no network")),
             "{gaps:?}"
         );
+    }
+
+    /// `conf_dir` read and settled as containerd `version`'s CRI loads it.
+    fn settled(conf: &Path, max: i64, version: Option<&str>) -> (CniView, Vec<Gap>) {
+        let mut gaps = Vec::new();
+        let results = conf.with_file_name("results");
+        let mut view = read(conf, true, max, &results, &HostView::Same, &mut gaps);
+        settle(&mut view, version, &mut gaps);
+        (view, gaps)
+    }
+
+    fn judged(view: &CniView) -> Vec<&str> {
+        view.cri_networks().map(|n| n.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_network_whose_keys_are_in_capitals_is_cri_s_and_judged() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("net.d");
+        let data = dir.path().join("networks");
+        write(
+            &conf.join("10-caps.conflist"),
+            &json!({"cniVersion": "1.0.0", "name": "caps", "plugins": [{"Type": "bridge",
+                "IPAM": {"Type": "host-local", "DataDir": data, "Ranges": [[{"Subnet": "10.1.0.0/29"}]]}}]})
+            .to_string(),
+        );
+        write(&data.join("caps/10.1.0.2"), "a\neth0");
+        for version in ["1.6.20~ds1", "v2.0.11", "v2.3.4"] {
+            let (view, gaps) = settled(&conf, 1, Some(version));
+            assert!(gaps.is_empty(), "{version}: {gaps:?}");
+            assert_eq!(judged(&view), ["caps"], "{version}");
+            assert_eq!(view.networks[0].reservations.len(), 1);
+            assert_eq!(view.networks[0].capacity, Some(5));
+        }
+    }
+
+    #[test]
+    fn a_file_libcni_refuses_is_named_and_its_network_never_judged() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("net.d");
+        let data = dir.path().join("networks");
+        let network = |name: &str, extra: Value| {
+            let mut list = json!({"cniVersion": "1.0.0", "name": name, "plugins": [{"type": "bridge",
+                "ipam": {"type": "host-local", "dataDir": data}}]});
+            list.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            list.to_string()
+        };
+        write(&conf.join("10-pods.conflist"), &network("pods", json!({})));
+        // Refused by 1.x's libcni alone: CRI loads it on 2.x only.
+        write(
+            &conf.join("20-checked.conflist"),
+            &network("checked", json!({"disableCheck": "true"})),
+        );
+        let refusal = |gaps: &[Gap]| {
+            gaps.iter()
+                .filter(|g| g.path.ends_with("20-checked.conflist"))
+                .map(|g| g.error.clone())
+                .collect::<Vec<_>>()
+        };
+        let (view, gaps) = settled(&conf, 0, Some("v1.7.34"));
+        assert!(judged(&view).is_empty(), "go-cni fails the whole load");
+        assert_eq!(refusal(&gaps).len(), 1, "{gaps:?}");
+        assert!(refusal(&gaps)[0].contains("libcni refuses it"), "{gaps:?}");
+        assert!(
+            gaps.iter()
+                .any(|g| g.error.contains("CRI loads no network")),
+            "{gaps:?}"
+        );
+        // max_conf_num 1: go-cni never reads it; still named, not judged.
+        let (view, gaps) = settled(&conf, 1, Some("v1.7.34"));
+        assert_eq!(judged(&view), ["pods"]);
+        assert_eq!(refusal(&gaps).len(), 1, "{gaps:?}");
+        let (view, gaps) = settled(&conf, 0, Some("v2.0.11"));
+        assert_eq!(judged(&view), ["pods", "checked"]);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // The line unknown: the libcnis disagree; only what every one
+        // loads is judged (here none), said in a gap.
+        let (view, gaps) = settled(&conf, 0, None);
+        assert!(judged(&view).is_empty());
+        assert!(
+            gaps.iter()
+                .any(|g| g.error.contains("only those every one loads")),
+            "{gaps:?}"
+        );
+        // And where they agree, the version is not needed.
+        let (view, _) = settled(&conf, 1, None);
+        assert_eq!(judged(&view), ["pods"]);
+        // A recording's view (nothing pending) is kept as recorded.
+        let mut recorded = view.clone();
+        let mut gaps = Vec::new();
+        settle(&mut recorded, Some("v2.0.11"), &mut gaps);
+        assert_eq!((recorded, gaps.len()), (view, 0));
+    }
+
+    #[test]
+    fn libcni_1_3_s_plugin_directory_makes_a_network_cri_s_on_2_1_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("net.d");
+        let data = dir.path().join("networks");
+        write(
+            &conf.join("10-split.conflist"),
+            r#"{"cniVersion": "1.0.0", "name": "split"}"#,
+        );
+        write(
+            &conf.join("split/10-bridge.conf"),
+            &json!({"type": "bridge", "ipam": {"type": "host-local", "dataDir": data}}).to_string(),
+        );
+        write(&data.join("split/10.1.0.2"), "a\neth0");
+        let (view, gaps) = settled(&conf, 1, Some("v2.3.4"));
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert_eq!(judged(&view), ["split"]);
+        let (view, gaps) = settled(&conf, 1, Some("v2.0.11"));
+        assert!(judged(&view).is_empty());
+        assert!(
+            gaps.iter().any(|g| g.error.contains("no 'plugins' key")),
+            "{gaps:?}"
+        );
+        // Read as context all the same: its store is another's, not judged.
+        assert_eq!(view.networks.len(), 1);
+    }
+
+    #[test]
+    fn config_files_past_the_byte_budget_are_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = dir.path().join("net.d");
+        let padding = "x".repeat(900 << 10);
+        for n in 0..3 {
+            let list =
+                json!({"name": format!("n{n}"), "pad": padding, "plugins": [{"type": "bridge"}]});
+            write(&conf.join(format!("{n}.conflist")), &list.to_string());
+        }
+        let budget = Cell::new(2 << 20);
+        let files = conf_files(&conf, libcni::CONF_EXTENSIONS, &budget)
+            .unwrap()
+            .unwrap();
+        let read: Vec<bool> = files.iter().map(|(_, bytes)| bytes.is_ok()).collect();
+        assert_eq!(read, [true, true, false]);
+        let err = files[2].1.as_ref().unwrap_err();
+        assert!(err.contains("bytes of configs nodectl reads"), "{err}");
     }
 
     #[test]
