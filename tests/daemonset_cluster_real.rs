@@ -434,6 +434,48 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
             .unwrap_or_default()
     );
     delete(&cluster, &serve);
+
+    // How an SRE reaches a node with no SSH: `kubectl debug node` with the
+    // sysadmin profile (privileged, the host's pid, network and ipc
+    // namespaces, the host's / at /host).
+    let mut debug = vec![
+        "debug".to_string(),
+        format!("node/{NODE}"),
+        format!("--image={NODECTL_IMAGE}"),
+        "--profile=sysadmin".to_string(),
+        "--".to_string(),
+        "nodectl".to_string(),
+        "check".to_string(),
+        "-o".to_string(),
+        "json".to_string(),
+    ];
+    debug.extend(GRACE.iter().map(|arg| arg.to_string()));
+    let debug: Vec<&str> = debug.iter().map(String::as_str).collect();
+    let created = cluster.kubectl_ok(&debug);
+    eprintln!("{TEST}: {created}");
+    let finished = support::wait_until(Duration::from_secs(90), || {
+        cluster
+            .kubectl(&["get", "pods", "-o", "jsonpath={.items[*].status.phase}"])
+            .is_ok_and(|out| {
+                let phases = String::from_utf8_lossy(&out.stdout).into_owned();
+                phases.contains("Succeeded") || phases.contains("Failed")
+            })
+    });
+    let logs = cluster
+        .kubectl(&[
+            "logs",
+            "-l",
+            "app.kubernetes.io/managed-by!=nothing",
+            "--all-containers",
+            "--tail=-1",
+        ])
+        .map(|out| {
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr)
+        })
+        .unwrap_or_default();
+    let pods = cluster.kubectl_ok(&["get", "pods", "-o", "wide"]);
+    eprintln!("{TEST}: kubectl debug node: finished {finished}:\n{pods}\n{logs}");
     cluster.stop(&bed).await;
 }
 
