@@ -270,7 +270,38 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
         bed.address(),
         &cni_ipam,
     );
-    apply_until_ready(&cluster, &default);
+    let applied = apply_until_ready(&cluster, &default);
+    // RBAC as small as it can be: nothing but the DaemonSet is applied, no
+    // token is in its pod, and its service account may do no more than
+    // one that exists nowhere (what every authenticated user may).
+    assert_eq!(
+        applied.trim(),
+        "daemonset.apps/nodectl created",
+        "{applied}"
+    );
+    let volumes = cluster.kubectl_ok(&[
+        "-n",
+        "kube-system",
+        "get",
+        "pod",
+        "-l",
+        "app.kubernetes.io/name=nodectl",
+        "-o",
+        "jsonpath={.items[0].spec.volumes[*].name}",
+    ]);
+    assert!(
+        !volumes.contains("kube-api-access"),
+        "a token is mounted: {volumes}"
+    );
+    let may = |account: &str| {
+        cluster.kubectl_ok(&[
+            "auth",
+            "can-i",
+            "--list",
+            &format!("--as=system:serviceaccount:kube-system:{account}"),
+        ])
+    };
+    assert_eq!(may("default"), may("nodectl-test-nobody"));
     let metrics = textfile.join("nodectl.prom");
     let written = support::wait_until(Duration::from_secs(90), || metrics.is_file());
     assert!(
@@ -297,7 +328,36 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
         bed.containerd_version(),
         leaked_ip.ip
     );
+    let uid = cluster.kubectl_ok(&[
+        "-n",
+        "kube-system",
+        "get",
+        "pod",
+        "-l",
+        "app.kubernetes.io/name=nodectl",
+        "-o",
+        "jsonpath={.items[0].metadata.uid}",
+    ]);
     delete(&cluster, &default);
+    // `kubectl delete -k` leaves nothing of it running on the node: its
+    // pod directory goes, and its sandbox is stopped (kubelet's container
+    // GC removes it a minute or so later; the host's look below counts no
+    // finding of it either).
+    let pod_dir = cluster.kubelet_root.join("pods").join(&uid);
+    let cleaned = support::wait_until(Duration::from_secs(60), || !pod_dir.exists());
+    assert!(cleaned, "{TEST}: kubelet kept {}", pod_dir.display());
+    for sandbox in bed.listed_sandboxes().await {
+        let Ok(status) = bed.sandbox_status(&sandbox).await else {
+            continue;
+        };
+        if status.metadata.as_ref().is_some_and(|m| m.uid == uid) {
+            // SANDBOX_NOTREADY
+            assert_eq!(
+                status.state, 1,
+                "{TEST}: its sandbox still runs: {status:?}"
+            );
+        }
+    }
 
     // The serve overlay, scraped by Prometheus through Kubernetes
     // service discovery against this API server (the pod job that keeps
@@ -387,8 +447,9 @@ const PROMETHEUS: &str = "v0.316.0";
 /// Prometheus's port, on loopback of containerd's network namespace.
 const PROMETHEUS_PORT: u16 = 19090;
 
-/// `kubectl apply -k dir`, and waits until the DaemonSet's pod is Ready.
-fn apply_until_ready(cluster: &Cluster, dir: &Path) {
+/// `kubectl apply -k dir`, and waits until the DaemonSet's pod is Ready;
+/// what kubectl said it applied.
+fn apply_until_ready(cluster: &Cluster, dir: &Path) -> String {
     let dir = dir.display().to_string();
     let applied = cluster.kubectl_ok(&["apply", "-k", &dir]);
     eprintln!("{TEST}: {applied}");
@@ -421,6 +482,7 @@ fn apply_until_ready(cluster: &Cluster, dir: &Path) {
             cluster.log_tails()
         );
     }
+    applied
 }
 
 /// `kubectl delete -k dir`, and waits until its pod is gone.
