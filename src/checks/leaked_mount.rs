@@ -148,8 +148,11 @@ fn judge(
     }
     let inferred = basis == Basis::Disk;
     // Without the API, a shim still serving the id is as good as a record;
-    // without procfs too, whether one does cannot be told.
-    if inferred && (!snapshot.processes_read() || served(id)) {
+    // without procfs too, whether one does cannot be told; and without the
+    // records on disk (CRI's store, the bundles) no record is no evidence:
+    // `kubectl debug node` showed every live rootfs as leaked from a pod
+    // that sees containerd's mount table (hostPID) but not its directories.
+    if inferred && (!snapshot.processes_read() || !snapshot.disk_records_read() || served(id)) {
         return None;
     }
     let pod = snapshot.names_in(namespace, id);
@@ -214,7 +217,7 @@ fn judge(
 mod tests {
     use super::*;
     use crate::model::fixtures::*;
-    use crate::model::Mount;
+    use crate::model::{Gap, Mount, Source};
     use serde_json::Value;
     use std::path::{Path, PathBuf};
 
@@ -519,5 +522,20 @@ mod tests {
         // With the API's answer it is leaked all the same.
         with_records(&mut s, &[]);
         assert_eq!(check(&s).len(), 1);
+    }
+
+    #[test]
+    fn without_api_nor_the_records_on_disk_nothing_is_inferred_leaked() {
+        for unread in [Source::Bundles, Source::CriStore] {
+            let mut s = snapshot();
+            s.mounts.push(mount(&rootfs(&id('a'))));
+            assert_eq!(check(&s).len(), 1, "inferred from the records on disk");
+            s.gaps
+                .push(Gap::source(unread, "/hidden", "No such file or directory"));
+            assert!(check(&s).is_empty(), "{unread:?} unread");
+            // An item's gap (one unreadable status file) leaves the rest.
+            s.gaps = vec![Gap::item(unread, "/hidden/x", "corrupt")];
+            assert_eq!(check(&s).len(), 1);
+        }
     }
 }

@@ -153,10 +153,24 @@ impl Snapshot {
     /// then no evidence that it is gone, and no shim not seen that none
     /// serves a task.
     pub fn processes_read(&self) -> bool {
+        self.source_read(Source::Procfs)
+    }
+
+    /// Whether `source` was read: no gap made it unavailable (an item's
+    /// gap leaves the rest of it).
+    pub fn source_read(&self, source: Source) -> bool {
         !self
             .gaps
             .iter()
-            .any(|gap| gap.source == Source::Procfs && gap.source_unavailable)
+            .any(|gap| gap.source == source && gap.source_unavailable)
+    }
+
+    /// Whether the records containerd keeps on disk were read: CRI's
+    /// status files and the runtime's bundles, what a judgement without
+    /// the API infers ownership from. One unread (hidden from nodectl in
+    /// another mount namespace, say) says nothing of what it holds.
+    pub fn disk_records_read(&self) -> bool {
+        self.source_read(Source::CriStore) && self.source_read(Source::Bundles)
     }
 
     /// Whether `at` (unix ns) was `grace` or more before the snapshot.

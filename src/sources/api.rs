@@ -81,8 +81,17 @@ pub enum NotConnected {
 
 /// [`connect_to_daemon`], saying whether it was the peer that was refused.
 pub async fn connect_to_proven(address: &Path, daemon: i32) -> Result<Channel, NotConnected> {
-    let (stream, peer) = crate::sources::daemon_proof::connect_checked(address)
-        .map_err(NotConnected::Unreachable)?;
+    let connect = crate::sources::daemon_proof::connect_checked;
+    let (stream, peer) = match connect(address) {
+        Ok(connected) => connected,
+        // nodectl in another mount namespace than the daemon (a `kubectl
+        // debug node` pod: hostPID, the host's / at /host) has no file at
+        // the daemon's path: the socket as the daemon has it, through its
+        // own root. Its listener is held to the daemon below all the same.
+        Err(why) if !address.exists() => connect(&through_root(daemon, address))
+            .map_err(|_| NotConnected::Unreachable(why))?,
+        Err(why) => return Err(NotConnected::Unreachable(why)),
+    };
     let me = nix::unistd::geteuid().as_raw();
     if peer.pid != daemon || (peer.uid != 0 && peer.uid != me) {
         return Err(NotConnected::NotTheDaemon(format!(
@@ -93,6 +102,13 @@ pub async fn connect_to_proven(address: &Path, daemon: i32) -> Result<Channel, N
         )));
     }
     over(stream).await.map_err(NotConnected::Unreachable)
+}
+
+/// `address` as the process `pid` resolves it: below its root
+/// (`/proc/<pid>/root`), whatever mount namespace nodectl is in.
+fn through_root(pid: i32, address: &Path) -> std::path::PathBuf {
+    let relative = address.strip_prefix("/").unwrap_or(address);
+    Path::new("/proc").join(pid.to_string()).join("root").join(relative)
 }
 
 /// A channel whose every call goes over `stream`, never dialling again: once
