@@ -461,21 +461,52 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
                 phases.contains("Succeeded") || phases.contains("Failed")
             })
     });
-    let logs = cluster
-        .kubectl(&[
-            "logs",
-            "-l",
-            "app.kubernetes.io/managed-by!=nothing",
-            "--all-containers",
-            "--tail=-1",
-        ])
-        .map(|out| {
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr)
-        })
-        .unwrap_or_default();
-    let pods = cluster.kubectl_ok(&["get", "pods", "-o", "wide"]);
-    eprintln!("{TEST}: kubectl debug node: finished {finished}:\n{pods}\n{logs}");
+    assert!(
+        finished,
+        "{TEST}: the debug pod never finished: {}",
+        cluster.log_tails()
+    );
+    let said = cluster.kubectl_ok(&[
+        "logs",
+        "-l",
+        "app.kubernetes.io/managed-by!=nothing",
+        "--tail=-1",
+    ]);
+    let debugged: serde_json::Value = serde_json::from_str(&said)
+        .unwrap_or_else(|e| panic!("{TEST}: the debug pod's report: {e}: {said}"));
+    let mut host_json = vec!["check", "-o", "json"];
+    host_json.extend(GRACE);
+    let host_doc = support::report(&bed.nodectl(&host_json));
+    let keys = |doc: &serde_json::Value| -> std::collections::BTreeSet<(String, String)> {
+        support::finding_keys(doc).into_iter().collect()
+    };
+    // From a pod that sees containerd's processes and mount table but not
+    // its directories, no finding the host does not have: what it cannot
+    // see is a gap (it showed every live rootfs as a leaked mount and the
+    // API as unreachable, both false, before it asked the API through the
+    // daemon's root and stopped inferring from records it could not read).
+    let false_findings: Vec<_> = keys(&debugged)
+        .difference(&keys(&host_doc))
+        .cloned()
+        .collect();
+    assert!(
+        false_findings.is_empty(),
+        "{TEST}: kubectl debug node found what the host does not: {false_findings:?}\n{said}"
+    );
+    assert!(
+        keys(&debugged).contains(&(
+            "leaked-shim".to_string(),
+            support::ids_of_kind(&host_doc, "leaked-shim")[0].clone()
+        )),
+        "{TEST}: kubectl debug node saw no leaked shim: {said}"
+    );
+    eprintln!(
+        "{TEST}: {}: kubectl debug node found {:?} of the host's {:?}, gaps: {}",
+        bed.containerd_version(),
+        keys(&debugged),
+        keys(&host_doc),
+        debugged["gaps"].as_array().map_or(0, Vec::len)
+    );
     cluster.stop(&bed).await;
 }
 
