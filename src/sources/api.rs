@@ -88,8 +88,9 @@ pub async fn connect_to_proven(address: &Path, daemon: i32) -> Result<Channel, N
         // debug node` pod: hostPID, the host's / at /host) has no file at
         // the daemon's path: the socket as the daemon has it, through its
         // own root. Its listener is held to the daemon below all the same.
-        Err(why) if !address.exists() => connect(&through_root(daemon, address))
-            .map_err(|_| NotConnected::Unreachable(why))?,
+        Err(why) if !address.exists() => {
+            connect(&through_root(daemon, address)).map_err(|_| NotConnected::Unreachable(why))?
+        }
         Err(why) => return Err(NotConnected::Unreachable(why)),
     };
     let me = nix::unistd::geteuid().as_raw();
@@ -108,7 +109,10 @@ pub async fn connect_to_proven(address: &Path, daemon: i32) -> Result<Channel, N
 /// (`/proc/<pid>/root`), whatever mount namespace nodectl is in.
 fn through_root(pid: i32, address: &Path) -> std::path::PathBuf {
     let relative = address.strip_prefix("/").unwrap_or(address);
-    Path::new("/proc").join(pid.to_string()).join("root").join(relative)
+    Path::new("/proc")
+        .join(pid.to_string())
+        .join("root")
+        .join(relative)
 }
 
 /// A channel whose every call goes over `stream`, never dialling again: once

@@ -105,10 +105,28 @@ const PARALLEL_FROM: usize = 64;
 /// then shims must at least share the host's namespaces and run as root),
 /// and the socket `--address` names, as nodectl itself resolves it.
 pub fn reference(proc_root: &Path, paths: &Paths) -> ProofReference {
-    let address_file = std::fs::metadata(&paths.address.path).ok().map(|m| FileId {
-        dev: m.dev(),
-        ino: m.ino(),
-    });
+    // As nodectl resolves it; where nodectl (in another mount namespace: a
+    // `kubectl debug node` pod) has no file there, as the daemon does,
+    // below its own root: the socket its shims' `-address` names.
+    let address = &paths.address.path;
+    let in_daemons_root = || {
+        let process = paths.process.as_ref()?;
+        let relative = address.strip_prefix("/").ok()?;
+        std::fs::metadata(
+            proc_root
+                .join(process.pid.to_string())
+                .join("root")
+                .join(relative),
+        )
+        .ok()
+    };
+    let address_file = std::fs::metadata(address)
+        .ok()
+        .or_else(in_daemons_root)
+        .map(|m| FileId {
+            dev: m.dev(),
+            ino: m.ino(),
+        });
     let mut unreadable = ProofReadFailures::new(proc_root);
     let open = |pid: &str| File::open(proc_root.join(pid)).ok();
     let (described, dir, uid) = match &paths.process {
