@@ -20,15 +20,11 @@ use support::{Cluster, TestBed, NAMESPACE, NODECTL_IMAGE};
 
 const TEST: &str = "daemonset_cluster_real";
 
-/// Both views judge without grace periods.
-const GRACE: [&str; 6] = [
-    "--settle",
-    "0s",
-    "--ip-grace",
-    "0s",
-    "--sandbox-grace",
-    "0s",
-];
+/// Both views judge without the grace periods the planted kinds have. The
+/// sandbox grace stays: a deleted DaemonSet pod's stopped sandbox waits for
+/// kubelet's container GC (about a minute), and without it that sandbox
+/// was a `leaked-sandbox` to one look and gone to the next.
+const GRACE: [&str; 4] = ["--settle", "0s", "--ip-grace", "0s"];
 
 /// The volumes of the base, in order (deploy/base/daemonset.yaml); the
 /// serve component removes `textfile`.
@@ -434,6 +430,79 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
             .unwrap_or_default()
     );
     delete(&cluster, &serve);
+
+    // How an SRE reaches a node with no SSH: `kubectl debug node` with the
+    // sysadmin profile (privileged, the host's pid, network and ipc
+    // namespaces, the host's / at /host).
+    let mut debug = vec![
+        "debug".to_string(),
+        format!("node/{NODE}"),
+        format!("--image={NODECTL_IMAGE}"),
+        "--profile=sysadmin".to_string(),
+        "--".to_string(),
+        "nodectl".to_string(),
+        "check".to_string(),
+        "-o".to_string(),
+        "json".to_string(),
+    ];
+    debug.extend(GRACE.iter().map(|arg| arg.to_string()));
+    let debug: Vec<&str> = debug.iter().map(String::as_str).collect();
+    let created = cluster.kubectl_ok(&debug);
+    eprintln!("{TEST}: {created}");
+    let finished = support::wait_until(Duration::from_secs(90), || {
+        cluster
+            .kubectl(&["get", "pods", "-o", "jsonpath={.items[*].status.phase}"])
+            .is_ok_and(|out| {
+                let phases = String::from_utf8_lossy(&out.stdout).into_owned();
+                phases.contains("Succeeded") || phases.contains("Failed")
+            })
+    });
+    assert!(
+        finished,
+        "{TEST}: the debug pod never finished: {}",
+        cluster.log_tails()
+    );
+    let said = cluster.kubectl_ok(&[
+        "logs",
+        "-l",
+        "app.kubernetes.io/managed-by!=nothing",
+        "--tail=-1",
+    ]);
+    let debugged: serde_json::Value = serde_json::from_str(&said)
+        .unwrap_or_else(|e| panic!("{TEST}: the debug pod's report: {e}: {said}"));
+    let mut host_json = vec!["check", "-o", "json"];
+    host_json.extend(GRACE);
+    let host_doc = support::report(&bed.nodectl(&host_json));
+    let keys = |doc: &serde_json::Value| -> std::collections::BTreeSet<(String, String)> {
+        support::finding_keys(doc).into_iter().collect()
+    };
+    // From a pod that sees containerd's processes and mount table but not
+    // its directories, no finding the host does not have: what it cannot
+    // see is a gap (it showed every live rootfs as a leaked mount and the
+    // API as unreachable, both false, before it asked the API through the
+    // daemon's root and stopped inferring from records it could not read).
+    let false_findings: Vec<_> = keys(&debugged)
+        .difference(&keys(&host_doc))
+        .cloned()
+        .collect();
+    assert!(
+        false_findings.is_empty(),
+        "{TEST}: kubectl debug node found what the host does not: {false_findings:?}\n{said}"
+    );
+    assert!(
+        keys(&debugged).contains(&(
+            "leaked-shim".to_string(),
+            support::ids_of_kind(&host_doc, "leaked-shim")[0].clone()
+        )),
+        "{TEST}: kubectl debug node saw no leaked shim: {said}"
+    );
+    eprintln!(
+        "{TEST}: {}: kubectl debug node found {:?} of the host's {:?}, gaps: {}",
+        bed.containerd_version(),
+        keys(&debugged),
+        keys(&host_doc),
+        debugged["gaps"].as_array().map_or(0, Vec::len)
+    );
     cluster.stop(&bed).await;
 }
 
