@@ -68,6 +68,15 @@ async fn static_pod_lifecycle(release: &str) {
     };
     assert_eq!(pod_dirs(), 1, "kubelet made the pod's directory");
 
+    // kubelet's own word on what nodectl is told by flag.
+    let configz = kubelet.configz();
+    assert_eq!(configz["cgroupRoot"], kubelet.cgroup_root.as_str());
+    assert_eq!(configz["cgroupDriver"], "cgroupfs");
+    assert_eq!(
+        configz["podLogsDir"],
+        kubelet.pod_logs.display().to_string()
+    );
+
     let (code, doc) = check(&bed, &kubelet);
     assert_eq!(
         (code, kinds(&doc)),

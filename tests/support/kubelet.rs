@@ -100,7 +100,13 @@ impl Kubelet {
             dir.join("pod-logs"),
             dir.join("bin"),
         );
-        for d in [&root, &manifests, &pod_logs, &bin, &dir.join("volume-plugins")] {
+        for d in [
+            &root,
+            &manifests,
+            &pod_logs,
+            &bin,
+            &dir.join("volume-plugins"),
+        ] {
             fs::create_dir_all(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
         }
         // Named `kubelet` as on a node (its comm is what nodectl looks
@@ -254,7 +260,12 @@ impl Kubelet {
         let endpoint = format!("unix://{}", self.address.display());
         let output = run_bounded(
             Command::new(&self.crictl)
-                .args(["--runtime-endpoint", &endpoint, "--image-endpoint", &endpoint])
+                .args([
+                    "--runtime-endpoint",
+                    &endpoint,
+                    "--image-endpoint",
+                    &endpoint,
+                ])
                 .args(["--timeout", "10s"])
                 .args(args)
                 .args(["-o", "json"]),
@@ -282,7 +293,10 @@ impl Kubelet {
             .filter(|c| c["labels"]["io.kubernetes.pod.name"] == pod.as_str())
             .map(|c| {
                 (
-                    c["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                    c["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                     c["state"].as_str().unwrap_or_default().to_string(),
                 )
             })
@@ -354,9 +368,11 @@ impl Drop for Kubelet {
 /// A plain HTTP GET on loopback, its body when it answers 200.
 fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
-    let mut stream =
-        std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(1))
-            .ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(
+        &([127, 0, 0, 1], port).into(),
+        Duration::from_secs(1),
+    )
+    .ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut reply = String::new();
