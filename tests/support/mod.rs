@@ -13,6 +13,8 @@
 //! - [`leaked`]: nodectl finds the shims a test leaked, `--kill` ends them;
 //! - [`serve`]: `nodectl serve` as a child, and an HTTP client to scrape it;
 //! - [`cni`]: real CNI networking for the networked bed, and a leaked pod IP;
+//! - [`kubelet`]: a real kubelet (built by scripts/peers), standalone on
+//!   the bed, and crictl beside it;
 //! - [`kubelet_steps`]: a pod started in kubelet's order (its cgroup,
 //!   directories, an emptyDir tmpfs, its log directory, RunPodSandbox);
 //! - [`pod_resources`]: kubelet's pod-resources API, served by the test;
@@ -33,6 +35,7 @@ mod cni;
 mod cri;
 mod fake_daemon;
 mod image;
+mod kubelet;
 mod kubelet_steps;
 mod leaked;
 mod line;
@@ -61,6 +64,9 @@ pub use cni::{
 pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
+pub use kubelet::{
+    peer, sleeper_manifest, Kubelet, KubeletSetup, CRICTL_RELEASE, KUBELET_RELEASES, NODE_NAME,
+};
 pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
 pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};

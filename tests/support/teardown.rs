@@ -259,9 +259,19 @@ pub fn shim_address(bundle: &Path) -> Option<String> {
 /// The dirs of cgroup `parent` in every mounted hierarchy: each v1
 /// controller mount under /sys/fs/cgroup, or the v2 root itself.
 pub(crate) fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
-    let base = Path::new("/sys/fs/cgroup");
     let relative = parent.trim_start_matches('/');
-    let hierarchies: Vec<PathBuf> = if base.join("cgroup.procs").is_file() {
+    cgroup_hierarchies()
+        .into_iter()
+        .map(|h| h.join(relative))
+        .filter(|dir| dir.is_dir())
+        .collect()
+}
+
+/// Every mounted cgroup hierarchy: each v1 controller mount under
+/// /sys/fs/cgroup, or the v2 root itself.
+pub(crate) fn cgroup_hierarchies() -> Vec<PathBuf> {
+    let base = Path::new("/sys/fs/cgroup");
+    if base.join("cgroup.procs").is_file() {
         vec![base.to_path_buf()]
     } else {
         fs::read_dir(base)
@@ -273,12 +283,7 @@ pub(crate) fn cgroup_dirs(parent: &str) -> Vec<PathBuf> {
             .map(|e| e.path())
             .filter(|h| h.join("cgroup.procs").is_file())
             .collect()
-    };
-    hierarchies
-        .into_iter()
-        .map(|h| h.join(relative))
-        .filter(|dir| dir.is_dir())
-        .collect()
+    }
 }
 
 /// Every dir of a cgroup tree, children before parents.

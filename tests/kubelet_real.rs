@@ -1,0 +1,124 @@
+//! A real kubelet (built by scripts/peers at each release it builds),
+//! standalone on the networked test bed: a static pod it makes runs, as
+//! crictl sees it, and `nodectl check` finds nothing; once the manifest is
+//! removed kubelet tears the pod down, and after kubelet's own cleanup
+//! (its sandbox gone from CRI, its pod directory and cgroup gone) nodectl
+//! still finds nothing. No stand-in: kubelet makes and removes every
+//! directory, cgroup, sandbox and log directory nodectl looks at.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{Kubelet, TestBed};
+
+/// `nodectl check -o json` on the bed, naming kubelet's dirs by flag (other
+/// tests' kubelets may run on the machine at the same time).
+fn check(bed: &TestBed, kubelet: &Kubelet) -> (Option<i32>, Value) {
+    let mut args = vec!["check".to_string(), "-o".into(), "json".into()];
+    args.extend(kubelet.nodectl_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = bed.nodectl(&args);
+    let doc = support::report(&output);
+    (output.status.code(), doc)
+}
+
+fn kinds(doc: &Value) -> Vec<String> {
+    doc["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| format!("{} {}", f["kind"], f["id"]))
+        .collect()
+}
+
+async fn static_pod_lifecycle(release: &str) {
+    let test = format!("static_pod_lifecycle_{release}");
+    let Some(bed) = TestBed::start_networked(&test).await else {
+        return;
+    };
+    let Some(kubelet) = Kubelet::start(&bed, &test, release) else {
+        return;
+    };
+    eprintln!(
+        "{test}: kubelet {release} (pid {}) on containerd {}",
+        kubelet.pid(),
+        bed.containerd_version()
+    );
+    kubelet.add_static_pod("sleeper", &support::sleeper_manifest("sleeper"));
+    let start = Instant::now();
+    let running = kubelet.wait_for(Duration::from_secs(90), |k| {
+        k.container_states("sleeper") == [("sleep".to_string(), "CONTAINER_RUNNING".to_string())]
+    });
+    if !running {
+        kubelet.fail(&format!(
+            "the static pod never ran: crictl says {:?}",
+            kubelet.container_states("sleeper")
+        ));
+    }
+    eprintln!("{test}: running after {:?}", start.elapsed());
+    let sandboxes = kubelet.sandboxes("sleeper");
+    assert_eq!(sandboxes.len(), 1, "{sandboxes:?}");
+    assert_eq!(sandboxes[0].1, "SANDBOX_READY", "{sandboxes:?}");
+    let pod_dirs = || {
+        std::fs::read_dir(kubelet.root.join("pods"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(pod_dirs(), 1, "kubelet made the pod's directory");
+
+    // kubelet's own word on what nodectl is told by flag.
+    let configz = kubelet.configz();
+    assert_eq!(configz["cgroupRoot"], kubelet.cgroup_root.as_str());
+    assert_eq!(configz["cgroupDriver"], "cgroupfs");
+    assert_eq!(
+        configz["podLogsDir"],
+        kubelet.pod_logs.display().to_string()
+    );
+
+    let (code, doc) = check(&bed, &kubelet);
+    assert_eq!(
+        (code, kinds(&doc)),
+        (Some(0), vec![]),
+        "a running static pod is no finding: {doc:#}"
+    );
+
+    kubelet.remove_static_pod("sleeper");
+    let start = Instant::now();
+    // kubelet's cleanup: its sandbox removed from CRI (container GC, once a
+    // minute), its pod directory and cgroup removed (housekeeping).
+    let cleaned = kubelet.wait_for(Duration::from_secs(150), |k| {
+        k.sandboxes("sleeper").is_empty() && k.container_states("sleeper").is_empty()
+    });
+    if !cleaned {
+        kubelet.fail(&format!(
+            "kubelet never removed the pod: sandboxes {:?}, containers {:?}",
+            kubelet.sandboxes("sleeper"),
+            kubelet.container_states("sleeper")
+        ));
+    }
+    let removed = start.elapsed();
+    assert!(
+        kubelet.wait_for(Duration::from_secs(30), |_| pod_dirs() == 0),
+        "kubelet removes the pod's directory"
+    );
+    eprintln!("{test}: kubelet removed the pod after {removed:?}");
+    let (code, doc) = check(&bed, &kubelet);
+    assert_eq!(
+        (code, kinds(&doc)),
+        (Some(0), vec![]),
+        "nothing is left after kubelet's cleanup: {doc:#}"
+    );
+    drop(kubelet);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_pod_lifecycle_v1_34() {
+    static_pod_lifecycle(support::KUBELET_RELEASES[0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_pod_lifecycle_v1_37() {
+    static_pod_lifecycle(support::KUBELET_RELEASES[1]).await;
+}

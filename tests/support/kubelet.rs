@@ -1,0 +1,391 @@
+//! A real kubelet on the test bed, standalone (no API server: static pods
+//! only), built by scripts/peers from the project's Go modules
+//! (peers/go/kubelet-<release>), with crictl beside it. Everything it
+//! writes is under the bed's temp dir (its root dir, pod logs, static pod
+//! dir, volume plugin dir) but for the `/var/log/containers` links
+//! kuberuntime makes (a path kubelet does not let one change), which its
+//! container GC removes with their containers; its pods run under the bed's
+//! cgroup (its `cgroupRoot`), which the bed's teardown removes. Dropping a
+//! [`Kubelet`] kills it and unmounts what it left mounted under its root.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::image::IMAGE;
+use super::testbed::TestBed;
+use super::{run_bounded, skip};
+
+/// The kubelet releases scripts/peers builds: the oldest and the newest the
+/// module proxy serves.
+pub const KUBELET_RELEASES: &[&str] = &["v1.34.4", "v1.37.2"];
+/// The crictl release scripts/peers builds.
+pub const CRICTL_RELEASE: &str = "v1.37.0";
+/// kubelet's node name (`--hostname-override`): a static pod `p` is `p-<it>`.
+pub const NODE_NAME: &str = "nodectl-test";
+
+/// A peer scripts/peers built, or why there is none (in CI a failure, else
+/// a skip saying so).
+pub fn peer(test: &str, name: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/peers")
+        .join(name);
+    if path.is_file() {
+        return Some(path);
+    }
+    skip(
+        test,
+        &format!("{} is missing: scripts/peers builds it", path.display()),
+    );
+    None
+}
+
+/// A port on loopback nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on loopback")
+}
+
+pub struct Kubelet {
+    child: Child,
+    pub release: String,
+    /// kubelet's `--root-dir`.
+    pub root: PathBuf,
+    /// Its `staticPodPath`.
+    pub manifests: PathBuf,
+    /// Its `podLogsDir`.
+    pub pod_logs: PathBuf,
+    /// Its `cgroupRoot` (the bed's cgroup).
+    pub cgroup_root: String,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    /// Its secure port on loopback (serves /configz, anonymous allowed).
+    pub port: u16,
+    crictl: PathBuf,
+    address: PathBuf,
+}
+
+/// What a kubelet is started with beyond the bed's defaults: extra flags,
+/// and extra lines of its config file.
+#[derive(Default)]
+pub struct KubeletSetup<'a> {
+    pub flags: Vec<String>,
+    pub config_lines: Vec<&'a str>,
+}
+
+impl Kubelet {
+    /// kubelet `release` against `bed`'s containerd, with its own dirs under
+    /// the bed's temp dir, waited for until its healthz answers. None when
+    /// the peer is missing (see [`peer`]).
+    pub fn start(bed: &TestBed, test: &str, release: &str) -> Option<Kubelet> {
+        Kubelet::start_with(bed, test, release, KubeletSetup::default())
+    }
+
+    pub fn start_with(
+        bed: &TestBed,
+        test: &str,
+        release: &str,
+        setup: KubeletSetup,
+    ) -> Option<Kubelet> {
+        let built = peer(test, &format!("kubelet-{release}"))?;
+        let crictl = peer(test, &format!("crictl-{CRICTL_RELEASE}"))?;
+        let dir = bed.scratch(&format!("kubelet-{release}"));
+        let (root, manifests, pod_logs, bin) = (
+            dir.join("root"),
+            dir.join("manifests"),
+            dir.join("pod-logs"),
+            dir.join("bin"),
+        );
+        for d in [
+            &root,
+            &manifests,
+            &pod_logs,
+            &bin,
+            &dir.join("volume-plugins"),
+        ] {
+            fs::create_dir_all(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        }
+        // Named `kubelet` as on a node (its comm is what nodectl looks
+        // for); the link resolves to the root-owned build.
+        let exe = bin.join("kubelet");
+        std::os::unix::fs::symlink(&built, &exe).expect("linking the kubelet peer");
+        // kubelet's image GC and eviction are not under test: the bed's
+        // only image stays, whatever the machine's disk says.
+        // kubelet checks that its cgroupRoot exists in every hierarchy.
+        for d in super::teardown::cgroup_hierarchies() {
+            let cgroup = d.join(bed.cgroup_parent().trim_start_matches('/'));
+            fs::create_dir_all(&cgroup).unwrap_or_else(|e| panic!("{}: {e}", cgroup.display()));
+        }
+        let (port, healthz) = (free_port(), free_port());
+        let config = dir.join("config.yaml");
+        let mut text = format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\n\
+             kind: KubeletConfiguration\n\
+             staticPodPath: {manifests}\n\
+             fileCheckFrequency: 1s\n\
+             cgroupDriver: cgroupfs\n\
+             cgroupRoot: {cgroup}\n\
+             failCgroupV1: false\n\
+             failSwapOn: false\n\
+             containerRuntimeEndpoint: unix://{socket}\n\
+             address: 127.0.0.1\n\
+             port: {port}\n\
+             readOnlyPort: 0\n\
+             healthzBindAddress: 127.0.0.1\n\
+             healthzPort: {healthz}\n\
+             authentication:\n  anonymous:\n    enabled: true\n  webhook:\n    enabled: false\n\
+             authorization:\n  mode: AlwaysAllow\n\
+             podLogsDir: {logs}\n\
+             volumePluginDir: {plugins}\n\
+             resolvConf: /etc/resolv.conf\n\
+             imageGCHighThresholdPercent: 100\n\
+             imageGCLowThresholdPercent: 99\n\
+             evictionHard:\n  memory.available: 1Mi\n  nodefs.available: 1%\n  \
+             nodefs.inodesFree: 1%\n  imagefs.available: 1%\n  imagefs.inodesFree: 1%\n",
+            manifests = manifests.display(),
+            cgroup = bed.cgroup_parent(),
+            socket = bed.address().display(),
+            logs = pod_logs.display(),
+            plugins = dir.join("volume-plugins").display(),
+        );
+        for line in &setup.config_lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        fs::write(&config, text).expect("writing kubelet's config");
+        let log = dir.join("kubelet.log");
+        let log_file = fs::File::create(&log).expect("kubelet's log");
+        let mut command = Command::new(&exe);
+        command
+            .arg(format!("--config={}", config.display()))
+            .arg(format!("--hostname-override={NODE_NAME}"))
+            .arg("--v=2")
+            .args(&setup.flags);
+        if !setup.flags.iter().any(|f| f.contains("root")) {
+            command.arg(format!("--root-dir={}", root.display()));
+        }
+        let child = command
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("kubelet's log"))
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", exe.display()));
+        let mut kubelet = Kubelet {
+            child,
+            release: release.to_string(),
+            root,
+            manifests,
+            pod_logs,
+            cgroup_root: bed.cgroup_parent().to_string(),
+            config,
+            log,
+            port,
+            crictl,
+            address: bed.address().to_path_buf(),
+        };
+        kubelet.wait_healthy(healthz, Duration::from_secs(60));
+        Some(kubelet)
+    }
+
+    fn wait_healthy(&mut self, port: u16, limit: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.fail(&format!("kubelet exited at start ({status})"));
+            }
+            if http_get(port, "/healthz").is_some_and(|body| body.trim() == "ok") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        self.fail("kubelet's healthz never said ok");
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Panics with the tail of kubelet's log.
+    pub fn fail(&self, why: &str) -> ! {
+        panic!("kubelet {}: {why}\n{}", self.release, self.log_tail(60));
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..]
+            .iter()
+            .map(|l| l.chars().take(400).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// kubelet's own merged config, as its /configz serves it (the
+    /// `kubeletconfig` object).
+    pub fn configz(&self) -> serde_json::Value {
+        let output = run_bounded(
+            Command::new("curl")
+                .args(["-sk", "--max-time", "10"])
+                .arg(format!("https://127.0.0.1:{}/configz", self.port)),
+            Duration::from_secs(15),
+        )
+        .unwrap_or_else(|e| self.fail(&format!("curl /configz: {e}")));
+        let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            self.fail(&format!(
+                "/configz is no JSON ({e}): {}",
+                String::from_utf8_lossy(&output.stdout)
+            ))
+        });
+        doc["kubeletconfig"].clone()
+    }
+
+    /// Writes the static pod manifest `name.yaml`.
+    pub fn add_static_pod(&self, name: &str, yaml: &str) {
+        let path = self.manifests.join(format!("{name}.yaml"));
+        fs::write(&path, yaml).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
+    pub fn remove_static_pod(&self, name: &str) {
+        let path = self.manifests.join(format!("{name}.yaml"));
+        fs::remove_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
+    /// `crictl <args> -o json` against the bed's socket, parsed.
+    pub fn crictl(&self, args: &[&str]) -> serde_json::Value {
+        let endpoint = format!("unix://{}", self.address.display());
+        let output = run_bounded(
+            Command::new(&self.crictl)
+                .args([
+                    "--runtime-endpoint",
+                    &endpoint,
+                    "--image-endpoint",
+                    &endpoint,
+                ])
+                .args(["--timeout", "10s"])
+                .args(args)
+                .args(["-o", "json"]),
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|e| self.fail(&format!("crictl {args:?}: {e}")));
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            self.fail(&format!(
+                "crictl {args:?} printed no JSON ({e}): {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        })
+    }
+
+    /// The states crictl gives the containers of static pod `name` (its
+    /// pod name is `name-<node>`), by container name.
+    pub fn container_states(&self, name: &str) -> Vec<(String, String)> {
+        let pod = format!("{name}-{NODE_NAME}");
+        let doc = self.crictl(&["ps", "-a"]);
+        doc["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["labels"]["io.kubernetes.pod.name"] == pod.as_str())
+            .map(|c| {
+                (
+                    c["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    c["state"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// The sandboxes crictl lists for static pod `name`, with their state.
+    pub fn sandboxes(&self, name: &str) -> Vec<(String, String)> {
+        let pod = format!("{name}-{NODE_NAME}");
+        let doc = self.crictl(&["pods"]);
+        doc["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["metadata"]["name"] == pod.as_str())
+            .map(|p| {
+                (
+                    p["id"].as_str().unwrap_or_default().to_string(),
+                    p["state"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Polls `done` every 500 ms for at most `limit`; false when it never held.
+    pub fn wait_for(&self, limit: Duration, mut done: impl FnMut(&Kubelet) -> bool) -> bool {
+        let start = Instant::now();
+        loop {
+            if done(self) {
+                return true;
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// nodectl's flags naming this kubelet's root, pod logs and cgroup root.
+    pub fn nodectl_flags(&self) -> Vec<String> {
+        vec![
+            "--kubelet-root".into(),
+            self.root.display().to_string(),
+            "--kubelet-pod-logs".into(),
+            self.pod_logs.display().to_string(),
+            "--kubelet-cgroup-root".into(),
+            self.cgroup_root.clone(),
+        ]
+    }
+}
+
+impl Drop for Kubelet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let left = super::teardown::unmount_below(&self.root);
+        if !left.is_empty() {
+            super::teardown_failed(&format!(
+                "kubelet {}: still mounted under its root: {left:?}",
+                self.release
+            ));
+        }
+        if std::thread::panicking() {
+            eprintln!("kubelet {}'s log:\n{}", self.release, self.log_tail(80));
+        }
+    }
+}
+
+/// A plain HTTP GET on loopback, its body when it answers 200.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect_timeout(
+        &([127, 0, 0, 1], port).into(),
+        Duration::from_secs(1),
+    )
+    .ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut reply = String::new();
+    stream.take(64 * 1024).read_to_string(&mut reply).ok()?;
+    let (head, body) = reply.split_once("\r\n\r\n")?;
+    (head.split(' ').nth(1) == Some("200")).then(|| body.to_string())
+}
+
+/// A static pod of busybox running `sleep`, for kubelet to make.
+pub fn sleeper_manifest(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: default\n\
+         spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: sleep\n    \
+         image: {IMAGE}\n    imagePullPolicy: Never\n    command: [\"/bin/sh\", \"-c\", \"sleep 3600\"]\n"
+    )
+}
