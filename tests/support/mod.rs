@@ -20,6 +20,9 @@
 //!   table of hundreds of KB before the bed's, an unprivileged user's
 //!   processes), built with every bed.
 //!
+//! - [`orphan_archive`]: a generated `check --from` archive of orphan
+//!   bundles, each with a mount.
+//!
 //! Below: helpers for the tests' nodectl reports.
 // Each test crate includes this module and uses a different part of it
 // (re-exports included).
@@ -33,6 +36,7 @@ mod kubelet_steps;
 mod leaked;
 mod line;
 mod neighbourhood;
+mod orphan_archive;
 mod orphan_shim;
 mod pod_resources;
 pub mod procs;
@@ -59,6 +63,7 @@ pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
 pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use neighbourhood::TenantShim;
+pub use orphan_archive::{orphan_id, write_orphan_archive, ARCHIVE_BUNDLES};
 pub use orphan_shim::OrphanShim;
 pub use pod_resources::PodResourcesServer;
 pub use procs::is_running;
