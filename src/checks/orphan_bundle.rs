@@ -7,20 +7,45 @@
 
 use serde_json::json;
 
-use crate::checks::shared::{has_record, shim_serves, short};
+use std::collections::HashSet;
+
+use crate::checks::shared::{served_ids, short, MountPoints, Records};
 use crate::model::{Basis, Bundle, Finding, Kind, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    let joins = Joins::of(snapshot);
     snapshot
         .bundles
         .values()
-        .filter_map(|bundle| orphan_bundle(snapshot, bundle))
+        .filter_map(|bundle| judge(snapshot, &joins, bundle))
         .collect()
 }
 
 /// The orphan-bundle finding for `bundle`, if it is one.
 pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
-    let (owned, basis) = has_record(snapshot, &snapshot.namespace, &bundle.id);
+    judge(snapshot, &Joins::of(snapshot), bundle)
+}
+
+/// What a bundle is judged against, each built once for every bundle:
+/// records by id, the ids shims serve, the mount points sorted.
+struct Joins<'a> {
+    records: Records<'a>,
+    served: HashSet<&'a str>,
+    mounts: MountPoints<'a>,
+}
+
+impl<'a> Joins<'a> {
+    fn of(snapshot: &'a Snapshot) -> Joins<'a> {
+        Joins {
+            records: Records::indexed(snapshot),
+            served: served_ids(snapshot),
+            mounts: MountPoints::of(snapshot),
+        }
+    }
+}
+
+fn judge(snapshot: &Snapshot, joins: &Joins, bundle: &Bundle) -> Option<Finding> {
+    let (owned, basis) = joins.records.has(&snapshot.namespace, &bundle.id);
     // Without the API the bundle itself counts as a record, so only
     // an API answer can orphan a bundle.
     if owned || basis == Basis::Disk {
@@ -33,16 +58,13 @@ pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
         || bundle
             .shim_pid
             .is_some_and(|pid| snapshot.unread_pids.contains(&pid))
-        || shim_serves(snapshot, &bundle.id)
-        || shim_serves(snapshot, group)
+        || joins.served.contains(bundle.id.as_str())
+        || joins.served.contains(group)
     {
         return None;
     }
     let pod = snapshot.names_of(&bundle.id);
-    let mounted = snapshot
-        .mounts
-        .iter()
-        .any(|m| m.path_as_given().starts_with(&bundle.path));
+    let mounted = joins.mounts.any_under(&bundle.path);
     Some(Finding {
         kind: Kind::OrphanBundle,
         severity: Severity::Warning,

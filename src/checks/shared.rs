@@ -1,7 +1,9 @@
 //! What several checks ask of a snapshot: which shim serves a container,
 //! whether containerd still holds a record of an id.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ops::Bound;
+use std::path::Path;
 
 use crate::model::{Basis, CniIndex, CriContainer, KubeletView, PodDir, Shim, Snapshot};
 
@@ -133,6 +135,27 @@ fn served(snapshot: &Snapshot) -> impl Iterator<Item = &str> {
         .iter()
         .filter(|s| s.serves(&snapshot.paths.address.path))
         .filter_map(|s| s.id.as_deref())
+}
+
+/// The mount points of a snapshot (as given), sorted once so that "is
+/// anything mounted under this directory" is a range query, not a search of
+/// every mount per directory (docs/performance.md, `check --from`).
+pub struct MountPoints<'a>(BTreeSet<&'a Path>);
+
+impl<'a> MountPoints<'a> {
+    pub fn of(snapshot: &'a Snapshot) -> MountPoints<'a> {
+        MountPoints(snapshot.mounts.iter().map(|m| m.path_as_given()).collect())
+    }
+
+    /// Whether a mount point starts with `dir` ([`Path::starts_with`], by
+    /// components). `Path` orders by components too, so the paths under
+    /// `dir` follow `dir` in one run: the first at or after it tells.
+    pub fn any_under(&self, dir: &Path) -> bool {
+        self.0
+            .range::<Path, _>((Bound::Included(dir), Bound::Unbounded))
+            .next()
+            .is_some_and(|point| point.starts_with(dir))
+    }
 }
 
 /// The first 13 characters of an id, as containerd's tools print it.

@@ -23,7 +23,9 @@
 //!   processes), built with every bed;
 //! - [`cluster`]: a real control plane and a kubelet registered as the
 //!   bed's node, built by `scripts/peers`;
-//! - [`nodectl_image`]: the DaemonSet's image, built with buildah.
+//! - [`nodectl_image`]: the DaemonSet's image, built with buildah;
+//! - [`orphan_archive`]: a generated `check --from` archive of orphan
+//!   bundles, each with a mount.
 //!
 //! Below: helpers for the tests' nodectl reports.
 // Each test crate includes this module and uses a different part of it
@@ -41,6 +43,7 @@ mod leaked;
 mod line;
 mod neighbourhood;
 pub mod nodectl_image;
+mod orphan_archive;
 mod orphan_shim;
 mod pod_resources;
 pub mod procs;
@@ -72,6 +75,7 @@ pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use neighbourhood::TenantShim;
 pub use nodectl_image::NODECTL_IMAGE;
+pub use orphan_archive::{orphan_id, write_orphan_archive, ARCHIVE_BUNDLES};
 pub use orphan_shim::OrphanShim;
 pub use pod_resources::PodResourcesServer;
 pub use procs::is_running;
