@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::model::Source;
+use crate::peers::containerd_config::{plugin_merge, Line, PluginMerge};
 use crate::read::bounded::{read_regular, Links};
 use crate::sources::SourceThread;
 
@@ -480,9 +481,23 @@ fn merge(
             netns_under_state_dir: f.netns_under_state_dir.unwrap_or(false),
         })
         .unwrap_or_default();
-    let cri = match (line_1x, line_2x) {
-        (true, false) => by_table,
-        (false, _) => by_key,
+    // Which lines could run these files, and how each merges CRI's table
+    // (peers::containerd_config::plugin_merge, by line).
+    let could_run = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)]
+        .into_iter()
+        .filter(|(could, _)| *could)
+        .map(|(_, line)| plugin_merge(line))
+        .collect::<BTreeSet<_>>();
+    let cri_by = |merge: PluginMerge| match merge {
+        PluginMerge::ReplaceTable => by_table.clone(),
+        PluginMerge::ByKey => by_key.clone(),
+    };
+    let cri = match (
+        could_run.contains(&PluginMerge::ReplaceTable),
+        could_run.contains(&PluginMerge::ByKey),
+    ) {
+        (true, false) => cri_by(PluginMerge::ReplaceTable),
+        (false, _) => cri_by(PluginMerge::ByKey),
         (true, true) => {
             if by_key != by_table {
                 problems.push((
@@ -506,7 +521,7 @@ fn merge(
 }
 
 /// The CRI settings nodectl uses, as one line merges them.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq, Clone)]
 struct CriSettings {
     snapshotter: Option<String>,
     cni_conf_dir: Option<String>,
