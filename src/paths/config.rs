@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::model::Source;
-use crate::peers::containerd_config::{plugin_merge, Line, PluginMerge};
+use crate::peers::containerd_config::{merges_of, Line};
 use crate::read::bounded::{read_regular, Links};
 use crate::sources::SourceThread;
 
@@ -481,23 +481,10 @@ fn merge(
             netns_under_state_dir: f.netns_under_state_dir.unwrap_or(false),
         })
         .unwrap_or_default();
-    // Which lines could run these files, and how each merges CRI's table
-    // (peers::containerd_config::plugin_merge, by line).
-    let could_run = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)]
-        .into_iter()
-        .filter(|(could, _)| *could)
-        .map(|(_, line)| plugin_merge(line))
-        .collect::<BTreeSet<_>>();
-    let cri_by = |merge: PluginMerge| match merge {
-        PluginMerge::ReplaceTable => by_table.clone(),
-        PluginMerge::ByKey => by_key.clone(),
-    };
-    let cri = match (
-        could_run.contains(&PluginMerge::ReplaceTable),
-        could_run.contains(&PluginMerge::ByKey),
-    ) {
-        (true, false) => cri_by(PluginMerge::ReplaceTable),
-        (false, _) => cri_by(PluginMerge::ByKey),
+    let lines = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)].map(|(c, l)| c.then_some(l));
+    let cri = match merges_of(lines.iter().flatten()) {
+        (true, false) => by_table,
+        (false, _) => by_key,
         (true, true) => {
             if by_key != by_table {
                 problems.push((
@@ -521,7 +508,7 @@ fn merge(
 }
 
 /// The CRI settings nodectl uses, as one line merges them.
-#[derive(Debug, Default, PartialEq, Clone)]
+#[derive(Debug, Default, PartialEq)]
 struct CriSettings {
     snapshotter: Option<String>,
     cni_conf_dir: Option<String>,

@@ -63,6 +63,16 @@ pub fn plugin_merge(line: Line) -> PluginMerge {
     }
 }
 
+/// Which merges the lines that could run a config use: (a plugin's table
+/// replaced whole by one of them, merged by key by one of them).
+pub fn merges_of<'a>(lines: impl IntoIterator<Item = &'a Line>) -> (bool, bool) {
+    let merges: Vec<PluginMerge> = lines.into_iter().map(|l| plugin_merge(*l)).collect();
+    (
+        merges.contains(&PluginMerge::ReplaceTable),
+        merges.contains(&PluginMerge::ByKey),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
