@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::model::Source;
+use crate::peers::containerd_config::{merges_of, Line};
 use crate::read::bounded::{read_regular, Links};
 use crate::sources::SourceThread;
 
@@ -480,7 +481,8 @@ fn merge(
             netns_under_state_dir: f.netns_under_state_dir.unwrap_or(false),
         })
         .unwrap_or_default();
-    let cri = match (line_1x, line_2x) {
+    let lines = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)].map(|(c, l)| c.then_some(l));
+    let cri = match merges_of(lines.iter().flatten()) {
         (true, false) => by_table,
         (false, _) => by_key,
         (true, true) => {

@@ -8,6 +8,7 @@
 //! branches spread through the readers. Where a rule differs between a
 //! peer's releases, the difference is a table keyed by the release, not an
 //! `if` in a reader.
+pub mod containerd_config;
 pub mod go_json;
 pub mod kubelet;
 pub mod libcni;
