@@ -19,15 +19,19 @@
 //! what a frozen containerd meets.
 
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use containerd_client::events::{ContainerDelete, SnapshotRemove, TaskDelete, TaskExit, TaskOom};
 use containerd_client::services::v1::events_client::EventsClient;
 use containerd_client::services::v1::SubscribeRequest;
+use containerd_client::types::Envelope;
 use prost::Message;
 use prost_types::Any;
+use tonic::codegen::tokio_stream::Stream;
 
 use crate::model::cri_status::UnixNanos;
 use crate::model::event::TOPICS;
@@ -161,22 +165,83 @@ async fn follow_stream(
         Err(status) => return Some(status_text(status)),
     };
     loop {
-        match events.message().await {
-            Ok(Some(envelope)) => {
-                let Some(any) = envelope.event else { continue };
-                let event = decode(
-                    &envelope.topic,
-                    &envelope.namespace,
-                    unix_nanos(envelope.timestamp.as_ref()),
-                    &any,
-                );
-                if !tell(StreamNews::Event(event)) {
-                    return None;
+        // Waits for the next event, then takes every one already here
+        // without waiting, then pauses: a flood is read in batches (one
+        // wake of this thread, and of the listener, per batch rather than
+        // per event); what comes meanwhile waits in the connection.
+        let next = events.message().await;
+        if let Some(ended) = tell_message(next, tell)? {
+            return Some(ended);
+        }
+        if let Some(ended) = tell_ready(&mut events, tell).await? {
+            return Some(ended);
+        }
+        tokio::time::sleep(READ_EVERY).await;
+    }
+}
+
+/// Tells every message `messages` holds ready, without waiting for one:
+/// `Some(None)` once none is, `Some(Some(why))` when the stream ended,
+/// `None` once the listener has gone.
+async fn tell_ready<S>(
+    messages: &mut S,
+    tell: &impl Fn(StreamNews) -> bool,
+) -> Option<Option<String>>
+where
+    S: Stream<Item = Result<Envelope, tonic::Status>> + Unpin,
+{
+    // A stream says "not ready" when this task's share of the runtime
+    // (tokio's cooperative budget) is spent, ready or not: a message is
+    // taken as none only when a fresh share finds none either.
+    let mut told = 0;
+    tokio::task::yield_now().await;
+    loop {
+        let ready =
+            std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *messages).poll_next(cx))).await;
+        match ready {
+            Poll::Pending if told == 0 => return Some(None),
+            Poll::Pending => {
+                told = 0;
+                tokio::task::yield_now().await;
+            }
+            Poll::Ready(None) => return Some(Some("containerd ended the stream".to_string())),
+            Poll::Ready(Some(message)) => {
+                told += 1;
+                if let Some(ended) = tell_message(message.map(Some), tell)? {
+                    return Some(Some(ended));
                 }
             }
-            Ok(None) => return Some("containerd ended the stream".to_string()),
-            Err(status) => return Some(status_text(status)),
         }
+    }
+}
+
+/// Events are read at most this often. Looks come seconds after an event
+/// (see `watch_state`), so the pause delays none; while it lasts, the
+/// connection's flow-control window (64 KiB, some 270 exits) holds what
+/// arrives: up to some 13,000 events a second are read in pace.
+pub const READ_EVERY: Duration = Duration::from_millis(20);
+
+/// Tells one message of the stream: `Some(None)` to go on, `Some(Some(why))`
+/// when the stream ended, `None` once the listener has gone.
+fn tell_message(
+    message: Result<Option<Envelope>, tonic::Status>,
+    tell: &impl Fn(StreamNews) -> bool,
+) -> Option<Option<String>> {
+    match message {
+        Ok(Some(envelope)) => {
+            let Some(any) = envelope.event else {
+                return Some(None);
+            };
+            let event = decode(
+                &envelope.topic,
+                &envelope.namespace,
+                unix_nanos(envelope.timestamp.as_ref()),
+                &any,
+            );
+            tell(StreamNews::Event(event)).then_some(None)
+        }
+        Ok(None) => Some(Some("containerd ended the stream".to_string())),
+        Err(status) => Some(Some(status_text(status))),
     }
 }
 
@@ -272,6 +337,61 @@ mod tests {
             (event.topic.as_str(), event.container_id),
             ("/tasks/exit", None)
         );
+    }
+
+    #[test]
+    fn every_event_ready_is_told_at_once_and_none_is_waited_for() {
+        use tokio_stream::StreamExt;
+        let exit = |n: u32| Envelope {
+            topic: "/tasks/exit".into(),
+            namespace: "k8s.io".into(),
+            event: Some(Any {
+                type_url: "containerd.events.TaskExit".into(),
+                value: TaskExit {
+                    container_id: format!("c{n}"),
+                    ..TaskExit::default()
+                }
+                .encode_to_vec(),
+            }),
+            ..Envelope::default()
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // The timeouts are made inside the runtime.
+        let _inside = runtime.enter();
+        let told = std::sync::Mutex::new(Vec::new());
+        let teller = |news| {
+            if let StreamNews::Event(event) = news {
+                told.lock().unwrap().push(event.container_id.unwrap());
+            }
+            true
+        };
+        let within = Duration::from_secs(5);
+        // 500 events arrived together, then a containerd that says nothing
+        // more: all 500 told, in order, and the batch ends without waiting.
+        let ready: Vec<Result<Envelope, tonic::Status>> = (0..500).map(|n| Ok(exit(n))).collect();
+        let mut quiet = tokio_stream::iter(ready.clone()).chain(tokio_stream::pending());
+        let went = runtime.block_on(tokio::time::timeout(
+            within,
+            tell_ready(&mut quiet, &teller),
+        ));
+        assert_eq!(went, Ok(Some(None)));
+        let ids: Vec<String> = (0..500).map(|n| format!("c{n}")).collect();
+        assert_eq!(*told.lock().unwrap(), ids);
+        // A stream that ends after them says so.
+        told.lock().unwrap().clear();
+        let mut ending = tokio_stream::iter(ready);
+        let went = runtime.block_on(tokio::time::timeout(
+            within,
+            tell_ready(&mut ending, &teller),
+        ));
+        assert_eq!(
+            went,
+            Ok(Some(Some("containerd ended the stream".to_string())))
+        );
+        assert_eq!(told.lock().unwrap().len(), 500);
     }
 
     #[test]

@@ -34,7 +34,7 @@ use nodectl::cli::{Cli, Command};
 use nodectl::commands::cpu_used;
 use nodectl::commands::watch::{self, Teller};
 use nodectl::model::Event;
-use nodectl::sources::events::StreamNews;
+use nodectl::sources::events::{self, StreamNews};
 
 const TARGET_CORE_PERCENT: f64 = 2.0;
 const TARGET_MIB: f64 = 40.0;
@@ -53,6 +53,10 @@ struct Options {
     seconds: u64,
     warmup: u64,
     report: Option<PathBuf>,
+    /// Forged exits (of ids no store holds) instead of the node's churn.
+    forged: bool,
+    /// Events told together, as the stream reads them (`0`: one at a time).
+    batch: Duration,
     watch: Vec<String>,
 }
 
@@ -64,6 +68,8 @@ fn options() -> Result<Options, String> {
         seconds: 60,
         warmup: 10,
         report: None,
+        forged: false,
+        batch: events::READ_EVERY,
         watch: Vec::new(),
     };
     while let Some(arg) = args.next() {
@@ -78,6 +84,11 @@ fn options() -> Result<Options, String> {
                 options.warmup = value()?.parse().map_err(|e| format!("--warmup: {e}"))?
             }
             "--report" => options.report = Some(value()?.into()),
+            "--forged" => options.forged = true,
+            "--batch-ms" => {
+                let ms = value()?.parse().map_err(|e| format!("--batch-ms: {e}"))?;
+                options.batch = Duration::from_millis(ms);
+            }
             "--" => {
                 options.watch = args.by_ref().collect();
                 break;
@@ -88,7 +99,7 @@ fn options() -> Result<Options, String> {
     if options.node.as_os_str().is_empty()
         || options.watch.first().map(String::as_str) != Some("watch")
     {
-        return Err("usage: watch_replay --node DIR [--rate N] [--seconds S] [--warmup S] [--report FILE] -- watch ARGS".into());
+        return Err("usage: watch_replay --node DIR [--rate N] [--seconds S] [--warmup S] [--report FILE] [--forged] [--batch-ms MS] -- watch ARGS".into());
     }
     Ok(options)
 }
@@ -108,29 +119,55 @@ fn container_ids(node: &Path) -> Vec<String> {
     ids
 }
 
-/// Replays the end of one container after another, `rate` events a second,
-/// until `watch` ends.
-fn replay(ids: Vec<String>, rate: u32) -> watch::Replay {
+/// The `n`th event: the end of one container after another (its exit,
+/// its task's delete, its record's and its snapshot's removal), or with
+/// `forged` an init exit of an id no store holds, a new one each time.
+fn nth_event(ids: &[String], forged: bool, n: u64) -> Event {
+    if forged {
+        let id = format!("{n:064x}");
+        return Event {
+            topic: "/tasks/exit".into(),
+            namespace: "k8s.io".into(),
+            container_id: Some(id.clone()),
+            exec_id: Some(id),
+            pid: Some(4_000_000),
+            exit_status: Some(137),
+            ..Event::default()
+        };
+    }
+    let id = &ids[(n / CHURN.len() as u64) as usize % ids.len()];
+    let topic = CHURN[n as usize % CHURN.len()];
+    Event {
+        topic: topic.into(),
+        namespace: "k8s.io".into(),
+        container_id: (topic != "/snapshot/remove").then(|| id.clone()),
+        exec_id: (topic == "/tasks/exit").then(|| id.clone()),
+        ..Event::default()
+    }
+}
+
+/// Replays `rate` events a second until `watch` ends, told as the stream
+/// tells them: every `batch`, what arrived meanwhile (the stream reads at
+/// most every `events::READ_EVERY`), or one at a time with a `batch` of 0.
+fn replay(ids: Vec<String>, rate: u32, forged: bool, batch: Duration) -> watch::Replay {
     Box::new(move |tell: Teller| {
         if !tell(StreamNews::Up) {
             return;
         }
         let every = Duration::from_secs(1) / rate.max(1);
         let start = Instant::now();
-        for n in 0u64.. {
-            let id = &ids[(n / CHURN.len() as u64) as usize % ids.len()];
-            let topic = CHURN[n as usize % CHURN.len()];
-            let event = Event {
-                topic: topic.into(),
-                namespace: "k8s.io".into(),
-                container_id: (topic != "/snapshot/remove").then(|| id.clone()),
-                exec_id: (topic == "/tasks/exit").then(|| id.clone()),
-                ..Event::default()
-            };
-            if !tell(StreamNews::Event(event)) {
-                return;
+        let mut n = 0u64;
+        loop {
+            // Every event due by now, at once.
+            let mut told = false;
+            while start + every * (n as u32) <= Instant::now() || !told {
+                if !tell(StreamNews::Event(nth_event(&ids, forged, n))) {
+                    return;
+                }
+                n += 1;
+                told = true;
             }
-            let next = start + every * (n as u32 + 1);
+            let next = (start + every * (n as u32)).max(Instant::now() + batch);
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
         }
     })
@@ -164,7 +201,11 @@ fn main() -> ExitCode {
         let _ = raise(Signal::SIGTERM);
         (used, took)
     });
-    let status = watch::run_replaying(&cli.global, args, replay(ids, options.rate));
+    let status = watch::run_replaying(
+        &cli.global,
+        args,
+        replay(ids, options.rate, options.forged, options.batch),
+    );
     let (used, took) = measured.join().expect("the measuring thread");
     let peak_kib = getrusage(UsageWho::RUSAGE_SELF)
         .map(|u| u.max_rss())
@@ -179,10 +220,14 @@ fn main() -> ExitCode {
         }
     };
     let text = format!(
-        "`watch` fed {} events/s (a container's exit, task delete, record and snapshot \
-         removal in turn) on {} containers: {:.2} s of CPU in {:.0} s after a {} s warm-up, \
+        "`watch` fed {} events/s ({}) on {} containers: {:.2} s of CPU in {:.0} s after a {} s warm-up, \
          {:.2} % of one core: {}; peak RSS {:.1} MiB: {}; watch {}.\n",
         options.rate,
+        if options.forged {
+            "forged init exits of ids no store holds"
+        } else {
+            "a container's exit, task delete, record and snapshot removal in turn"
+        },
         containers,
         used.as_secs_f64(),
         took.as_secs_f64(),
