@@ -187,9 +187,18 @@ fn nodectl(args: &[&str]) -> Output {
 /// Other containerd daemons on the machine (not ours, not a shim's
 /// `containerd publish`).
 fn other_containerds(ours: i32) -> Vec<i32> {
+    // Only those in this process's pid and mount namespaces: nodectl takes
+    // no containerd of another (a test's own pid namespace, where the
+    // real-cluster and DaemonSet tests run theirs) for the daemon.
+    let ns = |pid: &str, kind: &str| fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok();
+    let here = (ns("self", "pid"), ns("self", "mnt"));
     support::procs::pids()
         .into_iter()
         .filter(|&pid| pid != ours && support::is_running(pid))
+        .filter(|&pid| {
+            let pid = pid.to_string();
+            (ns(&pid, "pid"), ns(&pid, "mnt")) == here
+        })
         .filter(|&pid| {
             fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "containerd")
         })
