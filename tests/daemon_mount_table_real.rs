@@ -122,9 +122,6 @@ impl Drop for SplitNamespace {
     }
 }
 
-/// Set in the copy of a test run in a pid namespace of its own.
-const IN_OWN_PID_NAMESPACE: &str = "NODECTL_TEST_IN_OWN_PID_NAMESPACE";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another() {
     let test = "a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another";
@@ -133,17 +130,7 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
     // namespace it then proves none and acts on nothing. So the test runs
     // again as a child of a pid namespace's init, a shell that stands for
     // the host (readable, its mount namespace the bed's).
-    if std::env::var_os(IN_OWN_PID_NAMESPACE).is_none() {
-        let mut launcher = Command::new("unshare");
-        launcher
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-            .args(["sh", "-c", r#""$@"; exit $?"#, "sh"]);
-        support::run_again_inside(
-            launcher,
-            test,
-            IN_OWN_PID_NAMESPACE,
-            "in its own pid namespace",
-        );
+    if !support::in_own_pid_namespace(test, false) {
         return;
     }
     let Some(bed) = TestBed::start(test).await else {

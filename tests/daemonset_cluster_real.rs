@@ -134,9 +134,6 @@ fn samples(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Set in the copy of the test run in a pid namespace of its own.
-const IN_OWN_PID_NAMESPACE: &str = "NODECTL_TEST_IN_OWN_PID_NAMESPACE";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
     let name = "the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does";
@@ -145,25 +142,7 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
     // PID 1 cannot be read, so the whole node (containerd, the control
     // plane, kubelet and its pods) runs in a pid namespace of the test's
     // own, whose init (a shell, readable) stands for the host's.
-    if std::env::var_os(IN_OWN_PID_NAMESPACE).is_none() {
-        let mut launcher = std::process::Command::new("unshare");
-        launcher
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-            // Its mounts shared, as systemd makes a host's (unshare made
-            // them private): the DaemonSet's HostToContainer mounts need a
-            // shared or slave source.
-            .args([
-                "sh",
-                "-c",
-                r#"mount --make-rshared / && "$@"; exit $?"#,
-                "sh",
-            ]);
-        support::run_again_inside(
-            launcher,
-            name,
-            IN_OWN_PID_NAMESPACE,
-            "in its own pid namespace",
-        );
+    if !support::in_own_pid_namespace(name, true) {
         return;
     }
     let Some(bed) = TestBed::start_networked(TEST).await else {

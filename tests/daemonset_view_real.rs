@@ -44,10 +44,6 @@ use support::{procs, TestBed};
 
 const TEST: &str = "daemonset_view_real";
 
-/// Set in the copy of this test binary that runs in a pid namespace of its
-/// own.
-const IN_OWN_PID_NAMESPACE: &str = "NODECTL_TEST_IN_OWN_PID_NAMESPACE";
-
 /// The kinds planted, each of which both views must report.
 const PLANTED: [&str; 7] = [
     "leaked-ip",
@@ -387,26 +383,7 @@ fn blind_never_clear(what: &str, metrics: &str, source: &str, kinds: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_gap() {
     const NAME: &str = "the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_gap";
-    if std::env::var_os(IN_OWN_PID_NAMESPACE).is_none() {
-        // PID 1 there is a shell that waits for the test (and reaps the
-        // shims reparented to it). Its mounts shared, as systemd makes a
-        // host's (unshare made them private first: no peer of the
-        // machine's), so that a pod's HostToContainer mounts follow them.
-        let mut launcher = std::process::Command::new("unshare");
-        launcher
-            .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
-            .args([
-                "sh",
-                "-c",
-                r#"mount --make-rshared / && "$@"; exit $?"#,
-                "sh",
-            ]);
-        support::run_again_inside(
-            launcher,
-            NAME,
-            IN_OWN_PID_NAMESPACE,
-            "in its own pid namespace",
-        );
+    if !support::in_own_pid_namespace(NAME, true) {
         return;
     }
     let started = std::time::Instant::now();

@@ -239,15 +239,7 @@ impl Cluster {
         let args = ["addr", "add", &address, "dev", "lo"];
         let mut command = self.in_netns("ip");
         command.args(args);
-        let out = run_bounded(&mut command, Duration::from_secs(10))?;
-        match out.status.success() {
-            true => Ok(()),
-            false => Err(format!(
-                "ip {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            )),
-        }
+        succeeded(&mut command, "ip", &args, Duration::from_secs(10))
     }
 
     /// A command run in containerd's network namespace.
@@ -262,19 +254,10 @@ impl Cluster {
 
     fn certificates(&self) -> Result<(), String> {
         let pki = &self.pki;
-        let openssl = |args: &[&str]| -> Result<(), String> {
-            let out = run_bounded(
-                Command::new("openssl").args(args).current_dir(pki),
-                Duration::from_secs(60),
-            )?;
-            match out.status.success() {
-                true => Ok(()),
-                false => Err(format!(
-                    "openssl {}: {}",
-                    args.join(" "),
-                    String::from_utf8_lossy(&out.stderr)
-                )),
-            }
+        let openssl = |args: &[&str]| {
+            let mut command = Command::new("openssl");
+            command.args(args).current_dir(pki);
+            succeeded(&mut command, "openssl", args, Duration::from_secs(60))
         };
         openssl(&[
             "req",
@@ -555,6 +538,25 @@ impl Cluster {
                 }
             }
         }
+    }
+}
+
+/// Runs `command` (`program args`, as a failure names it) within `limit`;
+/// its stderr when it fails.
+fn succeeded(
+    command: &mut Command,
+    program: &str,
+    args: &[&str],
+    limit: Duration,
+) -> Result<(), String> {
+    let out = run_bounded(command, limit)?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(format!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        )),
     }
 }
 

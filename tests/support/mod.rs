@@ -571,6 +571,37 @@ pub fn archive_files(path: &Path) -> Vec<(String, Vec<u8>, u32)> {
         .collect()
 }
 
+/// Set in the copy of a test run by [`in_own_pid_namespace`].
+const IN_OWN_PID_NAMESPACE: &str = "NODECTL_TEST_IN_OWN_PID_NAMESPACE";
+
+/// Whether this is the copy of test `name` that runs in a pid namespace of
+/// its own, as a child of that namespace's init: a shell that stands for
+/// the host (nodectl proves daemons by PID 1's namespaces, and this
+/// machine's PID 1 cannot be read). If it is not, runs that copy, asserts
+/// it passed, and says false. With `shared_mounts` the init first makes
+/// its mounts rshared, as systemd makes a host's (unshare made them
+/// private): a pod's `HostToContainer` mounts need a shared source.
+pub fn in_own_pid_namespace(name: &str, shared_mounts: bool) -> bool {
+    if std::env::var_os(IN_OWN_PID_NAMESPACE).is_some() {
+        return true;
+    }
+    let script = match shared_mounts {
+        true => r#"mount --make-rshared / && "$@"; exit $?"#,
+        false => r#""$@"; exit $?"#,
+    };
+    let mut launcher = Command::new("unshare");
+    launcher
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+        .args(["sh", "-c", script, "sh"]);
+    run_again_inside(
+        launcher,
+        name,
+        IN_OWN_PID_NAMESPACE,
+        "in its own pid namespace",
+    );
+    false
+}
+
 /// Runs the test `name` of this test binary again, alone, through
 /// `launcher` (the way into namespaces of its own: `unshare`, `nsenter`),
 /// with `marker` set in its environment for the copy to know where it is,
