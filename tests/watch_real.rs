@@ -644,9 +644,18 @@ async fn watch_tells_a_leaked_shim_within_15_s_of_its_sandbox_s_removal() {
         is(l, "found", "leaked-shim", &victim.sandbox_id)
     });
     let Some((told, line)) = found else {
+        // What a look of its own sees now: whether the recipe leaked the
+        // shim at all, and whether the daemon is provable.
+        let check = bed.nodectl(&["check", "-o", "json"]);
+        let seen: String = String::from_utf8_lossy(&check.stdout)
+            .chars()
+            .take(4000)
+            .collect();
         panic!(
-            "{}: no leaked shim told within 30 s of the removal: {:?} {:?}",
+            "{}: no leaked shim told within 30 s of the removal (shim {shim} running: {}; \
+             `check` now: {seen}): {:?} {:?}",
             bed.containerd_version(),
+            support::is_running(shim),
             out.all(Duration::ZERO),
             err.all(Duration::ZERO)
         )

@@ -111,12 +111,21 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                     }
                 };
                 let proven = replaying || proves_the_daemon(&report);
-                if streaming && !proven && watched.heeding() {
-                    say(
-                        global,
-                        "the look did not prove the daemon at the socket: its events are held \
-                         until one does",
-                    );
+                if streaming && !proven {
+                    let was_heeding = watched.heeding();
+                    let wait = watched.reprove_soon(Instant::now());
+                    if was_heeding {
+                        say(
+                            global,
+                            &format!(
+                                "the look did not prove the daemon at the socket ({}): its \
+                                 events are held until one does; looking again in {} s, then \
+                                 less often",
+                                inert::shown(&why_unproven(&report)),
+                                wait.as_secs()
+                            ),
+                        );
+                    }
                 }
                 watched.heed(proven);
                 if let Some(daemon) = report.paths.process.as_ref().filter(|_| proven) {
@@ -260,6 +269,14 @@ fn subscribe(
 /// that root and state are that daemon's own.
 pub fn proves_the_daemon(report: &Report) -> bool {
     report.paths.process.is_some() && report.paths.unproven.is_empty()
+}
+
+/// Why [`proves_the_daemon`] said no, in the look's own words.
+fn why_unproven(report: &Report) -> String {
+    match report.paths.process {
+        None => "no containerd process was found serving it".to_string(),
+        Some(_) => report.paths.unproven.join("; "),
+    }
 }
 
 fn on_signal(tell: mpsc::Sender<Heard>) -> io::Result<()> {

@@ -127,7 +127,18 @@ pub struct Watched {
     not_before: Option<Instant>,
     /// What stuck exits looked like while they were stuck.
     recorder: Recorder,
+    /// The wait before the last look that was called to prove the daemon
+    /// again; `None` once one did.
+    reprove_wait: Option<Duration>,
 }
+
+/// The first wait before a look that tries again to prove the daemon whose
+/// events are held; it doubles up to [`REPROVE_MOST`]. A containerd just
+/// restarted may not be provable for a moment (its socket up before its
+/// state is), and everything heard meanwhile, a pod's removal among it,
+/// waits on the proof: not on the next `--interval`, minutes away.
+pub const REPROVE_FIRST: Duration = Duration::from_secs(1);
+pub const REPROVE_MOST: Duration = Duration::from_secs(30);
 
 impl Watched {
     /// Whether the last look proved the daemon whose stream is heard; once
@@ -136,6 +147,7 @@ impl Watched {
     pub fn heed(&mut self, proven: bool) {
         self.heeding = proven;
         if proven {
+            self.reprove_wait = None;
             for (event, heard) in std::mem::take(&mut self.held) {
                 self.heard(&event, heard);
             }
@@ -144,6 +156,18 @@ impl Watched {
 
     pub fn heeding(&self) -> bool {
         self.heeding
+    }
+
+    /// A look ending at `now` did not prove the daemon while its stream is
+    /// heard: the next look is due after [`REPROVE_FIRST`], doubling with
+    /// each such look to [`REPROVE_MOST`]. Returns the wait.
+    pub fn reprove_soon(&mut self, now: Instant) -> Duration {
+        let wait = self
+            .reprove_wait
+            .map_or(REPROVE_FIRST, |last| (last * 2).min(REPROVE_MOST));
+        self.reprove_wait = Some(wait);
+        self.due.insert(now + wait);
+        wait
     }
 
     /// Notes `event`, heard at `now`, and the looks it calls for (held
@@ -314,6 +338,25 @@ mod tests {
             exec_id: Some(id.into()),
             ..Event::default()
         }
+    }
+
+    #[test]
+    fn a_look_that_did_not_prove_the_daemon_is_followed_soon_by_one_that_tries_again() {
+        let mut watched = heeding();
+        let now = Instant::now();
+        watched.heed(false);
+        assert_eq!(watched.reprove_soon(now), REPROVE_FIRST);
+        assert!(!watched.take_due(now));
+        assert!(watched.take_due(now + REPROVE_FIRST));
+        // Each failed proof waits twice as long, up to the most.
+        let waits: Vec<Duration> = (0..8).map(|_| watched.reprove_soon(now)).collect();
+        assert_eq!(waits[0], REPROVE_FIRST * 2);
+        assert_eq!(waits[1], REPROVE_FIRST * 4);
+        assert_eq!(waits.last(), Some(&REPROVE_MOST));
+        // A proof starts over, and releases what was held.
+        watched.heed(true);
+        watched.heed(false);
+        assert_eq!(watched.reprove_soon(now), REPROVE_FIRST);
     }
 
     #[test]
