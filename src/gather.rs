@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::model::{
-    ContainerdVersion, ContainerdView, CriView, Gap, Paths, Snapshot, SnapshotterView, Source,
-    Suspects, CRI_NAMESPACE,
+    CniView, ContainerdVersion, ContainerdView, CriView, Gap, NetworksFrom, Paths, Snapshot,
+    SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
 use crate::sources::proc_scan::ProcScan;
 use files::FileSources;
@@ -104,6 +104,57 @@ impl GatherOptions {
     }
 }
 
+/// Settles which networks CRI loads. CRI's own word first: what the
+/// proven daemon's CRI says it loaded (`Status(verbose)`); its conf dir and
+/// max_conf_num when they are not those read (containerd's config read
+/// apart from how CRI merged it) are read again, within the deadline, and
+/// the first reading's CNI gaps, of a directory CRI does not use, dropped.
+/// Without its word, the files as the libcni of containerd's `version`
+/// reads them, and the view says why.
+fn settle_cni(
+    read: Option<CniView>,
+    cri: Option<&CriView>,
+    paths: &Paths,
+    options: &GatherOptions,
+    version: Option<&str>,
+    (deadline, started): (Instant, Instant),
+    gaps: &mut Vec<Gap>,
+) -> Option<CniView> {
+    let mut view = read?;
+    // CRI's word is the daemon's own whether or not its root and state are
+    // proven (those decide what may be acted on, not what CRI loaded).
+    let told = match cri {
+        Some(cri) => cri.cni_config.as_ref().ok_or_else(|| {
+            cri.cni_config_unread
+                .clone()
+                .unwrap_or_else(|| "CRI did not say".to_string())
+        }),
+        None => Err("CRI was not asked".to_string()),
+    };
+    let told = match told {
+        Ok(told) => told,
+        Err(why) => {
+            cni::settle(&mut view, version, gaps);
+            view.networks_from = NetworksFrom::Files { why };
+            return Some(view);
+        }
+    };
+    let max_conf_num = paths.cni_max_conf_num.unwrap_or(cni::DEFAULT_MAX_CONF_NUM);
+    if view.conf_dir != told.conf_dir || max_conf_num != told.max_conf_num {
+        let mut cris = paths.clone();
+        cris.cni_conf_dir = Some(told.conf_dir.clone());
+        cris.cni_max_conf_num = Some(told.max_conf_num);
+        let proc_root = options.proc_root.clone();
+        let again = SourceThread::spawn(cni::SOURCE, &told.conf_dir, move |gaps| {
+            cni::read_configured(&cris, &proc_root, gaps)
+        });
+        gaps.retain(|gap| gap.source != cni::SOURCE);
+        view = again.wait(deadline, started, gaps)?;
+    }
+    cni::settle_by_cri(&mut view, told, gaps);
+    Some(view)
+}
+
 /// Reads the node, in four steps: the file sources start, each on a thread
 /// of its own; procfs is scanned once CRI's status files are read; the
 /// other files are waited for; then the APIs are asked. Status files are
@@ -161,10 +212,15 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
-    // Which networks CRI loads depends on the libcni its line vendors.
-    if let Some(cni) = files.cni.as_mut() {
-        cni::settle(cni, containerd_version.version.as_deref(), &mut gaps);
-    }
+    files.cni = settle_cni(
+        files.cni.take(),
+        cri.as_ref(),
+        &paths,
+        options,
+        containerd_version.version.as_deref(),
+        (deadline, started),
+        &mut gaps,
+    );
     pods.join_kubelet_word(deadline, started, &mut gaps);
     pods.narrow(
         containerd.as_ref(),

@@ -62,6 +62,10 @@ pub struct Report {
     /// host-local holds.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pod_addresses: Vec<crate::model::AddressUse>,
+    /// `check`, `leaked-ips`: whose word the networks judged are, CRI's
+    /// own or the config files' (and why CRI's was not taken).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cni_networks_from: Option<crate::model::NetworksFrom>,
 }
 
 impl Report {
@@ -91,6 +95,7 @@ impl Report {
             api_calls: Vec::new(),
             shims: None,
             pod_addresses: Vec::new(),
+            cni_networks_from: None,
         }
     }
 

@@ -262,6 +262,7 @@ mod tests {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             attachments: Vec::new(),
             pending: Vec::new(),
+            networks_from: Default::default(),
             cri_networks: vec!["pods".to_string()],
             networks: vec![CniNetwork {
                 name: "pods".to_string(),

@@ -80,6 +80,7 @@ fn judged(first: Snapshot, second: Option<Snapshot>, args: &CheckArgs) -> Report
         .as_ref()
         .map(|cni| cni.address_use())
         .unwrap_or_default();
+    report.cni_networks_from = first.cni.as_ref().map(|cni| cni.networks_from.clone());
     super::free_in_background((first, second));
     report
 }

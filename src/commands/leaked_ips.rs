@@ -32,8 +32,10 @@ pub fn run(global: &GlobalArgs, args: &LeakedIpsArgs) -> anyhow::Result<Report> 
         cleanups = release_ip::run(&snapshot, &settings, args.yes, regather);
     }
     let pod_addresses = snapshot.cni.as_ref().map(|cni| cni.address_use());
+    let networks_from = snapshot.cni.as_ref().map(|cni| cni.networks_from.clone());
     let mut report = super::leak_report("leaked-ips", global, paths, findings, snapshot);
     report.pod_addresses = pod_addresses.unwrap_or_default();
+    report.cni_networks_from = networks_from;
     report.cleanups = cleanups;
     Ok(report)
 }

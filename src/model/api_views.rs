@@ -243,6 +243,12 @@ pub struct CriView {
     /// or no such condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<CriCondition>,
+    /// Its CNI setup, from the same Status (verbose), asked only of the
+    /// proven daemon; or why there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni_config: Option<crate::model::CriCniConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cni_config_unread: Option<String>,
     #[serde(serialize_with = "bare_calls", deserialize_with = "cri_calls")]
     pub calls: Vec<ApiCall>,
 }

@@ -45,6 +45,47 @@ pub struct CniView {
     /// (`sources::cni::settle`): never recorded.
     #[serde(skip)]
     pub pending: Vec<PendingLoad>,
+    /// Whose word [`CniView::cri_networks`] is: CRI's own, or the files'.
+    #[serde(default)]
+    pub networks_from: NetworksFrom,
+}
+
+/// Where the networks CRI loads were taken from. CRI's `Status(verbose)`
+/// says which it loaded (go-cni's `GetConfig`); the config files, read as
+/// the line's libcni reads them, are the fallback when it does not say.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "from")]
+pub enum NetworksFrom {
+    /// CRI's answer, over a connection whose peer is the proven daemon;
+    /// the conf dir it names (read again when the config names another).
+    Cri {
+        #[serde(with = "crate::model::path_json")]
+        conf_dir: PathBuf,
+    },
+    /// The files of the conf dir: CRI did not say, for `why`.
+    Files { why: String },
+    /// A recording made before nodectl told.
+    #[default]
+    Unrecorded,
+}
+
+/// What CRI's `Status(verbose)` reports of its CNI setup (`cniconfig`,
+/// go-cni's `ConfigResult`): its conf dir and the networks it loaded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriCniConfig {
+    #[serde(with = "crate::model::path_json")]
+    pub conf_dir: PathBuf,
+    pub max_conf_num: i64,
+    /// Every network but go-cni's loopback, in CRI's order.
+    pub networks: Vec<CriNetwork>,
+}
+
+/// One network CRI loaded: the name host-local keys its store by, and the
+/// IPAM type of each plugin of its chain that has one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriNetwork {
+    pub name: String,
+    pub ipam_types: Vec<String>,
 }
 
 /// What go-cni makes of a `conf_dir` under one libcni's rules.

@@ -38,7 +38,10 @@ pub use api_views::{
 };
 pub use cgroups::{CgroupView, KubeletSetting, PodCgroup};
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
-pub use cni::{AddressUse, CachedAttachment, CniIndex, CniNetwork, CniView, IpReservation};
+pub use cni::{
+    AddressUse, CachedAttachment, CniIndex, CniNetwork, CniView, CriCniConfig, CriNetwork,
+    IpReservation, NetworksFrom,
+};
 pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};
 pub use event::Event;
 pub use finding::{Basis, Finding, Kind, Severity};

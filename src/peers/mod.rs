@@ -1,6 +1,7 @@
 //! How each peer reads its own files, as data beside the upstream function
 //! each rule cites: containerd's config by release line, kubelet's flags and
-//! config files, libcni's network files.
+//! config files, libcni's network files, and what CRI's own answer says of
+//! its networks.
 //!
 //! Pure rules over text already read (no file, process or socket is opened
 //! here): `paths/` and `sources/` read the bytes, bounded, and hand them to
@@ -9,6 +10,8 @@
 //! peer's releases, the difference is a table keyed by the release, not an
 //! `if` in a reader.
 pub mod containerd_config;
+pub mod cri_cni;
 pub mod go_json;
+pub mod host_local;
 pub mod kubelet;
 pub mod libcni;

@@ -9,6 +9,7 @@
 //! plugin is executed.
 
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::net::IpAddr;
@@ -18,8 +19,12 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::model::cni::{PendingLoad, CNI_LOOPBACK, DEFAULT_CNI_CONF_DIR};
-use crate::model::{CachedAttachment, CniNetwork, CniView, Gap, IpReservation, Paths, Source};
-use crate::peers::libcni::{self, ConfFile, GoJson, Rules};
+use crate::model::{
+    CachedAttachment, CniNetwork, CniView, CriCniConfig, Gap, IpReservation, NetworksFrom, Paths,
+    Source,
+};
+use crate::peers::host_local;
+use crate::peers::libcni::{self, ConfFile, Rules};
 use crate::read::bounded::{read_regular, Links};
 use crate::read::deadline::reading;
 use crate::read::listed::{ListedDir, MOVED_AWAY};
@@ -38,6 +43,8 @@ const CONF_BYTES_BUDGET: u64 = 64 << 20;
 const RESERVATION_LIMIT: u64 = 4096;
 /// A cached CNI result: the config and the result, some KiB.
 const RESULT_LIMIT: u64 = 1 << 20;
+/// The IPAM plugin whose store nodectl reads.
+const HOST_LOCAL: &str = "host-local";
 /// libcni's cache of results (its default `CacheDir`, which CRI keeps).
 pub const RESULT_CACHE: &str = "/var/lib/cni/results";
 
@@ -191,7 +198,7 @@ pub fn read(
                 name: network.name.clone(),
                 conf_file: file.clone(),
                 store,
-                capacity: capacity(ipam),
+                capacity: host_local::capacity(ipam),
                 reservations: Vec::new(),
                 loaded_by_cri: false,
             };
@@ -339,68 +346,42 @@ pub fn settle(view: &mut CniView, version: Option<&str>, gaps: &mut Vec<Gap>) {
     }
 }
 
+/// Settles which networks CRI loads by CRI's own word, `told` (its
+/// `Status(verbose)`, from the proven daemon; `view` read from the conf dir
+/// it names): the networks it names are CRI's, whatever libcni's rules
+/// would make of the files. host-local's store is keyed by the network's
+/// name, so each is the first file of the directory of that name. A network
+/// CRI loaded with host-local IPAM that no file read names is a gap: its
+/// addresses are not judged.
+pub fn settle_by_cri(view: &mut CniView, told: &CriCniConfig, gaps: &mut Vec<Gap>) {
+    view.pending.clear();
+    view.cri_networks = told.networks.iter().map(|n| n.name.clone()).collect();
+    let mut judged: HashSet<String> = HashSet::new();
+    for network in &mut view.networks {
+        network.loaded_by_cri =
+            view.cri_networks.contains(&network.name) && judged.insert(network.name.clone());
+    }
+    for network in &told.networks {
+        let host_local = network.ipam_types.iter().any(|t| t == HOST_LOCAL);
+        if host_local && !judged.contains(&network.name) {
+            gaps.push(Gap::item(
+                SOURCE,
+                &view.conf_dir,
+                format!(
+                    "CRI says it loaded the network {:?} with host-local IPAM, and no config \
+                     file nodectl read there names it: its addresses are not judged",
+                    network.name
+                ),
+            ));
+        }
+    }
+    view.networks_from = NetworksFrom::Cri {
+        conf_dir: told.conf_dir.clone(),
+    };
+}
+
 /// CRI's `max_conf_num` when its config leaves it unset.
 pub const DEFAULT_MAX_CONF_NUM: i64 = 1;
-
-/// How many addresses host-local can give out: per range, from
-/// `rangeStart` (default: the subnet's first host) to `rangeEnd` (default:
-/// its last, the broadcast address excluded for IPv4), less the gateway
-/// (default: the first host) when it falls inside. `None` when a range
-/// cannot be read. Its keys as host-local's Go structs read them (any
-/// case, the last).
-fn capacity(ipam: &GoJson) -> Option<u64> {
-    let ranges: Vec<&GoJson> = match ipam.last_field("ranges") {
-        Some(GoJson::Array(sets)) => sets
-            .iter()
-            .flat_map(|set| match set {
-                GoJson::Array(ranges) => ranges.iter().collect(),
-                _ => Vec::new(),
-            })
-            .collect(),
-        // The older form: one range, in the IPAM section itself.
-        None if ipam.string_field("subnet").is_some() => vec![ipam],
-        _ => return None,
-    };
-    ranges
-        .iter()
-        .map(|range| range_size(range))
-        .sum::<Option<u128>>()
-        .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
-}
-
-fn range_size(range: &GoJson) -> Option<u128> {
-    let (address, prefix) = range.string_field("subnet")?.split_once('/')?;
-    let address: IpAddr = address.parse().ok()?;
-    let prefix: u32 = prefix.parse().ok()?;
-    let (bits, value) = match address {
-        IpAddr::V4(v4) => (32, u128::from(u32::from(v4))),
-        IpAddr::V6(v6) => (128, u128::from(v6)),
-    };
-    if prefix > bits {
-        return None;
-    }
-    let size = 1u128.checked_shl(bits - prefix).unwrap_or(0);
-    let network = if size == 0 { 0 } else { value & !(size - 1) };
-    let last = network.wrapping_add(size.wrapping_sub(1));
-    let at = |key: &str| -> Option<Option<u128>> {
-        match range.string_field(key) {
-            None => Some(None),
-            Some(ip) => Some(Some(match ip.parse::<IpAddr>().ok()? {
-                IpAddr::V4(v4) => u128::from(u32::from(v4)),
-                IpAddr::V6(v6) => u128::from(v6),
-            })),
-        }
-    };
-    let start = at("rangeStart")?.unwrap_or(network + 1);
-    let broadcast_excluded = if bits == 32 { last - 1 } else { last };
-    let end = at("rangeEnd")?.unwrap_or(broadcast_excluded);
-    if end < start {
-        return Some(0);
-    }
-    let gateway = at("gateway")?.unwrap_or(network + 1);
-    let gateway_inside = u128::from((start..=end).contains(&gateway));
-    Some(end - start + 1 - gateway_inside)
-}
 
 /// Every address reserved in `network`'s store. No store is nothing
 /// reserved yet (host-local makes it with its first address).
@@ -565,34 +546,78 @@ fn attachment(cached: &Value) -> Option<CachedAttachment> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::CriNetwork;
     use serde_json::json;
 
-    fn capacity(ipam: &Value) -> Option<u64> {
-        super::capacity(&libcni::parse(ipam.to_string().as_bytes()).unwrap())
+    fn network(name: &str, file: &str) -> CniNetwork {
+        CniNetwork {
+            name: name.into(),
+            conf_file: PathBuf::from(file),
+            store: PathBuf::from("/var/lib/cni/networks").join(name),
+            capacity: None,
+            reservations: Vec::new(),
+            loaded_by_cri: false,
+        }
     }
 
     #[test]
-    fn capacity_is_the_range_less_network_broadcast_and_gateway() {
-        // The measured /29: five pods got .2 to .6, the sixth none.
-        let ipam = json!({"type": "host-local", "ranges": [[{"subnet": "10.251.0.0/29"}]]});
-        assert_eq!(capacity(&ipam), Some(5));
-        // The older form, the subnet in the IPAM section itself.
-        let legacy = json!({"type": "host-local", "subnet": "10.88.0.0/16"});
-        assert_eq!(capacity(&legacy), Some(65_536 - 3));
-        // A range narrowed by start and end, the gateway outside it.
-        let narrowed = json!({"ranges": [[{
-            "subnet": "10.0.0.0/24", "rangeStart": "10.0.0.100", "rangeEnd": "10.0.0.109"
-        }]]});
-        assert_eq!(capacity(&narrowed), Some(10));
-        // Dual stack: both ranges' addresses.
-        let dual = json!({"ranges": [[{"subnet": "10.0.0.0/30"}], [{"subnet": "fd00::/126"}]]});
-        assert_eq!(capacity(&dual), Some(1 + 2));
-        // What cannot be read says so.
+    fn cri_s_word_decides_which_networks_are_its_own_whatever_the_files_say() {
+        let mut view = CniView {
+            conf_dir: PathBuf::from("/etc/cni/net.d"),
+            networks: vec![
+                network("pods", "/etc/cni/net.d/10-pods.conflist"),
+                network("pods", "/etc/cni/net.d/20-pods-again.conflist"),
+                network("podman", "/etc/cni/net.d/87-podman.conflist"),
+            ],
+            ..CniView::default()
+        };
+        // What libcni's rules would have made of the files, and been wrong.
+        view.cri_networks = vec!["podman".into()];
+        let told = CriCniConfig {
+            conf_dir: PathBuf::from("/etc/cni/net.d"),
+            max_conf_num: 1,
+            networks: vec![
+                CriNetwork {
+                    name: "pods".into(),
+                    ipam_types: vec![HOST_LOCAL.into()],
+                },
+                CriNetwork {
+                    name: "unseen".into(),
+                    ipam_types: vec![HOST_LOCAL.into()],
+                },
+                CriNetwork {
+                    name: "dhcp-only".into(),
+                    ipam_types: vec!["dhcp".into()],
+                },
+            ],
+        };
+        let mut gaps = Vec::new();
+        settle_by_cri(&mut view, &told, &mut gaps);
+        let loaded: Vec<(&str, bool)> = view
+            .networks
+            .iter()
+            .map(|n| (n.conf_file.to_str().unwrap(), n.loaded_by_cri))
+            .collect();
         assert_eq!(
-            capacity(&json!({"ranges": [[{"subnet": "nonsense"}]]})),
-            None
+            loaded,
+            [
+                ("/etc/cni/net.d/10-pods.conflist", true),
+                // host-local's store is the name's: judged once.
+                ("/etc/cni/net.d/20-pods-again.conflist", false),
+                ("/etc/cni/net.d/87-podman.conflist", false),
+            ]
         );
-        assert_eq!(capacity(&json!({"type": "host-local"})), None);
+        assert_eq!(view.cri_networks, ["pods", "unseen", "dhcp-only"]);
+        assert_eq!(
+            view.networks_from,
+            NetworksFrom::Cri {
+                conf_dir: PathBuf::from("/etc/cni/net.d")
+            }
+        );
+        // A host-local network CRI loaded that no file names: a gap; one
+        // of another IPAM is none of host-local's business.
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].error.contains("\"unseen\""), "{gaps:?}");
     }
 
     fn write(path: &Path, text: &str) {

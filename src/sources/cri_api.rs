@@ -22,8 +22,10 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use crate::model::{
-    name_labels, Api, CriApiState, CriCondition, CriItem, CriView, Gap, Method, Source, StatusProbe,
+    name_labels, Api, CriApiState, CriCniConfig, CriCondition, CriItem, CriView, Gap, Method,
+    Source, StatusProbe,
 };
+use crate::peers::cri_cni;
 use crate::sources::api::{connect_recorded, connect_to_daemon, status_text, timed};
 use crate::sources::api_gaps;
 
@@ -48,6 +50,7 @@ pub async fn query(
     let Some(channel) =
         connect_recorded(Api::Cri, address, daemon, deadline, &mut view.calls).await
     else {
+        view.cni_config_unread = Some("CRI did not answer: no connection".into());
         return view;
     };
     let client = RuntimeServiceClient::new(channel);
@@ -73,10 +76,14 @@ pub async fn query(
         deadline,
         list_containers(client.clone()),
     );
+    // Verbose only of the proven daemon: its CNI setup is believed only
+    // from it (the peer of this very connection), and the rest of the
+    // verbose info, CRI's whole config, is asked for only then.
+    let verbose = daemon.is_some();
     let network = timed(
         (Api::Cri, Method::Status, None),
         deadline,
-        network_condition(client.clone()),
+        status(client.clone(), verbose),
     );
     let statuses = probe_statuses(client, container_ids, deadline);
     let ((version, v_call), (sandboxes, s_call), (containers, c_call), (network, n_call), statuses) =
@@ -84,31 +91,63 @@ pub async fn query(
     view.runtime_version = version;
     view.sandboxes = sandboxes;
     view.containers = containers;
-    view.network = network.flatten();
+    match network {
+        Some(answer) => {
+            view.network = answer.network;
+            match answer.cni {
+                Ok(config) => view.cni_config = Some(config),
+                Err(why) => view.cni_config_unread = Some(why),
+            }
+        }
+        None => {
+            view.cni_config_unread = Some("CRI did not answer its Status".into());
+        }
+    }
+    if !verbose {
+        view.cni_config_unread =
+            Some("CRI's daemon is not proven: its word on its networks is not taken".into());
+    }
     view.statuses = statuses;
     view.calls.extend([v_call, s_call, c_call, n_call]);
     view
 }
 
-/// CRI's `NetworkReady` condition, from a Status call (not verbose: the
-/// verbose info is containerd's whole config).
-async fn network_condition(
+/// What one CRI Status says: its `NetworkReady` condition and, verbose,
+/// its CNI setup (or why that is unread).
+struct StatusAnswer {
+    network: Option<CriCondition>,
+    cni: Result<CriCniConfig, String>,
+}
+
+/// CRI's Status: its `NetworkReady` condition and, when `verbose`, the
+/// networks it loaded (`info["cniconfig"]`, see [`cri_cni`]).
+async fn status(
     mut client: RuntimeServiceClient<Channel>,
-) -> Result<Option<CriCondition>, String> {
+    verbose: bool,
+) -> Result<StatusAnswer, String> {
     let reply = client
-        .status(StatusRequest { verbose: false })
+        .status(StatusRequest { verbose })
         .await
         .map_err(status_text)?
         .into_inner();
+    let cni = match reply.info.get(cri_cni::INFO_KEY) {
+        Some(text) => cri_cni::decode(text),
+        None if verbose => Err(format!(
+            "CRI's Status(verbose) has no {}: no CNI plugin for its default runtime handler",
+            cri_cni::INFO_KEY
+        )),
+        None => Err("CRI's Status was not asked to be verbose".into()),
+    };
     let conditions = reply.status.map(|s| s.conditions).unwrap_or_default();
-    Ok(conditions
+    let network = conditions
         .into_iter()
         .find(|c| c.r#type == "NetworkReady")
         .map(|c| CriCondition {
             status: c.status,
             reason: c.reason,
             message: c.message,
-        }))
+        });
+    Ok(StatusAnswer { network, cni })
 }
 
 pub fn gaps(view: &CriView, gaps: &mut Vec<Gap>) {
