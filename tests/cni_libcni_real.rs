@@ -3,7 +3,10 @@
 //! restarted, so CRI loads it afresh), the networks whose addresses
 //! nodectl judges (its report's `pod_addresses`) are exactly the
 //! host-local networks CRI's `Status(verbose)` reports loaded (its
-//! `cniconfig`), and a file CRI refused is named in a gap.
+//! `cniconfig`), and a file CRI refused is named in a gap. nodectl takes
+//! CRI's word when it has it (tests/cri_networks_real.rs); here the files
+//! are what is tested, read with CRI's word kept from nodectl, and the two
+//! readings must agree.
 //!
 //! - Keys spelt in capitals (`"Type"`, `"IPAM"`, host-local's `"DATADIR"`
 //!   and `"Ranges"`): Go's encoding/json matches field names
@@ -58,21 +61,38 @@ async fn cri_host_local_networks(bed: &TestBed) -> Vec<String> {
     names
 }
 
-/// The networks whose addresses nodectl judges, and its gaps.
+/// The networks whose addresses nodectl judges, and its gaps, read from
+/// the files: CRI's word kept from it (its address given as a socket
+/// nothing serves), so the files are read as the line's libcni reads them.
+/// With CRI's word (the default), nodectl judges the same networks.
 fn nodectl_judges(bed: &TestBed) -> (Vec<String>, Vec<Value>) {
-    let started = Instant::now();
-    let output = bed.nodectl(&["check", "--settle", "0s", "-o", "json"]);
-    eprintln!("{TEST}: nodectl check took {:?}", started.elapsed());
-    let doc = support::report(&output);
-    let mut names: Vec<String> = doc["pod_addresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["network"].as_str().map(str::to_string))
-        .collect();
-    names.sort();
+    let judged = |extra: &[&str]| {
+        let mut args = vec!["check", "--settle", "0s", "-o", "json"];
+        args.extend_from_slice(extra);
+        let started = Instant::now();
+        let output = bed.nodectl(&args);
+        eprintln!("{TEST}: nodectl {args:?} took {:?}", started.elapsed());
+        let doc = support::report(&output);
+        let mut names: Vec<String> = doc["pod_addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["network"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        (names, doc)
+    };
+    let unserved = bed.scratch("no-cri.sock");
+    let (from_files, doc) = judged(&["--cri-address", unserved.to_str().unwrap()]);
+    assert_eq!(doc["cni_networks_from"]["from"], "files", "{doc:#}");
     let gaps = doc["gaps"].as_array().cloned().unwrap_or_default();
-    (names, gaps)
+    let (from_cri, doc) = judged(&[]);
+    assert_eq!(doc["cni_networks_from"]["from"], "cri", "{doc:#}");
+    assert_eq!(
+        from_cri, from_files,
+        "CRI's word and the files agree: {doc:#}"
+    );
+    (from_files, gaps)
 }
 
 fn names_file(gaps: &[Value], file: &str) -> bool {
