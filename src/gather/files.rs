@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::gather::GatherOptions;
 use crate::model::{Bundle, CniView, Gap, Mount, NodeContext, Paths, Source};
+use crate::sources::host_view::HostView;
 use crate::sources::{bundles, cni, cri_store, mountinfo, node, SourceThread};
 
 /// The file sources of one look other than CRI's status files (read
@@ -40,19 +41,31 @@ impl FileSources {
         options: &GatherOptions,
     ) -> (SourceThread<cri_store::Listing>, FileSources) {
         let dir = paths.cri_containers_dir();
+        let seen = Seen::new(&paths.root.path, &options.proc_root);
         let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-            cri_store::read(&dir, gaps)
+            match seen.as_host(cri_store::SOURCE, gaps) {
+                true => cri_store::read(&dir, gaps),
+                false => Default::default(),
+            }
         });
         let dirs = paths.cri_sandbox_dirs();
+        let seen = Seen::new(&paths.root.path, &options.proc_root);
         let sandboxes = SourceThread::spawn(
             cri_store::SOURCE,
             &dirs.first().cloned().unwrap_or_default(),
-            move |gaps| cri_store::sandbox_ids(&dirs, gaps),
+            move |gaps| match seen.as_host(cri_store::SOURCE, gaps) {
+                true => cri_store::sandbox_ids(&dirs, gaps),
+                false => Default::default(),
+            },
         );
         let dir = paths.bundles_dir(&options.namespace);
         let sockets = options.bundle_sockets;
+        let seen = Seen::new(&paths.state.path, &options.proc_root);
         let bundles = SourceThread::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
-            bundles::read(&dir, sockets, gaps)
+            match seen.as_host(bundles::SOURCE, gaps) {
+                true => bundles::read(&dir, sockets, gaps),
+                false => Default::default(),
+            }
         });
         // The daemon's own table, once it is known (see `read_mounts`).
         let daemon_pending = options.mountinfo.is_none() && paths.daemon_lookup.is_some();
@@ -122,6 +135,35 @@ impl FileSources {
             table,
             node,
             cni,
+        }
+    }
+}
+
+/// containerd's root or state, to be held to the host's before it is read
+/// (on the source's own thread: looking may stall as reading does). In
+/// another mount namespace (a `kubectl debug node` pod, a DaemonSet that
+/// does not mount it) the directory is absent or another: a gap saying so
+/// and how to mount it, never "wrong --root" nor an empty store.
+struct Seen {
+    dir: PathBuf,
+    proc_root: PathBuf,
+}
+
+impl Seen {
+    fn new(dir: &Path, proc_root: &Path) -> Seen {
+        Seen {
+            dir: dir.to_path_buf(),
+            proc_root: proc_root.to_path_buf(),
+        }
+    }
+
+    fn as_host(&self, source: Source, gaps: &mut Vec<Gap>) -> bool {
+        match HostView::of(&self.proc_root).hidden(&self.dir) {
+            Some(why) => {
+                gaps.push(Gap::source(source, &self.dir, why));
+                false
+            }
+            None => true,
         }
     }
 }

@@ -70,11 +70,13 @@ impl HostView {
             }
             (Ok(_), Err(_)) => Some(format!(
                 "the host has {shown}, and nodectl (in another mount namespace) does not see it: \
-                 mount it into nodectl's container at the same path"
+                 mount it into nodectl's container at the same path{}",
+                debug_pod_fix(root, path)
             )),
             (Ok(_), Ok(_)) => Some(format!(
                 "{shown} as nodectl sees it is not the host's (another device or inode): mount \
-                 the host's at the same path"
+                 the host's at the same path{}",
+                debug_pod_fix(root, path)
             )),
             (Err(host), _) if host.kind() == io::ErrorKind::NotFound => Some(format!(
                 "the host has no {shown}; the one nodectl sees is its container's own"
@@ -100,6 +102,39 @@ pub fn open_in_root(root: &File, path: &Path, flags: OFlags) -> io::Result<File>
     )
     .map(File::from)
     .map_err(io::Error::from)
+}
+
+/// Where `kubectl debug node` puts the host's `/` in its pod (its volume
+/// `host-root`, a hostPath of `/`).
+const DEBUG_POD_HOST_ROOT: &str = "/host";
+/// That volume's name, which a `--custom` container spec can mount again.
+const DEBUG_POD_VOLUME: &str = "host-root";
+
+/// How to show the host's `path` to nodectl in a `kubectl debug node` pod
+/// (the host's `/` at [`DEBUG_POD_HOST_ROOT`], the same directory as the
+/// host's `root`): the volume mount a `--custom` file adds; nothing
+/// elsewhere. The profiles cannot add a mount, and nodectl does not read
+/// below `/host` on its own: what it reads must be at the path the daemon
+/// and its config name.
+fn debug_pod_fix(root: &File, path: &Path) -> String {
+    let (Ok(host), Ok(at)) = (root.metadata(), std::fs::metadata(DEBUG_POD_HOST_ROOT)) else {
+        return String::new();
+    };
+    if (host.dev(), host.ino()) != (at.dev(), at.ino()) {
+        return String::new();
+    }
+    let Some(shown) = path.to_str() else {
+        return String::new();
+    };
+    let mount = serde_json::json!({
+        "name": DEBUG_POD_VOLUME,
+        "mountPath": shown,
+        "subPath": shown.trim_start_matches('/'),
+    });
+    format!(
+        "; in this `kubectl debug node` pod (the host's / at {DEBUG_POD_HOST_ROOT}), add \
+         {mount} to the volumeMounts of a --custom file (docs/fleet.md)"
+    )
 }
 
 #[cfg(test)]
