@@ -413,17 +413,110 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
     // How an SRE reaches a node with no SSH: `kubectl debug node` with the
     // sysadmin profile (privileged, the host's pid, network and ipc
     // namespaces, the host's / at /host).
+    let debugged = debug_node(&cluster, None);
+    let mut host_json = vec!["check", "-o", "json"];
+    host_json.extend(GRACE);
+    let host_doc = support::report(&bed.nodectl(&host_json));
+    let keys = |doc: &serde_json::Value| -> std::collections::BTreeSet<(String, String)> {
+        support::finding_keys(doc).into_iter().collect()
+    };
+    // From a pod that sees containerd's processes and mount table but not
+    // its directories, no finding the host does not have: what it cannot
+    // see is a gap (it showed every live rootfs as a leaked mount and the
+    // API as unreachable, both false, before it asked the API through the
+    // daemon's root and stopped inferring from records it could not read).
+    let false_findings: Vec<_> = keys(&debugged)
+        .difference(&keys(&host_doc))
+        .cloned()
+        .collect();
+    assert!(
+        false_findings.is_empty(),
+        "{TEST}: kubectl debug node found what the host does not: {false_findings:?}\n{debugged:#}"
+    );
+    assert!(
+        keys(&debugged).contains(&(
+            "leaked-shim".to_string(),
+            support::ids_of_kind(&host_doc, "leaked-shim")[0].clone()
+        )),
+        "{TEST}: kubectl debug node saw no leaked shim: {debugged:#}"
+    );
+    eprintln!(
+        "{TEST}: {}: kubectl debug node found {:?} of the host's {:?}, gaps: {}",
+        bed.containerd_version(),
+        keys(&debugged),
+        keys(&host_doc),
+        debugged["gaps"].as_array().map_or(0, Vec::len)
+    );
+    // Each directory that pod cannot see is a gap saying how to show it:
+    // the volume mount of the pod's own host-root a --custom file adds.
+    // CRI's store is one of them.
+    let mounts = suggested_mounts(&debugged);
+    let root = bed.root().display().to_string();
+    assert!(
+        mounts.iter().any(|m| m["mountPath"] == root.as_str()),
+        "{TEST}: no gap says how to show containerd's root {root}: {:#}",
+        debugged["gaps"]
+    );
+    // Done as the gaps say, the same pod sees what the host sees: every
+    // planted kind, and none of those gaps. What a directory shown names
+    // (the networks' stores in a conf dir) asks for its own mount on the
+    // next run, as it would an SRE: a few rounds.
+    let custom = bed.scratch("debug-custom.json");
+    let mut asked = mounts;
+    let mut rounds = 0;
+    let shown = loop {
+        rounds += 1;
+        let spec = serde_json::json!({ "volumeMounts": asked });
+        std::fs::write(&custom, spec.to_string()).unwrap();
+        cluster.kubectl_ok(&["delete", "pods", "--all", "--wait=true"]);
+        let shown = debug_node(&cluster, Some(&custom));
+        let more = suggested_mounts(&shown);
+        if more.is_empty() || rounds == 4 {
+            break shown;
+        }
+        asked.extend(more);
+        asked = outermost(asked);
+    };
+    let false_findings: Vec<_> = keys(&shown).difference(&keys(&host_doc)).cloned().collect();
+    assert!(
+        false_findings.is_empty(),
+        "{TEST}: kubectl debug node --custom found what the host does not: {false_findings:?}\n{shown:#}"
+    );
+    for kind in PLANTED {
+        assert!(
+            !support::ids_of_kind(&shown, kind).is_empty(),
+            "{TEST}: kubectl debug node with the gaps' mounts finds no {kind}: {shown:#}"
+        );
+    }
+    assert!(
+        suggested_mounts(&shown).is_empty(),
+        "{TEST}: mounted as the gaps said, a gap still asks for a mount: {:#}",
+        shown["gaps"]
+    );
+    eprintln!(
+        "{TEST}: {}: kubectl debug node with {} mounts from its gaps ({rounds} rounds) found \
+         {:?}, gaps: {}",
+        bed.containerd_version(),
+        asked.len(),
+        keys(&shown),
+        shown["gaps"].as_array().map_or(0, Vec::len)
+    );
+    cluster.stop(&bed).await;
+}
+
+/// `kubectl debug node/<node> --image=<the image> --profile=sysadmin
+/// [--custom=<custom>] -- nodectl check -o json`: the report its pod logs.
+fn debug_node(cluster: &Cluster, custom: Option<&Path>) -> serde_json::Value {
     let mut debug = vec![
         "debug".to_string(),
         format!("node/{NODE}"),
         format!("--image={NODECTL_IMAGE}"),
         "--profile=sysadmin".to_string(),
-        "--".to_string(),
-        "nodectl".to_string(),
-        "check".to_string(),
-        "-o".to_string(),
-        "json".to_string(),
     ];
+    if let Some(custom) = custom {
+        debug.push(format!("--custom={}", custom.display()));
+    }
+    debug.extend(["--", "nodectl", "check", "-o", "json"].map(String::from));
     debug.extend(GRACE.iter().map(|arg| arg.to_string()));
     let debug: Vec<&str> = debug.iter().map(String::as_str).collect();
     let created = cluster.kubectl_ok(&debug);
@@ -447,42 +540,42 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
         "app.kubernetes.io/managed-by!=nothing",
         "--tail=-1",
     ]);
-    let debugged: serde_json::Value = serde_json::from_str(&said)
-        .unwrap_or_else(|e| panic!("{TEST}: the debug pod's report: {e}: {said}"));
-    let mut host_json = vec!["check", "-o", "json"];
-    host_json.extend(GRACE);
-    let host_doc = support::report(&bed.nodectl(&host_json));
-    let keys = |doc: &serde_json::Value| -> std::collections::BTreeSet<(String, String)> {
-        support::finding_keys(doc).into_iter().collect()
-    };
-    // From a pod that sees containerd's processes and mount table but not
-    // its directories, no finding the host does not have: what it cannot
-    // see is a gap (it showed every live rootfs as a leaked mount and the
-    // API as unreachable, both false, before it asked the API through the
-    // daemon's root and stopped inferring from records it could not read).
-    let false_findings: Vec<_> = keys(&debugged)
-        .difference(&keys(&host_doc))
-        .cloned()
+    serde_json::from_str(&said)
+        .unwrap_or_else(|e| panic!("{TEST}: the debug pod's report: {e}: {said}"))
+}
+
+/// The volume mounts the report's gaps ask a `kubectl debug node` pod's
+/// `--custom` file to add, one per directory, none below another.
+fn suggested_mounts(report: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mounts: Vec<serde_json::Value> = report["gaps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|gap| {
+            let error = gap["error"].as_str()?;
+            let (_, rest) = error.split_once(", add ")?;
+            let (mount, _) = rest.split_once(" to the volumeMounts")?;
+            serde_json::from_str(mount).ok()
+        })
         .collect();
-    assert!(
-        false_findings.is_empty(),
-        "{TEST}: kubectl debug node found what the host does not: {false_findings:?}\n{said}"
-    );
-    assert!(
-        keys(&debugged).contains(&(
-            "leaked-shim".to_string(),
-            support::ids_of_kind(&host_doc, "leaked-shim")[0].clone()
-        )),
-        "{TEST}: kubectl debug node saw no leaked shim: {said}"
-    );
-    eprintln!(
-        "{TEST}: {}: kubectl debug node found {:?} of the host's {:?}, gaps: {}",
-        bed.containerd_version(),
-        keys(&debugged),
-        keys(&host_doc),
-        debugged["gaps"].as_array().map_or(0, Vec::len)
-    );
-    cluster.stop(&bed).await;
+    outermost(mounts)
+}
+
+/// `mounts`, none below another.
+fn outermost(mut mounts: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    let path = |m: &serde_json::Value| m["mountPath"].as_str().unwrap_or_default().to_string();
+    mounts.sort_by_key(|m| path(m).len());
+    let mut kept: Vec<serde_json::Value> = Vec::new();
+    for mount in mounts {
+        let under = |k: &serde_json::Value| {
+            let (k, m) = (path(k), path(&mount));
+            m == k || m.starts_with(&format!("{k}/"))
+        };
+        if !kept.iter().any(under) {
+            kept.push(mount);
+        }
+    }
+    kept
 }
 
 /// The kinds the test plants, each counted 1.
