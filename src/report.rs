@@ -66,6 +66,10 @@ pub struct Report {
     /// own or the config files' (and why CRI's was not taken).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cni_networks_from: Option<crate::model::NetworksFrom>,
+    /// `check`: the kubelet nodectl judged kubelet's kinds by (absent when
+    /// none was found or its sources were not read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubelet: Option<crate::model::KubeletFacts>,
 }
 
 impl Report {
@@ -96,6 +100,7 @@ impl Report {
             shims: None,
             pod_addresses: Vec::new(),
             cni_networks_from: None,
+            kubelet: None,
         }
     }
 

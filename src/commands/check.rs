@@ -10,7 +10,7 @@ use crate::archive;
 use crate::checks;
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::gather;
-use crate::model::{ApiCall, Gap, Snapshot};
+use crate::model::{ApiCall, Gap, KubeletFacts, Snapshot};
 use crate::report::Report;
 
 /// `check --from` ends within this many `--timeout`s (1 min by default),
@@ -81,6 +81,10 @@ fn judged(first: Snapshot, second: Option<Snapshot>, args: &CheckArgs) -> Report
         .map(|cni| cni.address_use())
         .unwrap_or_default();
     report.cni_networks_from = first.cni.as_ref().map(|cni| cni.networks_from.clone());
+    report.kubelet = first.kubelet.as_ref().map(|kubelet| {
+        let cgroup_root = first.pod_cgroups.as_ref().map(|c| &c.cgroup_root);
+        KubeletFacts::of(kubelet, cgroup_root)
+    });
     super::free_in_background((first, second));
     report
 }

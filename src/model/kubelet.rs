@@ -40,6 +40,43 @@ pub enum KubeletWord {
     Unavailable { why: String },
 }
 
+/// What a report says of the kubelet nodectl judged by: its root and
+/// cgroup root with where each was found, how many pod directories it
+/// has, and its own word on its pods (how many it listed, or why it was
+/// not had).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KubeletFacts {
+    pub root: Located,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_root: Option<Located>,
+    pub pod_dirs: usize,
+    pub word: KubeletWordSummary,
+}
+
+/// [`KubeletWord`] without its list: the count, or why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "answer")]
+pub enum KubeletWordSummary {
+    Listed { pods: usize },
+    Unavailable { why: String },
+}
+
+impl KubeletFacts {
+    pub fn of(view: &KubeletView, cgroup_root: Option<&Located>) -> KubeletFacts {
+        KubeletFacts {
+            root: view.root.clone(),
+            cgroup_root: cgroup_root.cloned(),
+            pod_dirs: view.pod_dirs.len(),
+            word: match &view.word {
+                KubeletWord::Listed { pods } => KubeletWordSummary::Listed { pods: pods.len() },
+                KubeletWord::Unavailable { why } => {
+                    KubeletWordSummary::Unavailable { why: why.clone() }
+                }
+            },
+        }
+    }
+}
+
 impl Default for KubeletWord {
     fn default() -> KubeletWord {
         KubeletWord::Unavailable {

@@ -46,7 +46,9 @@ pub use cri_status::{CriContainer, CriState, CriStatus, FileVersion};
 pub use event::Event;
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
-pub use kubelet::{KubeletView, KubeletWord, PodDir, PodLogDir, PodName};
+pub use kubelet::{
+    KubeletFacts, KubeletView, KubeletWord, KubeletWordSummary, PodDir, PodLogDir, PodName,
+};
 pub use names::{
     name_labels, PodRef, CONTAINER_NAME_LABEL, CRI_NAMESPACE, KIND_LABEL, POD_NAMESPACE_LABEL,
     POD_NAME_LABEL,
