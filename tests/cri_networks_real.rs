@@ -28,15 +28,6 @@ const OTHER_IP: &str = "10.254.9.2";
 /// A sandbox id containerd never had.
 const OTHER_ID: &str = "0ff1ce0ff1ce0ff1ce0ff1ce0ff1ce0ff1ce0ff1ce0ff1ce0ff1ce0ff1ce0ff1";
 
-fn leaked_ips(doc: &Value) -> Vec<&Value> {
-    doc["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f["kind"] == "leaked-ip")
-        .collect()
-}
-
 fn networks_judged(doc: &Value) -> Vec<String> {
     doc["pod_addresses"]
         .as_array()
@@ -123,7 +114,7 @@ async fn the_networks_judged_are_those_cri_loaded_not_those_of_a_config_edited_s
         "{doc:#}"
     );
     assert_eq!(networks_judged(&doc), [network.as_str()], "{doc:#}");
-    let found = leaked_ips(&doc);
+    let found = support::findings_of_kind(&doc, "leaked-ip");
     let ids: Vec<&str> = found.iter().filter_map(|f| f["id"].as_str()).collect();
     assert_eq!(ids, [leak.sandbox_id.as_str()], "{doc:#}");
     assert_eq!(output.status.code(), Some(1), "{doc:#}");
