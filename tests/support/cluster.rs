@@ -403,9 +403,17 @@ impl Cluster {
         let config_path = self.dir.join("kubelet.yaml");
         fs::write(&config_path, config).map_err(|e| format!("{}: {e}", config_path.display()))?;
         let d = self.dir.display().to_string();
+        // Named `kubelet` as on a node (its comm is what nodectl looks for,
+        // on the host and in the DaemonSet's pod); the link resolves to
+        // the root-owned build.
+        let bin = self.dir.join("bin");
+        fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+        let exe = bin.join("kubelet");
+        std::os::unix::fs::symlink(peer("kubelet", KUBERNETES), &exe)
+            .map_err(|e| format!("{}: {e}", exe.display()))?;
         self.spawn(
             "kubelet",
-            &peer("kubelet", KUBERNETES),
+            &exe,
             &[
                 &format!("--config={}", config_path.display()),
                 &format!("--kubeconfig={d}/kubelet.kubeconfig"),
