@@ -1362,21 +1362,11 @@ fn a_shims_proof_reads_any_status_and_stat_without_panic_and_proves_nothing_forg
                 path: PathBuf::from(path),
                 origin: Origin::Flag,
             };
-            let paths = Paths {
-                config: None,
-                root: located("/nonexistent/root"),
-                state: located("/nonexistent/state"),
-                address: located("/nonexistent/containerd.sock"),
-                process: None,
-                note: None,
-                other_containerds: Vec::new(),
-                unproven: Vec::new(),
-                snapshotter: None,
-                cni_conf_dir: None,
-                cni_max_conf_num: None,
-                netns_under_state_dir: false,
-                daemon_lookup: None,
-            };
+            let paths = Paths::at(
+                located("/nonexistent/root"),
+                located("/nonexistent/state"),
+                located("/nonexistent/containerd.sock"),
+            );
             shim_proof::prove_all(
                 root.path(),
                 &paths,

@@ -18,21 +18,11 @@ pub fn snapshot() -> Snapshot {
         path: PathBuf::from(p),
         origin: Origin::Default,
     };
-    let paths = Paths {
-        config: None,
-        root: at("/var/lib/containerd"),
-        state: at("/run/containerd"),
-        address: at(ADDRESS),
-        process: None,
-        note: None,
-        other_containerds: Vec::new(),
-        unproven: Vec::new(),
-        snapshotter: None,
-        cni_conf_dir: None,
-        cni_max_conf_num: None,
-        netns_under_state_dir: false,
-        daemon_lookup: None,
-    };
+    let paths = Paths::at(
+        at("/var/lib/containerd"),
+        at("/run/containerd"),
+        at(ADDRESS),
+    );
     Snapshot::empty(NOW, paths, "k8s.io".to_string())
 }
 

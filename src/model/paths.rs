@@ -117,6 +117,26 @@ pub struct DaemonLookup {
 }
 
 impl Paths {
+    /// containerd's root, state and socket at these places and nothing
+    /// else known: no config read, no daemon found, nothing unproven yet.
+    pub fn at(root: Located, state: Located, address: Located) -> Paths {
+        Paths {
+            config: None,
+            root,
+            state,
+            address,
+            process: None,
+            note: None,
+            other_containerds: Vec::new(),
+            unproven: Vec::new(),
+            snapshotter: None,
+            cni_conf_dir: None,
+            cni_max_conf_num: None,
+            netns_under_state_dir: false,
+            daemon_lookup: None,
+        }
+    }
+
     /// The CRI plugin's on-disk container store.
     pub fn cri_containers_dir(&self) -> PathBuf {
         self.root.path.join("io.containerd.grpc.v1.cri/containers")

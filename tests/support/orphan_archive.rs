@@ -28,21 +28,11 @@ pub fn write_orphan_archive(path: &Path, count: usize) {
         path: path.into(),
         origin: Origin::Default,
     };
-    let paths = Paths {
-        config: None,
-        root: at("/var/lib/containerd"),
-        state: at("/run/containerd"),
-        address: at("/run/containerd/containerd.sock"),
-        process: None,
-        note: None,
-        other_containerds: Vec::new(),
-        unproven: Vec::new(),
-        snapshotter: None,
-        cni_conf_dir: None,
-        cni_max_conf_num: None,
-        netns_under_state_dir: false,
-        daemon_lookup: None,
-    };
+    let paths = Paths::at(
+        at("/var/lib/containerd"),
+        at("/run/containerd"),
+        at("/run/containerd/containerd.sock"),
+    );
     let mut first = Snapshot::empty(1, paths, "k8s.io".into());
     first.mounts_read = true;
     let mut namespaces = std::collections::BTreeMap::new();
