@@ -8,6 +8,7 @@ use crate::model::{
     CniView, ContainerdVersion, ContainerdView, CriView, Gap, NetworksFrom, Paths, Snapshot,
     SnapshotterView, Source, Suspects, CRI_NAMESPACE,
 };
+use crate::sources::host_view::HostView;
 use crate::sources::proc_scan::ProcScan;
 use files::FileSources;
 use pods::PodSources;
@@ -101,6 +102,19 @@ impl GatherOptions {
                 .join("mountinfo"),
             (None, None) => self.proc_root.join("self/mountinfo"),
         }
+    }
+}
+
+/// Whether `path`, the directory `source` reads, is the host's as `host`
+/// tells; if not, a gap for the whole source (the kinds that read it are
+/// not checked: never a count of 0 from a directory nodectl cannot see).
+fn seen_as_host(host: &HostView, source: Source, path: &Path, gaps: &mut Vec<Gap>) -> bool {
+    match host.hidden(path) {
+        Some(why) => {
+            gaps.push(Gap::source(source, path, why));
+            false
+        }
+        None => true,
     }
 }
 

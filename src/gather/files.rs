@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use super::seen_as_host;
 use crate::gather::GatherOptions;
 use crate::model::{Bundle, CniView, Gap, Mount, NodeContext, Paths, Source};
 use crate::sources::host_view::HostView;
@@ -41,32 +42,54 @@ impl FileSources {
         options: &GatherOptions,
     ) -> (SourceThread<cri_store::Listing>, FileSources) {
         let dir = paths.cri_containers_dir();
-        let seen = Seen::new(&paths.root.path, &options.proc_root);
-        let status_files = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-            match seen.as_host(cri_store::SOURCE, gaps) {
-                true => cri_store::read(&dir, gaps),
-                false => Default::default(),
-            }
-        });
+        // containerd's root and state are held to the host's before they
+        // are read, on each source's own thread (looking may stall as
+        // reading does): in another mount namespace (a `kubectl debug
+        // node` pod) they are absent or another, a gap saying so and how
+        // to mount them, never "wrong --root" nor an empty store.
+        let seen = (paths.root.path.clone(), options.proc_root.clone());
+        let status_files =
+            SourceThread::spawn(
+                cri_store::SOURCE,
+                &dir.clone(),
+                move |gaps| match seen_as_host(
+                    &HostView::of(&seen.1),
+                    cri_store::SOURCE,
+                    &seen.0,
+                    gaps,
+                ) {
+                    true => cri_store::read(&dir, gaps),
+                    false => Default::default(),
+                },
+            );
         let dirs = paths.cri_sandbox_dirs();
-        let seen = Seen::new(&paths.root.path, &options.proc_root);
+        let seen = (paths.root.path.clone(), options.proc_root.clone());
         let sandboxes = SourceThread::spawn(
             cri_store::SOURCE,
             &dirs.first().cloned().unwrap_or_default(),
-            move |gaps| match seen.as_host(cri_store::SOURCE, gaps) {
+            move |gaps| match seen_as_host(&HostView::of(&seen.1), cri_store::SOURCE, &seen.0, gaps)
+            {
                 true => cri_store::sandbox_ids(&dirs, gaps),
                 false => Default::default(),
             },
         );
         let dir = paths.bundles_dir(&options.namespace);
         let sockets = options.bundle_sockets;
-        let seen = Seen::new(&paths.state.path, &options.proc_root);
-        let bundles = SourceThread::spawn(bundles::SOURCE, &dir.clone(), move |gaps| {
-            match seen.as_host(bundles::SOURCE, gaps) {
-                true => bundles::read(&dir, sockets, gaps),
-                false => Default::default(),
-            }
-        });
+        let seen = (paths.state.path.clone(), options.proc_root.clone());
+        let bundles =
+            SourceThread::spawn(
+                bundles::SOURCE,
+                &dir.clone(),
+                move |gaps| match seen_as_host(
+                    &HostView::of(&seen.1),
+                    bundles::SOURCE,
+                    &seen.0,
+                    gaps,
+                ) {
+                    true => bundles::read(&dir, sockets, gaps),
+                    false => Default::default(),
+                },
+            );
         // The daemon's own table, once it is known (see `read_mounts`).
         let daemon_pending = options.mountinfo.is_none() && paths.daemon_lookup.is_some();
         let mounts = (options.mounts && !daemon_pending).then(|| read_mounts(paths, options));
@@ -135,35 +158,6 @@ impl FileSources {
             table,
             node,
             cni,
-        }
-    }
-}
-
-/// containerd's root or state, to be held to the host's before it is read
-/// (on the source's own thread: looking may stall as reading does). In
-/// another mount namespace (a `kubectl debug node` pod, a DaemonSet that
-/// does not mount it) the directory is absent or another: a gap saying so
-/// and how to mount it, never "wrong --root" nor an empty store.
-struct Seen {
-    dir: PathBuf,
-    proc_root: PathBuf,
-}
-
-impl Seen {
-    fn new(dir: &Path, proc_root: &Path) -> Seen {
-        Seen {
-            dir: dir.to_path_buf(),
-            proc_root: proc_root.to_path_buf(),
-        }
-    }
-
-    fn as_host(&self, source: Source, gaps: &mut Vec<Gap>) -> bool {
-        match HostView::of(&self.proc_root).hidden(&self.dir) {
-            Some(why) => {
-                gaps.push(Gap::source(source, &self.dir, why));
-                false
-            }
-            None => true,
         }
     }
 }

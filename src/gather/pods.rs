@@ -6,30 +6,17 @@
 //! namespace no record names) is read after them.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Instant;
 
+use super::seen_as_host;
 use crate::gather::GatherOptions;
 use crate::model::netns::is_cri_made;
 use crate::model::{
     CgroupView, CniView, ContainerdView, CriView, Gap, KubeletView, KubeletWord, NetnsView, Origin,
-    Paths, ProcessInfo, Source, CRI_NAMESPACE,
+    Paths, ProcessInfo, CRI_NAMESPACE,
 };
 use crate::sources::host_view::HostView;
 use crate::sources::{kubelet, mountinfo, netns, pod_cgroups, pod_resources, SourceThread};
-
-/// Whether `path`, the directory `source` reads, is the host's as `host`
-/// tells; if not, a gap for the whole source (the kinds that read it are
-/// not checked: never a count of 0 from a directory nodectl cannot see).
-fn seen_as_host(host: &HostView, source: Source, path: &Path, gaps: &mut Vec<Gap>) -> bool {
-    match host.hidden(path) {
-        Some(why) => {
-            gaps.push(Gap::source(source, path, why));
-            false
-        }
-        None => true,
-    }
-}
 
 /// The pod sources of one look, reading.
 pub(super) struct PodSources {
