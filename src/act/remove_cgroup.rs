@@ -418,6 +418,7 @@ mod tests {
             },
             pod_dirs: Vec::new(),
             pod_logs: Some(Vec::new()),
+            pod_logs_dir: None,
             word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         });
         of_proven_daemon(s)

@@ -163,6 +163,7 @@ mod tests {
                     })
                     .collect(),
             ),
+            pod_logs_dir: None,
             word: KubeletWord::default(),
         });
         s.cri = Some(cri_listing_pod_uids(sandbox_uids));

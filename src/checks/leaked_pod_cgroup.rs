@@ -312,6 +312,7 @@ mod tests {
                 })
                 .collect(),
             pod_logs: Some(Vec::new()),
+            pod_logs_dir: None,
             word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         }
     }

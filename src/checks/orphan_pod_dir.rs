@@ -226,6 +226,7 @@ mod tests {
             },
             pod_dirs: dirs,
             pod_logs: Some(Vec::new()),
+            pod_logs_dir: None,
             word: crate::model::KubeletWord::Listed { pods: Vec::new() },
         });
         let sandboxes = sandbox_uids

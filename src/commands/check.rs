@@ -81,10 +81,10 @@ fn judged(first: Snapshot, second: Option<Snapshot>, args: &CheckArgs) -> Report
         .map(|cni| cni.address_use())
         .unwrap_or_default();
     report.cni_networks_from = first.cni.as_ref().map(|cni| cni.networks_from.clone());
-    report.kubelet = first.kubelet.as_ref().map(|kubelet| {
-        let cgroup_root = first.pod_cgroups.as_ref().map(|c| &c.cgroup_root);
-        KubeletFacts::of(kubelet, cgroup_root)
-    });
+    report.kubelet = first
+        .kubelet
+        .as_ref()
+        .map(|kubelet| KubeletFacts::of(kubelet, first.pod_cgroups.as_ref()));
     super::free_in_background((first, second));
     report
 }

@@ -64,10 +64,7 @@ impl PodSources {
             let running = running.clone();
             let (mountinfo, table) = (options.mount_table(paths), table.clone());
             let proc_root = options.proc_root.clone();
-            let pod_logs = options
-                .kubelet_pod_logs
-                .clone()
-                .unwrap_or_else(|| kubelet::DEFAULT_POD_LOGS.into());
+            let pod_logs_flag = options.kubelet_pod_logs.clone();
             SourceThread::spawn(kubelet::SOURCE, &root.path.clone(), move |gaps| {
                 if root.origin != Origin::Flag {
                     for (path, why) in &running.unread {
@@ -82,7 +79,12 @@ impl PodSources {
                 }
                 let (host, pods) = (HostView::of(&proc_root), root.path.join("pods"));
                 seen_as_host(&host, kubelet::SOURCE, &pods, gaps)
-                    .then(|| kubelet::read(root, &pod_logs, table.as_ref(), &mountinfo, gaps))
+                    .then(|| {
+                        let flag = pod_logs_flag.as_deref();
+                        let dir = kubelet::pod_logs_dir(flag, &root, &running, gaps);
+                        let pod_logs = kubelet::PodLogsAt::of(dir, &running);
+                        kubelet::read(root, pod_logs, table.as_ref(), &mountinfo, gaps)
+                    })
                     .flatten()
             })
         });

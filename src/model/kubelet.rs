@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::cri_status::UnixNanos;
 use crate::model::paths::Located;
+use crate::model::{CgroupView, KubeletSetting};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KubeletView {
@@ -22,6 +23,10 @@ pub struct KubeletView {
     /// `None` when they could not be read (a gap says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_logs: Option<Vec<PodLogDir>>,
+    /// Where they were read (kubelet's `podLogsDir`), with where nodectl
+    /// found it; `None` in a snapshot from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_logs_dir: Option<Located>,
     /// What kubelet's pod-resources API said of the pods it has.
     #[serde(default)]
     pub word: KubeletWord,
@@ -49,6 +54,15 @@ pub struct KubeletFacts {
     pub root: Located,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_root: Option<Located>,
+    /// kubelet's `cgroupDriver` as its flags or config set it (none said:
+    /// kubelet's default, or containerd's word on 1.31 and later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_driver: Option<KubeletSetting<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroups_per_qos: Option<KubeletSetting<bool>>,
+    /// kubelet's `podLogsDir`, where its pods' log directories were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_logs: Option<Located>,
     pub pod_dirs: usize,
     pub word: KubeletWordSummary,
 }
@@ -62,10 +76,13 @@ pub enum KubeletWordSummary {
 }
 
 impl KubeletFacts {
-    pub fn of(view: &KubeletView, cgroup_root: Option<&Located>) -> KubeletFacts {
+    pub fn of(view: &KubeletView, cgroups: Option<&CgroupView>) -> KubeletFacts {
         KubeletFacts {
             root: view.root.clone(),
-            cgroup_root: cgroup_root.cloned(),
+            cgroup_root: cgroups.map(|c| c.cgroup_root.clone()),
+            cgroup_driver: cgroups.and_then(|c| c.cgroup_driver.clone()),
+            cgroups_per_qos: cgroups.map(|c| c.cgroups_per_qos.clone()),
+            pod_logs: view.pod_logs_dir.clone(),
             pod_dirs: view.pod_dirs.len(),
             word: match &view.word {
                 KubeletWord::Listed { pods } => KubeletWordSummary::Listed { pods: pods.len() },
@@ -238,6 +255,7 @@ mod tests {
             },
             pod_dirs: Vec::new(),
             pod_logs: logs,
+            pod_logs_dir: None,
             word,
         }
     }

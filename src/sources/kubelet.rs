@@ -150,6 +150,73 @@ pub fn cgroup_root_configured(
     }
 }
 
+/// Where kubelet makes its pods' log directories: `--kubelet-pod-logs` when
+/// given; else the `podLogsDir` of the one kubelet nodectl believes, from
+/// its config file or drop-ins (kubelet has no flag for it); else kubelet's
+/// default, `/var/log/pods` (origin `process` when that kubelet sets none).
+/// With kubelet's root given by flag, a kubelet running with another root
+/// is not the one the user named, and its word is not taken.
+/// kubelet defaults an empty one and refuses to start with one that is not
+/// an absolute, clean, ASCII path (`ValidateKubeletConfiguration`, 1.34 to
+/// 1.37): such a value is a file changed since it started, a gap, and the
+/// default is taken. Reads files: on the source's own thread.
+pub fn pod_logs_dir(
+    flag: Option<&Path>,
+    root: &Located,
+    running: &Running,
+    gaps: &mut Vec<Gap>,
+) -> Located {
+    if let Some(path) = flag {
+        return Located {
+            path: path.to_path_buf(),
+            origin: Origin::Flag,
+        };
+    }
+    let default = |origin| Located {
+        path: PathBuf::from(DEFAULT_POD_LOGS),
+        origin,
+    };
+    let [kubelet] = running.kubelets.as_slice() else {
+        return default(Origin::Default);
+    };
+    let its_root = arg_in(&kubelet.args, "--root-dir").unwrap_or_else(|| DEFAULT_ROOT.into());
+    if root.origin == Origin::Flag && Path::new(&its_root) != root.path {
+        return default(Origin::Default);
+    }
+    let Some(setting) = kubelet_config::configured(&kubelet.args, &kubelet.cwd, "podLogsDir", gaps)
+    else {
+        return default(kubelet.flags_origin);
+    };
+    let from = setting.from.unwrap_or_default();
+    match setting.value.as_str() {
+        Some("") => default(kubelet.flags_origin),
+        Some(dir) if is_clean_absolute(dir) && dir.is_ascii() => Located {
+            path: PathBuf::from(dir),
+            origin: Origin::KubeletConfig,
+        },
+        _ => {
+            let why = format!(
+                "kubelet's podLogsDir {} is not an absolute, clean path: kubelet would not start \
+                 with it, so its file changed since; {DEFAULT_POD_LOGS} is read",
+                setting.value
+            );
+            gaps.push(Gap::item(SOURCE, &from, why));
+            default(kubelet.flags_origin)
+        }
+    }
+}
+
+/// Whether `path` is absolute and as Go's `filepath.Clean` leaves it (no
+/// `.` or `..`, no doubled or trailing `/`).
+fn is_clean_absolute(path: &str) -> bool {
+    path == "/"
+        || (path.starts_with('/')
+            && !path.ends_with('/')
+            && path[1..]
+                .split('/')
+                .all(|part| !matches!(part, "" | "." | "..")))
+}
+
 /// kubelet's `cgroupDriver` and `cgroupsPerQOS`, as `kubelet`'s command
 /// line (origin `process`) or config files (`kubelet_config`) set them, read
 /// as [`kubelet_config::setting`] reads them. No driver set is `None`
@@ -450,7 +517,7 @@ fn arg_of(cmdline: &[u8], name: &str) -> Option<String> {
 /// on this node); a root found otherwise that cannot be read is a gap.
 pub fn read(
     root: Located,
-    pod_logs: &Path,
+    pod_logs: PodLogsAt,
     table: Option<&mountinfo::Table>,
     mountinfo_file: &Path,
     gaps: &mut Vec<Gap>,
@@ -485,7 +552,8 @@ pub fn read(
         return Some(KubeletView {
             root,
             pod_dirs,
-            pod_logs: read_pod_logs(pod_logs, gaps),
+            pod_logs: pod_logs.read(gaps),
+            pod_logs_dir: Some(pod_logs.dir),
             word: KubeletWord::default(),
         });
     }
@@ -511,10 +579,42 @@ pub fn read(
     }
     Some(KubeletView {
         root,
-        pod_logs: read_pod_logs(pod_logs, gaps),
+        pod_logs: pod_logs.read(gaps),
+        pod_logs_dir: Some(pod_logs.dir),
         pod_dirs,
         word: KubeletWord::default(),
     })
+}
+
+/// kubelet's `podLogsDir` (see [`pod_logs_dir`]), and why nodectl does not
+/// see the directory kubelet has at that path, if it does not.
+pub struct PodLogsAt {
+    pub dir: Located,
+    pub unseen: Option<String>,
+}
+
+impl PodLogsAt {
+    /// `dir` as the running kubelets name it, with why it is not theirs
+    /// in nodectl's view when not (see [`RunningKubelet::unseen`]); the
+    /// user's flag and the default of no kubelet are taken as they are.
+    pub fn of(dir: Located, running: &Running) -> PodLogsAt {
+        let unseen = match dir.origin {
+            Origin::Flag | Origin::Default => None,
+            _ => running
+                .kubelets
+                .iter()
+                .find_map(|kubelet| kubelet.unseen(&dir.path)),
+        };
+        PodLogsAt { dir, unseen }
+    }
+
+    fn read(&self, gaps: &mut Vec<Gap>) -> Option<Vec<PodLogDir>> {
+        if let Some(why) = &self.unseen {
+            gaps.push(Gap::item(SOURCE, &self.dir.path, why.clone()));
+            return None;
+        }
+        read_pod_logs(&self.dir.path, gaps)
+    }
 }
 
 /// Every pod log directory in `dir` (see [`PodLogDir`]); none when there
@@ -589,6 +689,17 @@ fn pod_dir_name<'a>(point: &'a Path, pods: &Path) -> Option<&'a OsStr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pod log directory given by flag.
+    fn logs_at(path: &Path) -> PodLogsAt {
+        PodLogsAt {
+            dir: Located {
+                path: path.to_path_buf(),
+                origin: Origin::Flag,
+            },
+            unseen: None,
+        }
+    }
 
     #[test]
     fn flags_are_read_in_either_spelling() {
@@ -1200,6 +1311,105 @@ mod tests {
     }
 
     #[test]
+    fn pod_logs_are_where_kubelets_config_puts_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| fs::write(dir.path().join(name), text).unwrap();
+        write("config.yaml", "podLogsDir: /data/pod-logs\n");
+        fs::create_dir(dir.path().join("conf.d")).unwrap();
+        let running = |args: &[&str]| Running {
+            kubelets: vec![RunningKubelet {
+                pid: 1,
+                args: args.iter().map(|a| a.to_string()).collect(),
+                flags_origin: Origin::Process,
+                cwd: KubeletFiles {
+                    cwd: dir.path().to_path_buf(),
+                    root: None,
+                },
+            }],
+            unread: Vec::new(),
+        };
+        let found = |flag: Option<&str>, args: &[&str], gaps: &mut Vec<Gap>| {
+            let root = root(None, &running(args));
+            let at = pod_logs_dir(flag.map(Path::new), &root, &running(args), gaps);
+            (at.path.display().to_string(), at.origin)
+        };
+        let mut gaps = Vec::new();
+        let config = ["kubelet", "--config=config.yaml", "--config-dir=conf.d"];
+        assert_eq!(
+            found(None, &config, &mut gaps),
+            ("/data/pod-logs".into(), Origin::KubeletConfig)
+        );
+        // A drop-in (a file named just `.conf` is one) over the file.
+        write("conf.d/.conf", "podLogsDir: /data/dropped\n");
+        assert_eq!(
+            found(None, &config, &mut gaps),
+            ("/data/dropped".into(), Origin::KubeletConfig)
+        );
+        // The user's flag over kubelet's word.
+        assert_eq!(
+            found(Some("/mine"), &config, &mut gaps),
+            ("/mine".into(), Origin::Flag)
+        );
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // Empty: kubelet's default. None set: its default, said as its own.
+        write("conf.d/.conf", "podLogsDir: \"\"\n");
+        assert_eq!(
+            found(None, &config, &mut gaps),
+            (DEFAULT_POD_LOGS.into(), Origin::Process)
+        );
+        assert_eq!(
+            found(None, &["kubelet"], &mut gaps),
+            (DEFAULT_POD_LOGS.into(), Origin::Process)
+        );
+        assert!(gaps.is_empty(), "{gaps:?}");
+        // One kubelet would refuse to start with: a gap, and the default.
+        for refused in ["data/logs", "/data/../logs", "/data//logs", "/data/logs/"] {
+            write("conf.d/.conf", &format!("podLogsDir: {refused}\n"));
+            let mut gaps = Vec::new();
+            assert_eq!(
+                found(None, &config, &mut gaps),
+                (DEFAULT_POD_LOGS.into(), Origin::Process),
+                "{refused}"
+            );
+            assert_eq!(gaps.len(), 1, "{refused}: {gaps:?}");
+            assert!(
+                format!("{gaps:?}").contains("not an absolute, clean path"),
+                "{gaps:?}"
+            );
+        }
+        // No kubelet believed: the default, said as such.
+        let none = pod_logs_dir(
+            None,
+            &root(None, &Running::default()),
+            &Running::default(),
+            &mut gaps,
+        );
+        assert_eq!(none.origin, Origin::Default);
+        // kubelet's root given by flag: a kubelet with another root is not
+        // the one named; with that root, it is.
+        write("conf.d/.conf", "podLogsDir: /data/dropped\n");
+        let named = |path: &str| Located {
+            path: PathBuf::from(path),
+            origin: Origin::Flag,
+        };
+        let running = running(&[
+            "kubelet",
+            "--config=config.yaml",
+            "--root-dir=/data/kubelet",
+        ]);
+        let other = pod_logs_dir(None, &named("/elsewhere"), &running, &mut gaps);
+        assert_eq!(
+            (other.path.to_str(), other.origin),
+            (Some(DEFAULT_POD_LOGS), Origin::Default)
+        );
+        let same = pod_logs_dir(None, &named("/data/kubelet"), &running, &mut gaps);
+        assert_eq!(
+            (same.path.to_str(), same.origin),
+            (Some("/data/pod-logs"), Origin::KubeletConfig)
+        );
+    }
+
+    #[test]
     fn cgroup_driver_and_per_qos_say_where_they_came_from() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(
@@ -1361,7 +1571,8 @@ mod tests {
         fs::create_dir_all(logs.join("not-a-pod")).unwrap();
         fs::write(logs.join("shop_file_uid-c"), "").unwrap();
         let mut gaps = Vec::new();
-        let view = read(root, &logs, None, &table, &mut gaps).expect("a root given is read");
+        let view =
+            read(root, logs_at(&logs), None, &table, &mut gaps).expect("a root given is read");
         assert!(gaps.is_empty(), "{gaps:?}");
         let uids: Vec<&str> = view.pod_dirs.iter().map(|d| d.uid.as_str()).collect();
         assert_eq!(uids, ["uid-a", "uid-b"], "directories only, no symlink");
@@ -1392,7 +1603,7 @@ mod tests {
         // A table that cannot be read would be a gap, were it read.
         let view = read(
             root,
-            &dir.path().join("logs"),
+            logs_at(&dir.path().join("logs")),
             None,
             &dir.path().join("no-mountinfo"),
             &mut gaps,
@@ -1425,13 +1636,13 @@ mod tests {
             origin: Origin::Default,
         };
         let logs = dir.path().join("logs");
-        assert!(read(default, &logs, None, &table, &mut gaps).is_none());
+        assert!(read(default, logs_at(&logs), None, &table, &mut gaps).is_none());
         assert!(gaps.is_empty());
         let given = Located {
             path: dir.path().join("absent"),
             origin: Origin::Flag,
         };
-        assert!(read(given, &logs, None, &table, &mut gaps).is_none());
+        assert!(read(given, logs_at(&logs), None, &table, &mut gaps).is_none());
         assert_eq!(gaps.len(), 1);
         assert!(gaps[0].source_unavailable);
     }

@@ -145,6 +145,18 @@ pub fn setting(
     if let Some(value) = flag_value(args, flag) {
         return Some(Setting { value, from: None });
     }
+    configured(args, cwd, field, gaps)
+}
+
+/// The value kubelet's config file and drop-ins set for `field`, for a
+/// setting kubelet has no flag for (`podLogsDir`): as [`setting`] reads
+/// them.
+pub fn configured(
+    args: &[String],
+    cwd: &(impl FilesView + ?Sized),
+    field: &str,
+    gaps: &mut Vec<Gap>,
+) -> Option<Setting> {
     let mut found = None;
     for (path, config) in files(args, cwd, gaps) {
         match config.get(field) {
