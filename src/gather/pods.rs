@@ -94,8 +94,8 @@ impl PodSources {
             let socket = root.path.join(pod_resources::SOCKET);
             let (proc_root, timeout) = (options.proc_root.clone(), options.timeout);
             let kubelets = running.pids();
-            SourceThread::spawn(kubelet::SOURCE, &socket, move |_| {
-                pod_resources::ask(&root.path, &proc_root, &kubelets, timeout)
+            SourceThread::spawn(kubelet::SOURCE, &socket, move |gaps| {
+                pod_resources::ask(&root.path, &proc_root, &kubelets, timeout, gaps)
             })
         });
         let pod_cgroups = options.pod_cgroups.then(|| {

@@ -1192,12 +1192,15 @@ mod tests {
         );
         assert_eq!(believed.pids(), vec![pid]);
         // ...and the answer at its socket is not taken as kubelet's.
+        let mut gaps = Vec::new();
         let word = pod_resources::ask(
             root_dir.path(),
             proc_root,
             &believed.pids(),
             std::time::Duration::from_secs(1),
+            &mut gaps,
         );
+        assert_eq!(gaps.len(), 1, "a listener not believed is a gap: {gaps:?}");
         let crate::model::KubeletWord::Unavailable { why } = word else {
             panic!("a foreign listener's answer was taken: {word:?}");
         };

@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::model::{KubeletWord, PodName};
+use crate::model::{Gap, KubeletWord, PodName, Source};
 use crate::sources::daemon_proof;
 
 /// Where kubelet serves it below its root (`getPodResourcesDir`).
@@ -51,11 +51,17 @@ pub mod v1 {
 /// any, only one of them may answer, for the socket is a file below
 /// kubelet's root that a pod with a hostPath there can replace with its
 /// own listener (and its answer would leave pods out).
+///
+/// A listener not believed is a gap as well (`gaps`): kubelet's word was
+/// there to be had and someone else answers in its place, so what needs it
+/// could not be checked. No socket, or no answer in time, is said in the
+/// word only (no kubelet runs, or it is the kubelet that is slow).
 pub fn ask(
     kubelet_root: &Path,
     proc_root: &Path,
     kubelets: &[i32],
     timeout: Duration,
+    gaps: &mut Vec<Gap>,
 ) -> KubeletWord {
     let socket = kubelet_root.join(SOCKET);
     let unavailable = |why: String| KubeletWord::Unavailable {
@@ -70,7 +76,13 @@ pub fn ask(
         Err(why) => return unavailable(why),
     };
     if let Some(why) = not_kubelets(proc_root, peer, kubelets) {
-        return unavailable(format!("its listener is not believed: {why}"));
+        let why = format!("its listener is not believed: {why}");
+        gaps.push(Gap::item(
+            Source::Kubelet,
+            &socket,
+            format!("kubelet's pod-resources API: {why}"),
+        ));
+        return unavailable(why);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -158,7 +170,13 @@ mod tests {
     fn no_socket_or_no_listener_is_said_so_never_an_empty_list() {
         let root = tempfile::tempdir().unwrap();
         let proc_root = Path::new("/proc");
-        let absent = why(ask(root.path(), proc_root, &[], Duration::from_secs(1)));
+        let absent = why(ask(
+            root.path(),
+            proc_root,
+            &[],
+            Duration::from_secs(1),
+            &mut Vec::new(),
+        ));
         assert!(
             absent.ends_with("kubelet.sock): it does not exist"),
             "{absent}"
@@ -166,7 +184,13 @@ mod tests {
         // kubelet stopped, its socket left behind.
         std::fs::create_dir_all(root.path().join("pod-resources")).unwrap();
         drop(std::os::unix::net::UnixListener::bind(root.path().join(SOCKET)).unwrap());
-        let stale = why(ask(root.path(), proc_root, &[], Duration::from_secs(1)));
+        let stale = why(ask(
+            root.path(),
+            proc_root,
+            &[],
+            Duration::from_secs(1),
+            &mut Vec::new(),
+        ));
         assert!(stale.contains("connection refused"), "{stale}");
     }
 
@@ -184,6 +208,7 @@ mod tests {
             Path::new("/proc"),
             &[],
             Duration::from_millis(300),
+            &mut Vec::new(),
         ));
         assert!(
             started.elapsed() < Duration::from_secs(3),
