@@ -42,6 +42,16 @@ pub fn peer(test: &str, name: &str) -> Option<PathBuf> {
     None
 }
 
+/// Makes cgroup `name` (`/a/b`) in every hierarchy: kubelet checks that its
+/// cgroupRoot exists in each. A bed's teardown removes its own cgroup's
+/// tree.
+pub fn create_cgroup(name: &str) {
+    for d in super::teardown::cgroup_hierarchies() {
+        let cgroup = d.join(name.trim_start_matches('/'));
+        fs::create_dir_all(&cgroup).unwrap_or_else(|e| panic!("{}: {e}", cgroup.display()));
+    }
+}
+
 /// A port on loopback nothing listens on now.
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -75,6 +85,17 @@ pub struct Kubelet {
 pub struct KubeletSetup<'a> {
     pub flags: Vec<String>,
     pub config_lines: Vec<&'a str>,
+    /// Its directory below the bed's scratch (`kubelet-<release>` when
+    /// `None`): one a kubelet of the same release has not used.
+    pub dir: Option<&'a str>,
+    /// The flags naming its config file, in place of `--config=<its
+    /// absolute path>` (kubelet's working directory is its directory).
+    pub config_args: Vec<String>,
+    /// How its root is given: `--root-dir` when `None`.
+    pub root_dir_flag: Option<&'a str>,
+    /// Files written below its directory before it starts (its drop-ins),
+    /// by path relative to it.
+    pub files: Vec<(&'a str, String)>,
 }
 
 impl Kubelet {
@@ -93,7 +114,7 @@ impl Kubelet {
     ) -> Option<Kubelet> {
         let built = peer(test, &format!("kubelet-{release}"))?;
         let crictl = peer(test, &format!("crictl-{CRICTL_RELEASE}"))?;
-        let dir = bed.scratch(&format!("kubelet-{release}"));
+        let dir = bed.scratch(setup.dir.unwrap_or(&format!("kubelet-{release}")));
         let (root, manifests, pod_logs, bin) = (
             dir.join("root"),
             dir.join("manifests"),
@@ -115,11 +136,7 @@ impl Kubelet {
         std::os::unix::fs::symlink(&built, &exe).expect("linking the kubelet peer");
         // kubelet's image GC and eviction are not under test: the bed's
         // only image stays, whatever the machine's disk says.
-        // kubelet checks that its cgroupRoot exists in every hierarchy.
-        for d in super::teardown::cgroup_hierarchies() {
-            let cgroup = d.join(bed.cgroup_parent().trim_start_matches('/'));
-            fs::create_dir_all(&cgroup).unwrap_or_else(|e| panic!("{}: {e}", cgroup.display()));
-        }
+        create_cgroup(bed.cgroup_parent());
         let (port, healthz) = (free_port(), free_port());
         let config = dir.join("config.yaml");
         let mut text = format!(
@@ -157,17 +174,28 @@ impl Kubelet {
             text.push('\n');
         }
         fs::write(&config, text).expect("writing kubelet's config");
+        for (name, text) in &setup.files {
+            let path = dir.join(name);
+            fs::create_dir_all(path.parent().expect("a file below kubelet's dir"))
+                .and_then(|()| fs::write(&path, text))
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
         let log = dir.join("kubelet.log");
         let log_file = fs::File::create(&log).expect("kubelet's log");
         let mut command = Command::new(&exe);
+        match setup.config_args.is_empty() {
+            true => command.arg(format!("--config={}", config.display())),
+            false => command.args(&setup.config_args),
+        };
         command
-            .arg(format!("--config={}", config.display()))
             .arg(format!("--hostname-override={NODE_NAME}"))
             .arg("--v=2")
-            .args(&setup.flags);
-        if !setup.flags.iter().any(|f| f.contains("root")) {
-            command.arg(format!("--root-dir={}", root.display()));
-        }
+            .args(&setup.flags)
+            .arg(format!(
+                "{}={}",
+                setup.root_dir_flag.unwrap_or("--root-dir"),
+                root.display()
+            ));
         let child = command
             .current_dir(&dir)
             .stdin(Stdio::null())

@@ -68,7 +68,8 @@ pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
 pub use kubelet::{
-    peer, sleeper_manifest, Kubelet, KubeletSetup, CRICTL_RELEASE, KUBELET_RELEASES, NODE_NAME,
+    create_cgroup, peer, sleeper_manifest, Kubelet, KubeletSetup, CRICTL_RELEASE, KUBELET_RELEASES,
+    NODE_NAME,
 };
 pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
 pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
