@@ -169,6 +169,22 @@ fn settle_cni(
     Some(view)
 }
 
+/// Drops the gap of a containers directory that does not exist under a
+/// root proven the daemon's: CRI has made no container there yet (see
+/// [`cri_store::is_missing_containers_dir`]), or runs no CRI at all. CRI
+/// listing a container keeps it (the directory must be there), as does a
+/// root or state not proven (it may be the wrong one).
+fn settle_cri_store(cri: Option<&CriView>, paths: &Paths, gaps: &mut Vec<Gap>) {
+    let some_listed = cri
+        .and_then(|cri| cri.containers.as_ref())
+        .is_some_and(|containers| !containers.is_empty());
+    if some_listed || !paths.unproven.is_empty() {
+        return;
+    }
+    let dir = paths.cri_containers_dir();
+    gaps.retain(|gap| !cri_store::is_missing_containers_dir(gap, &dir));
+}
+
 /// Reads the node, in four steps: the file sources start, each on a thread
 /// of its own; procfs is scanned once CRI's status files are read; the
 /// other files are waited for; then the APIs are asked. Status files are
@@ -235,6 +251,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         (deadline, started),
         &mut gaps,
     );
+    settle_cri_store(cri.as_ref(), &paths, &mut gaps);
     pods.join_kubelet_word(deadline, started, &mut gaps);
     pods.narrow(
         containerd.as_ref(),
@@ -593,6 +610,53 @@ pub fn now_nanos() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_containers_dir_under_the_proven_root_is_no_gap_unless_cri_lists_one() {
+        let root = tempfile::tempdir().unwrap();
+        let mut paths = crate::model::fixtures::snapshot().paths;
+        paths.root.path = root.path().to_path_buf();
+        let dir = paths.cri_containers_dir();
+        let missing = || {
+            let mut gaps = Vec::new();
+            let (containers, _) = cri_store::read(&dir, &mut gaps);
+            assert!(containers.is_empty());
+            assert_eq!(gaps.len(), 1, "{gaps:?}");
+            assert!(gaps[0].error.contains("never run with it"), "{gaps:?}");
+            gaps
+        };
+        let cri = |containers: Vec<crate::model::CriItem>, address: &Path| CriView {
+            address: address.to_path_buf(),
+            containers: Some(containers),
+            ..CriView::default()
+        };
+        let listed_none = cri(Vec::new(), &paths.address.path);
+        let settled = |cri: Option<&CriView>, paths: &Paths| {
+            let mut gaps = missing();
+            settle_cri_store(cri, paths, &mut gaps);
+            gaps.len()
+        };
+        assert_eq!(settled(Some(&listed_none), &paths), 0);
+        // CRI's containers not asked (a command that needs none of them).
+        assert_eq!(settled(None, &paths), 0);
+        // CRI lists a container: the directory must be there, and is not.
+        let one = crate::model::fixtures::cri_container(
+            "c1",
+            "s1",
+            "app",
+            crate::model::CriApiState::ContainerRunning,
+        );
+        assert_eq!(
+            settled(Some(&cri(vec![one], &paths.address.path)), &paths),
+            1
+        );
+        // A root not proven: the gap stays.
+        let mut unproven = paths.clone();
+        unproven
+            .unproven
+            .push("root is not the daemon's".to_string());
+        assert_eq!(settled(Some(&listed_none), &unproven), 1);
+    }
 
     fn options(namespace: &str, mounts: bool) -> GatherOptions {
         GatherOptions {

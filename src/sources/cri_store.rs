@@ -300,12 +300,27 @@ pub fn parse_status(bytes: &[u8]) -> Result<CriStatus, String> {
     serde_json::from_slice::<CriStatus>(bytes).map_err(|err| format!("corrupt status file: {err}"))
 }
 
+/// Said of a containers directory that does not exist.
+const NO_CONTAINERS_DIR: &str = "(wrong --root, or the CRI plugin has never run with it)";
+
 fn describe_dir_error(err: &io::Error) -> String {
     if err.kind() == io::ErrorKind::NotFound {
-        format!("{err} (wrong --root, or the CRI plugin has never run with it)")
+        format!("{err} {NO_CONTAINERS_DIR}")
     } else {
         err.to_string()
     }
+}
+
+/// Whether `gap` says that the containers directory `dir` does not exist.
+/// CRI makes it with its first container (`CreateContainer` makes
+/// `containers/<id>`), so a node whose pods never got past their sandbox
+/// (Pending behind a failing CNI ADD) has none: with the proven daemon's
+/// CRI listing no container, that is an empty store, not a gap.
+pub fn is_missing_containers_dir(gap: &Gap, dir: &Path) -> bool {
+    gap.source == SOURCE
+        && gap.source_unavailable
+        && gap.path == dir
+        && gap.error.ends_with(NO_CONTAINERS_DIR)
 }
 
 #[cfg(test)]
