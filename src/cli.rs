@@ -70,7 +70,7 @@ pub struct GlobalArgs {
     /// kubelet's root directory (its --root-dir) [default: the running kubelet's, else /var/lib/kubelet]
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
     pub kubelet_root: Option<PathBuf>,
-    /// kubelet's pod log directory (its podLogsDir), where each pod's <namespace>_<name>_<uid> ties it to kubelet [default: /var/log/pods]
+    /// kubelet's pod log directory, where each pod's <namespace>_<name>_<uid> ties it to kubelet [default: the running kubelet's podLogsDir, else /var/log/pods]
     #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::DirPath)]
     pub kubelet_pod_logs: Option<PathBuf>,
     /// kubelet's cgroup root (its --cgroup-root, where kubepods is made) [default: the running kubelet's, else /]
