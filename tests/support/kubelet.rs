@@ -60,8 +60,37 @@ fn free_port() -> u16 {
         .expect("a free port on loopback")
 }
 
+/// How a kubelet is started: again the same way after [`Kubelet::restart`].
+struct Launch {
+    exe: PathBuf,
+    args: Vec<String>,
+    dir: PathBuf,
+    healthz: u16,
+}
+
+impl Launch {
+    fn spawn(&self, log: &Path, append: bool) -> Child {
+        let log_file = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(log)
+            .expect("kubelet's log");
+        Command::new(&self.exe)
+            .args(&self.args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("kubelet's log"))
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", self.exe.display()))
+    }
+}
+
 pub struct Kubelet {
     child: Child,
+    launch: Launch,
     pub release: String,
     /// kubelet's `--root-dir`.
     pub root: PathBuf,
@@ -181,30 +210,26 @@ impl Kubelet {
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }
         let log = dir.join("kubelet.log");
-        let log_file = fs::File::create(&log).expect("kubelet's log");
-        let mut command = Command::new(&exe);
-        match setup.config_args.is_empty() {
-            true => command.arg(format!("--config={}", config.display())),
-            false => command.args(&setup.config_args),
+        let mut args = match setup.config_args.is_empty() {
+            true => vec![format!("--config={}", config.display())],
+            false => setup.config_args.clone(),
         };
-        command
-            .arg(format!("--hostname-override={NODE_NAME}"))
-            .arg("--v=2")
-            .args(&setup.flags)
-            .arg(format!(
-                "{}={}",
-                setup.root_dir_flag.unwrap_or("--root-dir"),
-                root.display()
-            ));
-        let child = command
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("kubelet's log"))
-            .stderr(log_file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", exe.display()));
+        args.extend([format!("--hostname-override={NODE_NAME}"), "--v=2".into()]);
+        args.extend(setup.flags.iter().cloned());
+        args.push(format!(
+            "{}={}",
+            setup.root_dir_flag.unwrap_or("--root-dir"),
+            root.display()
+        ));
+        let launch = Launch {
+            exe,
+            args,
+            dir: dir.clone(),
+            healthz,
+        };
         let mut kubelet = Kubelet {
-            child,
+            child: launch.spawn(&log, false),
+            launch,
             release: release.to_string(),
             root,
             manifests,
@@ -218,6 +243,21 @@ impl Kubelet {
         };
         kubelet.wait_healthy(healthz, Duration::from_secs(60));
         Some(kubelet)
+    }
+
+    /// SIGKILL: kubelet dies where it is, a pod's teardown left wherever it
+    /// had got to.
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts kubelet again as it was started (its log appended to), and
+    /// waits until its healthz answers.
+    pub fn restart(&mut self) {
+        self.kill_hard();
+        self.child = self.launch.spawn(&self.log, true);
+        self.wait_healthy(self.launch.healthz, Duration::from_secs(60));
     }
 
     fn wait_healthy(&mut self, port: u16, limit: Duration) {

@@ -1,0 +1,238 @@
+//! kubelet's own cleanup as the oracle for the teardown kinds: a real
+//! kubelet (each release scripts/peers builds) is killed with SIGKILL at
+//! points inside a pod's teardown, nodectl looks, kubelet is started again
+//! and its housekeeping runs, and nodectl looks again.
+//!
+//! - While kubelet is dead, nodectl names nothing of the pod kubelet still
+//!   runs beside it (nothing it would remove is something kubelet uses).
+//! - Whatever nodectl called leaked in the dead kubelet's teardown is
+//!   either removed by kubelet itself once it is back (printed with the
+//!   time it took, per release) or still there, and then still found: what
+//!   kubelet never removes is nodectl's to tell.
+//! - Once kubelet is done, nothing of the torn-down pod is left and nodectl
+//!   finds nothing.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{Kubelet, TestBed, NODE_NAME};
+
+/// kubelet's places by flag (other tests' kubelets may run on the machine
+/// at the same time), no grace: everything nodectl would call leaked now.
+fn look(bed: &TestBed, kubelet: &Kubelet) -> (Value, BTreeSet<(String, String)>) {
+    let mut args: Vec<String> = [
+        "check",
+        "--settle",
+        "0s",
+        "--sandbox-grace",
+        "0s",
+        "--ip-grace",
+        "0s",
+        "-o",
+        "json",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect();
+    args.extend(kubelet.nodectl_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let doc = support::report(&bed.nodectl(&args));
+    let found = support::finding_keys(&doc).into_iter().collect();
+    (doc, found)
+}
+
+/// The uid and sandbox ids CRI has for static pod `name`.
+fn pod_ids(kubelet: &Kubelet, name: &str) -> (Option<String>, Vec<String>) {
+    let pod = format!("{name}-{NODE_NAME}");
+    let doc = kubelet.crictl(&["pods"]);
+    let items: Vec<&Value> = doc["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["name"] == pod.as_str())
+        .collect();
+    let uid = items
+        .iter()
+        .find_map(|p| p["metadata"]["uid"].as_str().map(str::to_string));
+    let ids = items
+        .iter()
+        .filter_map(|p| p["id"].as_str().map(str::to_string))
+        .collect();
+    (uid, ids)
+}
+
+/// What is left of the pod `uid` kubelet made: its directory, and CRI's
+/// sandboxes of it.
+fn left_of(kubelet: &Kubelet, name: &str, uid: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    if kubelet.root.join("pods").join(uid).exists() {
+        left.push(format!("pod directory {uid}"));
+    }
+    for (id, state) in kubelet.sandboxes(name) {
+        left.push(format!("sandbox {id:.13} {state}"));
+    }
+    left
+}
+
+/// Where the teardown was when kubelet died.
+fn stage(kubelet: &Kubelet, name: &str) -> String {
+    format!(
+        "containers {:?}, sandboxes {:?}",
+        kubelet.container_states(name),
+        kubelet.sandboxes(name)
+    )
+}
+
+/// Where in a pod's teardown kubelet is killed.
+#[derive(Clone, Copy)]
+enum KillPoint {
+    /// As soon as its log says it is stopping the pod's container (a grace
+    /// of 1 s, `sleep` under a shell that ignores SIGTERM): inside
+    /// StopContainer.
+    StoppingContainer,
+    /// As soon as CRI says the pod's sandbox is no longer ready: after
+    /// StopPodSandbox, before its volumes, cgroup and directory go.
+    SandboxStopped,
+}
+
+/// How many times kubelet's log says it is stopping a container.
+fn stops_logged(kubelet: &Kubelet) -> usize {
+    std::fs::read_to_string(&kubelet.log)
+        .unwrap_or_default()
+        .matches("Killing container with a grace period")
+        .count()
+}
+
+/// One pod torn down with kubelet killed at `point`.
+fn killed_mid_teardown(bed: &TestBed, kubelet: &mut Kubelet, name: &str, point: KillPoint) {
+    let test = format!("kubelet_teardown_{}", kubelet.release);
+    kubelet.add_static_pod(name, &support::sleeper_manifest(name));
+    let running = kubelet.wait_for(Duration::from_secs(90), |k| {
+        k.container_states(name) == [("sleep".to_string(), "CONTAINER_RUNNING".to_string())]
+    });
+    if !running {
+        kubelet.fail(&format!("{name} never ran: {}", stage(kubelet, name)));
+    }
+    let (Some(uid), _) = pod_ids(kubelet, name) else {
+        kubelet.fail(&format!("{name}: CRI names no uid"));
+    };
+    let (Some(live_uid), live_sandboxes) = pod_ids(kubelet, "live") else {
+        kubelet.fail("the live pod: CRI names no uid");
+    };
+
+    let stops = stops_logged(kubelet);
+    kubelet.remove_static_pod(name);
+    let removed = Instant::now();
+    let reached = match point {
+        KillPoint::StoppingContainer => {
+            poll(Duration::from_secs(60), || stops_logged(kubelet) > stops)
+        }
+        KillPoint::SandboxStopped => poll(Duration::from_secs(60), || {
+            let sandboxes = kubelet.sandboxes(name);
+            sandboxes.iter().all(|(_, state)| state != "SANDBOX_READY")
+        }),
+    };
+    assert!(reached, "{test}: {name}'s teardown never got there");
+    kubelet.kill_hard();
+    let at = stage(kubelet, name);
+    let dead_for = removed.elapsed();
+
+    // kubelet dead: nothing of the live pod is nodectl's to call leaked.
+    let (doc, while_dead) = look(bed, kubelet);
+    let live: Vec<&(String, String)> = while_dead
+        .iter()
+        .filter(|(_, id)| {
+            id.contains(live_uid.as_str()) || live_sandboxes.iter().any(|s| id.starts_with(s))
+        })
+        .collect();
+    assert!(
+        live.is_empty(),
+        "{test}: {name}: nodectl named the live pod while kubelet was dead: {live:?}\n{doc:#}"
+    );
+
+    // kubelet back: its housekeeping and container GC clean the pod up.
+    kubelet.restart();
+    let back = Instant::now();
+    let cleaned = kubelet.wait_for(Duration::from_secs(180), |k| {
+        left_of(k, name, &uid).is_empty()
+    });
+    let took = back.elapsed();
+    let (doc, after_cleanup) = look(bed, kubelet);
+    let left = left_of(kubelet, name, &uid);
+    eprintln!(
+        "{test}: {name} killed {dead_for:?} into its teardown ({at}); while kubelet was dead \
+         nodectl found {while_dead:?}; kubelet, back, {} in {took:?}; then nodectl found \
+         {after_cleanup:?}",
+        match cleaned {
+            true => "removed all of it".to_string(),
+            false => format!("left {left:?}"),
+        }
+    );
+    for key in &while_dead {
+        let state = match after_cleanup.contains(key) {
+            true => "never removed by kubelet".to_string(),
+            false => format!("removed by kubelet within {took:?}"),
+        };
+        eprintln!("{test}: {name}: {} {}: {state}", key.0, key.1);
+    }
+    assert!(
+        cleaned,
+        "{test}: kubelet {} left {left:?} of {name} after {took:?}; nodectl: {after_cleanup:?}",
+        kubelet.release
+    );
+    assert_eq!(
+        after_cleanup,
+        BTreeSet::new(),
+        "{test}: {name}: nothing is left after kubelet's cleanup: {doc:#}"
+    );
+}
+
+/// Polls `done` every 20 ms for at most `limit`; false when it never held.
+fn poll(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+async fn killed_mid_teardown_on(release: &str) {
+    let test = format!("kubelet_teardown_{release}");
+    let Some(bed) = TestBed::start_networked(&test).await else {
+        return;
+    };
+    let Some(mut kubelet) = Kubelet::start(&bed, &test, release) else {
+        return;
+    };
+    // A pod kubelet keeps running through it all.
+    kubelet.add_static_pod("live", &support::sleeper_manifest("live"));
+    let live_runs = |k: &Kubelet| {
+        k.container_states("live") == [("sleep".to_string(), "CONTAINER_RUNNING".to_string())]
+    };
+    if !kubelet.wait_for(Duration::from_secs(90), live_runs) {
+        kubelet.fail("the live pod never ran");
+    }
+    killed_mid_teardown(&bed, &mut kubelet, "early", KillPoint::StoppingContainer);
+    killed_mid_teardown(&bed, &mut kubelet, "late", KillPoint::SandboxStopped);
+    assert!(
+        live_runs(&kubelet),
+        "{test}: the live pod kept running: {:?}",
+        kubelet.container_states("live")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_teardown_v1_34() {
+    killed_mid_teardown_on(support::KUBELET_RELEASES[0]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_teardown_v1_37() {
+    killed_mid_teardown_on(support::KUBELET_RELEASES[1]).await;
+}
