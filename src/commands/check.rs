@@ -10,7 +10,7 @@ use crate::archive;
 use crate::checks;
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::gather;
-use crate::model::{ApiCall, Gap, KubeletFacts, Snapshot};
+use crate::model::{ApiCall, Gap, Kind, KubeletFacts, Snapshot};
 use crate::report::Report;
 
 /// `check --from` ends within this many `--timeout`s (1 min by default),
@@ -21,13 +21,24 @@ pub const FROM_DEADLINE_TIMEOUTS: u32 = 20;
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
     let Some(archive) = &args.from else {
-        let (first, second) = super::gather_pair(
-            global,
-            args.cri_address.as_deref(),
-            &args.confirm,
-            super::PairFor::Checks,
-        );
-        return Ok(judged(first, second, args));
+        let look = || {
+            let (first, second) = super::gather_pair(
+                global,
+                args.cri_address.as_deref(),
+                &args.confirm,
+                super::PairFor::Checks,
+            );
+            judged(first, second, args)
+        };
+        let report = look();
+        if !report.findings.iter().any(|f| SEEN_TWICE.contains(&f.kind)) {
+            return Ok(report);
+        }
+        // Another whole look, `--settle` later: only what it finds again
+        // of those kinds is told.
+        std::thread::sleep(crate::confirm::settle(args.confirm.settle, global.timeout));
+        let again = look();
+        return Ok(seen_twice(report, &again));
     };
     let deadline = global.timeout * FROM_DEADLINE_TIMEOUTS;
     let (global, args, archive) = (global.clone(), args.clone(), archive.clone());
@@ -53,6 +64,35 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
             anyhow::bail!("check --from: its thread ended without an answer")
         }
     }
+}
+
+/// The kinds a live `check` tells only when a second whole look finds them
+/// too. Each compares sources read at different instants of one look (the
+/// process scan, the mount table, the bundles, containerd's records and
+/// tasks, CRI's lists), and a node's ordinary churn falls between them: a
+/// shim whose sandbox record was just removed and that is exiting, a bundle
+/// of a task being created, a sandbox's shm mounted before its record is
+/// made, a container CRI still lists as RUNNING while its exit is being
+/// handled. Seen with a real kubelet making and deleting pods; a leak holds
+/// still and is found again.
+const SEEN_TWICE: &[Kind] = &[
+    Kind::CriDrift,
+    Kind::LeakedShim,
+    Kind::OrphanBundle,
+    Kind::LeakedMount,
+];
+
+/// `report` with its findings of the [`SEEN_TWICE`] kinds kept only when
+/// `again`, a later look, has them too (same kind, same id).
+fn seen_twice(mut report: Report, again: &Report) -> Report {
+    report.findings.retain(|finding| {
+        !SEEN_TWICE.contains(&finding.kind)
+            || again
+                .findings
+                .iter()
+                .any(|other| other.kind == finding.kind && other.id == finding.id)
+    });
+    report
 }
 
 /// The report of the checks on a look (and its confirming second look).
@@ -117,4 +157,59 @@ fn api_calls(snapshot: &Snapshot, slow: Duration) -> Vec<ApiCall> {
         );
     }
     calls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Finding, Severity};
+
+    fn report(found: &[(Kind, &str)]) -> Report {
+        let findings = found
+            .iter()
+            .map(|(kind, id)| Finding {
+                kind: *kind,
+                severity: Severity::Warning,
+                id: id.to_string(),
+                summary: String::new(),
+                evidence: serde_json::Value::Null,
+                cause: String::new(),
+                remedy: String::new(),
+            })
+            .collect();
+        let paths = crate::model::fixtures::snapshot().paths;
+        Report::new("check", "k8s.io", paths, findings, Vec::new())
+    }
+
+    #[test]
+    fn a_race_of_the_sources_is_told_only_when_a_second_look_finds_it_again() {
+        let first = report(&[
+            (Kind::CriDrift, "a"),
+            (Kind::CriDrift, "b"),
+            (Kind::LeakedShim, "s"),
+            (Kind::OrphanBundle, "o"),
+            (Kind::Zombie, "z"),
+        ]);
+        // The second look: `a` still drifts, `s` is a leaked shim again,
+        // and `b`'s id is another kind's now; `o` is gone.
+        let again = report(&[
+            (Kind::CriDrift, "a"),
+            (Kind::LeakedShim, "s"),
+            (Kind::LeakedMount, "b"),
+        ]);
+        let kept: Vec<(Kind, String)> = seen_twice(first, &again)
+            .findings
+            .into_iter()
+            .map(|f| (f.kind, f.id))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                (Kind::CriDrift, "a".to_string()),
+                (Kind::LeakedShim, "s".to_string()),
+                // Confirmed its own way (a second look at its status file).
+                (Kind::Zombie, "z".to_string()),
+            ]
+        );
+    }
 }
