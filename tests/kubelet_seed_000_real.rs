@@ -15,10 +15,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::{procs, Kubelet, TestBed, NODE_NAME};
 
-/// How long the init container runs before it exits by itself.
-const INIT_RUNS: &str = "6";
-/// How long the rootfs unmount is held: past CRI's 10 s task.Delete.
-const HOLD: Duration = Duration::from_secs(40);
+/// How long the init container runs before it exits by itself: time for
+/// the test to see it run and hold its shim's unmount, on a busy machine.
+const INIT_RUNS: &str = "10";
+/// How long the rootfs unmount is held: past the init's exit and CRI's
+/// 10 s task.Delete after it, with time to look.
+const HOLD: Duration = Duration::from_secs(45);
 
 fn manifest(name: &str) -> String {
     let image = support::IMAGE;
@@ -96,7 +98,7 @@ async fn seed_000_under_kubelet(release: &str) {
 
     // The init container exits by itself; CRI's task.Delete gives up 10 s
     // later and CRI keeps it RUNNING.
-    let gave_up = support::wait_until(Duration::from_secs(30), || {
+    let gave_up = support::wait_until(Duration::from_secs(35), || {
         std::fs::read_to_string(bed.log_path())
             .unwrap_or_default()
             .lines()
