@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::checks::zombie;
 
 use crate::model::{
-    CriApiState, Finding, Kind, Severity, Snapshot, TaskStatus, TaskView, CRI_NAMESPACE,
+    CriApiState, Finding, Kind, Names, Severity, Snapshot, TaskStatus, TaskView, CRI_NAMESPACE,
 };
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
@@ -31,6 +31,7 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let tasks: BTreeMap<&str, &TaskView> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     // Already reported, with more evidence, as zombies.
     let zombies = zombie::dead_ids(snapshot);
+    let names = snapshot.names();
     let mut findings = Vec::new();
 
     for container in cri_containers {
@@ -60,7 +61,7 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             _ => continue,
         };
         findings.push(drift(
-            snapshot,
+            &names,
             &container.id,
             disagreement,
             json!({
@@ -80,7 +81,7 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             .collect();
         for id in records.iter().filter(|id| !cri_ids.contains(id.as_str())) {
             findings.push(drift(
-                snapshot,
+                &names,
                 id,
                 format!(
                     "containerd has container {id:.13} in {} that CRI does not know",
@@ -105,7 +106,7 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             .filter(|id| !records.contains(**id) && !in_sandbox_store(id))
         {
             findings.push(drift(
-                snapshot,
+                &names,
                 id,
                 format!("CRI knows {id:.13}, containerd has no container record for it"),
                 json!({"in_containerd": false, "in_cri": true}),
@@ -115,13 +116,8 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     findings
 }
 
-fn drift(
-    snapshot: &Snapshot,
-    id: &str,
-    summary: String,
-    mut evidence: serde_json::Value,
-) -> Finding {
-    let pod = snapshot.names_of(id);
+fn drift(names: &Names, id: &str, summary: String, mut evidence: serde_json::Value) -> Finding {
+    let pod = names.of(id);
     evidence["container_id"] = json!(id);
     evidence["pod_namespace"] = json!(pod.pod_namespace);
     evidence["pod_name"] = json!(pod.pod_name);

@@ -66,6 +66,7 @@ fn finding(snapshot: &Snapshot, name: &str, ids: &[&str]) -> Finding {
         .as_ref()
         .filter(|cri| cri.sandboxes.is_some())
         .map(|cri| {
+            let cri = cri.index();
             ids.iter()
                 .filter(|id| cri.is_sandbox(id))
                 .map(|id| id.to_string())

@@ -12,15 +12,16 @@ use serde_json::json;
 
 use crate::checks::shared::{served_ids, shim_serves, short, Records};
 use crate::inert::inert_bytes;
-use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot, CRI_NAMESPACE};
+use crate::model::{Basis, Finding, Kind, Mount, Names, Severity, Snapshot, CRI_NAMESPACE};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let records = Records::indexed(snapshot);
     let served = served_ids(snapshot);
+    let names = snapshot.names();
     snapshot
         .mounts
         .iter()
-        .filter_map(|mount| judge(snapshot, &records, |id| served.contains(id), mount))
+        .filter_map(|mount| judge(snapshot, &records, |id| served.contains(id), &names, mount))
         .collect()
 }
 
@@ -116,6 +117,7 @@ pub fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
         snapshot,
         &Records::of(snapshot),
         |id| shim_serves(snapshot, id),
+        &snapshot.names(),
         mount,
     )
 }
@@ -129,12 +131,13 @@ fn text(part: &[u8]) -> Cow<'_, str> {
     }
 }
 
-/// [`leaked_mount`], with the records asked through `records` and whether a
-/// shim serves an id through `served`.
+/// [`leaked_mount`], with the records asked through `records`, whether a
+/// shim serves an id through `served`, and the pod named by `names`.
 fn judge(
     snapshot: &Snapshot,
     records: &Records,
     served: impl Fn(&str) -> bool,
+    names: &Names,
     mount: &Mount,
 ) -> Option<Finding> {
     let (namespace, id, what) = owner(snapshot, mount)?.parts();
@@ -155,7 +158,7 @@ fn judge(
     if inferred && (!snapshot.processes_read() || !snapshot.disk_records_read() || served(id)) {
         return None;
     }
-    let pod = snapshot.names_in(namespace, id);
+    let pod = names.of_in(namespace, id);
     let evidence = json!({
         "mount_point": mount.mount_point.display().to_string(),
         "fstype": mount.fs_type,

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::shared::has_record;
-use crate::model::{timestamp, Basis, Finding, Kind, PodRef, Severity, Shim, Snapshot};
+use crate::model::{timestamp, Basis, Finding, Kind, Names, PodRef, Severity, Shim, Snapshot};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -43,12 +43,13 @@ pub struct Evidence {
 /// A shim of the target containerd is judged only when its command line names
 /// a namespace and an id; anything else is not ours to call leaked.
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    let names = snapshot.names();
     snapshot
         .shims
         .iter()
         .filter(|shim| shim.serves(&snapshot.paths.address.path))
         .filter_map(|shim| {
-            let evidence = judge(snapshot, shim)?;
+            let evidence = judge_named(snapshot, &names, shim)?;
             Some(finding(evidence))
         })
         .collect()
@@ -56,6 +57,11 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
 
 /// The evidence that `shim` is leaked, or `None` if it is not.
 pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
+    judge_named(snapshot, &snapshot.names(), shim)
+}
+
+/// [`judge`], the pod named by `names`.
+fn judge_named(snapshot: &Snapshot, names: &Names, shim: &Shim) -> Option<Evidence> {
     // `shim ... delete` is what containerd runs to clean up after a dead shim
     // (and `start` to launch one): short-lived, with no record by design.
     if shim.action.is_some() {
@@ -79,7 +85,7 @@ pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
         binary: shim.binary.clone(),
         namespace: namespace.to_string(),
         shim_id: id.to_string(),
-        pod: snapshot.names_in(namespace, id),
+        pod: names.of_in(namespace, id),
         started_at: timestamp(started_at),
         age_seconds: snapshot.seconds_since(started_at),
         rss_bytes: process.map_or(0, |p| p.rss_bytes),

@@ -10,7 +10,7 @@ use serde_json::json;
 use std::collections::HashSet;
 
 use crate::checks::shared::{served_ids, short, MountPoints, Records};
-use crate::model::{Basis, Bundle, Finding, Kind, Severity, Snapshot};
+use crate::model::{Basis, Bundle, Finding, Kind, Names, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let joins = Joins::of(snapshot);
@@ -27,11 +27,12 @@ pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
 }
 
 /// What a bundle is judged against, each built once for every bundle:
-/// records by id, the ids shims serve, the mount points sorted.
+/// records by id, the ids shims serve, the mount points sorted, the names.
 struct Joins<'a> {
     records: Records<'a>,
     served: HashSet<&'a str>,
     mounts: MountPoints<'a>,
+    names: Names<'a>,
 }
 
 impl<'a> Joins<'a> {
@@ -40,6 +41,7 @@ impl<'a> Joins<'a> {
             records: Records::indexed(snapshot),
             served: served_ids(snapshot),
             mounts: MountPoints::of(snapshot),
+            names: snapshot.names(),
         }
     }
 }
@@ -63,7 +65,7 @@ fn judge(snapshot: &Snapshot, joins: &Joins, bundle: &Bundle) -> Option<Finding>
     {
         return None;
     }
-    let pod = snapshot.names_of(&bundle.id);
+    let pod = joins.names.of(&bundle.id);
     let mounted = joins.mounts.any_under(&bundle.path);
     Some(Finding {
         kind: Kind::OrphanBundle,

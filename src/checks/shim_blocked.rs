@@ -37,6 +37,7 @@ pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
 /// `first` and `second` are two snapshots of the same node, taken apart.
 pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
     let apart = seconds(second.taken_at.saturating_sub(first.taken_at));
+    let names = first.names();
     first
         .shims
         .iter()
@@ -59,7 +60,7 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
             }
             let id = shim.id.clone().unwrap_or_else(|| shim.pid.to_string());
             let namespace = shim.namespace.as_deref().unwrap_or(&first.namespace);
-            let pod = first.names_in(namespace, &id);
+            let pod = names.of_in(namespace, &id);
             let in_umount2 = threads
                 .iter()
                 .any(|t| t.syscall.as_deref() == Some("umount2"));

@@ -61,6 +61,7 @@ fn bounded(rows: Vec<ShimRow>) -> (Vec<ShimRow>, usize) {
 }
 
 pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
+    let names = snapshot.names();
     snapshot
         .shims
         .iter()
@@ -95,7 +96,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 identity: identity.label(),
                 reason: identity.reason().map(str::to_string),
                 pod: match (&shim.namespace, &shim.id) {
-                    (Some(namespace), Some(id)) => snapshot.names_in(namespace, id),
+                    (Some(namespace), Some(id)) => names.of_in(namespace, id),
                     _ => PodRef::default(),
                 },
                 started_at: timestamp(started_at),

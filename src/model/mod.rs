@@ -33,8 +33,8 @@ pub mod snapshotter;
 pub use action::{Action, Outcome};
 pub use api::{Api, ApiCall, Method};
 pub use api_views::{
-    ContainerdView, CriApiState, CriCondition, CriItem, CriView, NamespaceView, StatusProbe,
-    TaskStatus, TaskView, NO_SOCKET,
+    ContainerdView, CriApiState, CriCondition, CriIndex, CriItem, CriView, NamespaceView,
+    StatusProbe, TaskStatus, TaskView, NO_SOCKET,
 };
 pub use cgroups::{CgroupView, KubeletSetting, PodCgroup};
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
