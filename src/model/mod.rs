@@ -47,7 +47,8 @@ pub use event::Event;
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
 pub use kubelet::{
-    KubeletFacts, KubeletView, KubeletWord, KubeletWordSummary, PodDir, PodLogDir, PodName,
+    KubeletFacts, KubeletIndex, KubeletView, KubeletWord, KubeletWordSummary, PodDir, PodLogDir,
+    PodName,
 };
 pub use names::{
     name_labels, PodRef, CONTAINER_NAME_LABEL, CRI_NAMESPACE, KIND_LABEL, POD_NAMESPACE_LABEL,
