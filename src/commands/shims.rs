@@ -62,13 +62,14 @@ fn bounded(rows: Vec<ShimRow>) -> (Vec<ShimRow>, usize) {
 
 pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
     let names = snapshot.names();
+    let children = snapshot.children_index();
     snapshot
         .shims
         .iter()
         .map(|shim| {
             let process = snapshot.processes.get(&shim.pid);
             let started_at = process.map_or(0, |p| p.started_at);
-            let (children_live, children_defunct) = snapshot.children(shim.pid);
+            let (children_live, children_defunct) = children.of(shim.pid);
             let identity = identity(shim);
             // Only a proven shim has a bundle here: another's -id may name one.
             let proven = matches!(identity, Identity::Ours | Identity::Unproven);

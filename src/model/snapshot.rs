@@ -4,7 +4,7 @@
 //! hand-made snapshots and re-run on one gathered elsewhere. Each source records
 //! what it could not read as a [`Gap`] instead of failing the whole run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -135,17 +135,15 @@ impl Snapshot {
         }
     }
 
-    /// Children of `pid`, split into running and defunct ones.
-    pub fn children(&self, pid: i32) -> (Vec<i32>, Vec<i32>) {
-        let (live, defunct): (Vec<&ProcessInfo>, Vec<&ProcessInfo>) = self
-            .processes
-            .values()
-            .filter(|p| p.ppid == pid)
-            .partition(|p| p.is_running());
-        (
-            live.iter().map(|p| p.pid).collect(),
-            defunct.iter().map(|p| p.pid).collect(),
-        )
+    /// Every process by its parent's pid, built once for all the shims a
+    /// check or command asks about: a node of tens of thousands of
+    /// processes made a search of them all per shim quadratic.
+    pub fn children_index(&self) -> Children<'_> {
+        let mut by_parent: HashMap<i32, Vec<&ProcessInfo>> = HashMap::new();
+        for process in self.processes.values() {
+            by_parent.entry(process.ppid).or_default().push(process);
+        }
+        Children(by_parent)
     }
 
     /// Whether procfs was read. When it was not (missing, or it did not
@@ -258,6 +256,22 @@ impl Names<'_> {
             names.container_name = None;
         }
         names
+    }
+}
+
+/// See [`Snapshot::children_index`]; each parent's children in pid order.
+pub struct Children<'a>(HashMap<i32, Vec<&'a ProcessInfo>>);
+
+impl Children<'_> {
+    /// The children of `pid`, split into running and defunct ones.
+    pub fn of(&self, pid: i32) -> (Vec<i32>, Vec<i32>) {
+        let children = self.0.get(&pid).into_iter().flatten();
+        let (live, defunct): (Vec<&ProcessInfo>, Vec<&ProcessInfo>) =
+            children.partition(|p| p.is_running());
+        (
+            live.iter().map(|p| p.pid).collect(),
+            defunct.iter().map(|p| p.pid).collect(),
+        )
     }
 }
 
