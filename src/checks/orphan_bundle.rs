@@ -27,8 +27,10 @@ pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
 }
 
 /// What a bundle is judged against, each built once for every bundle:
-/// records by id, the ids shims serve, the mount points sorted, the names.
+/// whether procfs was read, records by id, the ids shims serve, the mount
+/// points sorted, the names.
 struct Joins<'a> {
+    processes_read: bool,
     records: Records<'a>,
     served: HashSet<&'a str>,
     mounts: MountPoints<'a>,
@@ -38,6 +40,7 @@ struct Joins<'a> {
 impl<'a> Joins<'a> {
     fn of(snapshot: &'a Snapshot) -> Joins<'a> {
         Joins {
+            processes_read: snapshot.processes_read(),
             records: Records::indexed(snapshot),
             served: served_ids(snapshot),
             mounts: MountPoints::of(snapshot),
@@ -56,7 +59,7 @@ fn judge(snapshot: &Snapshot, joins: &Joins, bundle: &Bundle) -> Option<Finding>
     let group = bundle.sandbox_id().unwrap_or(&bundle.id);
     // Without procfs, no shim seen is not no shim; nor is a shim whose
     // process was listed but could not be read.
-    if !snapshot.processes_read()
+    if !joins.processes_read
         || bundle
             .shim_pid
             .is_some_and(|pid| snapshot.unread_pids.contains(&pid))

@@ -85,6 +85,9 @@ pub fn findings(
 ) -> (Vec<Finding>, usize) {
     let shims = ShimIndex::new(snapshot);
     let names = snapshot.names();
+    // Whether containerd runs: a look at every process, once for all the
+    // findings.
+    let down = containerd_down(snapshot);
     let mounted: Option<HashSet<&Path>> = snapshot
         .mounts_read
         .then(|| snapshot.mounts.iter().map(|m| m.path_as_given()).collect());
@@ -99,6 +102,7 @@ pub fn findings(
                 snapshot,
                 &shims,
                 &names,
+                down,
                 container,
                 death,
                 rootfs_mounted,
@@ -226,6 +230,7 @@ fn finding(
     snapshot: &Snapshot,
     shims: &ShimIndex,
     names: &Names,
+    down: Option<usize>,
     container: &CriContainer,
     death: Death,
     rootfs_mounted: Option<bool>,
@@ -244,7 +249,7 @@ fn finding(
     } else {
         None
     };
-    let (cause, remedy) = match (containerd_down(snapshot), &exit_lost, in_umount2.is_empty()) {
+    let (cause, remedy) = match (down, &exit_lost, in_umount2.is_empty()) {
         (Some(others), _, _) => (
             containerd_down_cause(others),
             CONTAINERD_DOWN_REMEDY.to_string(),
