@@ -57,6 +57,18 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
+/// The shims [`check`] reports, judged by the same joins built once
+/// (`--kill`'s targets).
+pub fn leaked(snapshot: &Snapshot) -> Vec<&Shim> {
+    let joins = Joins::of(snapshot);
+    snapshot
+        .shims
+        .iter()
+        .filter(|shim| shim.serves(&snapshot.paths.address.path))
+        .filter(|shim| judge_by(snapshot, &joins, shim).is_some())
+        .collect()
+}
+
 /// The evidence that `shim` is leaked, or `None` if it is not.
 pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
     judge_by(snapshot, &Joins::of(snapshot), shim)

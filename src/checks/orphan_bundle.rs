@@ -21,6 +21,17 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
+/// The bundles [`check`] reports, judged by the same joins built once
+/// (`--remove`'s targets).
+pub fn orphans(snapshot: &Snapshot) -> Vec<&Bundle> {
+    let joins = Joins::of(snapshot);
+    snapshot
+        .bundles
+        .values()
+        .filter(|bundle| judge(snapshot, &joins, bundle).is_some())
+        .collect()
+}
+
 /// The orphan-bundle finding for `bundle`, if it is one.
 pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
     judge(snapshot, &Joins::of(snapshot), bundle)
