@@ -84,14 +84,6 @@ pub fn plan(before: &Snapshot, regather: impl Fn() -> Snapshot) -> Vec<Action> {
     act(before, None, regather)
 }
 
-fn leaked(snapshot: &Snapshot) -> impl Iterator<Item = &Shim> {
-    snapshot
-        .shims
-        .iter()
-        .filter(|s| s.serves(&snapshot.paths.address.path))
-        .filter(|s| leaked_shim::judge(snapshot, s).is_some())
-}
-
 /// Ends the leaked shims of `before`, re-verifying each on a snapshot taken by
 /// `regather` after its pidfd was opened.
 pub fn kill(before: &Snapshot, grace: Duration, regather: impl Fn() -> Snapshot) -> Vec<Action> {
@@ -100,7 +92,7 @@ pub fn kill(before: &Snapshot, grace: Duration, regather: impl Fn() -> Snapshot)
 
 /// Signals (with `Some(grace)`) or only plans (`None`).
 fn act(before: &Snapshot, grace: Option<Duration>, regather: impl Fn() -> Snapshot) -> Vec<Action> {
-    let targets: Vec<&Shim> = leaked(before).collect();
+    let targets: Vec<&Shim> = leaked_shim::leaked(before);
     let mut handles = Vec::new();
     let mut actions = Vec::new();
     for shim in &targets {

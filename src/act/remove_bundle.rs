@@ -32,10 +32,8 @@ const MAX_DEPTH: usize = 16;
 
 /// The orphan bundles of `snapshot`: (id, directory).
 pub fn targets(snapshot: &Snapshot) -> Vec<(String, PathBuf)> {
-    snapshot
-        .bundles
-        .values()
-        .filter(|b| orphan_bundle::orphan_bundle(snapshot, b).is_some())
+    orphan_bundle::orphans(snapshot)
+        .into_iter()
         .map(|b| (b.id.clone(), b.path.clone()))
         .collect()
 }

@@ -37,6 +37,7 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
     let list_evidence = list.map(|c| json!({"latency_ms": c.latency_ms, "timed_out": c.timed_out}));
 
     let shims = ShimIndex::new(snapshot);
+    let names = snapshot.names();
     // The first container of each id, as a scan would find it.
     let mut containers: HashMap<&str, &CriContainer> = HashMap::new();
     for c in &snapshot.cri_containers {
@@ -47,7 +48,7 @@ pub fn check(snapshot: &Snapshot, slow: Duration) -> Vec<Finding> {
         .iter()
         .filter(|probe| is_slow(&probe.call))
         .map(|probe| {
-            let pod = snapshot.names_of(&probe.id);
+            let pod = names.of(&probe.id);
             let shim = containers
                 .get(probe.id.as_str())
                 .and_then(|c| shims.shim_of(snapshot, c));

@@ -16,12 +16,12 @@
 //! with the same attempt. 2.x's sandbox store entries are not reserved at
 //! start-up: only sandbox containers count.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::model::{Finding, Kind, Severity, Snapshot, CRI_NAMESPACE};
+use crate::model::{CriIndex, CriView, Finding, Kind, Severity, Snapshot, CRI_NAMESPACE};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -54,23 +54,28 @@ pub fn duplicates(snapshot: &Snapshot) -> BTreeMap<&str, Vec<&str>> {
 }
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
-    duplicates(snapshot)
-        .into_iter()
-        .map(|(name, ids)| finding(snapshot, name, &ids))
-        .collect()
-}
-
-fn finding(snapshot: &Snapshot, name: &str, ids: &[&str]) -> Finding {
-    let listed_by_cri = snapshot
+    // CRI's list indexed once for every name's sandboxes (a node of tens of
+    // thousands of sandboxes: a search of the list per id was quadratic).
+    let cri = snapshot
         .cri
         .as_ref()
         .filter(|cri| cri.sandboxes.is_some())
-        .map(|cri| {
-            ids.iter()
-                .filter(|id| cri.is_sandbox(id))
-                .map(|id| id.to_string())
-                .collect::<Vec<_>>()
-        });
+        .map(CriView::index);
+    duplicates(snapshot)
+        .into_iter()
+        .map(|(name, ids)| finding(cri.as_ref(), name, &ids))
+        .collect()
+}
+
+/// The finding of `name`, carried by `ids`; `cri` is CRI's list of
+/// sandboxes, when it answered.
+fn finding(cri: Option<&CriIndex>, name: &str, ids: &[&str]) -> Finding {
+    let listed_by_cri = cri.map(|cri| {
+        ids.iter()
+            .filter(|id| cri.is_sandbox(id))
+            .map(|id| id.to_string())
+            .collect::<Vec<_>>()
+    });
     // Kubernetes names hold no `_`: the name's parts are CRI's.
     let mut parts = name.split('_');
     let (pod_name, pod_namespace) = (parts.next(), parts.next());
@@ -83,11 +88,13 @@ fn finding(snapshot: &Snapshot, name: &str, ids: &[&str]) -> Finding {
         basis: "containerd-api",
     };
     let extra: Vec<&str> = match &evidence.listed_by_cri {
-        Some(listed) => ids
-            .iter()
-            .copied()
-            .filter(|id| !listed.iter().any(|l| l == id))
-            .collect(),
+        Some(listed) => {
+            let listed: HashSet<&str> = listed.iter().map(String::as_str).collect();
+            ids.iter()
+                .copied()
+                .filter(|id| !listed.contains(id))
+                .collect()
+        }
         None => Vec::new(),
     };
     let which = if extra.is_empty() {

@@ -60,6 +60,7 @@ pub fn failing<'a>(
     let Some((kubelet, dirs)) = pod_dirs_without_sandbox(snapshot) else {
         return Vec::new();
     };
+    let kubelet = kubelet.index();
     dirs.into_iter()
         .filter_map(|dir| Some((dir, kubelet.pod_log(&dir.uid)?)))
         .filter(|(dir, _)| kubelet.lists(&dir.uid) != Ok(false))

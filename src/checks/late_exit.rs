@@ -27,6 +27,7 @@ struct Evidence {
 pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     let late_after = settings.late_after.as_nanos() as i64;
     let since = settings.since.as_nanos().min(i64::MAX as u128) as i64;
+    let names = snapshot.names();
     snapshot
         .cri_containers
         .iter()
@@ -38,7 +39,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
             if lag <= late_after {
                 return None;
             }
-            let pod = snapshot.names_of(&c.id);
+            let pod = names.of(&c.id);
             let summary = format!(
                 "exit of {} was recorded {:.0} s after it happened; CRI showed it RUNNING meanwhile",
                 pod.display(),

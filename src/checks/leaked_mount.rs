@@ -10,18 +10,40 @@ use std::os::unix::ffi::OsStrExt;
 
 use serde_json::json;
 
-use crate::checks::shared::{served_ids, shim_serves, short, Records};
+use std::collections::HashSet;
+
+use crate::checks::shared::{served_ids, short, Records};
 use crate::inert::inert_bytes;
-use crate::model::{Basis, Finding, Kind, Mount, Severity, Snapshot, CRI_NAMESPACE};
+use crate::model::{Basis, Finding, Kind, Mount, Names, Severity, Snapshot, CRI_NAMESPACE};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
-    let records = Records::indexed(snapshot);
-    let served = served_ids(snapshot);
+    let joins = Joins::of(snapshot);
     snapshot
         .mounts
         .iter()
-        .filter_map(|mount| judge(snapshot, &records, |id| served.contains(id), mount))
+        .filter_map(|mount| judge(snapshot, &joins, mount))
         .collect()
+}
+
+/// What a mount is judged against, each built once for every mount (a
+/// node's table holds tens of thousands): the records by id, the ids shims
+/// serve, whether procfs and the records on disk were read, the names.
+struct Joins<'a> {
+    records: Records<'a>,
+    served: HashSet<&'a str>,
+    sources_read: bool,
+    names: Names<'a>,
+}
+
+impl<'a> Joins<'a> {
+    fn of(snapshot: &'a Snapshot) -> Joins<'a> {
+        Joins {
+            records: Records::indexed(snapshot),
+            served: served_ids(snapshot),
+            sources_read: snapshot.processes_read() && snapshot.disk_records_read(),
+            names: snapshot.names(),
+        }
+    }
 }
 
 /// What a mount below containerd's directories belongs to. Its parts are
@@ -112,12 +134,7 @@ pub fn mount_owner<'a>(
 
 /// The leaked-mount finding for `mount`, if it is one.
 pub fn leaked_mount(snapshot: &Snapshot, mount: &Mount) -> Option<Finding> {
-    judge(
-        snapshot,
-        &Records::of(snapshot),
-        |id| shim_serves(snapshot, id),
-        mount,
-    )
+    judge(snapshot, &Joins::of(snapshot), mount)
 }
 
 /// A part of a mount's path as text: itself when UTF-8, else escaped
@@ -129,20 +146,14 @@ fn text(part: &[u8]) -> Cow<'_, str> {
     }
 }
 
-/// [`leaked_mount`], with the records asked through `records` and whether a
-/// shim serves an id through `served`.
-fn judge(
-    snapshot: &Snapshot,
-    records: &Records,
-    served: impl Fn(&str) -> bool,
-    mount: &Mount,
-) -> Option<Finding> {
+/// [`leaked_mount`], with what it is judged against looked up in `joins`.
+fn judge(snapshot: &Snapshot, joins: &Joins, mount: &Mount) -> Option<Finding> {
     let (namespace, id, what) = owner(snapshot, mount)?.parts();
     let could_be_containerds =
         std::str::from_utf8(namespace).is_ok() && std::str::from_utf8(id).is_ok();
     let (namespace, id) = (text(namespace), text(id));
     let (namespace, id) = (namespace.as_ref(), id.as_ref());
-    let (owned, basis) = records.has(namespace, id);
+    let (owned, basis) = joins.records.has(namespace, id);
     if owned {
         return None;
     }
@@ -152,10 +163,10 @@ fn judge(
     // records on disk (CRI's store, the bundles) no record is no evidence:
     // `kubectl debug node` showed every live rootfs as leaked from a pod
     // that sees containerd's mount table (hostPID) but not its directories.
-    if inferred && (!snapshot.processes_read() || !snapshot.disk_records_read() || served(id)) {
+    if inferred && (!joins.sources_read || joins.served.contains(id)) {
         return None;
     }
-    let pod = snapshot.names_in(namespace, id);
+    let pod = joins.names.of_in(namespace, id);
     let evidence = json!({
         "mount_point": mount.mount_point.display().to_string(),
         "fstype": mount.fs_type,

@@ -34,8 +34,8 @@ use serde_json::Value;
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_of_uid, KUBELET_RELEASES};
 use crate::model::{
-    timestamp, CniView, Finding, Kind, KubeletSetting, KubeletView, Located, PodCgroup, Severity,
-    Snapshot,
+    timestamp, CniView, Finding, Kind, KubeletIndex, KubeletSetting, KubeletView, Located,
+    PodCgroup, Severity, Snapshot,
 };
 
 #[derive(Serialize)]
@@ -84,7 +84,9 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<Leaked<'a>
     let Some(uids) = snapshot.cri.as_ref().and_then(|cri| cri.pod_uids()) else {
         return Vec::new();
     };
-    let kubelet = snapshot.kubelet.as_ref();
+    // kubelet's directories indexed once for every cgroup's uid.
+    let kubelet = snapshot.kubelet.as_ref().map(KubeletView::index);
+    let kubelet = kubelet.as_ref();
     cgroups
         .pod_cgroups
         .iter()
@@ -115,7 +117,7 @@ pub fn systemd_stop(cgroup: &PodCgroup) -> Option<String> {
 }
 
 /// Why kubelet's word on the pod of `uid` cannot be had, if it cannot.
-fn unconfirmed(kubelet: Option<&KubeletView>, uid: &str) -> Option<String> {
+fn unconfirmed(kubelet: Option<&KubeletIndex>, uid: &str) -> Option<String> {
     match kubelet {
         None => Some(
             "kubelet's pod directories were not read, so a pod kubelet still has cannot be \
@@ -132,7 +134,7 @@ fn unconfirmed(kubelet: Option<&KubeletView>, uid: &str) -> Option<String> {
 
 /// Why a pod kubelet's word lists only through its log directory is not
 /// proven kubelet's.
-fn tied_by_log_directory(kubelet: &KubeletView, uid: &str) -> String {
+fn tied_by_log_directory(kubelet: &KubeletIndex, uid: &str) -> String {
     let log = kubelet
         .pod_log(uid)
         .map(|log| format!("{}_{}_{}", log.namespace, log.name, log.uid))

@@ -18,13 +18,16 @@
 //! never on files: a sandbox being started is NotReady with no containers
 //! for a moment, hence the grace on its age.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::checks::settings::Settings;
 use crate::checks::shared::short;
 use crate::model::{
-    timestamp, CriApiState, CriItem, Finding, Kind, Severity, Snapshot, UnixNanos, CRI_NAMESPACE,
+    timestamp, CniNetwork, CriApiState, CriItem, Finding, IpReservation, Kind, Severity, Snapshot,
+    UnixNanos, CRI_NAMESPACE,
 };
 
 #[derive(Serialize)]
@@ -56,6 +59,13 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a CriIte
     let (Some(sandboxes), Some(containers)) = (&cri.sandboxes, &cri.containers) else {
         return Vec::new();
     };
+    // The sandboxes holding a container, a set built once for every
+    // sandbox (tens of thousands on a node that piles them up: a search of
+    // the containers per sandbox was quadratic).
+    let holding: HashSet<&str> = containers
+        .iter()
+        .filter_map(|c| c.sandbox_id.as_deref())
+        .collect();
     sandboxes
         .iter()
         .filter(|sandbox| sandbox.state == CriApiState::SandboxNotReady)
@@ -64,19 +74,50 @@ pub fn leaked<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a CriIte
             created_at(snapshot, sandbox)
                 .is_some_and(|at| snapshot.is_older_than(at, settings.sandbox_grace))
         })
-        .filter(|sandbox| {
-            !containers
-                .iter()
-                .any(|c| c.sandbox_id.as_deref() == Some(sandbox.id.as_str()))
-        })
+        .filter(|sandbox| !holding.contains(sandbox.id.as_str()))
         .collect()
 }
 
 pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
+    let joins = Joins::of(snapshot);
     leaked(snapshot, settings)
         .into_iter()
-        .map(|sandbox| finding(snapshot, sandbox))
+        .map(|sandbox| finding(snapshot, &joins, sandbox))
         .collect()
+}
+
+/// What a finding is joined to, built once for all of them: CRI's
+/// sandboxes by pod uid and host-local's reservations of CRI's networks by
+/// sandbox, each in order. Searched through per finding, thousands of
+/// leaked sandboxes (containerd#12390 had 36,250) made the check quadratic.
+struct Joins<'a> {
+    by_uid: HashMap<&'a str, Vec<&'a CriItem>>,
+    reserved: HashMap<&'a str, Vec<(&'a CniNetwork, &'a IpReservation)>>,
+}
+
+impl<'a> Joins<'a> {
+    fn of(snapshot: &'a Snapshot) -> Joins<'a> {
+        let mut joins = Joins {
+            by_uid: HashMap::new(),
+            reserved: HashMap::new(),
+        };
+        let sandboxes = snapshot
+            .cri
+            .iter()
+            .flat_map(|cri| cri.sandboxes.iter().flatten());
+        for sandbox in sandboxes {
+            if let Some(uid) = sandbox.uid.as_deref() {
+                joins.by_uid.entry(uid).or_default().push(sandbox);
+            }
+        }
+        for network in snapshot.cni.iter().flat_map(|cni| cni.cri_networks()) {
+            for reservation in &network.reservations {
+                let by = joins.reserved.entry(&reservation.container_id);
+                by.or_default().push((network, reservation));
+            }
+        }
+        joins
+    }
 }
 
 /// When `sandbox` was created: as CRI's list says, else as containerd's
@@ -91,36 +132,34 @@ fn created_at(snapshot: &Snapshot, sandbox: &CriItem) -> Option<UnixNanos> {
 }
 
 /// The newest sandbox of the same pod (by uid) created after `sandbox`.
-fn superseded_by<'a>(snapshot: &'a Snapshot, sandbox: &CriItem) -> Option<&'a CriItem> {
+fn superseded_by<'a>(
+    snapshot: &Snapshot,
+    joins: &Joins<'a>,
+    sandbox: &CriItem,
+) -> Option<&'a CriItem> {
     let uid = sandbox.uid.as_deref()?;
     let created = created_at(snapshot, sandbox)?;
-    snapshot
-        .cri
-        .as_ref()?
-        .sandboxes
+    joins
+        .by_uid
+        .get(uid)?
         .iter()
-        .flatten()
-        .filter(|other| other.id != sandbox.id && other.uid.as_deref() == Some(uid))
+        .copied()
+        .filter(|other| other.id != sandbox.id)
         .filter(|other| created_at(snapshot, other).is_some_and(|at| at > created))
         .max_by_key(|other| created_at(snapshot, other))
 }
 
-fn addresses(snapshot: &Snapshot, sandbox_id: &str) -> Vec<String> {
-    snapshot
-        .cni
-        .iter()
-        .flat_map(|cni| cni.cri_networks())
-        .flat_map(|network| {
-            network
-                .reservations
-                .iter()
-                .filter(|r| r.container_id == sandbox_id)
-                .map(move |r| format!("{} ({})", r.ip, network.name))
-        })
+fn addresses(joins: &Joins, sandbox_id: &str) -> Vec<String> {
+    joins
+        .reserved
+        .get(sandbox_id)
+        .into_iter()
+        .flatten()
+        .map(|(network, r)| format!("{} ({})", r.ip, network.name))
         .collect()
 }
 
-fn finding(snapshot: &Snapshot, sandbox: &CriItem) -> Finding {
+fn finding(snapshot: &Snapshot, joins: &Joins, sandbox: &CriItem) -> Finding {
     let created_at = created_at(snapshot, sandbox).unwrap_or_default();
     let evidence = Evidence {
         sandbox_id: sandbox.id.clone(),
@@ -131,8 +170,8 @@ fn finding(snapshot: &Snapshot, sandbox: &CriItem) -> Finding {
         created_at: timestamp(created_at),
         age_seconds: snapshot.seconds_since(created_at),
         containers: 0,
-        superseded_by: superseded_by(snapshot, sandbox).map(|s| s.id.clone()),
-        addresses: addresses(snapshot, &sandbox.id),
+        superseded_by: superseded_by(snapshot, joins, sandbox).map(|s| s.id.clone()),
+        addresses: addresses(joins, &sandbox.id),
     };
     let pod = match (&evidence.pod_namespace, &evidence.pod_name) {
         (Some(namespace), Some(name)) => format!(" (pod {namespace}/{name})"),
@@ -261,6 +300,26 @@ mod tests {
             f.summary
         );
         assert!(f.remedy.contains("crictl stopp"), "{}", f.remedy);
+    }
+
+    #[test]
+    fn the_newest_sandbox_of_its_own_pod_supersedes_it() {
+        let other_pod = CriItem {
+            uid: Some("uid-other".to_string()),
+            ..sandbox('d', CriApiState::SandboxReady, NOW - HOUR / 2)
+        };
+        let s = node(
+            vec![
+                sandbox('a', CriApiState::SandboxNotReady, NOW - 3 * HOUR),
+                sandbox('c', CriApiState::SandboxReady, NOW - HOUR),
+                sandbox('b', CriApiState::SandboxReady, NOW - 2 * HOUR),
+                other_pod,
+            ],
+            vec![],
+        );
+        let findings = check(&s, &Settings::default());
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].evidence["superseded_by"], id('c'));
     }
 
     #[test]

@@ -17,8 +17,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checks::shared::has_record;
-use crate::model::{timestamp, Basis, Finding, Kind, PodRef, Severity, Shim, Snapshot};
+use crate::checks::shared::Records;
+use crate::model::{
+    timestamp, Basis, Children, Finding, Kind, Names, PodRef, Severity, Shim, Snapshot,
+};
 
 #[derive(Serialize)]
 pub struct Evidence {
@@ -43,30 +45,67 @@ pub struct Evidence {
 /// A shim of the target containerd is judged only when its command line names
 /// a namespace and an id; anything else is not ours to call leaked.
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
+    let joins = Joins::of(snapshot);
     snapshot
         .shims
         .iter()
         .filter(|shim| shim.serves(&snapshot.paths.address.path))
         .filter_map(|shim| {
-            let evidence = judge(snapshot, shim)?;
+            let evidence = judge_by(snapshot, &joins, shim)?;
             Some(finding(evidence))
         })
         .collect()
 }
 
+/// The shims [`check`] reports, judged by the same joins built once
+/// (`--kill`'s targets).
+pub fn leaked(snapshot: &Snapshot) -> Vec<&Shim> {
+    let joins = Joins::of(snapshot);
+    snapshot
+        .shims
+        .iter()
+        .filter(|shim| shim.serves(&snapshot.paths.address.path))
+        .filter(|shim| judge_by(snapshot, &joins, shim).is_some())
+        .collect()
+}
+
 /// The evidence that `shim` is leaked, or `None` if it is not.
 pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
+    judge_by(snapshot, &Joins::of(snapshot), shim)
+}
+
+/// What a shim is judged against, each built once for every shim: the
+/// records by id, the processes by parent, the names. A node of tens of
+/// thousands of processes made a search of them per shim quadratic.
+struct Joins<'a> {
+    records: Records<'a>,
+    children: Children<'a>,
+    names: Names<'a>,
+}
+
+impl<'a> Joins<'a> {
+    fn of(snapshot: &'a Snapshot) -> Joins<'a> {
+        Joins {
+            records: Records::indexed(snapshot),
+            children: snapshot.children_index(),
+            names: snapshot.names(),
+        }
+    }
+}
+
+/// [`judge`], with the records, children and names looked up in `joins`.
+fn judge_by(snapshot: &Snapshot, joins: &Joins, shim: &Shim) -> Option<Evidence> {
     // `shim ... delete` is what containerd runs to clean up after a dead shim
     // (and `start` to launch one): short-lived, with no record by design.
     if shim.action.is_some() {
         return None;
     }
     let (namespace, id) = (shim.namespace.as_deref()?, shim.id.as_deref()?);
-    let (owned, basis) = has_record(snapshot, namespace, id);
+    let (owned, basis) = joins.records.has(namespace, id);
     if owned {
         return None;
     }
-    let (live, defunct) = snapshot.children(shim.pid);
+    let (live, defunct) = joins.children.of(shim.pid);
     // A shim still serving a process is never called leaked: killing it
     // would orphan a running container.
     if !live.is_empty() {
@@ -79,7 +118,7 @@ pub fn judge(snapshot: &Snapshot, shim: &Shim) -> Option<Evidence> {
         binary: shim.binary.clone(),
         namespace: namespace.to_string(),
         shim_id: id.to_string(),
-        pod: snapshot.names_in(namespace, id),
+        pod: joins.names.of_in(namespace, id),
         started_at: timestamp(started_at),
         age_seconds: snapshot.seconds_since(started_at),
         rss_bytes: process.map_or(0, |p| p.rss_bytes),

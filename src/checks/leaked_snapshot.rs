@@ -21,6 +21,8 @@
 //! through the parent chain, which nodectl does not walk. Views are not
 //! flagged either (read-only, no space of their own).
 
+use std::collections::{BTreeMap, HashMap};
+
 use serde_json::json;
 
 use crate::checks::settings::Settings;
@@ -48,6 +50,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
     let Some(view) = &snapshot.snapshotter else {
         return Vec::new();
     };
+    let holds = Holds::of(snapshot);
     view.snapshots
         .iter()
         .flat_map(|(snapshotter, infos)| {
@@ -58,7 +61,7 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
                 .map(move |info| (snapshotter, info))
         })
         .filter_map(|(snapshotter, info)| {
-            judge(snapshot, snapshotter, &info.key, settings)
+            judge_by(snapshot, &holds, snapshotter, &info.key, settings)
                 .ok()
                 .map(|info| finding(snapshot, snapshotter, info))
         })
@@ -73,20 +76,94 @@ pub fn judge<'a>(
     key: &str,
     settings: &Settings,
 ) -> Result<&'a SnapshotInfo, Held> {
+    judge_by(snapshot, &Holds::of(snapshot), snapshotter, key, settings)
+}
+
+/// A snapshotter's name and a snapshot's key.
+type SnapshotRef<'a> = (&'a str, &'a str);
+
+/// What holds each snapshot, each the first a search in containerd's order
+/// finds, built once for every snapshot judged: a node of tens of
+/// thousands of containers has as many snapshots, and a search of every
+/// container, snapshot and lease per snapshot was quadratic.
+#[derive(Default)]
+struct Holds<'a> {
+    /// Each snapshot listed, by snapshotter and key.
+    listed: HashMap<SnapshotRef<'a>, &'a SnapshotInfo>,
+    /// The container record using it: its id.
+    used_by: HashMap<SnapshotRef<'a>, &'a str>,
+    /// The container record whose label names it: its id.
+    named_by_container: HashMap<SnapshotRef<'a>, &'a str>,
+    /// The snapshot of the same snapshotter whose label names it: its key.
+    named_by_snapshot: HashMap<SnapshotRef<'a>, &'a str>,
+    /// The unexpired lease holding it, by resource type (`snapshots/<name>`)
+    /// and id: its place among the leases, and its id.
+    leased: HashMap<SnapshotRef<'a>, (usize, &'a str)>,
+    /// The first lease whose resources containerd did not list: its place
+    /// and id.
+    unlisted_lease: Option<(usize, &'a str)>,
+}
+
+impl<'a> Holds<'a> {
+    fn of(snapshot: &'a Snapshot) -> Holds<'a> {
+        let mut holds = Holds::default();
+        let Some(view) = &snapshot.snapshotter else {
+            return holds;
+        };
+        for (snapshotter, infos) in &view.snapshots {
+            for info in infos.iter().flatten() {
+                holds.listed.entry((snapshotter, &info.key)).or_insert(info);
+                for named in refs(&info.labels).filter(|(s, _)| s == snapshotter) {
+                    holds.named_by_snapshot.entry(named).or_insert(&info.key);
+                }
+            }
+        }
+        for c in view.containers.iter().flatten() {
+            let used = (c.snapshotter.as_str(), c.snapshot_key.as_str());
+            holds.used_by.entry(used).or_insert(&c.id);
+            for named in refs(&c.labels) {
+                holds.named_by_container.entry(named).or_insert(&c.id);
+            }
+        }
+        for (place, lease) in view.leases.iter().flatten().enumerate() {
+            let Some(resources) = &lease.resources else {
+                holds.unlisted_lease.get_or_insert((place, &lease.id));
+                continue;
+            };
+            if expired(lease.labels.get(GC_EXPIRE), snapshot.taken_at) {
+                continue;
+            }
+            for r in resources {
+                let held = (r.r#type.as_str(), r.id.as_str());
+                holds.leased.entry(held).or_insert((place, &lease.id));
+            }
+        }
+        holds
+    }
+}
+
+/// [`judge`], with what holds each snapshot looked up in `holds`.
+fn judge_by<'a>(
+    snapshot: &'a Snapshot,
+    holds: &Holds<'a>,
+    snapshotter: &str,
+    key: &str,
+    settings: &Settings,
+) -> Result<&'a SnapshotInfo, Held> {
     let unknown = |what: &str| Err(Held::Unknown(format!("containerd did not list {what}")));
     let Some(view) = &snapshot.snapshotter else {
         return unknown("its snapshots");
     };
-    let Some(containers) = &view.containers else {
+    if view.containers.is_none() {
         return unknown("its containers");
-    };
-    let Some(leases) = &view.leases else {
+    }
+    if view.leases.is_none() {
         return unknown("its leases");
-    };
-    let Some(Some(infos)) = view.snapshots.get(snapshotter) else {
+    }
+    let Some(Some(_)) = view.snapshots.get(snapshotter) else {
         return unknown(&format!("the snapshots of {snapshotter}"));
     };
-    let Some(info) = infos.iter().find(|i| i.key == key) else {
+    let Some(&info) = holds.listed.get(&(snapshotter, key)) else {
         return Err(Held::Gone);
     };
     let kept = |why: String| Err(Held::Kept(why));
@@ -96,41 +173,25 @@ pub fn judge<'a>(
             info.kind.as_str()
         ));
     }
-    if let Some(c) = containers
-        .iter()
-        .find(|c| c.snapshotter == snapshotter && c.snapshot_key == key)
-    {
-        return kept(format!("container {} uses it", c.id));
+    if let Some(id) = holds.used_by.get(&(snapshotter, key)) {
+        return kept(format!("container {id} uses it"));
     }
-    if let Some(c) = containers
-        .iter()
-        .find(|c| refers(&c.labels, snapshotter, key))
-    {
-        return kept(format!("container {} refers to it by a label", c.id));
+    if let Some(id) = holds.named_by_container.get(&(snapshotter, key)) {
+        return kept(format!("container {id} refers to it by a label"));
     }
-    if let Some(other) = view
-        .snapshots
-        .get(snapshotter)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .find(|s| refers(&s.labels, snapshotter, key))
-    {
-        return kept(format!("snapshot {} refers to it by a label", other.key));
+    if let Some(other) = holds.named_by_snapshot.get(&(snapshotter, key)) {
+        return kept(format!("snapshot {other} refers to it by a label"));
     }
+    // The leases in order: the first whose resources are unknown may hold
+    // it (containerd did not say), unless one before it does.
     let resource = format!("snapshots/{snapshotter}");
-    for lease in leases {
-        let Some(resources) = &lease.resources else {
-            // It may hold this one: containerd did not say.
-            return unknown(&format!("what lease {} holds", lease.id));
-        };
-        if resources
-            .iter()
-            .any(|r| r.r#type == resource && r.id == key)
-            && !expired(lease.labels.get(GC_EXPIRE), snapshot.taken_at)
-        {
-            return kept(format!("lease {} holds it", lease.id));
+    let leased = holds.leased.get(&(resource.as_str(), key));
+    match (leased, holds.unlisted_lease) {
+        (Some((place, id)), unlisted) if unlisted.is_none_or(|(first, _)| *place < first) => {
+            return kept(format!("lease {id} holds it"));
         }
+        (_, Some((_, id))) => return unknown(&format!("what lease {id} holds")),
+        _ => {}
     }
     if info.labels.contains_key(GC_ROOT) {
         return kept(format!("labelled {GC_ROOT}: a root for containerd's GC"));
@@ -153,18 +214,12 @@ pub fn judge<'a>(
     Ok(info)
 }
 
-/// Whether a `gc.ref.snapshot.<snapshotter>[/...]` label names `key`.
-fn refers(
-    labels: &std::collections::BTreeMap<String, String>,
-    snapshotter: &str,
-    key: &str,
-) -> bool {
-    labels.iter().any(|(label, value)| {
-        label
-            .strip_prefix(GC_REF_SNAPSHOT)
-            .and_then(|rest| rest.split('/').next())
-            .is_some_and(|s| s == snapshotter)
-            && value == key
+/// The (snapshotter, key) each `gc.ref.snapshot.<snapshotter>[/...]` label
+/// of `labels` names.
+fn refs(labels: &BTreeMap<String, String>) -> impl Iterator<Item = SnapshotRef<'_>> {
+    labels.iter().filter_map(|(label, value)| {
+        let rest = label.strip_prefix(GC_REF_SNAPSHOT)?;
+        Some((rest.split('/').next()?, value.as_str()))
     })
 }
 
@@ -356,6 +411,39 @@ mod tests {
         // An unreadable expiry: containerd keeps using the lease.
         view(&mut s).leases = Some(vec![lease("snapshots/overlayfs", Some("soon"))]);
         assert!(keys(&s).is_empty());
+    }
+
+    #[test]
+    fn what_holds_it_is_said_as_containerd_s_order_finds_it_first() {
+        let mut s = node();
+        let user = |id: &str| ContainerSnapshot {
+            id: id.to_string(),
+            snapshotter: "overlayfs".to_string(),
+            snapshot_key: "lost".to_string(),
+            labels: BTreeMap::new(),
+        };
+        view(&mut s).containers = Some(vec![user("c1"), user("c2")]);
+        assert!(kept(&s, "lost").contains("container c1 uses it"));
+        view(&mut s).containers = Some(Vec::new());
+        let lease = |id: &str, resources: bool| Lease {
+            id: id.to_string(),
+            labels: BTreeMap::new(),
+            resources: resources.then(|| {
+                vec![LeaseResource {
+                    r#type: "snapshots/overlayfs".to_string(),
+                    id: "lost".to_string(),
+                }]
+            }),
+        };
+        // A lease that holds it before one whose resources are unknown
+        // holds it; after one, what that one holds is unknown.
+        view(&mut s).leases = Some(vec![lease("l1", true), lease("l9", false)]);
+        assert!(kept(&s, "lost").contains("lease l1 holds it"));
+        view(&mut s).leases = Some(vec![lease("l9", false), lease("l1", true)]);
+        assert!(matches!(
+            judge(&s, "overlayfs", "lost", &Settings::default()),
+            Err(Held::Unknown(why)) if why.contains("lease l9")
+        ));
     }
 
     #[test]

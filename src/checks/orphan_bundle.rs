@@ -10,7 +10,7 @@ use serde_json::json;
 use std::collections::HashSet;
 
 use crate::checks::shared::{served_ids, short, MountPoints, Records};
-use crate::model::{Basis, Bundle, Finding, Kind, Severity, Snapshot};
+use crate::model::{Basis, Bundle, Finding, Kind, Names, Severity, Snapshot};
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let joins = Joins::of(snapshot);
@@ -21,25 +21,41 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
+/// The bundles [`check`] reports, judged by the same joins built once
+/// (`--remove`'s targets).
+pub fn orphans(snapshot: &Snapshot) -> Vec<&Bundle> {
+    let joins = Joins::of(snapshot);
+    snapshot
+        .bundles
+        .values()
+        .filter(|bundle| judge(snapshot, &joins, bundle).is_some())
+        .collect()
+}
+
 /// The orphan-bundle finding for `bundle`, if it is one.
 pub fn orphan_bundle(snapshot: &Snapshot, bundle: &Bundle) -> Option<Finding> {
     judge(snapshot, &Joins::of(snapshot), bundle)
 }
 
 /// What a bundle is judged against, each built once for every bundle:
-/// records by id, the ids shims serve, the mount points sorted.
+/// whether procfs was read, records by id, the ids shims serve, the mount
+/// points sorted, the names.
 struct Joins<'a> {
+    processes_read: bool,
     records: Records<'a>,
     served: HashSet<&'a str>,
     mounts: MountPoints<'a>,
+    names: Names<'a>,
 }
 
 impl<'a> Joins<'a> {
     fn of(snapshot: &'a Snapshot) -> Joins<'a> {
         Joins {
+            processes_read: snapshot.processes_read(),
             records: Records::indexed(snapshot),
             served: served_ids(snapshot),
             mounts: MountPoints::of(snapshot),
+            names: snapshot.names(),
         }
     }
 }
@@ -54,7 +70,7 @@ fn judge(snapshot: &Snapshot, joins: &Joins, bundle: &Bundle) -> Option<Finding>
     let group = bundle.sandbox_id().unwrap_or(&bundle.id);
     // Without procfs, no shim seen is not no shim; nor is a shim whose
     // process was listed but could not be read.
-    if !snapshot.processes_read()
+    if !joins.processes_read
         || bundle
             .shim_pid
             .is_some_and(|pid| snapshot.unread_pids.contains(&pid))
@@ -63,7 +79,7 @@ fn judge(snapshot: &Snapshot, joins: &Joins, bundle: &Bundle) -> Option<Finding>
     {
         return None;
     }
-    let pod = snapshot.names_of(&bundle.id);
+    let pod = joins.names.of(&bundle.id);
     let mounted = joins.mounts.any_under(&bundle.path);
     Some(Finding {
         kind: Kind::OrphanBundle,

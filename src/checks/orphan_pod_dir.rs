@@ -39,7 +39,8 @@ use serde_json::Value;
 use crate::checks::settings::Settings;
 use crate::checks::shared::{of_pod, pod_dirs_without_sandbox, pod_of_uid, KUBELET_RELEASES};
 use crate::model::{
-    timestamp, CniIndex, CniView, Finding, Kind, KubeletView, Located, PodDir, Severity, Snapshot,
+    timestamp, CniIndex, CniView, Finding, Kind, KubeletIndex, KubeletView, Located, PodDir,
+    Severity, Snapshot,
 };
 
 #[derive(Serialize)]
@@ -69,6 +70,7 @@ pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDi
     let Some((kubelet, dirs)) = pod_dirs_without_sandbox(snapshot) else {
         return Vec::new();
     };
+    let kubelet = kubelet.index();
     dirs.into_iter()
         .filter(|dir| snapshot.is_older_than(dir.modified_at, settings.sandbox_grace))
         // A pod kubelet's pod-resources API lists, tied by its log
@@ -77,8 +79,9 @@ pub fn orphans<'a>(snapshot: &'a Snapshot, settings: &Settings) -> Vec<&'a PodDi
         .collect()
 }
 
-/// Why kubelet's word on the pod of `uid` cannot be had, if it cannot.
-fn unconfirmed(kubelet: &KubeletView, uid: &str) -> Option<String> {
+/// Why kubelet's word on the pod of `uid` cannot be had, if it cannot;
+/// `index` is `kubelet`'s.
+fn unconfirmed(kubelet: &KubeletView, index: &KubeletIndex, uid: &str) -> Option<String> {
     match &kubelet.pod_logs {
         None => Some(
             "kubelet's pod log directories could not be read, so a pod kubelet still starts \
@@ -86,8 +89,8 @@ fn unconfirmed(kubelet: &KubeletView, uid: &str) -> Option<String> {
                 .to_string(),
         ),
         Some(_) => {
-            let why = kubelet.lists(uid).err()?;
-            Some(match kubelet.pod_log(uid) {
+            let why = index.lists(uid).err()?;
+            Some(match index.pod_log(uid) {
                 Some(log) => format!(
                     "{why}; the log directory {}_{}_{} (which kubelet makes before each \
                      RunPodSandbox) names this uid, but a log directory is anyone's who can \
@@ -105,9 +108,10 @@ pub fn check(snapshot: &Snapshot, settings: &Settings) -> Vec<Finding> {
         return Vec::new();
     };
     let cni = snapshot.cni.as_ref().map(CniView::index);
+    let index = kubelet.index();
     orphans(snapshot, settings)
         .into_iter()
-        .map(|dir| finding(snapshot, cni.as_ref(), kubelet, dir))
+        .map(|dir| finding(snapshot, cni.as_ref(), kubelet, &index, dir))
         .collect()
 }
 
@@ -115,6 +119,7 @@ fn finding(
     snapshot: &Snapshot,
     cni: Option<&CniIndex>,
     kubelet: &KubeletView,
+    index: &KubeletIndex,
     dir: &PodDir,
 ) -> Finding {
     let (pod_namespace, pod_name) = pod_of_uid(cni, &dir.uid);
@@ -128,7 +133,7 @@ fn finding(
         age_seconds: snapshot.seconds_since(dir.modified_at),
         mounts: dir.mounts.clone(),
         has_mounts: !dir.mounts.is_empty(),
-        unconfirmed: unconfirmed(kubelet, &dir.uid),
+        unconfirmed: unconfirmed(kubelet, index, &dir.uid),
     };
     let (mut summary, remedy) = if evidence.has_mounts {
         (

@@ -60,39 +60,31 @@ impl<'a> ShimIndex<'a> {
 /// Whether containerd holds a container record for `id` in `namespace`.
 /// Without an API answer, any trace on disk (bundle, CRI status or sandbox
 /// directory) counts as a record: when unsure, nothing is called leaked.
+/// For one id: a check asking of many builds [`Records::indexed`] once.
 pub fn has_record(snapshot: &Snapshot, namespace: &str, id: &str) -> (bool, Basis) {
-    Records::of(snapshot).has(namespace, id)
+    Records::indexed(snapshot).has(namespace, id)
 }
 
-/// [`has_record`], asked of one snapshot once or many times: a check of
-/// every mount of a node asks for thousands of ids, and finding each among
-/// the status files one by one cost as much as the rest of the checks.
+/// [`has_record`], asked of one snapshot many times: a check of every
+/// mount or shim of a node asks for thousands of ids, and finding each
+/// among the status files one by one cost as much as the rest of the
+/// checks.
 pub struct Records<'a> {
     snapshot: &'a Snapshot,
-    /// The status files' ids, when indexed for many questions.
-    cri_ids: Option<HashSet<&'a str>>,
+    /// The status files' ids.
+    cri_ids: HashSet<&'a str>,
 }
 
 impl<'a> Records<'a> {
-    /// For a question or two: the status files are looked through.
-    pub fn of(snapshot: &'a Snapshot) -> Records<'a> {
-        Records {
-            snapshot,
-            cri_ids: None,
-        }
-    }
-
-    /// For many questions: the status files' ids are indexed once.
+    /// The status files' ids indexed once.
     pub fn indexed(snapshot: &'a Snapshot) -> Records<'a> {
         Records {
             snapshot,
-            cri_ids: Some(
-                snapshot
-                    .cri_containers
-                    .iter()
-                    .map(|c| c.id.as_str())
-                    .collect(),
-            ),
+            cri_ids: snapshot
+                .cri_containers
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect(),
         }
     }
 
@@ -106,35 +98,23 @@ impl<'a> Records<'a> {
         {
             return (ids.contains(id), Basis::ContainerdApi);
         }
-        let in_cri_store = || match &self.cri_ids {
-            Some(ids) => ids.contains(id),
-            None => snapshot.cri_containers.iter().any(|c| c.id == id),
-        };
         let on_disk = (namespace == snapshot.namespace && snapshot.bundles.contains_key(id))
             || snapshot.cri_sandboxes.contains(id)
-            || in_cri_store();
+            || self.cri_ids.contains(id);
         (on_disk, Basis::Disk)
     }
 }
 
-/// Whether a shim of ours was started for `id` (`-id`).
-pub fn shim_serves(snapshot: &Snapshot, id: &str) -> bool {
-    served(snapshot).any(|served| served == id)
-}
-
-/// The ids of [`shim_serves`], each shim judged once, for a check that asks
-/// of many ids ([`Shim::serves`] judges a shim's proof on every call).
+/// The ids shims of ours were started for (`-id`), each shim judged once
+/// ([`Shim::serves`] judges a shim's proof on every call), for a check
+/// that asks of many ids.
 pub fn served_ids(snapshot: &Snapshot) -> HashSet<&str> {
-    served(snapshot).collect()
-}
-
-/// The `-id` of each shim of ours.
-fn served(snapshot: &Snapshot) -> impl Iterator<Item = &str> {
     snapshot
         .shims
         .iter()
         .filter(|s| s.serves(&snapshot.paths.address.path))
         .filter_map(|s| s.id.as_deref())
+        .collect()
 }
 
 /// The mount points of a snapshot (as given), sorted once so that "is

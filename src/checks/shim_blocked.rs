@@ -5,6 +5,8 @@
 //! the overlay unmount, CRI's task.Delete times out (zombie), its lock holders
 //! wait (cri-slow) and the shim may end up forgotten (leaked-shim).
 
+use std::collections::HashMap;
+
 use serde_json::json;
 
 use crate::model::{seconds, Finding, Kind, Severity, Snapshot, Suspects, ThreadSample};
@@ -37,12 +39,19 @@ pub fn suspects(first: &Snapshot, suspects: &mut Suspects) {
 /// `first` and `second` are two snapshots of the same node, taken apart.
 pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
     let apart = seconds(second.taken_at.saturating_sub(first.taken_at));
+    let names = first.names();
+    // The second look's shims by pid (the first of each, as a search in
+    // order finds), built once for every shim of the first.
+    let mut later_by_pid = HashMap::new();
+    for shim in &second.shims {
+        later_by_pid.entry(shim.pid).or_insert(shim);
+    }
     first
         .shims
         .iter()
         .filter(|shim| shim.serves(&first.paths.address.path))
         .filter_map(|shim| {
-            let later = second.shims.iter().find(|s| s.pid == shim.pid)?;
+            let later = later_by_pid.get(&shim.pid)?;
             let threads: Vec<_> = shim
                 .threads
                 .iter()
@@ -59,7 +68,7 @@ pub fn check(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
             }
             let id = shim.id.clone().unwrap_or_else(|| shim.pid.to_string());
             let namespace = shim.namespace.as_deref().unwrap_or(&first.namespace);
-            let pod = first.names_in(namespace, &id);
+            let pod = names.of_in(namespace, &id);
             let in_umount2 = threads
                 .iter()
                 .any(|t| t.syscall.as_deref() == Some("umount2"));

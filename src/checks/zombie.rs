@@ -25,8 +25,8 @@ use serde_json::Value;
 use crate::advisories::{self, Applied, Version, EXIT_LOST_TO_EXEC};
 use crate::checks::shared::ShimIndex;
 use crate::model::{
-    timestamp, ApiCall, CriContainer, CriState, Finding, Kind, PodRef, ProcessInfo, Severity,
-    Snapshot, Suspects, ThreadSample,
+    timestamp, ApiCall, CriContainer, CriState, Finding, Kind, Names, PodRef, ProcessInfo,
+    Severity, Snapshot, Suspects, ThreadSample,
 };
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
@@ -84,6 +84,10 @@ pub fn findings(
     limit: usize,
 ) -> (Vec<Finding>, usize) {
     let shims = ShimIndex::new(snapshot);
+    let names = snapshot.names();
+    // Whether containerd runs: a look at every process, once for all the
+    // findings.
+    let down = containerd_down(snapshot);
     let mounted: Option<HashSet<&Path>> = snapshot
         .mounts_read
         .then(|| snapshot.mounts.iter().map(|m| m.path_as_given()).collect());
@@ -94,7 +98,15 @@ pub fn findings(
         if built.len() < limit {
             let rootfs = bundles.join(&container.id).join("rootfs");
             let rootfs_mounted = mounted.as_ref().map(|m| m.contains(rootfs.as_path()));
-            built.push(finding(snapshot, &shims, container, death, rootfs_mounted));
+            built.push(finding(
+                snapshot,
+                &shims,
+                &names,
+                down,
+                container,
+                death,
+                rootfs_mounted,
+            ));
         } else {
             more += 1;
         }
@@ -217,11 +229,13 @@ fn why_dead<'a>(container: &CriContainer, process: Option<&'a ProcessInfo>) -> O
 fn finding(
     snapshot: &Snapshot,
     shims: &ShimIndex,
+    names: &Names,
+    down: Option<usize>,
     container: &CriContainer,
     death: Death,
     rootfs_mounted: Option<bool>,
 ) -> Finding {
-    let pod = snapshot.names_of(&container.id);
+    let pod = names.of(&container.id);
     let shim = shims.shim_of(snapshot, container);
     let blocked: Vec<&ThreadSample> = shim
         .map(|s| s.threads_blocked().collect())
@@ -235,7 +249,7 @@ fn finding(
     } else {
         None
     };
-    let (cause, remedy) = match (containerd_down(snapshot), &exit_lost, in_umount2.is_empty()) {
+    let (cause, remedy) = match (down, &exit_lost, in_umount2.is_empty()) {
         (Some(others), _, _) => (
             containerd_down_cause(others),
             CONTAINERD_DOWN_REMEDY.to_string(),

@@ -61,13 +61,15 @@ fn bounded(rows: Vec<ShimRow>) -> (Vec<ShimRow>, usize) {
 }
 
 pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
+    let names = snapshot.names();
+    let children = snapshot.children_index();
     snapshot
         .shims
         .iter()
         .map(|shim| {
             let process = snapshot.processes.get(&shim.pid);
             let started_at = process.map_or(0, |p| p.started_at);
-            let (children_live, children_defunct) = snapshot.children(shim.pid);
+            let (children_live, children_defunct) = children.of(shim.pid);
             let identity = identity(shim);
             // Only a proven shim has a bundle here: another's -id may name one.
             let proven = matches!(identity, Identity::Ours | Identity::Unproven);
@@ -95,7 +97,7 @@ pub fn inventory(snapshot: &Snapshot) -> Vec<ShimRow> {
                 identity: identity.label(),
                 reason: identity.reason().map(str::to_string),
                 pod: match (&shim.namespace, &shim.id) {
-                    (Some(namespace), Some(id)) => snapshot.names_in(namespace, id),
+                    (Some(namespace), Some(id)) => names.of_in(namespace, id),
                     _ => PodRef::default(),
                 },
                 started_at: timestamp(started_at),

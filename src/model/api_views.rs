@@ -2,7 +2,7 @@
 //! keeps it: per namespace, per sandbox and container, with the calls made
 //! for it and the states as each API names them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -289,15 +289,42 @@ pub struct CriItem {
 }
 
 impl CriView {
-    fn sandbox(&self, id: &str) -> Option<&CriItem> {
-        self.sandboxes.iter().flatten().find(|s| s.id == id)
-    }
-
     /// The pod uids of every sandbox CRI lists, whatever its state; `None`
     /// when its list did not answer.
     pub fn pod_uids(&self) -> Option<std::collections::HashSet<&str>> {
         let sandboxes = self.sandboxes.as_ref()?;
         Some(sandboxes.iter().filter_map(|s| s.uid.as_deref()).collect())
+    }
+
+    /// CRI's lists by id, built once for all the ids a check asks about:
+    /// on a node of tens of thousands of containers, a search of the lists
+    /// per id made a check quadratic.
+    pub fn index(&self) -> CriIndex<'_> {
+        CriIndex {
+            sandboxes: first_by_id(self.sandboxes.iter().flatten()),
+            containers: first_by_id(self.containers.iter().flatten()),
+        }
+    }
+}
+
+/// The first item of each id, as a search of the list in order finds it.
+fn first_by_id<'a>(items: impl Iterator<Item = &'a CriItem>) -> HashMap<&'a str, &'a CriItem> {
+    let mut by_id = HashMap::new();
+    for item in items {
+        by_id.entry(item.id.as_str()).or_insert(item);
+    }
+    by_id
+}
+
+/// CRI's sandboxes and containers by id ([`CriView::index`]).
+pub struct CriIndex<'a> {
+    sandboxes: HashMap<&'a str, &'a CriItem>,
+    containers: HashMap<&'a str, &'a CriItem>,
+}
+
+impl<'a> CriIndex<'a> {
+    fn sandbox(&self, id: &str) -> Option<&'a CriItem> {
+        self.sandboxes.get(id).copied()
     }
 
     pub fn is_sandbox(&self, id: &str) -> bool {
@@ -320,7 +347,7 @@ impl CriView {
         if let Some(sandbox) = self.sandbox(id) {
             return Some(pod(sandbox));
         }
-        let container = self.containers.iter().flatten().find(|c| c.id == id)?;
+        let container = self.containers.get(id)?;
         let pod = container
             .sandbox_id
             .as_deref()

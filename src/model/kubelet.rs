@@ -5,6 +5,7 @@
 //! the pods' log directories (`/var/log/pods/<namespace>_<name>_<uid>`),
 //! which name each uid's pod.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -155,15 +156,87 @@ impl PodLogDir {
 }
 
 impl KubeletView {
-    /// The pod directory of `uid`, if kubelet still has one.
+    /// The pod directory of `uid` ([`KubeletIndex::pod_dir`]), for one uid:
+    /// a check asking of many builds [`KubeletView::index`] once.
     pub fn pod_dir(&self, uid: &str) -> Option<&PodDir> {
         self.pod_dirs.iter().find(|dir| dir.uid == uid)
     }
 
-    /// The log directory of `uid`, if kubelet still has one (`None` also
-    /// when they were not read).
+    /// The log directory of `uid` ([`KubeletIndex::pod_log`]), for one uid.
     pub fn pod_log(&self, uid: &str) -> Option<&PodLogDir> {
         self.pod_logs.iter().flatten().find(|log| log.uid == uid)
+    }
+
+    /// Whether kubelet's word lists the pod of `uid`
+    /// ([`KubeletIndex::lists`]), for one uid (indexed all the same: the
+    /// question is one of every listed pod and log directory).
+    pub fn lists(&self, uid: &str) -> Result<bool, String> {
+        self.index().lists(uid)
+    }
+
+    /// The pod directories, log directories and listed pods by uid and
+    /// name, built once for all the uids a check asks about: a node of tens
+    /// of thousands of pods has as many directories, and a search of every
+    /// listed pod and log directory per uid made a check cubic.
+    pub fn index(&self) -> KubeletIndex<'_> {
+        let mut index = KubeletIndex {
+            view: self,
+            dirs: HashMap::new(),
+            logs: HashMap::new(),
+            uids_of_pod: HashMap::new(),
+            place_of_pod: HashMap::new(),
+            untied: None,
+        };
+        for dir in &self.pod_dirs {
+            index.dirs.entry(dir.uid.as_str()).or_insert(dir);
+        }
+        for log in self.pod_logs.iter().flatten() {
+            index.logs.entry(log.uid.as_str()).or_default().push(log);
+            let named = (log.namespace.as_str(), log.name.as_str());
+            index.uids_of_pod.entry(named).or_default().push(&log.uid);
+        }
+        if let KubeletWord::Listed { pods } = &self.word {
+            for (place, pod) in pods.iter().enumerate() {
+                let named = (pod.namespace.as_str(), pod.name.as_str());
+                index.place_of_pod.entry(named).or_insert(place);
+            }
+            index.untied = pods.iter().find(|pod| {
+                let named = (pod.namespace.as_str(), pod.name.as_str());
+                !index.uids_of_pod.contains_key(&named)
+            });
+        }
+        index
+    }
+}
+
+/// A pod's namespace and name.
+type Named<'a> = (&'a str, &'a str);
+
+/// See [`KubeletView::index`]; each entry the first a search in the
+/// view's order finds.
+pub struct KubeletIndex<'a> {
+    view: &'a KubeletView,
+    dirs: HashMap<&'a str, &'a PodDir>,
+    /// The log directories of each uid, in order.
+    logs: HashMap<&'a str, Vec<&'a PodLogDir>>,
+    /// The uids the log directories name for each pod, in order.
+    uids_of_pod: HashMap<Named<'a>, Vec<&'a str>>,
+    /// Where kubelet's word lists each pod.
+    place_of_pod: HashMap<Named<'a>, usize>,
+    /// The first pod kubelet's word lists that no log directory names.
+    untied: Option<&'a PodName>,
+}
+
+impl<'a> KubeletIndex<'a> {
+    /// The pod directory of `uid`, if kubelet still has one.
+    pub fn pod_dir(&self, uid: &str) -> Option<&'a PodDir> {
+        self.dirs.get(uid).copied()
+    }
+
+    /// The log directory of `uid`, if kubelet still has one (`None` also
+    /// when they were not read).
+    pub fn pod_log(&self, uid: &str) -> Option<&'a PodLogDir> {
+        self.logs.get(uid).and_then(|logs| logs.first()).copied()
     }
 
     /// Whether kubelet's word lists the pod of `uid`: a listed pod is
@@ -178,28 +251,28 @@ impl KubeletView {
     /// unread, a listed pod no log directory ties (whose uid might be this
     /// one), or one several do.
     pub fn lists(&self, uid: &str) -> Result<bool, String> {
-        let pods = match &self.word {
+        let pods = match &self.view.word {
             KubeletWord::Listed { pods } => pods,
             KubeletWord::Unavailable { why } => return Err(why.clone()),
         };
-        let Some(logs) = &self.pod_logs else {
+        if self.view.pod_logs.is_none() {
             return Err(
                 "kubelet's pod log directories could not be read, so the pods its \
                  pod-resources API lists cannot be tied to their uids"
                     .to_string(),
             );
-        };
-        let named =
-            |log: &PodLogDir, pod: &PodName| log.namespace == pod.namespace && log.name == pod.name;
-        if let Some(pod) = pods
-            .iter()
-            .find(|pod| logs.iter().any(|log| log.uid == uid && named(log, pod)))
+        }
+        // The first listed pod a log directory of `uid` names.
+        let of_uid = self.logs.get(uid).into_iter().flatten();
+        if let Some(pod) = of_uid
+            .filter_map(|log| {
+                let named = (log.namespace.as_str(), log.name.as_str());
+                self.place_of_pod.get(&named)
+            })
+            .min()
+            .map(|&place| &pods[place])
         {
-            let uids: Vec<&str> = logs
-                .iter()
-                .filter(|log| named(log, pod))
-                .map(|log| log.uid.as_str())
-                .collect();
+            let uids = &self.uids_of_pod[&(pod.namespace.as_str(), pod.name.as_str())];
             if uids.len() > 1 {
                 return Err(format!(
                     "kubelet's pod-resources API lists pod {}/{}, and log directories name {}                      uids for it ({}): a log directory is anyone's who can write the pod log                      directory, so which one is kubelet's cannot be told",
@@ -211,10 +284,7 @@ impl KubeletView {
             }
             return Ok(true);
         }
-        match pods
-            .iter()
-            .find(|pod| !logs.iter().any(|log| named(log, pod)))
-        {
+        match self.untied {
             Some(untied) => Err(format!(
                 "kubelet's pod-resources API lists pod {}/{}, which no log directory ties to \
                  a uid",
@@ -309,5 +379,33 @@ mod tests {
             .contains("could not be read"));
         let unasked = view(KubeletWord::default(), logs());
         assert!(unasked.lists("uid-3").unwrap_err().contains("not asked"));
+    }
+
+    #[test]
+    fn of_the_pods_a_uid_s_log_directories_name_the_first_kubelet_lists_tells() {
+        // uid-x's two log directories name two listed pods: `web` by it
+        // alone, `cart` with uid-1 too.
+        let logs = ["shop_cart_uid-1", "shop_cart_uid-x", "shop_web_uid-x"];
+        let logs = logs.map(|name| PodLogDir::parse(name, 0).unwrap());
+        let listing = |names: &[&str]| {
+            let pods = names.iter().map(|name| PodName {
+                namespace: "shop".to_string(),
+                name: name.to_string(),
+            });
+            view(
+                KubeletWord::Listed {
+                    pods: pods.collect(),
+                },
+                Some(logs.to_vec()),
+            )
+        };
+        assert_eq!(listing(&["web", "cart"]).lists("uid-x"), Ok(true));
+        let why = listing(&["cart", "web"]).lists("uid-x").unwrap_err();
+        assert!(why.contains("shop/cart"), "{why}");
+        // Of the pods no log directory ties, the first listed is named.
+        let why = listing(&["web", "new-a", "new-b"])
+            .lists("uid-9")
+            .unwrap_err();
+        assert!(why.contains("shop/new-a,"), "{why}");
     }
 }

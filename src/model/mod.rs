@@ -33,8 +33,8 @@ pub mod snapshotter;
 pub use action::{Action, Outcome};
 pub use api::{Api, ApiCall, Method};
 pub use api_views::{
-    ContainerdView, CriApiState, CriCondition, CriItem, CriView, NamespaceView, StatusProbe,
-    TaskStatus, TaskView, NO_SOCKET,
+    ContainerdView, CriApiState, CriCondition, CriIndex, CriItem, CriView, NamespaceView,
+    StatusProbe, TaskStatus, TaskView, NO_SOCKET,
 };
 pub use cgroups::{CgroupView, KubeletSetting, PodCgroup};
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};
@@ -47,7 +47,8 @@ pub use event::Event;
 pub use finding::{Basis, Finding, Kind, Severity};
 pub use gap::{Gap, Source};
 pub use kubelet::{
-    KubeletFacts, KubeletView, KubeletWord, KubeletWordSummary, PodDir, PodLogDir, PodName,
+    KubeletFacts, KubeletIndex, KubeletView, KubeletWord, KubeletWordSummary, PodDir, PodLogDir,
+    PodName,
 };
 pub use names::{
     name_labels, PodRef, CONTAINER_NAME_LABEL, CRI_NAMESPACE, KIND_LABEL, POD_NAMESPACE_LABEL,

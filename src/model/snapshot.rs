@@ -4,12 +4,12 @@
 //! hand-made snapshots and re-run on one gathered elsewhere. Each source records
 //! what it could not read as a [`Gap`] instead of failing the whole run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::api_views::{ContainerdView, CriView};
+use crate::model::api_views::{ContainerdView, CriIndex, CriView};
 use crate::model::cgroups::CgroupView;
 use crate::model::cni::CniView;
 use crate::model::cri_status::CriContainer;
@@ -135,17 +135,15 @@ impl Snapshot {
         }
     }
 
-    /// Children of `pid`, split into running and defunct ones.
-    pub fn children(&self, pid: i32) -> (Vec<i32>, Vec<i32>) {
-        let (live, defunct): (Vec<&ProcessInfo>, Vec<&ProcessInfo>) = self
-            .processes
-            .values()
-            .filter(|p| p.ppid == pid)
-            .partition(|p| p.is_running());
-        (
-            live.iter().map(|p| p.pid).collect(),
-            defunct.iter().map(|p| p.pid).collect(),
-        )
+    /// Every process by its parent's pid, built once for all the shims a
+    /// check or command asks about: a node of tens of thousands of
+    /// processes made a search of them all per shim quadratic.
+    pub fn children_index(&self) -> Children<'_> {
+        let mut by_parent: HashMap<i32, Vec<&ProcessInfo>> = HashMap::new();
+        for process in self.processes.values() {
+            by_parent.entry(process.ppid).or_default().push(process);
+        }
+        Children(by_parent)
     }
 
     /// Whether procfs was read. When it was not (missing, or it did not
@@ -190,9 +188,41 @@ impl Snapshot {
 }
 
 impl Snapshot {
-    /// The names of container or sandbox `id` of [`Snapshot::namespace`].
+    /// The names of container or sandbox `id` of [`Snapshot::namespace`]
+    /// ([`Names::of`]). For one id: a check naming many builds
+    /// [`Snapshot::names`] once.
     pub fn names_of(&self, id: &str) -> PodRef {
-        self.names_in(&self.namespace, id)
+        self.names().of(id)
+    }
+
+    /// The names of container or sandbox `id` of containerd namespace
+    /// `namespace` ([`Names::of_in`]), for one id.
+    pub fn names_in(&self, namespace: &str, id: &str) -> PodRef {
+        self.names().of_in(namespace, id)
+    }
+
+    /// What names the containers and sandboxes of this snapshot, with CRI's
+    /// lists indexed once: a check names each of its findings, thousands
+    /// on a node of tens of thousands of containers, and a search of CRI's
+    /// lists for each made it quadratic.
+    pub fn names(&self) -> Names<'_> {
+        Names {
+            snapshot: self,
+            cri: self.cri.as_ref().map(CriView::index),
+        }
+    }
+}
+
+/// See [`Snapshot::names`].
+pub struct Names<'a> {
+    snapshot: &'a Snapshot,
+    cri: Option<CriIndex<'a>>,
+}
+
+impl Names<'_> {
+    /// The names of container or sandbox `id` of [`Snapshot::namespace`].
+    pub fn of(&self, id: &str) -> PodRef {
+        self.of_in(&self.snapshot.namespace, id)
     }
 
     /// The names of container or sandbox `id` of containerd namespace
@@ -201,21 +231,22 @@ impl Snapshot {
     /// removed), CRI's metadata (a container's pod names are its sandbox's),
     /// then the bundle's annotations (gone with the task in containerd 1.7 and
     /// 2.x). A sandbox gets no container name. Unknown names stay `None`.
-    pub fn names_in(&self, namespace: &str, id: &str) -> PodRef {
+    pub fn of_in(&self, namespace: &str, id: &str) -> PodRef {
+        let snapshot = self.snapshot;
         // CRI keeps its pods in one namespace whatever `-n` says; bundles
         // were read for `-n`'s only.
         let cris = namespace == CRI_NAMESPACE;
-        let ours = namespace == self.namespace;
-        let record = self
+        let ours = namespace == snapshot.namespace;
+        let record = snapshot
             .containerd
             .as_ref()
             .and_then(|view| view.labels(namespace, id));
         let cri = self.cri.as_ref().filter(|_| cris);
-        let bundle = self.bundles.get(id).filter(|_| ours);
+        let bundle = snapshot.bundles.get(id).filter(|_| ours);
         let sandbox = record.is_some_and(|l| l.get(KIND_LABEL).is_some_and(|k| k == "sandbox"))
             || cri.is_some_and(|cri| cri.is_sandbox(id))
             || bundle.is_some_and(Bundle::is_sandbox)
-            || (cris && self.cri_sandboxes.contains(id));
+            || (cris && snapshot.cri_sandboxes.contains(id));
         let mut names = record
             .map(PodRef::from_labels)
             .unwrap_or_default()
@@ -225,6 +256,22 @@ impl Snapshot {
             names.container_name = None;
         }
         names
+    }
+}
+
+/// See [`Snapshot::children_index`]; each parent's children in pid order.
+pub struct Children<'a>(HashMap<i32, Vec<&'a ProcessInfo>>);
+
+impl Children<'_> {
+    /// The children of `pid`, split into running and defunct ones.
+    pub fn of(&self, pid: i32) -> (Vec<i32>, Vec<i32>) {
+        let children = self.0.get(&pid).into_iter().flatten();
+        let (live, defunct): (Vec<&ProcessInfo>, Vec<&ProcessInfo>) =
+            children.partition(|p| p.is_running());
+        (
+            live.iter().map(|p| p.pid).collect(),
+            defunct.iter().map(|p| p.pid).collect(),
+        )
     }
 }
 

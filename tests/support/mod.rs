@@ -25,7 +25,9 @@
 //!   bed's node, built by `scripts/peers`;
 //! - [`nodectl_image`]: the DaemonSet's image, built with buildah;
 //! - [`orphan_archive`]: a generated `check --from` archive of orphan
-//!   bundles, each with a mount.
+//!   bundles, each with a mount;
+//! - [`lost_records_archive`]: one of pods whose records containerd lost
+//!   while CRI and kubelet still know them.
 //!
 //! Below: helpers for the tests' nodectl reports.
 // Each test crate includes this module and uses a different part of it
@@ -41,6 +43,7 @@ mod kubelet;
 mod kubelet_steps;
 mod leaked;
 mod line;
+mod lost_records_archive;
 mod neighbourhood;
 pub mod nodectl_image;
 mod orphan_archive;
@@ -74,6 +77,9 @@ pub use kubelet::{
 pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
 pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
+pub use lost_records_archive::{
+    duplicate_name, lost_id, shim_pid, write_lost_records_archive, Part, Tag, LOST_TAKEN_AT,
+};
 pub use neighbourhood::TenantShim;
 pub use nodectl_image::NODECTL_IMAGE;
 pub use orphan_archive::{orphan_id, write_orphan_archive, ARCHIVE_BUNDLES};

@@ -24,16 +24,7 @@ pub fn orphan_id(n: usize) -> String {
 /// Writes the archive of `count` orphan bundles to `path` (tar.gz, as
 /// `nodectl collect` writes it: `snapshots.json` first).
 pub fn write_orphan_archive(path: &Path, count: usize) {
-    let at = |path: &str| Located {
-        path: path.into(),
-        origin: Origin::Default,
-    };
-    let paths = Paths::at(
-        at("/var/lib/containerd"),
-        at("/run/containerd"),
-        at("/run/containerd/containerd.sock"),
-    );
-    let mut first = Snapshot::empty(1, paths, "k8s.io".into());
+    let mut first = Snapshot::empty(1, archive_paths(), "k8s.io".into());
     first.mounts_read = true;
     let mut namespaces = std::collections::BTreeMap::new();
     namespaces.insert(
@@ -65,6 +56,25 @@ pub fn write_orphan_archive(path: &Path, count: usize) {
             },
         );
     }
+    write_archive(path, first);
+}
+
+/// The generated node's containerd: its default places, nothing else known.
+pub fn archive_paths() -> Paths {
+    let at = |path: &str| Located {
+        path: path.into(),
+        origin: Origin::Default,
+    };
+    Paths::at(
+        at("/var/lib/containerd"),
+        at("/run/containerd"),
+        at("/run/containerd/containerd.sock"),
+    )
+}
+
+/// Writes `first`, a look with no second, to `path` as `nodectl collect`
+/// writes an archive (tar.gz, `snapshots.json` first).
+pub fn write_archive(path: &Path, first: Snapshot) {
     let evidence = Archived {
         nodectl_version: env!("CARGO_PKG_VERSION").into(),
         hostname: None,

@@ -9,6 +9,7 @@
 //! floor check --root ROOT --state STATE [--proc-root /proc] [--mountinfo FILE]
 //!     [--config FILE] [--kubelet-root DIR] [--cgroup-fs DIR]
 //!     [--cni-results /var/lib/cni/results] [--stages]
+//! floor from --archive FILE [--stages]
 //! (any mode) [--api SOCKET --api-timeout MS]
 //! ```
 //!
@@ -58,6 +59,11 @@
 //!   process is defunct or a later one), and the shims with a thread in
 //!   `umount2` or D again.
 //!
+//! `from`: what `check --from FILE` needs before it judges anything: the
+//! archive (tar.gz) inflated, its `snapshots.json` read whole and decoded
+//! into the snapshots the checks judge (nodectl's own types, with
+//! serde_json). Stdout's `bundles` counts the first look's bundles.
+//!
 //! `leaked-shims`: the proc root's `<pid>/stat`, the shims' `cmdline` and
 //! the bundle listing, as in `check`. `leaked-mounts`: mountinfo once, the
 //! bundle listing, and the listings of CRI's containers and sandboxes
@@ -81,7 +87,7 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: floor zombies|leaked-shims|leaked-mounts|check --root ROOT [--state STATE] [--proc-root DIR] \
                      [--mountinfo FILE] [--config FILE --kubelet-root DIR --cgroup-fs DIR] [--cni-results DIR] \
-                     [--api SOCKET --api-timeout MS] [--stages]";
+                     [--api SOCKET --api-timeout MS] [--stages]\n       floor from --archive FILE [--stages]";
 
 /// Larger than any status file CRI writes (nodectl caps them lower).
 const STATUS_BUFFER: usize = 64 * 1024;
@@ -112,6 +118,7 @@ enum Mode {
     LeakedShims,
     LeakedMounts,
     Check,
+    From,
 }
 
 struct Args {
@@ -132,6 +139,8 @@ struct Args {
     /// containerd's socket, waited on last (see the head of this file).
     api: Option<PathBuf>,
     api_timeout: Duration,
+    /// `from`: the archive.
+    archive: Option<PathBuf>,
 }
 
 impl Args {
@@ -141,6 +150,7 @@ impl Args {
             Some("leaked-shims") => Mode::LeakedShims,
             Some("leaked-mounts") => Mode::LeakedMounts,
             Some("check") => Mode::Check,
+            Some("from") => Mode::From,
             other => return Err(format!("unknown mode {other:?}")),
         };
         let mut args = Args {
@@ -156,6 +166,7 @@ impl Args {
             stages: false,
             api: None,
             api_timeout: Duration::from_millis(200),
+            archive: None,
         };
         let mut root = None;
         while let Some(flag) = argv.next() {
@@ -170,6 +181,7 @@ impl Args {
                 "--cgroup-fs" => args.cgroup_fs = Some(PathBuf::from(value()?)),
                 "--cni-results" => args.cni_results = PathBuf::from(value()?),
                 "--stages" => args.stages = true,
+                "--archive" => args.archive = Some(PathBuf::from(value()?)),
                 "--api" => args.api = Some(PathBuf::from(value()?)),
                 "--api-timeout" => {
                     let text = value()?;
@@ -181,6 +193,10 @@ impl Args {
                 }
                 other => return Err(format!("unknown argument {other:?}")),
             }
+        }
+        if args.mode == Mode::From {
+            args.archive.as_ref().ok_or("from needs --archive")?;
+            return Ok(args);
         }
         args.root = root.ok_or("--root is required")?;
         if args.mode != Mode::Zombies && args.state.is_none() {
@@ -318,6 +334,11 @@ fn run(args: &Args) -> Result<String, String> {
             stages.mark("cri_dirs");
         }
         Mode::Check => check(args, &mut procs, &mut counts, &mut stages)?,
+        Mode::From => {
+            let archive = args.archive.as_deref().unwrap_or(Path::new(""));
+            (counts.bytes, counts.bundles) = decode_archive(archive)?;
+            stages.mark("archive");
+        }
     }
     if let Some(socket) = &args.api {
         counts.api_answered = Some(api_wait(socket, args.api_timeout)?);
@@ -356,6 +377,26 @@ fn run(args: &Args) -> Result<String, String> {
     }
     line.push('}');
     Ok(line)
+}
+
+/// `from`: the archive inflated and its `snapshots.json` decoded; its size
+/// and the first look's bundles.
+fn decode_archive(path: &Path) -> Result<(u64, u64), String> {
+    let file = File::open(path).map_err(|e| io_err(path, e))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(file));
+    let entries = tar.entries().map_err(|e| io_err(path, e))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| io_err(path, e))?;
+        if entry.path().map_err(|e| io_err(path, e))?.as_ref() != Path::new("snapshots.json") {
+            continue;
+        }
+        let mut json = Vec::new();
+        entry.read_to_end(&mut json).map_err(|e| io_err(path, e))?;
+        let archived: nodectl::archive::Archived =
+            serde_json::from_slice(&json).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok((json.len() as u64, archived.first.bundles.len() as u64));
+    }
+    Err(format!("{}: no snapshots.json", path.display()))
 }
 
 /// The processes seen: every pid (sorted) and the shims'.
