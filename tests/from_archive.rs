@@ -18,14 +18,7 @@ fn twenty_thousand_orphan_bundles_each_reported_with_its_mount() {
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("orphans.tar.gz");
     support::write_orphan_archive(&archive, COUNT);
-    let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
-        .args(["check", "-o", "json", "--from"])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    let err = support::stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{err}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = check_from(&archive);
     let findings = report["findings"].as_array().unwrap();
     let of_kind = |kind: &'static str| findings.iter().filter(move |f| f["kind"] == kind);
     // A report lists the first 200 of a kind and counts the rest.
@@ -78,14 +71,7 @@ fn twenty_thousand_pods_containerd_lost_each_reported_and_named() {
         Part::Duplicate,
     ];
     support::write_lost_records_archive(&archive, COUNT, &parts);
-    let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
-        .args(["check", "-o", "json", "--from"])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    let err = support::stderr(&output);
-    assert_eq!(output.status.code(), Some(1), "{err}");
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let report = check_from(&archive);
     let findings = report["findings"].as_array().unwrap();
     let listed = 200;
     // Each kind's findings in the report's order, and how many in all.
@@ -202,4 +188,16 @@ fn twenty_thousand_pods_containerd_lost_each_reported_and_named() {
             "{f}"
         );
     }
+}
+
+/// `nodectl check -o json --from <archive>`, which found something: its report.
+fn check_from(archive: &std::path::Path) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_nodectl"))
+        .args(["check", "-o", "json", "--from"])
+        .arg(archive)
+        .output()
+        .unwrap();
+    let err = support::stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    serde_json::from_slice(&output.stdout).unwrap()
 }

@@ -28,20 +28,6 @@ fn nodectl(bed: &TestBed, kubelet: &Kubelet, args: &[&str]) -> (Option<i32>, Val
     (output.status.code(), support::report(&output))
 }
 
-fn findings(doc: &Value) -> Vec<(String, String)> {
-    doc["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|f| {
-            (
-                f["kind"].as_str().unwrap_or_default().to_string(),
-                f["id"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
-}
-
 /// How many times kubelet's log says the sandbox failed on the plugin.
 fn refusals(kubelet: &Kubelet) -> usize {
     std::fs::read_to_string(&kubelet.log)
@@ -88,7 +74,7 @@ async fn pending_behind_a_failing_cni_add(release: &str) {
     check.extend(grace);
     let (code, doc) = nodectl(&bed, &kubelet, &check);
     assert_eq!(
-        (code, findings(&doc)),
+        (code, support::finding_keys(&doc)),
         (Some(1), vec![("failing-sandbox".to_string(), uid.clone())]),
         "{test}: a Pending pod is kubelet's, its sandbox failing: {doc:#}"
     );
@@ -128,7 +114,7 @@ async fn pending_behind_a_failing_cni_add(release: &str) {
     assert!(pod_dir.is_dir(), "the same pod runs: {}", pod_dir.display());
     let (code, doc) = nodectl(&bed, &kubelet, &check);
     assert_eq!(
-        (code, findings(&doc)),
+        (code, support::finding_keys(&doc)),
         (Some(0), vec![]),
         "{test}: the pod runs: {doc:#}"
     );

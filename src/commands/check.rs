@@ -85,12 +85,14 @@ const SEEN_TWICE: &[Kind] = &[
 /// `report` with its findings of the [`SEEN_TWICE`] kinds kept only when
 /// `again`, a later look, has them too (same kind, same id).
 fn seen_twice(mut report: Report, again: &Report) -> Report {
+    let found_again: std::collections::HashSet<(Kind, &str)> = again
+        .findings
+        .iter()
+        .map(|other| (other.kind, other.id.as_str()))
+        .collect();
     report.findings.retain(|finding| {
         !SEEN_TWICE.contains(&finding.kind)
-            || again
-                .findings
-                .iter()
-                .any(|other| other.kind == finding.kind && other.id == finding.id)
+            || found_again.contains(&(finding.kind, finding.id.as_str()))
     });
     report
 }

@@ -690,6 +690,19 @@ fn pod_dir_name<'a>(point: &'a Path, pods: &Path) -> Option<&'a OsStr> {
 mod tests {
     use super::*;
 
+    /// A kubelet believed, run with `args` from the directory `cwd`.
+    fn kubelet_in(cwd: &Path, args: &[&str]) -> RunningKubelet {
+        RunningKubelet {
+            pid: 1,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            flags_origin: Origin::Process,
+            cwd: KubeletFiles {
+                cwd: cwd.to_path_buf(),
+                root: None,
+            },
+        }
+    }
+
     /// A pod log directory given by flag.
     fn logs_at(path: &Path) -> PodLogsAt {
         PodLogsAt {
@@ -1288,15 +1301,7 @@ mod tests {
             path: PathBuf::from(DEFAULT_CGROUP_ROOT),
             origin: Origin::Process,
         };
-        let kubelet = |args: &[&str]| RunningKubelet {
-            pid: 1,
-            args: args.iter().map(|a| a.to_string()).collect(),
-            flags_origin: Origin::Process,
-            cwd: KubeletFiles {
-                cwd: dir.path().to_path_buf(),
-                root: None,
-            },
-        };
+        let kubelet = |args: &[&str]| kubelet_in(dir.path(), args);
         let mut gaps = Vec::new();
         let configured = kubelet(&["kubelet", "--config=config.yaml"]);
         let found = cgroup_root_configured(default.clone(), Some(&configured), &mut gaps);
@@ -1320,15 +1325,7 @@ mod tests {
         write("config.yaml", "podLogsDir: /data/pod-logs\n");
         fs::create_dir(dir.path().join("conf.d")).unwrap();
         let running = |args: &[&str]| Running {
-            kubelets: vec![RunningKubelet {
-                pid: 1,
-                args: args.iter().map(|a| a.to_string()).collect(),
-                flags_origin: Origin::Process,
-                cwd: KubeletFiles {
-                    cwd: dir.path().to_path_buf(),
-                    root: None,
-                },
-            }],
+            kubelets: vec![kubelet_in(dir.path(), args)],
             unread: Vec::new(),
         };
         let found = |flag: Option<&str>, args: &[&str], gaps: &mut Vec<Gap>| {
@@ -1421,15 +1418,7 @@ mod tests {
         )
         .unwrap();
         fs::write(dir.path().join("bad.yaml"), "cgroupDriver: upstart\n").unwrap();
-        let kubelet = |args: &[&str]| RunningKubelet {
-            pid: 1,
-            args: args.iter().map(|a| a.to_string()).collect(),
-            flags_origin: Origin::Process,
-            cwd: KubeletFiles {
-                cwd: dir.path().to_path_buf(),
-                root: None,
-            },
-        };
+        let kubelet = |args: &[&str]| kubelet_in(dir.path(), args);
         let said = |args: &[&str], gaps: &mut Vec<Gap>| {
             let (driver, per_qos) = cgroup_settings(Some(&kubelet(args)), gaps);
             (
