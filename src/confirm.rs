@@ -48,6 +48,14 @@ pub fn second_look(
     if suspects.is_empty() {
         return None;
     }
+    // A dead container whose task containerd has already deleted is being
+    // recorded by CRI, or is a zombie whose handler gave up: told apart
+    // only once CRI's handler has had its deadline.
+    let settle = if checks::zombie::awaiting_record(first) {
+        settle.max(checks::zombie::EXIT_HANDLER_DEADLINE)
+    } else {
+        settle
+    };
     let settle = i64::try_from(settle.as_nanos()).unwrap_or(i64::MAX);
     let waited = now_nanos().saturating_sub(first.taken_at);
     if waited < settle {

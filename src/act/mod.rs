@@ -509,6 +509,7 @@ mod tests {
             id: a.clone(),
             pid: 77,
             status: TaskStatus::Running,
+            ..TaskView::default()
         }]);
         let err = still_dead(&t, "k8s.io", &a, IdKind::Task).unwrap_err();
         assert!(err.contains("task") && err.contains("running"), "{err}");

@@ -211,6 +211,7 @@ mod tests {
             id: id('a'),
             pid: 71,
             status: TaskStatus::Created,
+            ..TaskView::default()
         }]);
         let verdict = verify(&fresh, &id('a'), &dir, &BTreeSet::new());
         assert!(

@@ -328,6 +328,7 @@ mod tests {
             id: id('s'),
             pid: 71,
             status: TaskStatus::Running,
+            ..TaskView::default()
         }]);
         assert!(matches!(verify(&fresh, &shm), Verdict::Refuse(w) if w.contains("task")));
         // containerd does not answer the second time: nothing is confirmed.

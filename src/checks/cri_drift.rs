@@ -5,6 +5,7 @@
 //! task.Delete fails). containerd's task list and procfs say what is real.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -13,6 +14,10 @@ use crate::checks::zombie;
 use crate::model::{
     CriApiState, Finding, Kind, Names, Severity, Snapshot, TaskStatus, TaskView, CRI_NAMESPACE,
 };
+
+/// kubelet's default `runtimeRequestTimeout`: how long it waits for a CRI
+/// call such as CreateContainer.
+const CRI_CALL_DEADLINE: Duration = Duration::from_secs(120);
 
 pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let (Some(cri), Some(containerd)) = (&snapshot.cri, &snapshot.containerd) else {
@@ -31,6 +36,8 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let tasks: BTreeMap<&str, &TaskView> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     // Already reported, with more evidence, as zombies.
     let zombies = zombie::dead_ids(snapshot);
+    // Exits CRI's handler may still be recording, within its deadline.
+    let being_recorded = zombie::exits_being_recorded(snapshot);
     let names = snapshot.names();
     let mut findings = Vec::new();
 
@@ -42,7 +49,8 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             CriApiState::ContainerRunning
                 if !matches!(status, Some(TaskStatus::Running | TaskStatus::Paused)) =>
             {
-                if zombies.contains(&container.id) {
+                if zombies.contains(&container.id) || being_recorded.contains(container.id.as_str())
+                {
                     continue;
                 }
                 format!("CRI says RUNNING, containerd's task is {task_state}")
@@ -79,7 +87,21 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             .chain(sandboxes.iter())
             .map(|c| c.id.as_str())
             .collect();
-        for id in records.iter().filter(|id| !cri_ids.contains(id.as_str())) {
+        // CRI's CreateContainer and RunPodSandbox make containerd's record
+        // first and add the container to CRI's store only as they return;
+        // under load that is seconds, and kubelet waits for either call up
+        // to its runtime request timeout. A record younger than that may be
+        // one still being made.
+        let being_made = |id: &str| {
+            namespace
+                .containers_created
+                .get(id)
+                .is_some_and(|&at| !snapshot.is_older_than(at, CRI_CALL_DEADLINE))
+        };
+        for id in records
+            .iter()
+            .filter(|id| !cri_ids.contains(id.as_str()) && !being_made(id))
+        {
             findings.push(drift(
                 &names,
                 id,
@@ -161,6 +183,7 @@ mod tests {
             id: id.to_string(),
             pid,
             status,
+            exited_at: 0,
         }
     }
 
@@ -310,6 +333,35 @@ mod tests {
             .push(item(&id('y'), CriApiState::ContainerCreated));
         let ids: Vec<String> = check(&s).into_iter().map(|f| f.id).collect();
         assert_eq!(ids, vec![id('x'), id('y')]);
+    }
+
+    #[test]
+    fn a_record_cri_may_still_be_making_or_an_exit_it_may_still_be_recording_is_no_drift() {
+        let mut s = with_views(
+            vec![
+                item(&id('a'), CriApiState::ContainerRunning),
+                item(&id('b'), CriApiState::ContainerRunning),
+            ],
+            vec![],
+            &[id('a'), id('b'), id('x'), id('y')],
+            vec![
+                TaskView {
+                    exited_at: NOW - 3 * SEC,
+                    ..task(&id('a'), TaskStatus::Stopped, 10)
+                },
+                TaskView {
+                    exited_at: NOW - 11 * SEC,
+                    ..task(&id('b'), TaskStatus::Stopped, 11)
+                },
+            ],
+        );
+        let ns = s.containerd.as_mut().unwrap().namespaces.get_mut("k8s.io");
+        ns.unwrap().containers_created =
+            BTreeMap::from([(id('x'), NOW - 119 * SEC), (id('y'), NOW - 121 * SEC)]);
+        let ids: Vec<String> = check(&s).into_iter().map(|f| f.id).collect();
+        // a's exit is 3 s old (CRI's handler has 10 s), x's record 119 s
+        // (kubelet waits 120 s for CreateContainer).
+        assert_eq!(ids, vec![id('b'), id('y')]);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -26,7 +27,7 @@ use crate::advisories::{self, Applied, Version, EXIT_LOST_TO_EXEC};
 use crate::checks::shared::ShimIndex;
 use crate::model::{
     timestamp, ApiCall, CriContainer, CriState, Finding, Kind, Names, PodRef, ProcessInfo,
-    Severity, Snapshot, Suspects, ThreadSample,
+    Severity, Snapshot, Suspects, TaskStatus, ThreadSample, CRI_NAMESPACE,
 };
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
@@ -57,6 +58,11 @@ struct Evidence {
     /// the shim's delete unmounts it. `None` when the mount table was not
     /// read.
     rootfs_mounted: Option<bool>,
+    /// containerd's word on the container's task: its status (`null` when
+    /// containerd was not asked or did not answer, `absent` when it lists
+    /// no such task) and, once stopped, when it exited.
+    task_status: Option<String>,
+    task_exited_at: Value,
 }
 
 /// The blocked threads a finding lists: a stuck delete shows one or two.
@@ -124,9 +130,11 @@ fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)>
     } else {
         &[]
     };
+    let being_recorded = exits_being_recorded(snapshot);
     judged
         .iter()
         .filter(|c| recorded_running(c))
+        .filter(move |c| !being_recorded.contains(c.id.as_str()))
         .filter_map(|c| {
             // A pid past what the kernel gives is no process (not a
             // truncated one that happens to exist).
@@ -138,6 +146,53 @@ fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)>
             let process = pid.and_then(|pid| snapshot.processes.get(&pid));
             Some((c, why_dead(c, process)?))
         })
+}
+
+/// How long CRI's exit handler gives `task.Delete` before it gives up and
+/// leaves the container RUNNING (`handleEventTimeout`, 10 s on every line
+/// nodectl knows).
+pub const EXIT_HANDLER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The containers whose task containerd says stopped less than
+/// [`EXIT_HANDLER_DEADLINE`] before the look: CRI's handler may still be in
+/// that exit's delete, slowly but within its deadline (a node under load
+/// unmounting many rootfs), so CRI still saying RUNNING is no zombie yet.
+/// Only containerd's own word (a stopped task with its exit time) counts;
+/// without it, or past the deadline, the container is judged as before.
+pub fn exits_being_recorded(snapshot: &Snapshot) -> HashSet<&str> {
+    let tasks = snapshot
+        .containerd
+        .as_ref()
+        .and_then(|c| c.namespaces.get(CRI_NAMESPACE))
+        .and_then(|ns| ns.tasks.as_ref());
+    tasks
+        .into_iter()
+        .flatten()
+        .filter(|t| t.status == TaskStatus::Stopped && t.exited_at > 0)
+        .filter(|t| !snapshot.is_older_than(t.exited_at, EXIT_HANDLER_DEADLINE))
+        .map(|t| t.id.as_str())
+        .collect()
+}
+
+/// Whether a dead container of `snapshot` has a task containerd no longer
+/// lists (containerd answered, and its task is gone): its delete is done,
+/// and CRI's handler records the exit next, unless that handler gave up
+/// on an earlier try and waits for its retry (a zombie). Which of the two
+/// only time tells: CRI's handler runs one exit at a time, and under load
+/// (many containers exiting, a disk slow to sync the status file) it
+/// records one seconds after its delete. Such a container is confirmed by
+/// a second look no sooner than [`EXIT_HANDLER_DEADLINE`] after the first.
+pub fn awaiting_record(snapshot: &Snapshot) -> bool {
+    let Some(tasks) = snapshot
+        .containerd
+        .as_ref()
+        .and_then(|c| c.namespaces.get(CRI_NAMESPACE))
+        .and_then(|ns| ns.tasks.as_ref())
+    else {
+        return false;
+    };
+    let listed: HashSet<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    dead(snapshot).any(|(c, _)| !listed.contains(c.id.as_str()))
 }
 
 /// The zombies of `first` whose exit CRI has still not recorded in
@@ -237,6 +292,14 @@ fn finding(
 ) -> Finding {
     let pod = names.of(&container.id);
     let shim = shims.shim_of(snapshot, container);
+    // A search of the tasks per finding: a report builds at most
+    // FINDINGS_PER_KIND of them.
+    let task = snapshot
+        .containerd
+        .as_ref()
+        .and_then(|c| c.namespaces.get(CRI_NAMESPACE))
+        .and_then(|ns| ns.tasks.as_ref())
+        .map(|tasks| tasks.iter().find(|t| t.id == container.id));
     let blocked: Vec<&ThreadSample> = shim
         .map(|s| s.threads_blocked().collect())
         .unwrap_or_default();
@@ -282,6 +345,11 @@ fn finding(
             .map(|t| t.bounded())
             .collect(),
         rootfs_mounted,
+        task_status: task.map(|t| t.map_or("absent".to_string(), |t| t.status.to_string())),
+        task_exited_at: task
+            .flatten()
+            .filter(|t| t.exited_at > 0)
+            .map_or(Value::Null, |t| timestamp(t.exited_at)),
         pod,
     };
     Finding {
@@ -744,6 +812,63 @@ mod tests {
         // A status file the second look could not read confirms nothing.
         second.cri_containers.remove(1);
         assert!(confirmed(&first, &second).is_empty());
+    }
+
+    #[test]
+    fn an_exit_cri_s_handler_may_still_be_recording_is_no_zombie_yet() {
+        let mut s = snapshot();
+        for (c, pid) in [('a', 100), ('b', 101), ('c', 102)] {
+            s.cri_containers.push(running(&id(c), pid, NOW - 60 * SEC));
+        }
+        let task = |c: char, status: TaskStatus, exited: i64| crate::model::TaskView {
+            id: id(c),
+            pid: 1,
+            status,
+            exited_at: exited,
+        };
+        let mut view = ContainerdView::default();
+        view.namespaces
+            .entry("k8s.io".to_string())
+            .or_default()
+            .tasks = Some(vec![
+            // Stopped 9 s ago: CRI's handler has 10 s for its delete.
+            task('a', TaskStatus::Stopped, NOW - 9 * SEC),
+            // Stopped past the deadline: the handler gave up.
+            task('b', TaskStatus::Stopped, NOW - 10 * SEC),
+            // containerd does not say when: judged as before.
+            task('c', TaskStatus::Unknown, NOW - SEC),
+        ]);
+        s.containerd = Some(view);
+        assert_eq!(zombie_ids(&s), vec![id('b'), id('c')]);
+        assert_eq!(dead_ids(&s), BTreeSet::from([id('b'), id('c')]));
+    }
+
+    #[test]
+    fn a_dead_container_whose_task_containerd_deleted_waits_for_cri_s_deadline() {
+        let mut s = snapshot();
+        s.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        // containerd not asked: nothing to wait for.
+        assert!(!awaiting_record(&s));
+        let mut view = ContainerdView::default();
+        let tasks = &mut view
+            .namespaces
+            .entry("k8s.io".to_string())
+            .or_default()
+            .tasks;
+        *tasks = Some(vec![crate::model::TaskView {
+            id: id('a'),
+            status: TaskStatus::Unknown,
+            ..Default::default()
+        }]);
+        s.containerd = Some(view.clone());
+        // Its task still listed: judged at once.
+        assert!(!awaiting_record(&s));
+        view.namespaces.get_mut("k8s.io").unwrap().tasks = Some(vec![]);
+        s.containerd = Some(view);
+        assert!(awaiting_record(&s));
+        // Still a zombie once confirmed.
+        assert_eq!(zombie_ids(&s), vec![id('a')]);
     }
 
     #[test]

@@ -144,6 +144,10 @@ pub struct ContainerdView {
 pub struct NamespaceView {
     /// Ids of the container records (metadata) in this namespace.
     pub containers: Option<BTreeSet<String>>,
+    /// When each of those records was created, by id (a record without a
+    /// time is left out).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub containers_created: BTreeMap<String, crate::model::cri_status::UnixNanos>,
     /// The naming labels of those records (see [`crate::model::name_labels`]), by id; a
     /// record without any is left out.
     #[serde(default)]
@@ -171,6 +175,14 @@ pub struct TaskView {
     pub id: String,
     pub pid: u32,
     pub status: TaskStatus,
+    /// When a stopped task's process exited, as its shim says (0: unknown,
+    /// or the task has not stopped).
+    #[serde(default, skip_serializing_if = "crate::model::api_views::is_zero")]
+    pub exited_at: crate::model::cri_status::UnixNanos,
+}
+
+fn is_zero(at: &crate::model::cri_status::UnixNanos) -> bool {
+    *at == 0
 }
 
 /// What a failed connect says when there is nothing at the socket's path:

@@ -89,6 +89,7 @@ pub async fn query(
                 if let Some(records) = records {
                     namespace.containers = Some(records.ids);
                     namespace.labels = records.labels;
+                    namespace.containers_created = records.created;
                     namespace.netns_paths.extend(records.netns);
                     namespace.sandbox_names = records.sandbox_names;
                 }
@@ -129,6 +130,8 @@ struct Records {
     netns: NetnsPaths,
     /// CRI's name for each sandbox container, by id.
     sandbox_names: BTreeMap<String, String>,
+    /// When each record was created, by id.
+    created: BTreeMap<String, i64>,
 }
 
 /// Sandbox id → the network namespace its record names.
@@ -174,6 +177,10 @@ async fn list_containers(channel: Channel, namespace: &str) -> Result<Records, S
             if let Some(name) = metadata_field(&metadata.value, "Name") {
                 records.sandbox_names.insert(container.id.clone(), name);
             }
+        }
+        let created = unix_nanos(container.created_at.as_ref());
+        if created > 0 {
+            records.created.insert(container.id.clone(), created);
         }
         let labels = name_labels(container.labels);
         if !labels.is_empty() {
@@ -223,6 +230,7 @@ async fn list_tasks(channel: Channel, namespace: &str) -> Result<Vec<TaskView>, 
         .into_iter()
         .map(|t| TaskView {
             status: task_status(t.status),
+            exited_at: unix_nanos(t.exited_at.as_ref()),
             id: t.id,
             pid: t.pid,
         })
