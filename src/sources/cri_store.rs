@@ -249,7 +249,9 @@ fn read_one(from: &Store, id: String, gaps: &mut Vec<Gap>) -> Option<CriContaine
         }
         Err(err)
             if err.kind() == io::ErrorKind::NotFound
-                && (!containers_dir.join(&id).exists() || being_deleted(containers_dir, &id)) =>
+                && (!containers_dir.join(&id).exists()
+                    || being_deleted(containers_dir, &id)
+                    || being_created(containers_dir, &id)) =>
         {
             None
         }
@@ -258,6 +260,23 @@ fn read_one(from: &Store, id: String, gaps: &mut Vec<Gap>) -> Option<CriContaine
             None
         }
     }
+}
+
+/// How long CRI's CreateContainer may take, from the container's directory
+/// to its status file: kubelet's default `runtimeRequestTimeout`.
+const CREATION_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Whether the container's directory is one CRI's CreateContainer is still
+/// filling: it makes the directory first and writes the status file only
+/// once containerd's record is made (seconds under load), so a directory
+/// without one changed within [`CREATION_WINDOW`] is a container being
+/// made, not a lost status.
+fn being_created(containers_dir: &Path, id: &str) -> bool {
+    containers_dir
+        .join(id)
+        .symlink_metadata()
+        .and_then(|m| m.modified())
+        .is_ok_and(|at| at.elapsed().is_ok_and(|age| age < CREATION_WINDOW))
 }
 
 fn being_deleted(containers_dir: &Path, id: &str) -> bool {
@@ -519,15 +538,24 @@ mod tests {
 
     #[test]
     fn corrupt_file_becomes_a_gap_naming_it_and_others_still_read() {
+        use std::time::Duration;
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("a".repeat(64));
         let bad = dir.path().join("b".repeat(64));
         let missing = dir.path().join("c".repeat(64));
-        for d in [&good, &bad, &missing] {
+        // A directory CRI's CreateContainer is still filling: no status yet.
+        let being_made = dir.path().join("d".repeat(64));
+        for d in [&good, &bad, &missing, &being_made] {
             fs::create_dir(d).unwrap();
         }
         fs::write(good.join("status"), testdata("running.json")).unwrap();
         fs::write(bad.join("status"), testdata("truncated.json")).unwrap();
+        // Past the creation window: its status is lost, not yet to come.
+        let long_ago = std::time::SystemTime::now() - CREATION_WINDOW - Duration::from_secs(1);
+        fs::File::open(&missing)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
 
         let mut gaps = Vec::new();
         let containers = read(dir.path(), &mut gaps).0;
