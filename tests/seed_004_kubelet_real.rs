@@ -459,10 +459,9 @@ async fn seed_004_under_kubelet(release: &str) {
 /// [`SETTLE_IN_CHURN`] after the first. With its default second look, 1 s
 /// after, it calls a container whose exit CRI received and is still
 /// recording a zombie, with the slow-delete cause ("the delete failed or
-/// timed out (10 s)") a second or two after the exit: measured here in 7 of
-/// 22 looks (5 of 10 on 2.0.x, 2 of 6 on 1.7.34 under a load average of
-/// 18, none on 2.3.4 and 1.6.20). That look is made too and printed, not
-/// asserted.
+/// timed out (10 s)") a second or two after the exit: measured here in 9 of
+/// 34 looks (5 of 14 on 2.0.x, 2 of 8 on 1.7.34, 2 of 6 on 1.6.20, none of
+/// 6 on 2.3.4). That look is made too and printed, not asserted.
 fn look_in_churn(bed: &TestBed, test: &str, churn: &Churn, began: Instant) {
     let (code, doc) = zombies(bed);
     let named = support::ids_of_kind(&doc, "zombie");
