@@ -12,11 +12,11 @@
 //! exit never reached CRI (containerd's log): an exit lost.
 //!
 //! Measured on 1.7.21 here (2 cores, one or both kubelet releases at once,
-//! another engineer's tests beside): in 9 of 11 runs an exit of the first
-//! pod was lost (3.5 to 9.3 s in, after 0 to 8 recorded exits); once on
-//! the fifth pod (46 s in, after 86 exits); once, before the pods came in
-//! generations (one pod restarting its containers), only after 357 exits
-//! (187 s). [`AFFECTED_BOUND`] leaves room for that.
+//! another engineer's tests beside): in 10 of 13 runs an exit of the
+//! first pod was lost (3.5 to 9.3 s in, after 0 to 8 recorded exits);
+//! twice of a later pod (33 and 46 s in, after 31 and 86 exits); once,
+//! before the pods came in generations (one pod restarting its
+//! containers), only after 357 exits (187 s). [`AFFECTED_BOUND`] leaves room for that.
 //!
 //! On a release that carries the bug (1.7.14 to 1.7.21) nodectl must call
 //! that container a zombie with the advisory and the race's cause (`check`
