@@ -27,7 +27,7 @@ use crate::advisories::{self, Applied, Version, EXIT_LOST_TO_EXEC};
 use crate::checks::shared::ShimIndex;
 use crate::model::{
     timestamp, ApiCall, CriContainer, CriState, Finding, Kind, Names, PodRef, ProcessInfo,
-    Severity, Snapshot, Suspects, TaskStatus, ThreadSample, CRI_NAMESPACE,
+    Severity, Snapshot, Suspects, TaskStatus, TaskView, ThreadSample, CRI_NAMESPACE,
 };
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
@@ -160,12 +160,7 @@ pub const EXIT_HANDLER_DEADLINE: Duration = Duration::from_secs(10);
 /// Only containerd's own word (a stopped task with its exit time) counts;
 /// without it, or past the deadline, the container is judged as before.
 pub fn exits_being_recorded(snapshot: &Snapshot) -> HashSet<&str> {
-    let tasks = snapshot
-        .containerd
-        .as_ref()
-        .and_then(|c| c.namespaces.get(CRI_NAMESPACE))
-        .and_then(|ns| ns.tasks.as_ref());
-    tasks
+    cri_tasks(snapshot)
         .into_iter()
         .flatten()
         .filter(|t| t.status == TaskStatus::Stopped && t.exited_at > 0)
@@ -183,16 +178,20 @@ pub fn exits_being_recorded(snapshot: &Snapshot) -> HashSet<&str> {
 /// records one seconds after its delete. Such a container is confirmed by
 /// a second look no sooner than [`EXIT_HANDLER_DEADLINE`] after the first.
 pub fn awaiting_record(snapshot: &Snapshot) -> bool {
-    let Some(tasks) = snapshot
-        .containerd
-        .as_ref()
-        .and_then(|c| c.namespaces.get(CRI_NAMESPACE))
-        .and_then(|ns| ns.tasks.as_ref())
-    else {
+    let Some(tasks) = cri_tasks(snapshot) else {
         return false;
     };
     let listed: HashSet<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
     dead(snapshot).any(|(c, _)| !listed.contains(c.id.as_str()))
+}
+
+/// containerd's tasks in CRI's namespace, when it answered for them.
+fn cri_tasks(snapshot: &Snapshot) -> Option<&[TaskView]> {
+    snapshot
+        .containerd
+        .as_ref()
+        .and_then(|c| c.namespaces.get(CRI_NAMESPACE))
+        .and_then(|ns| ns.tasks.as_deref())
 }
 
 /// The zombies of `first` whose exit CRI has still not recorded in
@@ -294,12 +293,7 @@ fn finding(
     let shim = shims.shim_of(snapshot, container);
     // A search of the tasks per finding: a report builds at most
     // FINDINGS_PER_KIND of them.
-    let task = snapshot
-        .containerd
-        .as_ref()
-        .and_then(|c| c.namespaces.get(CRI_NAMESPACE))
-        .and_then(|ns| ns.tasks.as_ref())
-        .map(|tasks| tasks.iter().find(|t| t.id == container.id));
+    let task = cri_tasks(snapshot).map(|tasks| tasks.iter().find(|t| t.id == container.id));
     let blocked: Vec<&ThreadSample> = shim
         .map(|s| s.threads_blocked().collect())
         .unwrap_or_default();
