@@ -133,8 +133,11 @@ fn judged(first: Snapshot, second: Option<Snapshot>, args: &CheckArgs) -> Report
 
 /// `second`'s gaps added to `gaps`, each once.
 pub(crate) fn with_second_look(gaps: &mut Vec<Gap>, second: &[Gap]) {
+    // A set, not a search of `gaps` per gap: a store of thousands of
+    // corrupt status files is thousands of gaps in each look.
+    let mut known: std::collections::HashSet<Gap> = gaps.iter().cloned().collect();
     for gap in second {
-        if !gaps.contains(gap) {
+        if known.insert(gap.clone()) {
             gaps.push(gap.clone());
         }
     }
@@ -213,5 +216,17 @@ mod tests {
                 (Kind::Zombie, "z".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn the_second_looks_gaps_are_added_once_each_after_the_firsts() {
+        let gap = |path: &str| Gap::item(crate::model::Source::CriStore, path, "unreadable");
+        let mut gaps = vec![gap("a"), gap("b")];
+        with_second_look(
+            &mut gaps,
+            &[gap("b"), gap("c"), gap("c"), gap("a"), gap("d")],
+        );
+        let paths: Vec<_> = gaps.iter().map(|g| g.path.to_str().unwrap()).collect();
+        assert_eq!(paths, ["a", "b", "c", "d"]);
     }
 }

@@ -71,7 +71,7 @@ impl std::fmt::Display for Source {
 }
 
 /// Something a source could not read. Reported beside the findings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Hash)]
 pub struct Gap {
     /// The source that hit it.
     pub source: Source,
