@@ -596,6 +596,8 @@ async fn lost_exit(
         "probe's ExecSync",
         "No retry will come",
         "wait container: context deadline exceeded",
+        // What containerd's log said here: kubelet's cancel ended the wait.
+        "\"context canceled\" under kubelet",
         "Terminating",
     ] {
         assert!(cause.contains(words), "the cause says {words:?}: {cause}");

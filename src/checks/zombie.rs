@@ -445,9 +445,9 @@ fn lost_exit_story(snapshot: &Snapshot, advisory: &Applied) -> (String, String) 
         "containerd {named} has {id}: the runc shim lost this container's exit. The init \
          exited while an exec (a probe's ExecSync) was starting; the shim held the exit back for \
          that exec to publish, and it never did. No retry will come: CRI keeps the container \
-         RUNNING, every StopContainer fails (\"wait container: context deadline exceeded\"), a \
-         pod being deleted stays Terminating, and probes fail with \"cannot exec in a stopped \
-         container\".",
+         RUNNING, every StopContainer fails (\"wait container: context deadline exceeded\", \
+         \"context canceled\" under kubelet), a pod being deleted stays Terminating, and probes \
+         fail with \"cannot exec in a stopped container\".",
         id = advisory.id,
     );
     let upgrade = match advisory.fix {
@@ -648,7 +648,8 @@ mod tests {
                 "containerd 1.7.21 has containerd#10589",
                 "while an exec (a probe's ExecSync) was starting",
                 "No retry will come",
-                "every StopContainer fails (\"wait container: context deadline exceeded\")",
+                "every StopContainer fails (\"wait container: context deadline exceeded\", \
+                 \"context canceled\" under kubelet)",
                 "stays Terminating",
                 "\"cannot exec in a stopped container\"",
             ],
