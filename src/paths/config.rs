@@ -23,16 +23,19 @@
 //! - plugin tables: 1.x replaces a plugin's whole table with a later
 //!   file's; 2.x merges them key by key (`mergo.Merge` into
 //!   `map[string]any`; upstream's TestMergingPluginsWithTwoCriDropInConfigs).
-//! - versions: 1.x takes the last version a file sets and refuses one
-//!   above 2 (`ValidateV2`); 2.x refuses a file whose version is above the
+//! - versions: 1.x takes the last version a file sets (1.7 refuses one
+//!   above 2; 1.6 runs any); 2.3 refuses a file whose version is above the
 //!   first version set (the root's), and migrates each older file to its
 //!   own version before the merge, so each file's keys are read by that
-//!   file's version.
+//!   file's version; 2.0 to 2.2 merge first and migrate the whole.
 //!
 //! The line is not known when the config is read (Debian's build records
 //! no version, and the API is asked later): a version above 2 anywhere is
 //! 2.x's; else where the two merges disagree on a setting nodectl uses,
-//! 2.x's is used and the difference is a gap.
+//! 2.x's is used and the difference is a gap. So are files of different
+//! versions that set CRI's settings, and a version 1 file that sets them
+//! ([`unsettled_by_line`]), each line's `config dump` the oracle
+//! (tests/config_dump_real.rs).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -130,6 +133,13 @@ struct FileSettings {
     /// Each CRI setting the file has a key for (2.x: the last file with
     /// the key wins, even an empty value), with its value.
     snapshotter: Option<Option<String>>,
+    /// The snapshotter as 2.x migrates a file of version 1 or 2: CRI's
+    /// images plugin takes `containerd.snapshotter` only when the file has
+    /// a `containerd.runtimes` table (plugins/cri/images/plugin.go,
+    /// `migrateConfig`, returns before it otherwise; 2.0.11 and 2.3.4).
+    snapshotter_2x: Option<Option<String>>,
+    /// The file sets one of CRI's settings nodectl reads.
+    sets_cri: bool,
     cni_conf_dir: Option<Option<String>>,
     cni_max_conf_num: Option<i64>,
     netns_under_state_dir: Option<bool>,
@@ -394,8 +404,25 @@ fn parse_file(text: &str) -> io::Result<FileSettings> {
         state: nonempty(file.state),
         address: nonempty(address),
         imports: file.imports,
-        has_cri_table: version < 3 && file.plugins.get(CRI_PLUGIN).is_some(),
+        has_cri_table: version < 3 && file.plugins.get(cri_plugin(version)).is_some(),
         snapshotter: cri_snapshotter(&file.plugins, version),
+        snapshotter_2x: match version {
+            3.. => cri_snapshotter(&file.plugins, version),
+            _ => file
+                .plugins
+                .get(cri_plugin(version))
+                .and_then(|cri| cri.get("containerd"))
+                .filter(|containerd| containerd.get("runtimes").is_some())
+                .and(cri_snapshotter(&file.plugins, version)),
+        },
+        // A version 1 file's CRI table under its full name: 1.x and 2.0 to
+        // 2.2 ignore it, 2.3 reads it (measured with each line's `config
+        // dump`); said as a difference by line, never taken.
+        sets_cri: cri_snapshotter(&file.plugins, version).is_some()
+            || cri_cni_conf_dir(&file.plugins, version).is_some()
+            || cri_cni_max_conf_num(&file.plugins, version).is_some()
+            || netns_under_state_dir(&file.plugins, version).is_some()
+            || (version == 1 && file.plugins.contains_key(CRI_PLUGIN)),
         cni_conf_dir: cri_cni_conf_dir(&file.plugins, version),
         cni_max_conf_num: cri_cni_max_conf_num(&file.plugins, version),
         netns_under_state_dir: netns_under_state_dir(&file.plugins, version),
@@ -455,7 +482,7 @@ fn merge(
         snapshotter: files
             .iter()
             .rev()
-            .find_map(|(_, f)| f.snapshotter.clone())
+            .find_map(|(_, f)| f.snapshotter_2x.clone())
             .flatten(),
         cni_conf_dir: files
             .iter()
@@ -499,12 +526,55 @@ fn merge(
             by_key
         }
     };
+    problems.extend(unsettled_by_line(&files));
     paths.snapshotter = cri.snapshotter;
     paths.cni_conf_dir = cri.cni_conf_dir.map(PathBuf::from);
     paths.cni_max_conf_num = cri.cni_max_conf_num;
     paths.netns_under_state_dir = cri.netns_under_state_dir;
     paths.problems = problems;
     Ok(paths)
+}
+
+/// Where the lines that would run these files read CRI's settings in them
+/// apart in ways nodectl does not follow (it cannot know the line when it
+/// reads them): a problem naming the main file, so that the report says
+/// so instead of judging CRI's objects by settings its daemon may not use.
+/// Measured against each line's `config dump` (tests/config_dump_real.rs).
+fn unsettled_by_line(files: &[(PathBuf, FileSettings)]) -> Option<(PathBuf, String)> {
+    let (main, _) = files.first()?;
+    if !files.iter().any(|(_, f)| f.sets_cri) {
+        return None;
+    }
+    let versions: BTreeSet<i64> = files.iter().map(|(_, f)| f.version).collect();
+    if versions.len() > 1 {
+        // 1.6 reads every file's plugins by the last version set; 2.0 to
+        // 2.2 merge the files, then migrate the whole from the last
+        // version (`LoadConfig`, server.New); 2.3 migrates each file to
+        // its own version first (`LoadConfigWithPlugins`).
+        let versions: Vec<String> = versions.iter().map(i64::to_string).collect();
+        return Some((
+            main.clone(),
+            format!(
+                "its files are of config versions {} and set CRI's settings: containerd 1.6 \
+                 reads them all by the last version set, 2.0 to 2.2 migrate the merged \
+                 whole from it, 2.3 migrates each file: CRI's snapshotter and CNI settings \
+                 depend on the line, and nodectl did not settle them",
+                versions.join(" and ")
+            ),
+        ));
+    }
+    // 2.0 to 2.2 migrate a version 1 file to the newest version with its
+    // plugins renamed but not CRI's settings moved to the plugins that
+    // read them since 2.0 (`LoadConfig`: `MigrateConfigTo(out.Version)`,
+    // then no plugin migration as the merged version is the newest).
+    versions.contains(&1).then(|| {
+        (
+            main.clone(),
+            "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read them, \
+             2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
+                .to_string(),
+        )
+    })
 }
 
 /// The CRI settings nodectl uses, as one line merges them.
@@ -539,7 +609,17 @@ fn cri_snapshotter(plugins: &toml::Table, version: i64) -> Option<Option<String>
     if version >= 3 {
         plugin_string(plugins, &["io.containerd.cri.v1.images", "snapshotter"])
     } else {
-        plugin_string(plugins, &[CRI_PLUGIN, "containerd", "snapshotter"])
+        plugin_string(plugins, &[cri_plugin(version), "containerd", "snapshotter"])
+    }
+}
+
+/// CRI's plugin in a file of `version` up to 2: version 1 names plugins
+/// by id (1.x's `Config.Decode` looks up `p.ID` for it; 2.x's
+/// `v1MigratePluginName` renames `cri` to the full name).
+fn cri_plugin(version: i64) -> &'static str {
+    match version {
+        1 => "cri",
+        _ => CRI_PLUGIN,
     }
 }
 
@@ -554,7 +634,7 @@ fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<Option<String
             &["io.containerd.cri.v1.runtime", "cni", "conf_dir"],
         )
     } else {
-        plugin_string(plugins, &[CRI_PLUGIN, "cni", "conf_dir"])
+        plugin_string(plugins, &[cri_plugin(version), "cni", "conf_dir"])
     }
 }
 
@@ -562,7 +642,7 @@ fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<Option<String
 fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64) -> Option<i64> {
     let plugin = match version >= 3 {
         true => "io.containerd.cri.v1.runtime",
-        false => CRI_PLUGIN,
+        false => cri_plugin(version),
     };
     plugins
         .get(plugin)?
@@ -576,7 +656,7 @@ fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64) -> Option<i64> {
 fn netns_under_state_dir(plugins: &toml::Table, version: i64) -> Option<bool> {
     let plugin = match version >= 3 {
         true => "io.containerd.cri.v1.runtime",
-        false => CRI_PLUGIN,
+        false => cri_plugin(version),
     };
     plugins
         .get(plugin)
@@ -694,7 +774,18 @@ mod tests {
     fn netns_under_the_state_dir_is_read_from_the_key_of_the_config_s_version() {
         let old = "[plugins.\"io.containerd.grpc.v1.cri\"]\nnetns_mounts_under_state_dir = true\n";
         let new = "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\"]\nnetns_mounts_under_state_dir = true\n";
-        assert!(parse(old).unwrap().netns_under_state_dir);
+        assert!(
+            parse(&format!("version = 2\n{old}"))
+                .unwrap()
+                .netns_under_state_dir
+        );
+        // Version 1 names CRI by its id; its full name there is not read.
+        assert!(!parse(old).unwrap().netns_under_state_dir);
+        assert!(
+            parse("[plugins.cri]\nnetns_mounts_under_state_dir = true\n")
+                .unwrap()
+                .netns_under_state_dir
+        );
         assert!(parse(new).unwrap().netns_under_state_dir);
         assert!(
             !parse(&format!("version = 3\n{old}"))
@@ -709,7 +800,12 @@ mod tests {
         let old = "[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/k3s/cni\"\n";
         let new = "[plugins.\"io.containerd.cri.v1.runtime\".cni]\nconf_dir = \"/rke2/cni\"\n";
         let read = |text: &str| parse(text).unwrap().cni_conf_dir;
-        assert_eq!(read(old), Some(PathBuf::from("/k3s/cni")));
+        // Version 1 (or none) names CRI by its id, `cri`.
+        assert_eq!(read(old), None);
+        assert_eq!(
+            read("[plugins.cri.cni]\nconf_dir = \"/k3s/cni\"\n"),
+            Some(PathBuf::from("/k3s/cni"))
+        );
         assert_eq!(
             read(&format!("version = 2\n{old}")),
             Some(PathBuf::from("/k3s/cni"))
@@ -731,7 +827,8 @@ mod tests {
         let old = "[plugins.\"io.containerd.grpc.v1.cri\".cni]\nmax_conf_num = 0\n";
         let new = "[plugins.\"io.containerd.cri.v1.runtime\".cni]\nmax_conf_num = 2\n";
         let read = |text: &str| parse(text).unwrap().cni_max_conf_num;
-        assert_eq!(read(old), Some(0));
+        assert_eq!(read(old), None);
+        assert_eq!(read("[plugins.cri.cni]\nmax_conf_num = 0\n"), Some(0));
         assert_eq!(read(&format!("version = 2\n{old}")), Some(0));
         assert_eq!(read(&format!("version = 3\n{new}")), Some(2));
         // Each version reads only its own key; unset is CRI's default.
@@ -744,12 +841,33 @@ mod tests {
     fn cri_s_snapshotter_is_read_from_the_key_of_the_config_s_version() {
         let old = "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"native\"\n";
         let new = "[plugins.\"io.containerd.cri.v1.images\"]\nsnapshotter = \"zfs\"\n";
+        let runtime = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n\
+                       runtime_type = \"io.containerd.runc.v2\"\n";
         let read = |text: &str| parse(text).unwrap().snapshotter;
         assert_eq!(
-            read(&format!("version = 2\n{old}")).as_deref(),
+            read(&format!("version = 2\n{old}{runtime}")).as_deref(),
             Some("native")
         );
-        assert_eq!(read(old).as_deref(), Some("native"));
+        // 2.x's migration takes it only beside a runtime table; 1.x reads
+        // it anyway: 2.x's reading, the difference said.
+        let without_runtime = parse(&format!("version = 2\n{old}")).unwrap();
+        assert_eq!(without_runtime.snapshotter, None);
+        assert!(
+            without_runtime.problems[0]
+                .1
+                .contains("reads snapshotter native"),
+            "{:?}",
+            without_runtime.problems
+        );
+        assert_eq!(read(old), None);
+        assert_eq!(
+            read(
+                "[plugins.cri.containerd]\nsnapshotter = \"native\"\n\
+                 [plugins.cri.containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n"
+            )
+            .as_deref(),
+            Some("native")
+        );
         assert_eq!(read(&format!("version = 3\n{new}")).as_deref(), Some("zfs"));
         assert_eq!(read(&format!("version = 4\n{new}")).as_deref(), Some("zfs"));
         // Each version reads only its own key.
@@ -929,10 +1047,11 @@ mod import_tests {
     }
 
     #[test]
-    fn each_file_s_keys_are_read_by_its_own_version() {
+    fn each_file_s_keys_are_read_by_its_own_version_and_mixed_versions_said() {
         let files = Files::new();
-        // 2.x migrates the version 2 drop-in before the merge: its old CRI
-        // keys count, as the version 3 main file's new ones do.
+        // 2.3 migrates the version 2 drop-in before the merge: its old CRI
+        // keys count, as the version 3 main file's new ones do. 1.6 and 2.0
+        // read them otherwise: said, not settled.
         files.write(
             "config.toml",
             "version = 3\nimports = [\"d.toml\"]\n\
@@ -946,7 +1065,12 @@ mod import_tests {
         assert_eq!(paths.version, 3);
         assert_eq!(paths.snapshotter.as_deref(), Some("native"));
         assert_eq!(paths.cni_conf_dir, Some(PathBuf::from("/dropin/cni")));
-        assert!(paths.problems.is_empty(), "{:?}", paths.problems);
+        assert_eq!(paths.problems.len(), 1, "{:?}", paths.problems);
+        assert!(
+            paths.problems[0].1.contains("config versions 2 and 3"),
+            "{:?}",
+            paths.problems
+        );
     }
 
     #[test]
@@ -993,15 +1117,21 @@ mod import_tests {
             paths.problems
         );
         // A main file of version 1 with a drop-in of 2 above it is 1.x's
-        // alone (2.x refuses it): 1.x's merge, no difference to tell.
+        // alone (2.x refuses it): 1.x's merge, and its files' versions
+        // differ, which 1.6 and 1.7 read by the last one set: said.
         files.write(
             "config.toml",
             "version = 1\nimports = [\"d.toml\"]\n\
-             [plugins.\"io.containerd.grpc.v1.cri\"]\nnetns_mounts_under_state_dir = true\n",
+             [plugins.cri]\nnetns_mounts_under_state_dir = true\n",
         );
         let paths = files.read("config.toml");
         assert!(!paths.netns_under_state_dir);
-        assert!(paths.problems.is_empty(), "{:?}", paths.problems);
+        assert_eq!(paths.problems.len(), 1, "{:?}", paths.problems);
+        assert!(
+            paths.problems[0].1.contains("config versions 1 and 2"),
+            "{:?}",
+            paths.problems
+        );
     }
 
     #[test]
