@@ -20,7 +20,7 @@ use crate::sources::SourceThread;
 use crate::sources::{
     containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, proc_scan, shim_proof,
 };
-use settle::{settle_cni, settle_cri_store};
+use settle::{settle_cni, settle_config_by_line, settle_cri_store};
 
 /// How long a command that asks no API waits for the version recorded in
 /// the containerd binary (read as data, see daemon_version).
@@ -186,6 +186,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         &mut gaps,
     );
     settle_cri_store(cri.as_ref(), &paths, &mut gaps);
+    settle_config_by_line(&paths, containerd_version.version.as_deref(), &mut gaps);
     pods.join_kubelet_word(deadline, started, &mut gaps);
     pods.narrow(
         containerd.as_ref(),
@@ -448,6 +449,8 @@ pub fn add_containerd_records(
     if answered.is_some_and(|v| !v.trim().is_empty()) {
         snapshot.containerd_version = daemon_version::identify(answered, || None);
     }
+    let version = snapshot.containerd_version.version.as_deref();
+    settle_config_by_line(paths, version, &mut snapshot.gaps);
     snapshot.containerd = containerd;
 }
 

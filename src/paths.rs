@@ -109,6 +109,10 @@ fn resolve_with(
             for (path, problem) in &file.problems {
                 gaps.push(Gap::item(Source::Config, path, problem));
             }
+            // A gap until the daemon's line is known (gather settles it).
+            for apart in &file.apart_by_line {
+                gaps.push(Gap::item(Source::Config, &apart.file, &apart.said));
+            }
             Some(file)
         }
         Err(err) if err.kind() == io::ErrorKind::NotFound && !named => None,
@@ -148,6 +152,10 @@ fn resolve_with(
         cni_max_conf_num: file.as_ref().and_then(|c| c.cni_max_conf_num),
         netns_under_state_dir: file.as_ref().is_some_and(|c| c.netns_under_state_dir),
         daemon_lookup: None,
+        config_apart_by_line: file
+            .as_ref()
+            .map(|c| c.apart_by_line.clone())
+            .unwrap_or_default(),
     };
     if flags.proc_root.is_some() {
         settle(

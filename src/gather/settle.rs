@@ -1,10 +1,11 @@
 //! What the peers' own answers settle after the files were read: which
-//! networks CRI loaded, and whether a containers directory that is not
-//! there is a gap.
+//! networks CRI loaded, whether a containers directory that is not there is
+//! a gap, and which line read containerd's config.
 
 use std::time::Instant;
 
-use crate::model::{CniView, CriView, Gap, NetworksFrom, Paths};
+use crate::model::{CniView, CriView, Gap, NetworksFrom, Paths, Source};
+use crate::peers::containerd_config::line_of;
 use crate::sources::{cni, cri_store, SourceThread};
 
 use super::GatherOptions;
@@ -74,4 +75,79 @@ pub(super) fn settle_cri_store(cri: Option<&CriView>, paths: &Paths, gaps: &mut 
     }
     let dir = paths.cri_containers_dir();
     gaps.retain(|gap| !cri_store::is_missing_containers_dir(gap, &dir));
+}
+
+/// Drops the `config` gap of each setting containerd's lines read apart
+/// where nodectl's reading is the line of the daemon it read the config of
+/// (its version, the API's or its binary's). Kept when that line is not
+/// known, or the config or its paths are not proven the daemon's: then
+/// another line may have read it.
+pub(super) fn settle_config_by_line(paths: &Paths, version: Option<&str>, gaps: &mut Vec<Gap>) {
+    let Some(line) = version.and_then(line_of).map(|line| line.major_minor()) else {
+        return;
+    };
+    if paths.process.is_none() || !paths.unproven.is_empty() {
+        return;
+    }
+    for apart in &paths.config_apart_by_line {
+        if apart.right_on.contains(&line) {
+            let settled = Gap::item(Source::Config, &apart.file, &apart.said);
+            gaps.retain(|gap| *gap != settled);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ConfigApart, ContainerdProcess};
+
+    fn paths_of_daemon(apart: Vec<ConfigApart>) -> Paths {
+        let mut paths = crate::model::fixtures::snapshot().paths;
+        paths.process = Some(ContainerdProcess {
+            pid: 7,
+            ..ContainerdProcess::default()
+        });
+        paths.unproven.clear();
+        paths.config_apart_by_line = apart;
+        paths
+    }
+
+    #[test]
+    fn a_config_read_apart_by_line_is_a_gap_unless_the_daemons_line_reads_it_as_nodectl_did() {
+        let apart = |said: &str, right_on: Vec<(u32, u32)>| ConfigApart {
+            file: "/etc/containerd/config.toml".into(),
+            said: said.to_string(),
+            right_on,
+        };
+        let paths = paths_of_daemon(vec![
+            apart("2.x's", vec![(2, 0), (2, 3)]),
+            apart("2.3's", vec![(2, 3)]),
+        ]);
+        let gaps_before = || {
+            paths
+                .config_apart_by_line
+                .iter()
+                .map(|a| Gap::item(Source::Config, &a.file, &a.said))
+                .collect::<Vec<_>>()
+        };
+        let left = |version: Option<&str>, paths: &Paths| {
+            let mut gaps = gaps_before();
+            settle_config_by_line(paths, version, &mut gaps);
+            gaps.into_iter().map(|g| g.error).collect::<Vec<_>>()
+        };
+        assert_eq!(left(Some("v2.3.4"), &paths), Vec::<String>::new());
+        assert_eq!(left(Some("2.0.11"), &paths), ["2.3's"]);
+        assert_eq!(left(Some("1.7.34"), &paths), ["2.x's", "2.3's"]);
+        // A line nodectl does not know, or no version: both kept.
+        assert_eq!(left(Some("2.4.0"), &paths), ["2.x's", "2.3's"]);
+        assert_eq!(left(None, &paths), ["2.x's", "2.3's"]);
+        // The config of no proven daemon: another line may have read it.
+        let mut unproven = paths.clone();
+        unproven.unproven.push("root not held".to_string());
+        assert_eq!(left(Some("v2.3.4"), &unproven), ["2.x's", "2.3's"]);
+        let mut no_daemon = paths.clone();
+        no_daemon.process = None;
+        assert_eq!(left(Some("v2.3.4"), &no_daemon), ["2.x's", "2.3's"]);
+    }
 }

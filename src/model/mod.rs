@@ -56,7 +56,9 @@ pub use names::{
 };
 pub use netns::{HeldBy, NetnsHolder, NetnsMount, NetnsView};
 pub use node::NodeContext;
-pub use paths::{ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths};
+pub use paths::{
+    ConfigApart, ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths,
+};
 pub use reads::{Ask, Reads};
 pub use recording::{RecorderFile, Recording};
 pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};

@@ -102,6 +102,23 @@ pub struct Paths {
     /// `crate::paths::resolve_for_gather`). Never in a snapshot.
     #[serde(skip)]
     pub daemon_lookup: Option<DaemonLookup>,
+    /// Readings of the config that containerd's lines give apart, each
+    /// also a `config` gap until the daemon's line is known (gather drops
+    /// the gap where nodectl's reading is that line's). Never in a
+    /// snapshot: its gaps are settled there.
+    #[serde(skip)]
+    pub config_apart_by_line: Vec<ConfigApart>,
+}
+
+/// A setting of the config that containerd's lines read apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigApart {
+    /// The file the gap names (the main config).
+    pub file: PathBuf,
+    /// The gap's words: how the lines read it, and which nodectl used.
+    pub said: String,
+    /// The lines (major, minor) whose reading nodectl used.
+    pub right_on: Vec<(u32, u32)>,
 }
 
 /// What choosing the running containerd needs once every path is known
@@ -134,6 +151,7 @@ impl Paths {
             cni_max_conf_num: None,
             netns_under_state_dir: false,
             daemon_lookup: None,
+            config_apart_by_line: Vec::new(),
         }
     }
 

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::model::Source;
+use crate::model::{ConfigApart, Source};
 use crate::peers::containerd_config::{merges_of, Line};
 use crate::read::bounded::{read_regular, Links};
 use crate::sources::SourceThread;
@@ -97,6 +97,9 @@ pub struct ConfigPaths {
     /// (an import unread, a limit reached, the lines merging it apart):
     /// the paths above come from the rest.
     pub problems: Vec<(PathBuf, String)>,
+    /// Settings the lines that could run the config read apart: which
+    /// reading nodectl used, and the lines it is right on.
+    pub apart_by_line: Vec<ConfigApart>,
     /// The latest change (ctime, ns since the epoch) of every file read and
     /// of every directory a glob listed: after the daemon's start, the
     /// config is not (all) the one it read.
@@ -432,10 +435,11 @@ fn parse_file(text: &str) -> io::Result<FileSettings> {
 /// `mergeConfig` over the files in load order (see the module's doc).
 fn merge(
     files: Vec<(PathBuf, FileSettings)>,
-    mut problems: Vec<(PathBuf, String)>,
+    problems: Vec<(PathBuf, String)>,
     changed_nanos: i64,
 ) -> io::Result<ConfigPaths> {
     let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
+    let mut apart_by_line = Vec::new();
     let Some((main, first)) = files.first() else {
         return Err(invalid("no config file read".to_string()));
     };
@@ -514,24 +518,26 @@ fn merge(
         (false, _) => by_key,
         (true, true) => {
             if by_key != by_table {
-                problems.push((
-                    main.clone(),
-                    format!(
+                apart_by_line.push(ConfigApart {
+                    file: main.clone(),
+                    right_on: LINES_2X.to_vec(),
+                    said: format!(
                         "its imports set CRI's settings apart by line: containerd 1.x \
                          (a later file's plugin table replaces the whole table) reads {by_table}, \
                          2.x (merged key by key) reads {by_key}; nodectl used 2.x's"
                     ),
-                ));
+                });
             }
             by_key
         }
     };
-    problems.extend(unsettled_by_line(&files));
+    apart_by_line.extend(unsettled_by_line(&files));
     paths.snapshotter = cri.snapshotter;
     paths.cni_conf_dir = cri.cni_conf_dir.map(PathBuf::from);
     paths.cni_max_conf_num = cri.cni_max_conf_num;
     paths.netns_under_state_dir = cri.netns_under_state_dir;
     paths.problems = problems;
+    paths.apart_by_line = apart_by_line;
     Ok(paths)
 }
 
@@ -540,7 +546,7 @@ fn merge(
 /// reads them): a problem naming the main file, so that the report says
 /// so instead of judging CRI's objects by settings its daemon may not use.
 /// Measured against each line's `config dump` (tests/config_dump_real.rs).
-fn unsettled_by_line(files: &[(PathBuf, FileSettings)]) -> Option<(PathBuf, String)> {
+fn unsettled_by_line(files: &[(PathBuf, FileSettings)]) -> Option<ConfigApart> {
     let (main, _) = files.first()?;
     if !files.iter().any(|(_, f)| f.sets_cri) {
         return None;
@@ -552,30 +558,34 @@ fn unsettled_by_line(files: &[(PathBuf, FileSettings)]) -> Option<(PathBuf, Stri
         // version (`LoadConfig`, server.New); 2.3 migrates each file to
         // its own version first (`LoadConfigWithPlugins`).
         let versions: Vec<String> = versions.iter().map(i64::to_string).collect();
-        return Some((
-            main.clone(),
-            format!(
+        return Some(ConfigApart {
+            file: main.clone(),
+            // nodectl reads each file by its own version, as 2.3 does.
+            right_on: vec![(2, 3)],
+            said: format!(
                 "its files are of config versions {} and set CRI's settings: containerd 1.6 \
                  reads them all by the last version set, 2.0 to 2.2 migrate the merged \
                  whole from it, 2.3 migrates each file: CRI's snapshotter and CNI settings \
-                 depend on the line, and nodectl did not settle them",
+                 depend on the line, and nodectl read them as 2.3 does",
                 versions.join(" and ")
             ),
-        ));
+        });
     }
     // 2.0 to 2.2 migrate a version 1 file to the newest version with its
     // plugins renamed but not CRI's settings moved to the plugins that
     // read them since 2.0 (`LoadConfig`: `MigrateConfigTo(out.Version)`,
     // then no plugin migration as the merged version is the newest).
-    versions.contains(&1).then(|| {
-        (
-            main.clone(),
-            "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read them, \
-             2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
-                .to_string(),
-        )
+    versions.contains(&1).then(|| ConfigApart {
+        file: main.clone(),
+        right_on: vec![(1, 6), (1, 7), (2, 3)],
+        said: "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read them, \
+               2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
+            .to_string(),
     })
 }
+
+/// The 2.x lines (major, minor): one merge of plugin tables, key by key.
+const LINES_2X: &[(u32, u32)] = &[(2, 0), (2, 1), (2, 2), (2, 3)];
 
 /// The CRI settings nodectl uses, as one line merges them.
 #[derive(Debug, Default, PartialEq)]
@@ -853,11 +863,11 @@ mod tests {
         let without_runtime = parse(&format!("version = 2\n{old}")).unwrap();
         assert_eq!(without_runtime.snapshotter, None);
         assert!(
-            without_runtime.problems[0]
-                .1
+            without_runtime.apart_by_line[0]
+                .said
                 .contains("reads snapshotter native"),
             "{:?}",
-            without_runtime.problems
+            without_runtime.apart_by_line
         );
         assert_eq!(read(old), None);
         assert_eq!(
@@ -1065,12 +1075,16 @@ mod import_tests {
         assert_eq!(paths.version, 3);
         assert_eq!(paths.snapshotter.as_deref(), Some("native"));
         assert_eq!(paths.cni_conf_dir, Some(PathBuf::from("/dropin/cni")));
-        assert_eq!(paths.problems.len(), 1, "{:?}", paths.problems);
+        assert!(paths.problems.is_empty(), "{:?}", paths.problems);
+        assert_eq!(paths.apart_by_line.len(), 1, "{:?}", paths.apart_by_line);
         assert!(
-            paths.problems[0].1.contains("config versions 2 and 3"),
+            paths.apart_by_line[0]
+                .said
+                .contains("config versions 2 and 3"),
             "{:?}",
-            paths.problems
+            paths.apart_by_line
         );
+        assert_eq!(paths.apart_by_line[0].right_on, [(2, 3)]);
     }
 
     #[test]
@@ -1107,15 +1121,17 @@ mod import_tests {
         let paths = files.read("config.toml");
         assert!(paths.netns_under_state_dir);
         assert_eq!(paths.cni_conf_dir, Some(PathBuf::from("/d")));
-        assert_eq!(paths.problems.len(), 1, "{:?}", paths.problems);
-        assert_eq!(paths.problems[0].0, files.path("config.toml"));
+        assert!(paths.problems.is_empty(), "{:?}", paths.problems);
+        assert_eq!(paths.apart_by_line.len(), 1, "{:?}", paths.apart_by_line);
+        assert_eq!(paths.apart_by_line[0].file, files.path("config.toml"));
         assert!(
-            paths.problems[0]
-                .1
+            paths.apart_by_line[0]
+                .said
                 .contains("netns_mounts_under_state_dir false"),
             "{:?}",
-            paths.problems
+            paths.apart_by_line
         );
+        assert_eq!(paths.apart_by_line[0].right_on, LINES_2X);
         // A main file of version 1 with a drop-in of 2 above it is 1.x's
         // alone (2.x refuses it): 1.x's merge, and its files' versions
         // differ, which 1.6 and 1.7 read by the last one set: said.
@@ -1126,11 +1142,14 @@ mod import_tests {
         );
         let paths = files.read("config.toml");
         assert!(!paths.netns_under_state_dir);
-        assert_eq!(paths.problems.len(), 1, "{:?}", paths.problems);
+        assert!(paths.problems.is_empty(), "{:?}", paths.problems);
+        assert_eq!(paths.apart_by_line.len(), 1, "{:?}", paths.apart_by_line);
         assert!(
-            paths.problems[0].1.contains("config versions 1 and 2"),
+            paths.apart_by_line[0]
+                .said
+                .contains("config versions 1 and 2"),
             "{:?}",
-            paths.problems
+            paths.apart_by_line
         );
     }
 

@@ -43,6 +43,20 @@ pub fn line_of(version: &str) -> Option<Line> {
     })
 }
 
+impl Line {
+    /// (major, minor), as `model::ConfigApart` names lines.
+    pub fn major_minor(self) -> (u32, u32) {
+        match self {
+            Line::V1_6 => (1, 6),
+            Line::V1_7 => (1, 7),
+            Line::V2_0 => (2, 0),
+            Line::V2_1 => (2, 1),
+            Line::V2_2 => (2, 2),
+            Line::V2_3 => (2, 3),
+        }
+    }
+}
+
 /// How `line` merges a plugin's table across its config files.
 ///
 /// 1.6 and 1.7 (`services/server/config/config.go`, `mergeConfig`, read at
