@@ -128,6 +128,42 @@ const SHAPES: &[Shape] = &[
         silent_on: &[],
     },
     Shape {
+        name: "version 2 main with a runtime, version 2 drop-in with only the snapshotter",
+        files: &[
+            (
+                "config.toml",
+                "version = 2\nimports = [\"@/conf.d/*.toml\"]\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n\
+                 runtime_type = \"io.containerd.runc.v2\"\n",
+            ),
+            (
+                "conf.d/snapshotter.toml",
+                "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n\
+                 snapshotter = \"native\"\n",
+            ),
+        ],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
+        name: "version 2 main with the snapshotter, version 2 drop-in with only a runtime",
+        files: &[
+            (
+                "config.toml",
+                "version = 2\nimports = [\"@/conf.d/*.toml\"]\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"native\"\n",
+            ),
+            (
+                "conf.d/runc.toml",
+                "version = 2\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n\
+                 runtime_type = \"io.containerd.runc.v2\"\n",
+            ),
+        ],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
         name: "version 3 main with CRI's cni, version 2 drop-in in the old spelling",
         files: &[
             (

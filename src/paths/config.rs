@@ -143,6 +143,9 @@ struct FileSettings {
     snapshotter_2x: Option<Option<String>>,
     /// The file sets one of CRI's settings nodectl reads.
     sets_cri: bool,
+    /// A file of version 1 or 2 with a `containerd.runtimes` table in
+    /// CRI's plugin (see `snapshotter_2x`).
+    has_runtimes: bool,
     cni_conf_dir: Option<Option<String>>,
     cni_max_conf_num: Option<i64>,
     netns_under_state_dir: Option<bool>,
@@ -409,6 +412,12 @@ fn parse_file(text: &str) -> io::Result<FileSettings> {
         imports: file.imports,
         has_cri_table: version < 3 && file.plugins.get(cri_plugin(version)).is_some(),
         snapshotter: cri_snapshotter(&file.plugins, version),
+        has_runtimes: version < 3
+            && file
+                .plugins
+                .get(cri_plugin(version))
+                .and_then(|cri| cri.get("containerd"))
+                .is_some_and(|containerd| containerd.get("runtimes").is_some()),
         snapshotter_2x: match version {
             3.. => cri_snapshotter(&file.plugins, version),
             _ => file
@@ -512,19 +521,55 @@ fn merge(
             netns_under_state_dir: f.netns_under_state_dir.unwrap_or(false),
         })
         .unwrap_or_default();
+    // 2.0 to 2.2: the files merged first, the whole then migrated
+    // (`LoadConfig`, then server.New): the images plugin's migration sees
+    // the merged `containerd` table, so a runtimes table in any file of
+    // version 1 or 2 lets the last snapshotter set through.
+    let by_merged = CriSettings {
+        snapshotter: match files.iter().all(|(_, f)| f.version <= NEWEST_1X_VERSION) {
+            true => files
+                .iter()
+                .any(|(_, f)| f.has_runtimes)
+                .then(|| files.iter().rev().find_map(|(_, f)| f.snapshotter.clone()))
+                .flatten()
+                .flatten(),
+            false => by_key.snapshotter.clone(),
+        },
+        ..by_key.clone()
+    };
     let lines = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)].map(|(c, l)| c.then_some(l));
     let cri = match merges_of(lines.iter().flatten()) {
         (true, false) => by_table,
-        (false, _) => by_key,
-        (true, true) => {
-            if by_key != by_table {
+        (one_x, _) => {
+            // nodectl reads as 2.3 does; the lines that read alike with it.
+            let mut right_on = vec![(2, 3)];
+            if by_merged == by_key {
+                right_on.extend([(2, 0), (2, 1), (2, 2)]);
+            }
+            if one_x && by_table == by_key {
+                right_on.extend([(1, 6), (1, 7)]);
+            }
+            right_on.sort();
+            if by_merged != by_key || (one_x && by_table != by_key) {
+                let mut readings = Vec::new();
+                if one_x {
+                    readings.push(format!(
+                        "containerd 1.x (a later file's plugin table replaces the whole table) \
+                         reads {by_table}"
+                    ));
+                }
+                readings.push(format!(
+                    "2.0 to 2.2 (the files merged, then migrated) read {by_merged}"
+                ));
+                readings.push(format!(
+                    "2.3 (each file migrated, then merged key by key) reads {by_key}"
+                ));
                 apart_by_line.push(ConfigApart {
                     file: main.clone(),
-                    right_on: LINES_2X.to_vec(),
+                    right_on,
                     said: format!(
-                        "its imports set CRI's settings apart by line: containerd 1.x \
-                         (a later file's plugin table replaces the whole table) reads {by_table}, \
-                         2.x (merged key by key) reads {by_key}; nodectl used 2.x's"
+                        "its files set CRI's settings apart by line: {}; nodectl used 2.3's",
+                        readings.join(", ")
                     ),
                 });
             }
@@ -584,11 +629,8 @@ fn unsettled_by_line(files: &[(PathBuf, FileSettings)]) -> Option<ConfigApart> {
     })
 }
 
-/// The 2.x lines (major, minor): one merge of plugin tables, key by key.
-const LINES_2X: &[(u32, u32)] = &[(2, 0), (2, 1), (2, 2), (2, 3)];
-
 /// The CRI settings nodectl uses, as one line merges them.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 struct CriSettings {
     snapshotter: Option<String>,
     cni_conf_dir: Option<String>,
@@ -1131,7 +1173,10 @@ mod import_tests {
             "{:?}",
             paths.apart_by_line
         );
-        assert_eq!(paths.apart_by_line[0].right_on, LINES_2X);
+        assert_eq!(
+            paths.apart_by_line[0].right_on,
+            [(2, 0), (2, 1), (2, 2), (2, 3)]
+        );
         // A main file of version 1 with a drop-in of 2 above it is 1.x's
         // alone (2.x refuses it): 1.x's merge, and its files' versions
         // differ, which 1.6 and 1.7 read by the last one set: said.
@@ -1150,6 +1195,36 @@ mod import_tests {
                 .contains("config versions 1 and 2"),
             "{:?}",
             paths.apart_by_line
+        );
+    }
+
+    #[test]
+    fn a_snapshotter_2_0_lets_through_by_another_file_s_runtime_is_said_as_2_0_s() {
+        let files = Files::new();
+        files.write(
+            "config.toml",
+            "version = 2\nimports = [\"d.toml\"]\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".containerd]\nsnapshotter = \"native\"\n",
+        );
+        files.write(
+            "d.toml",
+            "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n\
+             runtime_type = \"io.containerd.runc.v2\"\n",
+        );
+        // 1.x: the drop-in's table replaces the main file's; 2.3: the main
+        // file, migrated alone, has no runtime; 2.0 to 2.2 migrate both
+        // merged, and keep it.
+        let paths = files.read("config.toml");
+        assert_eq!(paths.snapshotter, None);
+        assert_eq!(paths.apart_by_line.len(), 1, "{:?}", paths.apart_by_line);
+        let apart = &paths.apart_by_line[0];
+        assert_eq!(apart.right_on, [(1, 6), (1, 7), (2, 3)]);
+        assert!(
+            apart
+                .said
+                .contains("2.0 to 2.2 (the files merged, then migrated) read snapshotter native"),
+            "{}",
+            apart.said
         );
     }
 
