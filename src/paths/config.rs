@@ -34,8 +34,8 @@
 //! 2.x's; else where the two merges disagree on a setting nodectl uses,
 //! 2.x's is used and the difference is a gap. So are files of different
 //! versions that set CRI's settings, and a version 1 file that sets them
-//! ([`unsettled_by_line`]), each line's `config dump` the oracle
-//! (tests/config_dump_real.rs).
+//! (CRI's settings by line: `peers::containerd_cri`), each line's `config
+//! dump` the oracle (tests/config_dump_real.rs).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::model::{ConfigApart, Source};
-use crate::peers::containerd_config::{merges_of, Line};
+use crate::peers::containerd_cri::{self, CriKeys, NEWEST_1X_VERSION};
 use crate::read::bounded::{read_regular, Links};
 use crate::sources::SourceThread;
 
@@ -55,12 +55,8 @@ use glob::{clean, glob};
 
 /// The server plugin that owns the socket from config version 4 on.
 const GRPC_PLUGIN: &str = "io.containerd.server.v1.grpc";
-/// CRI's plugin up to config version 2 (1.x, and 2.x migrating such files).
-const CRI_PLUGIN: &str = "io.containerd.grpc.v1.cri";
 /// The newest config version nodectl knows (containerd 2.3).
 pub const NEWEST_VERSION: i64 = 4;
-/// The newest version containerd 1.x accepts (`ValidateV2`).
-const NEWEST_1X_VERSION: i64 = 2;
 
 /// At most this many files are read (the main one and its imports): real
 /// nodes have a handful of drop-ins.
@@ -130,25 +126,8 @@ struct FileSettings {
     state: Option<PathBuf>,
     address: Option<PathBuf>,
     imports: Vec<String>,
-    /// The file has a table for CRI's (pre-3) plugin: 1.x replaces the
-    /// whole table with it.
-    has_cri_table: bool,
-    /// Each CRI setting the file has a key for (2.x: the last file with
-    /// the key wins, even an empty value), with its value.
-    snapshotter: Option<Option<String>>,
-    /// The snapshotter as 2.x migrates a file of version 1 or 2: CRI's
-    /// images plugin takes `containerd.snapshotter` only when the file has
-    /// a `containerd.runtimes` table (plugins/cri/images/plugin.go,
-    /// `migrateConfig`, returns before it otherwise; 2.0.11 and 2.3.4).
-    snapshotter_2x: Option<Option<String>>,
-    /// The file sets one of CRI's settings nodectl reads.
-    sets_cri: bool,
-    /// A file of version 1 or 2 with a `containerd.runtimes` table in
-    /// CRI's plugin (see `snapshotter_2x`).
-    has_runtimes: bool,
-    cni_conf_dir: Option<Option<String>>,
-    cni_max_conf_num: Option<i64>,
-    netns_under_state_dir: Option<bool>,
+    /// CRI's keys, read by the file's own version.
+    cri: CriKeys,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -410,34 +389,7 @@ fn parse_file(text: &str) -> io::Result<FileSettings> {
         state: nonempty(file.state),
         address: nonempty(address),
         imports: file.imports,
-        has_cri_table: version < 3 && file.plugins.get(cri_plugin(version)).is_some(),
-        snapshotter: cri_snapshotter(&file.plugins, version),
-        has_runtimes: version < 3
-            && file
-                .plugins
-                .get(cri_plugin(version))
-                .and_then(|cri| cri.get("containerd"))
-                .is_some_and(|containerd| containerd.get("runtimes").is_some()),
-        snapshotter_2x: match version {
-            3.. => cri_snapshotter(&file.plugins, version),
-            _ => file
-                .plugins
-                .get(cri_plugin(version))
-                .and_then(|cri| cri.get("containerd"))
-                .filter(|containerd| containerd.get("runtimes").is_some())
-                .and(cri_snapshotter(&file.plugins, version)),
-        },
-        // A version 1 file's CRI table under its full name: 1.x and 2.0 to
-        // 2.2 ignore it, 2.3 reads it (measured with each line's `config
-        // dump`); said as a difference by line, never taken.
-        sets_cri: cri_snapshotter(&file.plugins, version).is_some()
-            || cri_cni_conf_dir(&file.plugins, version).is_some()
-            || cri_cni_max_conf_num(&file.plugins, version).is_some()
-            || netns_under_state_dir(&file.plugins, version).is_some()
-            || (version == 1 && file.plugins.contains_key(CRI_PLUGIN)),
-        cni_conf_dir: cri_cni_conf_dir(&file.plugins, version),
-        cni_max_conf_num: cri_cni_max_conf_num(&file.plugins, version),
-        netns_under_state_dir: netns_under_state_dir(&file.plugins, version),
+        cri: CriKeys::of(&file.plugins, version),
     })
 }
 
@@ -448,7 +400,6 @@ fn merge(
     changed_nanos: i64,
 ) -> io::Result<ConfigPaths> {
     let invalid = |message: String| io::Error::new(io::ErrorKind::InvalidData, message);
-    let mut apart_by_line = Vec::new();
     let Some((main, first)) = files.first() else {
         return Err(invalid("no config file read".to_string()));
     };
@@ -490,93 +441,8 @@ fn merge(
         changed_nanos,
         ..ConfigPaths::default()
     };
-    // 2.x: key by key, the last file with the key wins.
-    let by_key = CriSettings {
-        snapshotter: files
-            .iter()
-            .rev()
-            .find_map(|(_, f)| f.snapshotter_2x.clone())
-            .flatten(),
-        cni_conf_dir: files
-            .iter()
-            .rev()
-            .find_map(|(_, f)| f.cni_conf_dir.clone())
-            .flatten(),
-        cni_max_conf_num: files.iter().rev().find_map(|(_, f)| f.cni_max_conf_num),
-        netns_under_state_dir: files
-            .iter()
-            .rev()
-            .find_map(|(_, f)| f.netns_under_state_dir)
-            .unwrap_or(false),
-    };
-    // 1.x: the last file with CRI's table has all of it.
-    let by_table = files
-        .iter()
-        .rev()
-        .find(|(_, f)| f.has_cri_table)
-        .map(|(_, f)| CriSettings {
-            snapshotter: f.snapshotter.clone().flatten(),
-            cni_conf_dir: f.cni_conf_dir.clone().flatten(),
-            cni_max_conf_num: f.cni_max_conf_num,
-            netns_under_state_dir: f.netns_under_state_dir.unwrap_or(false),
-        })
-        .unwrap_or_default();
-    // 2.0 to 2.2: the files merged first, the whole then migrated
-    // (`LoadConfig`, then server.New): the images plugin's migration sees
-    // the merged `containerd` table, so a runtimes table in any file of
-    // version 1 or 2 lets the last snapshotter set through.
-    let by_merged = CriSettings {
-        snapshotter: match files.iter().all(|(_, f)| f.version <= NEWEST_1X_VERSION) {
-            true => files
-                .iter()
-                .any(|(_, f)| f.has_runtimes)
-                .then(|| files.iter().rev().find_map(|(_, f)| f.snapshotter.clone()))
-                .flatten()
-                .flatten(),
-            false => by_key.snapshotter.clone(),
-        },
-        ..by_key.clone()
-    };
-    let lines = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)].map(|(c, l)| c.then_some(l));
-    let cri = match merges_of(lines.iter().flatten()) {
-        (true, false) => by_table,
-        (one_x, _) => {
-            // nodectl reads as 2.3 does; the lines that read alike with it.
-            let mut right_on = vec![(2, 3)];
-            if by_merged == by_key {
-                right_on.extend([(2, 0), (2, 1), (2, 2)]);
-            }
-            if one_x && by_table == by_key {
-                right_on.extend([(1, 6), (1, 7)]);
-            }
-            right_on.sort();
-            if by_merged != by_key || (one_x && by_table != by_key) {
-                let mut readings = Vec::new();
-                if one_x {
-                    readings.push(format!(
-                        "containerd 1.x (a later file's plugin table replaces the whole table) \
-                         reads {by_table}"
-                    ));
-                }
-                readings.push(format!(
-                    "2.0 to 2.2 (the files merged, then migrated) read {by_merged}"
-                ));
-                readings.push(format!(
-                    "2.3 (each file migrated, then merged key by key) reads {by_key}"
-                ));
-                apart_by_line.push(ConfigApart {
-                    file: main.clone(),
-                    right_on,
-                    said: format!(
-                        "its files set CRI's settings apart by line: {}; nodectl used 2.3's",
-                        readings.join(", ")
-                    ),
-                });
-            }
-            by_key
-        }
-    };
-    apart_by_line.extend(unsettled_by_line(&files));
+    let cri_files: Vec<(i64, &CriKeys)> = files.iter().map(|(_, f)| (f.version, &f.cri)).collect();
+    let (cri, apart_by_line) = containerd_cri::merge(main, &cri_files, line_1x, line_2x);
     paths.snapshotter = cri.snapshotter;
     paths.cni_conf_dir = cri.cni_conf_dir.map(PathBuf::from);
     paths.cni_max_conf_num = cri.cni_max_conf_num;
@@ -584,146 +450,6 @@ fn merge(
     paths.problems = problems;
     paths.apart_by_line = apart_by_line;
     Ok(paths)
-}
-
-/// Where the lines that would run these files read CRI's settings in them
-/// apart in ways nodectl does not follow (it cannot know the line when it
-/// reads them): a problem naming the main file, so that the report says
-/// so instead of judging CRI's objects by settings its daemon may not use.
-/// Measured against each line's `config dump` (tests/config_dump_real.rs).
-fn unsettled_by_line(files: &[(PathBuf, FileSettings)]) -> Option<ConfigApart> {
-    let (main, _) = files.first()?;
-    if !files.iter().any(|(_, f)| f.sets_cri) {
-        return None;
-    }
-    let versions: BTreeSet<i64> = files.iter().map(|(_, f)| f.version).collect();
-    if versions.len() > 1 {
-        // 1.6 reads every file's plugins by the last version set; 2.0 to
-        // 2.2 merge the files, then migrate the whole from the last
-        // version (`LoadConfig`, server.New); 2.3 migrates each file to
-        // its own version first (`LoadConfigWithPlugins`).
-        let versions: Vec<String> = versions.iter().map(i64::to_string).collect();
-        return Some(ConfigApart {
-            file: main.clone(),
-            // nodectl reads each file by its own version, as 2.3 does.
-            right_on: vec![(2, 3)],
-            said: format!(
-                "its files are of config versions {} and set CRI's settings: containerd 1.6 \
-                 reads them all by the last version set, 2.0 to 2.2 migrate the merged \
-                 whole from it, 2.3 migrates each file: CRI's snapshotter and CNI settings \
-                 depend on the line, and nodectl read them as 2.3 does",
-                versions.join(" and ")
-            ),
-        });
-    }
-    // 2.0 to 2.2 migrate a version 1 file to the newest version with its
-    // plugins renamed but not CRI's settings moved to the plugins that
-    // read them since 2.0 (`LoadConfig`: `MigrateConfigTo(out.Version)`,
-    // then no plugin migration as the merged version is the newest).
-    versions.contains(&1).then(|| ConfigApart {
-        file: main.clone(),
-        right_on: vec![(1, 6), (1, 7), (2, 3)],
-        said: "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read them, \
-               2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
-            .to_string(),
-    })
-}
-
-/// The CRI settings nodectl uses, as one line merges them.
-#[derive(Debug, Default, Clone, PartialEq)]
-struct CriSettings {
-    snapshotter: Option<String>,
-    cni_conf_dir: Option<String>,
-    cni_max_conf_num: Option<i64>,
-    netns_under_state_dir: bool,
-}
-
-impl std::fmt::Display for CriSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "snapshotter {}, CNI conf_dir {}, max_conf_num {}, netns_mounts_under_state_dir {}",
-            self.snapshotter.as_deref().unwrap_or("(default)"),
-            self.cni_conf_dir.as_deref().unwrap_or("(default)"),
-            self.cni_max_conf_num
-                .map_or("(default)".to_string(), |n| n.to_string()),
-            self.netns_under_state_dir
-        )
-    }
-}
-
-/// CRI's snapshotter: `[plugins."io.containerd.grpc.v1.cri".containerd]
-/// snapshotter` up to version 2 (containerd 1.x; 2.x migrates it from such
-/// a file), `[plugins."io.containerd.cri.v1.images"] snapshotter` from
-/// version 3 (2.x reads only that one there). Outer `None`: no key; inner
-/// `None`: empty, containerd's default.
-fn cri_snapshotter(plugins: &toml::Table, version: i64) -> Option<Option<String>> {
-    if version >= 3 {
-        plugin_string(plugins, &["io.containerd.cri.v1.images", "snapshotter"])
-    } else {
-        plugin_string(plugins, &[cri_plugin(version), "containerd", "snapshotter"])
-    }
-}
-
-/// CRI's plugin in a file of `version` up to 2: version 1 names plugins
-/// by id (1.x's `Config.Decode` looks up `p.ID` for it; 2.x's
-/// `v1MigratePluginName` renames `cri` to the full name).
-fn cri_plugin(version: i64) -> &'static str {
-    match version {
-        1 => "cri",
-        _ => CRI_PLUGIN,
-    }
-}
-
-/// CRI's CNI config directory: `[plugins."io.containerd.grpc.v1.cri".cni]
-/// conf_dir` up to version 2, `[plugins."io.containerd.cri.v1.runtime".cni]
-/// conf_dir` from version 3 (2.x's runtime plugin holds the CNI config).
-/// Inner `None`: the default, /etc/cni/net.d.
-fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<Option<String>> {
-    if version >= 3 {
-        plugin_string(
-            plugins,
-            &["io.containerd.cri.v1.runtime", "cni", "conf_dir"],
-        )
-    } else {
-        plugin_string(plugins, &[cri_plugin(version), "cni", "conf_dir"])
-    }
-}
-
-/// CRI's `max_conf_num`, beside `conf_dir` (see [`cri_cni_conf_dir`]).
-fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64) -> Option<i64> {
-    let plugin = match version >= 3 {
-        true => "io.containerd.cri.v1.runtime",
-        false => cri_plugin(version),
-    };
-    plugins
-        .get(plugin)?
-        .get("cni")?
-        .get("max_conf_num")?
-        .as_integer()
-}
-
-/// CRI's `netns_mounts_under_state_dir`: in `[plugins."io.containerd.grpc.v1.cri"]`
-/// up to version 2, `[plugins."io.containerd.cri.v1.runtime"]` from 3.
-fn netns_under_state_dir(plugins: &toml::Table, version: i64) -> Option<bool> {
-    let plugin = match version >= 3 {
-        true => "io.containerd.cri.v1.runtime",
-        false => cri_plugin(version),
-    };
-    plugins
-        .get(plugin)
-        .and_then(|p| p.get("netns_mounts_under_state_dir"))
-        .and_then(|v| v.as_bool())
-}
-
-/// The string at `path` below `[plugins]`, if the key is there: `Some(None)`
-/// when it is empty (or not a string).
-fn plugin_string(plugins: &toml::Table, path: &[&str]) -> Option<Option<String>> {
-    let mut value = plugins.get(path[0])?;
-    for key in &path[1..] {
-        value = value.get(key)?;
-    }
-    Some(value.as_str().filter(|s| !s.is_empty()).map(str::to_string))
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! peer's releases, the difference is a table keyed by the release, not an
 //! `if` in a reader.
 pub mod containerd_config;
+pub mod containerd_cri;
 pub mod cri_cni;
 pub mod go_json;
 pub mod host_local;

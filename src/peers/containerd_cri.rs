@@ -1,0 +1,319 @@
+//! CRI's settings in containerd's config files (snapshotter, CNI
+//! `conf_dir` and `max_conf_num`, `netns_mounts_under_state_dir`), as each
+//! release line reads a file and merges the files, beside the upstream
+//! function each rule follows, each measured with that line's
+//! `containerd config dump` (tests/config_dump_real.rs). Pure:
+//! `paths::config` reads the files, bounded, and hands each file's plugins
+//! here.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use crate::model::ConfigApart;
+use crate::peers::containerd_config::{merges_of, Line};
+
+/// CRI's plugin up to config version 2 (1.x, and 2.x migrating such files).
+pub const CRI_PLUGIN: &str = "io.containerd.grpc.v1.cri";
+/// The newest version containerd 1.7 accepts (`ValidateV2`).
+pub const NEWEST_1X_VERSION: i64 = 2;
+
+/// One file's CRI keys, each read by that file's own version.
+#[derive(Debug, Default)]
+pub struct CriKeys {
+    /// The file has a table for CRI's (pre-3) plugin: 1.x replaces the
+    /// whole table with it.
+    has_cri_table: bool,
+    /// Each CRI setting the file has a key for (2.x: the last file with
+    /// the key wins, even an empty value), with its value.
+    snapshotter: Option<Option<String>>,
+    /// The snapshotter as 2.x migrates a file of version 1 or 2: CRI's
+    /// images plugin takes `containerd.snapshotter` only when the file has
+    /// a `containerd.runtimes` table (plugins/cri/images/plugin.go,
+    /// `migrateConfig`, returns before it otherwise; 2.0.11 and 2.3.4).
+    snapshotter_2x: Option<Option<String>>,
+    /// A file of version 1 or 2 with a `containerd.runtimes` table in
+    /// CRI's plugin (see `snapshotter_2x`).
+    has_runtimes: bool,
+    /// The file sets one of CRI's settings nodectl reads.
+    sets_cri: bool,
+    cni_conf_dir: Option<Option<String>>,
+    cni_max_conf_num: Option<i64>,
+    netns_under_state_dir: Option<bool>,
+}
+
+impl CriKeys {
+    /// The CRI keys of a file of `version` whose `[plugins]` are `plugins`.
+    pub fn of(plugins: &toml::Table, version: i64) -> CriKeys {
+        let has_runtimes = version < 3
+            && plugins
+                .get(cri_plugin(version))
+                .and_then(|cri| cri.get("containerd"))
+                .is_some_and(|containerd| containerd.get("runtimes").is_some());
+        let snapshotter = cri_snapshotter(plugins, version);
+        CriKeys {
+            has_cri_table: version < 3 && plugins.get(cri_plugin(version)).is_some(),
+            snapshotter_2x: match version {
+                3.. => snapshotter.clone(),
+                _ => snapshotter.clone().filter(|_| has_runtimes),
+            },
+            // A version 1 file's CRI table under its full name: 1.x and
+            // 2.0 to 2.2 ignore it, 2.3 reads it (measured with each
+            // line's `config dump`); said as a difference by line, never
+            // taken.
+            sets_cri: snapshotter.is_some()
+                || cri_cni_conf_dir(plugins, version).is_some()
+                || cri_cni_max_conf_num(plugins, version).is_some()
+                || netns_under_state_dir(plugins, version).is_some()
+                || (version == 1 && plugins.contains_key(CRI_PLUGIN)),
+            has_runtimes,
+            snapshotter,
+            cni_conf_dir: cri_cni_conf_dir(plugins, version),
+            cni_max_conf_num: cri_cni_max_conf_num(plugins, version),
+            netns_under_state_dir: netns_under_state_dir(plugins, version),
+        }
+    }
+}
+
+/// CRI's settings from `files` (each file's version and keys, in load
+/// order; `main` the first), as nodectl uses them: 1.x's merge when only
+/// 1.x can run them (`line_1x` without `line_2x`), else 2.3's; with each
+/// reading the lines give apart, naming the lines nodectl's reading is
+/// right on.
+pub fn merge(
+    main: &Path,
+    files: &[(i64, &CriKeys)],
+    line_1x: bool,
+    line_2x: bool,
+) -> (CriSettings, Vec<ConfigApart>) {
+    let mut apart_by_line = Vec::new();
+    // 2.x: key by key, the last file with the key wins.
+    let by_key = CriSettings {
+        snapshotter: files
+            .iter()
+            .rev()
+            .find_map(|(_, f)| f.snapshotter_2x.clone())
+            .flatten(),
+        cni_conf_dir: files
+            .iter()
+            .rev()
+            .find_map(|(_, f)| f.cni_conf_dir.clone())
+            .flatten(),
+        cni_max_conf_num: files.iter().rev().find_map(|(_, f)| f.cni_max_conf_num),
+        netns_under_state_dir: files
+            .iter()
+            .rev()
+            .find_map(|(_, f)| f.netns_under_state_dir)
+            .unwrap_or(false),
+    };
+    // 1.x: the last file with CRI's table has all of it.
+    let by_table = files
+        .iter()
+        .rev()
+        .find(|(_, f)| f.has_cri_table)
+        .map(|(_, f)| CriSettings {
+            snapshotter: f.snapshotter.clone().flatten(),
+            cni_conf_dir: f.cni_conf_dir.clone().flatten(),
+            cni_max_conf_num: f.cni_max_conf_num,
+            netns_under_state_dir: f.netns_under_state_dir.unwrap_or(false),
+        })
+        .unwrap_or_default();
+    // 2.0 to 2.2: the files merged first, the whole then migrated
+    // (`LoadConfig`, then server.New): the images plugin's migration sees
+    // the merged `containerd` table, so a runtimes table in any file of
+    // version 1 or 2 lets the last snapshotter set through.
+    let by_merged = CriSettings {
+        snapshotter: match files
+            .iter()
+            .all(|(version, _)| *version <= NEWEST_1X_VERSION)
+        {
+            true => files
+                .iter()
+                .any(|(_, f)| f.has_runtimes)
+                .then(|| files.iter().rev().find_map(|(_, f)| f.snapshotter.clone()))
+                .flatten()
+                .flatten(),
+            false => by_key.snapshotter.clone(),
+        },
+        ..by_key.clone()
+    };
+    let lines = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)].map(|(c, l)| c.then_some(l));
+    let cri = match merges_of(lines.iter().flatten()) {
+        (true, false) => by_table,
+        (one_x, _) => {
+            // nodectl reads as 2.3 does; the lines that read alike with it.
+            let mut right_on = vec![(2, 3)];
+            if by_merged == by_key {
+                right_on.extend([(2, 0), (2, 1), (2, 2)]);
+            }
+            if one_x && by_table == by_key {
+                right_on.extend([(1, 6), (1, 7)]);
+            }
+            right_on.sort();
+            if by_merged != by_key || (one_x && by_table != by_key) {
+                let mut readings = Vec::new();
+                if one_x {
+                    readings.push(format!(
+                        "containerd 1.x (a later file's plugin table replaces the whole table) \
+                         reads {by_table}"
+                    ));
+                }
+                readings.push(format!(
+                    "2.0 to 2.2 (the files merged, then migrated) read {by_merged}"
+                ));
+                readings.push(format!(
+                    "2.3 (each file migrated, then merged key by key) reads {by_key}"
+                ));
+                apart_by_line.push(ConfigApart {
+                    file: main.to_path_buf(),
+                    right_on,
+                    said: format!(
+                        "its files set CRI's settings apart by line: {}; nodectl used 2.3's",
+                        readings.join(", ")
+                    ),
+                });
+            }
+            by_key
+        }
+    };
+    apart_by_line.extend(unsettled_by_line(main, files));
+    (cri, apart_by_line)
+}
+
+/// Where the lines that would run these files read CRI's settings in them
+/// apart in ways nodectl does not follow (it cannot know the line when it
+/// reads them): a problem naming the main file, so that the report says
+/// so instead of judging CRI's objects by settings its daemon may not use.
+/// Measured against each line's `config dump` (tests/config_dump_real.rs).
+fn unsettled_by_line(main: &Path, files: &[(i64, &CriKeys)]) -> Option<ConfigApart> {
+    if !files.iter().any(|(_, f)| f.sets_cri) {
+        return None;
+    }
+    let versions: BTreeSet<i64> = files.iter().map(|(version, _)| *version).collect();
+    if versions.len() > 1 {
+        // 1.6 reads every file's plugins by the last version set; 2.0 to
+        // 2.2 merge the files, then migrate the whole from the last
+        // version (`LoadConfig`, server.New); 2.3 migrates each file to
+        // its own version first (`LoadConfigWithPlugins`).
+        let versions: Vec<String> = versions.iter().map(i64::to_string).collect();
+        return Some(ConfigApart {
+            file: main.to_path_buf(),
+            // nodectl reads each file by its own version, as 2.3 does.
+            right_on: vec![(2, 3)],
+            said: format!(
+                "its files are of config versions {} and set CRI's settings: containerd 1.6 \
+                 reads them all by the last version set, 2.0 to 2.2 migrate the merged \
+                 whole from it, 2.3 migrates each file: CRI's snapshotter and CNI settings \
+                 depend on the line, and nodectl read them as 2.3 does",
+                versions.join(" and ")
+            ),
+        });
+    }
+    // 2.0 to 2.2 migrate a version 1 file to the newest version with its
+    // plugins renamed but not CRI's settings moved to the plugins that
+    // read them since 2.0 (`LoadConfig`: `MigrateConfigTo(out.Version)`,
+    // then no plugin migration as the merged version is the newest).
+    versions.contains(&1).then(|| ConfigApart {
+        file: main.to_path_buf(),
+        right_on: vec![(1, 6), (1, 7), (2, 3)],
+        said: "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read them, \
+               2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
+            .to_string(),
+    })
+}
+
+/// The CRI settings nodectl uses, as one line merges them.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct CriSettings {
+    pub snapshotter: Option<String>,
+    pub cni_conf_dir: Option<String>,
+    pub cni_max_conf_num: Option<i64>,
+    pub netns_under_state_dir: bool,
+}
+
+impl std::fmt::Display for CriSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "snapshotter {}, CNI conf_dir {}, max_conf_num {}, netns_mounts_under_state_dir {}",
+            self.snapshotter.as_deref().unwrap_or("(default)"),
+            self.cni_conf_dir.as_deref().unwrap_or("(default)"),
+            self.cni_max_conf_num
+                .map_or("(default)".to_string(), |n| n.to_string()),
+            self.netns_under_state_dir
+        )
+    }
+}
+
+/// CRI's snapshotter: `[plugins."io.containerd.grpc.v1.cri".containerd]
+/// snapshotter` up to version 2 (containerd 1.x; 2.x migrates it from such
+/// a file), `[plugins."io.containerd.cri.v1.images"] snapshotter` from
+/// version 3 (2.x reads only that one there). Outer `None`: no key; inner
+/// `None`: empty, containerd's default.
+fn cri_snapshotter(plugins: &toml::Table, version: i64) -> Option<Option<String>> {
+    if version >= 3 {
+        plugin_string(plugins, &["io.containerd.cri.v1.images", "snapshotter"])
+    } else {
+        plugin_string(plugins, &[cri_plugin(version), "containerd", "snapshotter"])
+    }
+}
+
+/// CRI's plugin in a file of `version` up to 2: version 1 names plugins
+/// by id (1.x's `Config.Decode` looks up `p.ID` for it; 2.x's
+/// `v1MigratePluginName` renames `cri` to the full name).
+fn cri_plugin(version: i64) -> &'static str {
+    match version {
+        1 => "cri",
+        _ => CRI_PLUGIN,
+    }
+}
+
+/// CRI's CNI config directory: `[plugins."io.containerd.grpc.v1.cri".cni]
+/// conf_dir` up to version 2, `[plugins."io.containerd.cri.v1.runtime".cni]
+/// conf_dir` from version 3 (2.x's runtime plugin holds the CNI config).
+/// Inner `None`: the default, /etc/cni/net.d.
+fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<Option<String>> {
+    if version >= 3 {
+        plugin_string(
+            plugins,
+            &["io.containerd.cri.v1.runtime", "cni", "conf_dir"],
+        )
+    } else {
+        plugin_string(plugins, &[cri_plugin(version), "cni", "conf_dir"])
+    }
+}
+
+/// CRI's `max_conf_num`, beside `conf_dir` (see [`cri_cni_conf_dir`]).
+fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64) -> Option<i64> {
+    let plugin = match version >= 3 {
+        true => "io.containerd.cri.v1.runtime",
+        false => cri_plugin(version),
+    };
+    plugins
+        .get(plugin)?
+        .get("cni")?
+        .get("max_conf_num")?
+        .as_integer()
+}
+
+/// CRI's `netns_mounts_under_state_dir`: in `[plugins."io.containerd.grpc.v1.cri"]`
+/// up to version 2, `[plugins."io.containerd.cri.v1.runtime"]` from 3.
+fn netns_under_state_dir(plugins: &toml::Table, version: i64) -> Option<bool> {
+    let plugin = match version >= 3 {
+        true => "io.containerd.cri.v1.runtime",
+        false => cri_plugin(version),
+    };
+    plugins
+        .get(plugin)
+        .and_then(|p| p.get("netns_mounts_under_state_dir"))
+        .and_then(|v| v.as_bool())
+}
+
+/// The string at `path` below `[plugins]`, if the key is there: `Some(None)`
+/// when it is empty (or not a string).
+fn plugin_string(plugins: &toml::Table, path: &[&str]) -> Option<Option<String>> {
+    let mut value = plugins.get(path[0])?;
+    for key in &path[1..] {
+        value = value.get(key)?;
+    }
+    Some(value.as_str().filter(|s| !s.is_empty()).map(str::to_string))
+}
