@@ -165,6 +165,11 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
         support::skip(TEST, "missing Prometheus (scripts/cluster-peers builds it)");
         return;
     }
+    // The leaked address is made before kubelet runs: kubelet stops a
+    // sandbox it did not make as soon as it sees it, and its StopPodSandbox
+    // raced the leak's own (on 1.7.34 in CI: the loser's loopback DEL found
+    // the netns already unmounted, "unknown FS magic", and the leak failed).
+    let leaked_ip = bed.leak_pod_ip("leaked-ip").await;
     let Some(mut cluster) = Cluster::start(&bed, TEST) else {
         return;
     };
@@ -202,10 +207,10 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
     );
 
     // Leftovers of kinds kubelet leaves alone, made before the pod's first
-    // look: an address host-local holds for a sandbox CRI no longer has,
-    // and a shim no bundle records (its id unique per line by the clock:
-    // scripts/test runs the lines side by side).
-    let leaked_ip = bed.leak_pod_ip("leaked-ip").await;
+    // look: an address host-local holds for a sandbox CRI no longer has
+    // (made before kubelet starts, above), and a shim no bundle records
+    // (its id unique per line by the clock: scripts/test runs the lines
+    // side by side).
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
