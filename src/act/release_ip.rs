@@ -16,6 +16,7 @@
 //! symlink and the file is removed relative to it (`unlinkat`): nothing
 //! that was put in its place is followed.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg, OFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use crate::act::walk::{walk, Act};
+use crate::act::walk::{walk, Act, PerLook};
 use crate::act::Verdict;
 use crate::checks::leaked_ip;
 use crate::checks::Settings;
@@ -61,11 +62,31 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
 
 /// Whether `target` may be released now, judged on `fresh`.
 pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
+    verify_among(fresh, target, &still_leaked(fresh, settings))
+}
+
+/// Each address still leaked on `fresh` (network, address, the sandbox it
+/// is held for): the check's pass.
+fn still_leaked(fresh: &Snapshot, settings: &Settings) -> HashSet<(String, String, String)> {
+    leaked_ip::leaked(fresh, settings)
+        .into_iter()
+        .map(|(n, r)| (n.name.clone(), r.ip.clone(), r.container_id.clone()))
+        .collect()
+}
+
+/// [`verify`], with the check's pass over `fresh` made already.
+fn verify_among(
+    fresh: &Snapshot,
+    target: &Target,
+    leaked: &HashSet<(String, String, String)>,
+) -> Verdict {
     let same = |network: &str, ip: &str| network == target.network && ip == target.ip;
-    if leaked_ip::leaked(fresh, settings)
-        .iter()
-        .any(|(n, r)| same(&n.name, &r.ip) && r.container_id == target.sandbox_id)
-    {
+    let key = (
+        target.network.clone(),
+        target.ip.clone(),
+        target.sandbox_id.clone(),
+    );
+    if leaked.contains(&key) {
         return Verdict::Go;
     }
     let cri_s = fresh.cni.as_ref().is_some_and(|cni| {
@@ -125,6 +146,7 @@ pub fn run(
     let mut release = Release {
         settings,
         lock_wait_left: LOCK_WAIT,
+        leaked: PerLook::default(),
     };
     walk(before, targets, act, &mut release, regather)
 }
@@ -133,6 +155,7 @@ struct Release<'a> {
     settings: &'a Settings,
     /// What is left of the run's [`LOCK_WAIT`].
     lock_wait_left: Duration,
+    leaked: PerLook<HashSet<(String, String, String)>>,
 }
 
 impl Act for Release<'_> {
@@ -141,7 +164,8 @@ impl Act for Release<'_> {
     type Row = Cleanup;
 
     fn verdict(&self, fresh: &Snapshot, target: &Target) -> Verdict {
-        verify(fresh, target, self.settings)
+        let leaked = self.leaked.of(fresh, || still_leaked(fresh, self.settings));
+        verify_among(fresh, target, &leaked)
     }
 
     fn would(&self, target: &Target) -> (CleanupOutcome, String) {

@@ -14,6 +14,7 @@
 //! one. A process in the namespace keeps it alive after the unmount: only
 //! the name goes, as with CRI's own teardown.
 
+use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ use nix::fcntl::OFlag;
 use nix::mount::{umount2, MntFlags};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use crate::act::walk::{walk, Act};
+use crate::act::walk::{walk, Act, PerLook};
 use crate::act::Verdict;
 use crate::checks::leaked_netns;
 use crate::checks::Settings;
@@ -61,8 +62,26 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
 
 /// Whether `target` may be released now, judged on `fresh`.
 pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
+    verify_among(fresh, target, &still_leaked(fresh, settings))
+}
+
+/// Each namespace still leaked on `fresh` (its mount point and identity):
+/// the check's pass.
+fn still_leaked(fresh: &Snapshot, settings: &Settings) -> HashSet<(PathBuf, u64, u64)> {
+    leaked_netns::leaked(fresh, settings)
+        .into_iter()
+        .map(|m| (m.path.clone(), m.device, m.inode))
+        .collect()
+}
+
+/// [`verify`], with the check's pass over `fresh` made already.
+fn verify_among(
+    fresh: &Snapshot,
+    target: &Target,
+    leaked: &HashSet<(PathBuf, u64, u64)>,
+) -> Verdict {
     let same = |m: &NetnsMount| m.path == target.path && (m.device, m.inode) == target.identity();
-    if leaked_netns::leaked(fresh, settings).into_iter().any(same) {
+    if leaked.contains(&(target.path.clone(), target.device, target.inode)) {
         return Verdict::Go;
     }
     let Some(view) = &fresh.netns else {
@@ -120,11 +139,16 @@ pub fn run(
     regather: impl FnMut() -> Snapshot,
 ) -> Vec<Cleanup> {
     let targets = targets(before, settings);
-    walk(before, targets, act, &mut Release { settings }, regather)
+    let mut release = Release {
+        settings,
+        leaked: PerLook::default(),
+    };
+    walk(before, targets, act, &mut release, regather)
 }
 
 struct Release<'a> {
     settings: &'a Settings,
+    leaked: PerLook<HashSet<(PathBuf, u64, u64)>>,
 }
 
 impl Act for Release<'_> {
@@ -133,7 +157,8 @@ impl Act for Release<'_> {
     type Row = Cleanup;
 
     fn verdict(&self, fresh: &Snapshot, target: &Target) -> Verdict {
-        verify(fresh, target, self.settings)
+        let leaked = self.leaked.of(fresh, || still_leaked(fresh, self.settings));
+        verify_among(fresh, target, &leaked)
     }
 
     fn would(&self, _: &Target) -> (CleanupOutcome, String) {

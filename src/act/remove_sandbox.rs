@@ -9,9 +9,10 @@
 //! sandbox that is not ready, so none can appear between the verdict and
 //! the call. Whatever CRI did not answer the second time is a refusal.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
-use crate::act::walk::{walk, Act};
+use crate::act::walk::{walk, Act, PerLook};
 use crate::act::Verdict;
 use crate::checks::leaked_sandbox;
 use crate::checks::Settings;
@@ -41,11 +42,21 @@ pub fn targets(snapshot: &Snapshot, settings: &Settings) -> Vec<Target> {
 
 /// Whether `target` may be removed now, judged on `fresh`.
 pub fn verify(fresh: &Snapshot, target: &Target, settings: &Settings) -> Verdict {
+    verify_among(fresh, target, &still_leaked(fresh, settings))
+}
+
+/// The ids of the sandboxes still leaked on `fresh`: the check's pass.
+fn still_leaked(fresh: &Snapshot, settings: &Settings) -> HashSet<String> {
+    leaked_sandbox::leaked(fresh, settings)
+        .into_iter()
+        .map(|sandbox| sandbox.id.clone())
+        .collect()
+}
+
+/// [`verify`], with the check's pass over `fresh` made already.
+fn verify_among(fresh: &Snapshot, target: &Target, leaked: &HashSet<String>) -> Verdict {
     let id = target.sandbox_id.as_str();
-    if leaked_sandbox::leaked(fresh, settings)
-        .iter()
-        .any(|s| s.id == id)
-    {
+    if leaked.contains(id) {
         return Verdict::Go;
     }
     let Some(cri) = &fresh.cri else {
@@ -75,7 +86,11 @@ pub fn run(
         before,
         targets,
         act,
-        &mut Remove { settings, remove },
+        &mut Remove {
+            settings,
+            remove,
+            leaked: PerLook::default(),
+        },
         regather,
     )
 }
@@ -83,6 +98,7 @@ pub fn run(
 struct Remove<'a, F> {
     settings: &'a Settings,
     remove: F,
+    leaked: PerLook<HashSet<String>>,
 }
 
 impl<F: FnMut(&str) -> Result<(), String>> Act for Remove<'_, F> {
@@ -91,7 +107,8 @@ impl<F: FnMut(&str) -> Result<(), String>> Act for Remove<'_, F> {
     type Row = Cleanup;
 
     fn verdict(&self, fresh: &Snapshot, target: &Target) -> Verdict {
-        verify(fresh, target, self.settings)
+        let leaked = self.leaked.of(fresh, || still_leaked(fresh, self.settings));
+        verify_among(fresh, target, &leaked)
     }
 
     fn would(&self, _: &Target) -> (CleanupOutcome, String) {

@@ -5,6 +5,8 @@
 //! with the reason, and record a row. An action supplies only what is its
 //! own: its judgement, how it acts, and its row.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use crate::act::{daemon_proven, shim_of_unknown_service, Verdict};
@@ -40,6 +42,38 @@ pub trait Act {
         detail: String,
         fresh: &Snapshot,
     ) -> Self::Row;
+}
+
+/// What an action's judgement takes from the whole fresh snapshot (its
+/// check's own pass: every item still leaked), made once per look rather
+/// than once per target: a walk judges all its targets on the one snapshot
+/// it gathered, and the check's pass for each target made acting on N
+/// targets quadratic in N (issue 46). A look is told by its `taken_at`.
+pub struct PerLook<T> {
+    made: RefCell<Option<(i64, Rc<T>)>>,
+}
+
+impl<T> Default for PerLook<T> {
+    fn default() -> Self {
+        PerLook {
+            made: RefCell::new(None),
+        }
+    }
+}
+
+impl<T> PerLook<T> {
+    /// `make`'s value for `fresh`, made once for each look.
+    pub fn of(&self, fresh: &Snapshot, make: impl FnOnce() -> T) -> Rc<T> {
+        let mut made = self.made.borrow_mut();
+        match &*made {
+            Some((taken_at, value)) if *taken_at == fresh.taken_at => Rc::clone(value),
+            _ => {
+                let value = Rc::new(make());
+                *made = Some((fresh.taken_at, Rc::clone(&value)));
+                value
+            }
+        }
+    }
 }
 
 /// The outcomes the walk itself gives a target.
@@ -164,6 +198,24 @@ mod tests {
             fresh.clone()
         });
         (rows, count.acted, gathered.get())
+    }
+
+    #[test]
+    fn a_judgement_of_the_whole_look_is_made_once_per_look() {
+        let made = Cell::new(0);
+        let per_look = PerLook::default();
+        let look = snapshot();
+        let make = || {
+            made.set(made.get() + 1);
+            made.get()
+        };
+        for _ in 0..3 {
+            assert_eq!(*per_look.of(&look, make), 1);
+        }
+        let mut later = look.clone();
+        later.taken_at += 1;
+        assert_eq!(*per_look.of(&later, make), 2);
+        assert_eq!(made.get(), 2);
     }
 
     #[test]
