@@ -255,7 +255,8 @@ impl Pod {
         command.arg("--stay").stderr(std::process::Stdio::piped());
         let mut container = command.spawn().expect("unshare");
         let pid = container.id();
-        let ready = support::wait_until(Duration::from_secs(10), || {
+        // 30 s: four lines' beds side by side on 2 cores once took over 10.
+        let ready = support::wait_until(Duration::from_secs(30), || {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"));
             comm.is_ok_and(|c| c.trim() == "sleep") || !matches!(container.try_wait(), Ok(None))
         });
