@@ -40,6 +40,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::seed_004::{affected, fix_of};
 use support::{Kubelet, KubeletSetup, TestBed, NODE_NAME};
 
 /// The pods' names: `probed-<generation>`.
@@ -66,25 +67,6 @@ const SETTLE_IN_CHURN: &str = "15s";
 /// the grace period (2 s at least) before it gives up, in place of the
 /// default 2 min.
 const RUNTIME_REQUEST_TIMEOUT: &str = "15s";
-
-/// Whether `version` carries containerd#10589 (upstream's ranges, as in
-/// tests/seed_004_real.rs).
-fn affected(version: &str) -> bool {
-    let numbers: Vec<u32> = version.split('.').filter_map(|n| n.parse().ok()).collect();
-    match numbers.as_slice() {
-        [1, 7, patch] => (14..22).contains(patch),
-        [1, 6, patch] => (29..36).contains(patch),
-        _ => false,
-    }
-}
-
-fn fix_of(version: &str) -> &'static str {
-    if version.starts_with("1.6.") {
-        "1.6.36"
-    } else {
-        "1.7.22"
-    }
-}
 
 fn pod_name(generation: usize) -> String {
     format!("{POD}-{generation}")

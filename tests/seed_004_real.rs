@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use k8s_cri::v1::ContainerState;
 use serde_json::Value;
+use support::seed_004::{affected, fix_of};
 use support::{Line, Pod, TestBed};
 
 const TEST: &str = "seed_004_probe_execs_lose_the_exit_on_affected_releases_only";
@@ -102,28 +103,6 @@ const TRIES: usize = 5;
 /// Tries on a release without the bug: enough for a recipe that loses the
 /// exit on nearly every try where the bug is, short where nothing happens.
 const CLEAN_TRIES: usize = 2;
-
-/// Whether `version` carries containerd#10589: 1.7.14 to 1.7.21 (and the
-/// 1.6.29 to 1.6.35 backports), upstream's own ranges, written down here
-/// apart from nodectl's advisory table so that the test checks that table
-/// rather than repeating it.
-fn affected(version: &str) -> bool {
-    let numbers: Vec<u32> = version.split('.').filter_map(|n| n.parse().ok()).collect();
-    match numbers.as_slice() {
-        [1, 7, patch] => (14..22).contains(patch),
-        [1, 6, patch] => (29..36).contains(patch),
-        _ => false,
-    }
-}
-
-/// The release that fixes containerd#10589 in `version`'s line.
-fn fix_of(version: &str) -> &'static str {
-    if version.starts_with("1.6.") {
-        "1.6.36"
-    } else {
-        "1.7.22"
-    }
-}
 
 /// The refusals of an exec started after the init's exit, by whoever meets
 /// it first: the shim's init state machine once it has handled the exit

@@ -50,6 +50,7 @@ mod orphan_archive;
 mod orphan_shim;
 mod pod_resources;
 pub mod procs;
+pub mod seed_004;
 pub mod serve;
 mod stall;
 mod strace;
