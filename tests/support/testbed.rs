@@ -208,6 +208,7 @@ impl TestBed {
         if address.as_os_str().len() > 100 {
             return Err(format!("socket path too long: {}", address.display()));
         }
+        write_owner(&dir)?;
         for sub in [
             "root", "state", "opt", "runc", "cni/bin", "cni/conf", "pod-logs",
         ] {
@@ -749,4 +750,16 @@ state = "{d}/state"
 "#
     );
     (main, drop_in)
+}
+
+/// Names this test process as the bed's owner (its pid and start time):
+/// scripts/sweep-beds removes a bed whose owner is gone, what a test run
+/// killed in the middle leaves behind.
+fn write_owner(dir: &Path) -> Result<(), String> {
+    let me = procfs::process::Process::myself()
+        .and_then(|me| me.stat())
+        .map_err(|e| format!("reading this process's stat: {e}"))?;
+    let owner = dir.join("owner");
+    fs::write(&owner, format!("{} {}\n", me.pid, me.starttime))
+        .map_err(|e| format!("{}: {e}", owner.display()))
 }
