@@ -756,10 +756,14 @@ state = "{d}/state"
 /// scripts/sweep-beds removes a bed whose owner is gone, what a test run
 /// killed in the middle leaves behind.
 fn write_owner(dir: &Path) -> Result<(), String> {
-    let me = procfs::process::Process::myself()
-        .and_then(|me| me.stat())
-        .map_err(|e| format!("reading this process's stat: {e}"))?;
+    let stat =
+        fs::read_to_string("/proc/self/stat").map_err(|e| format!("/proc/self/stat: {e}"))?;
+    // Field 22, counted after the command's closing parenthesis (field 2).
+    let started = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split(' ').nth(19))
+        .ok_or_else(|| format!("/proc/self/stat: no start time in {stat:?}"))?;
     let owner = dir.join("owner");
-    fs::write(&owner, format!("{} {}\n", me.pid, me.starttime))
+    fs::write(&owner, format!("{} {started}\n", std::process::id()))
         .map_err(|e| format!("{}: {e}", owner.display()))
 }
