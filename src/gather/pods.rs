@@ -49,7 +49,7 @@ impl PodSources {
         let looked_for = (options.kubelet && options.kubelet_root.is_none())
             || (options.pod_cgroups && options.kubelet_cgroup_root.is_none());
         let running = match looked_for {
-            true => kubelet::running(&options.proc_root, processes),
+            true => kubelet::running(&options.proc_root, processes, Some(&paths.address.path)),
             false => kubelet::Running::default(),
         };
         let kubelet_root = options

@@ -21,7 +21,7 @@ use crate::sources::host_view::{open_in_root, HostView};
 pub(crate) use crate::sources::kubelet_config::arg_in;
 use crate::sources::kubelet_config::KubeletFiles;
 use crate::sources::kubelet_runners::{self, Described, Runner};
-use crate::sources::{daemon_proof, kubelet_config, mountinfo, pod_resources};
+use crate::sources::{daemon_proof, kubelet_config, kubelet_runtime, mountinfo, pod_resources};
 
 pub(crate) const SOURCE: Source = Source::Kubelet;
 /// kubelet's `--root-dir` when it is given none.
@@ -350,7 +350,11 @@ fn one_value(
 }
 
 /// The running kubelets nodectl believes (see [`Running`]).
-pub fn running(proc_root: &Path, processes: &BTreeMap<i32, ProcessInfo>) -> Running {
+pub fn running(
+    proc_root: &Path,
+    processes: &BTreeMap<i32, ProcessInfo>,
+    runtime: Option<&Path>,
+) -> Running {
     let mut running = Running::default();
     // The name only says which rules to read: the kernel's facts decide
     // (see [`not_believed`]).
@@ -430,7 +434,14 @@ pub fn running(proc_root: &Path, processes: &BTreeMap<i32, ProcessInfo>) -> Runn
         // pod-resources answer is had ([`pod_resources::ask`] takes the
         // believed pids as the only listeners to believe).
         if runner == Runner::Kubelet {
-            running.kubelets.push(kubelet);
+            // A kubelet whose runtime endpoint is provably another socket
+            // than containerd's runs no pod of this CRI: judging its pods
+            // here would call each one sandbox-less. k3s's and kubelite's
+            // endpoints are set inside them, unread: they stay the node's.
+            let elsewhere = runtime.and_then(|ours| kubelet_runtime::other_runtime(&kubelet, ours));
+            if elsewhere.is_none() {
+                running.kubelets.push(kubelet);
+            }
             continue;
         }
         match socket_peer(&kubelet) {
@@ -786,7 +797,7 @@ mod tests {
     #[test]
     fn a_fake_procfs_proves_no_kubelet() {
         let (proc_root, processes) = proc_with(&[(7, "mnt:[1]", b"kubelet\0--root-dir=/evil\0")]);
-        let found = root(None, &running(proc_root.path(), &processes));
+        let found = root(None, &running(proc_root.path(), &processes, None));
         assert_eq!(
             (found.path.as_path(), found.origin),
             (Path::new(DEFAULT_ROOT), Origin::Default)
@@ -794,7 +805,7 @@ mod tests {
         // The flag wins.
         let flag = Path::new("/given");
         assert_eq!(
-            root(Some(flag), &running(proc_root.path(), &processes)).origin,
+            root(Some(flag), &running(proc_root.path(), &processes, None)).origin,
             Origin::Flag
         );
     }
@@ -895,7 +906,7 @@ mod tests {
         proc_root: &Path,
         processes: &BTreeMap<i32, ProcessInfo>,
     ) -> (Located, Located, Option<String>) {
-        let kubelets = running(proc_root, processes);
+        let kubelets = running(proc_root, processes, None);
         let found = root(None, &kubelets);
         let unseen = root_unseen(&found, &kubelets);
         let (cgroup_root, configured) = cgroup_root(None, &kubelets);
@@ -1009,7 +1020,7 @@ mod tests {
         command.arg("server");
         command.env("K3S_CONFIG_FILE", d.join("config.yaml"));
         let (child, pid) = spawn_group(command, "k3s-server");
-        let believed = running(Path::new("/proc"), &named(pid, "k3s-server"));
+        let believed = running(Path::new("/proc"), &named(pid, "k3s-server"), None);
         end_kubelet(child);
         drop(foreign);
         assert!(believed.kubelets.is_empty(), "{:?}", believed.kubelets);
@@ -1053,7 +1064,7 @@ mod tests {
         let (found, cgroup_root, _) = roots_of(Path::new("/proc"), &named(pid, "kubelite"));
         // Its args file gone: why, for the look's gaps, and no guess.
         fs::remove_file(&args).unwrap();
-        let unread = running(Path::new("/proc"), &named(pid, "kubelite"));
+        let unread = running(Path::new("/proc"), &named(pid, "kubelite"), None);
         end_kubelet(child);
         assert!(unread.kubelets.is_empty(), "{unread:?}");
         assert_eq!(unread.unread.len(), 1, "{unread:?}");
@@ -1158,7 +1169,7 @@ mod tests {
         let (child, pid, _dir) = spawn_kubelet(uid, binary, "/data/k");
         let processes = with_kubelet(pid);
         // Proven once, used for both.
-        let kubelets = running(Path::new("/proc"), &processes);
+        let kubelets = running(Path::new("/proc"), &processes, None);
         let found = root(None, &kubelets);
         let (cgroup_root, configured) = cgroup_root(None, &kubelets);
         let mut gaps = Vec::new();
@@ -1187,7 +1198,7 @@ mod tests {
         let processes = with_kubelet(pid);
         let proc_root = Path::new("/proc");
         // No socket at its root: its flags are believed.
-        let found = root(None, &running(proc_root, &processes));
+        let found = root(None, &running(proc_root, &processes, None));
         assert_eq!(
             (found.path.as_path(), found.origin),
             (root_dir.path(), Origin::Process)
@@ -1197,7 +1208,7 @@ mod tests {
         let socket = root_dir.path().join(pod_resources::SOCKET);
         fs::create_dir_all(socket.parent().unwrap()).unwrap();
         let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-        let believed = running(proc_root, &processes);
+        let believed = running(proc_root, &processes, None);
         let found = root(None, &believed);
         assert_eq!(
             (found.path.as_path(), found.origin),
@@ -1260,6 +1271,37 @@ mod tests {
     }
 
     #[test]
+    fn a_kubelet_of_another_runtime_is_not_this_containerds() {
+        if !runs_as_root("a_kubelet_of_another_runtime_is_not_this_containerds") {
+            return;
+        }
+        let (child, pid, dir) = spawn_kubelet(0, false, "/data/k");
+        // Its config (read from its working directory) names its runtime.
+        let theirs = dir.path().join("runtime.sock");
+        let ours = dir.path().join("containerd.sock");
+        fs::write(
+            dir.path().join("config.yaml"),
+            format!("containerRuntimeEndpoint: unix://{}\n", theirs.display()),
+        )
+        .unwrap();
+        let _theirs = std::os::unix::net::UnixListener::bind(&theirs).unwrap();
+        let _ours = std::os::unix::net::UnixListener::bind(&ours).unwrap();
+        let processes = with_kubelet(pid);
+        let proc_root = Path::new("/proc");
+        let pids = |runtime: &Path| running(proc_root, &processes, Some(runtime)).pids();
+        assert_eq!(pids(&ours), Vec::<i32>::new(), "another runtime's kubelet");
+        assert_eq!(
+            pids(&theirs),
+            vec![pid],
+            "the kubelet of the socket it names"
+        );
+        // Its root is then not taken from it.
+        let found = root(None, &running(proc_root, &processes, Some(&ours)));
+        assert_eq!(found.origin, Origin::Default, "{found:?}");
+        end_kubelet(child);
+    }
+
+    #[test]
     fn a_cgroup_root_never_climbs_out_of_the_cgroup_filesystem() {
         for (given, clean) in [
             ("/", "/"),
@@ -1284,7 +1326,7 @@ mod tests {
         let (proc_root, processes) = proc_with(&[]);
         let (found, _) = cgroup_root(
             Some(Path::new("/x/../../y")),
-            &running(proc_root.path(), &processes),
+            &running(proc_root.path(), &processes, None),
         );
         assert_eq!(found.path, Path::new("/y"));
     }

@@ -16,6 +16,7 @@ pub mod host_view;
 pub mod kubelet;
 pub mod kubelet_config;
 pub mod kubelet_runners;
+pub mod kubelet_runtime;
 pub mod mountinfo;
 pub mod netns;
 pub mod node;
