@@ -61,7 +61,11 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
         .await;
     let started = Instant::now();
     let shim = bed.shim_pid(&stuck.sandbox_id);
-    let mut strace = bed.delay_umount2(shim, Duration::from_secs(40));
+    // Held 60 s: on 2.3 each look at the zombie waits CRI's 10 s deadline
+    // for a second look, and `zombies`, `collect` and `check` below must all
+    // see the shim still in umount2 (with 40 s, 2.3.4 under CI's load let
+    // go between `collect` and `check`: shim-blocked in one, not the other).
+    let mut strace = bed.delay_umount2(shim, Duration::from_secs(60));
     let pid = bed.status(&stuck.container_id)["Pid"].as_i64().unwrap() as i32;
     let since = procs::stat(pid)
         .expect("the container's process runs")
@@ -148,9 +152,9 @@ async fn zombie_is_flagged_then_reported_as_late_exit() {
     );
 
     // Hold the unmount as long as the seeds' slow disk did (the first delayed
-    // umount2 ends by itself at ~44 s), then let go: containerd's retry of
+    // umount2 ends by itself at ~64 s), then let go: containerd's retry of
     // the exit handling succeeds and records the real exit time, late.
-    tokio::time::sleep(Duration::from_secs(50).saturating_sub(started.elapsed())).await;
+    tokio::time::sleep(Duration::from_secs(70).saturating_sub(started.elapsed())).await;
     strace.detach();
     let waited = Instant::now();
     assert!(
