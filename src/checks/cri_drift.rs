@@ -125,9 +125,35 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
                 .is_some_and(|store| store.contains_key(id))
                 && cri_sandboxes.contains(id)
         };
+        // CRI's RemoveContainer and RemovePodSandbox delete containerd's
+        // record first, then the status directory, then CRI's entry (1.6 to
+        // 2.3; a retry after a failure takes the record's NotFound as done):
+        // a stopped container or sandbox CRI still lists whose directory is
+        // already gone from the store this look listed is being removed.
+        // Seen once in a real kubelet's churn on 2.0.11. An archive keeps no
+        // listing: there it stays drift.
+        let listed = snapshot.cri_store_listed.is_some();
+        let on_disk: HashSet<&str> = snapshot
+            .cri_containers
+            .iter()
+            .map(|c| c.id.as_str())
+            .chain(snapshot.cri_sandboxes.iter().map(String::as_str))
+            .collect();
+        let stopped: HashSet<&str> = cri_containers
+            .iter()
+            .chain(sandboxes.iter())
+            .filter(|item| {
+                !matches!(
+                    item.state,
+                    CriApiState::ContainerRunning | CriApiState::SandboxReady
+                )
+            })
+            .map(|item| item.id.as_str())
+            .collect();
+        let being_removed = |id: &str| listed && stopped.contains(id) && !on_disk.contains(id);
         for id in cri_ids
             .iter()
-            .filter(|id| !records.contains(**id) && !in_sandbox_store(id))
+            .filter(|id| !records.contains(**id) && !in_sandbox_store(id) && !being_removed(id))
         {
             findings.push(drift(
                 &names,
@@ -313,6 +339,55 @@ mod tests {
         );
         s.processes.insert(10, process(10, 'S', NOW - SEC));
         assert!(check(&s).is_empty(), "{:?}", check(&s));
+    }
+
+    #[test]
+    fn a_stopped_entry_whose_directory_cri_already_removed_is_being_removed_not_drift() {
+        // CRI lists an exited container, a created one and a not-ready
+        // sandbox, and a running container and a ready sandbox; containerd
+        // has no record of any.
+        let mut s = with_views(
+            vec![
+                item(&id('e'), CriApiState::ContainerExited),
+                item(&id('c'), CriApiState::ContainerCreated),
+                item(&id('r'), CriApiState::ContainerRunning),
+            ],
+            vec![
+                item(&id('n'), CriApiState::SandboxNotReady),
+                item(&id('y'), CriApiState::SandboxReady),
+            ],
+            &[],
+            vec![task(&id('r'), TaskStatus::Running, 10)],
+        );
+        s.processes.insert(10, process(10, 'S', NOW - SEC));
+        let drifted = |s: &Snapshot| -> Vec<String> {
+            let mut ids: Vec<String> = check(s).into_iter().map(|f| f.id).collect();
+            ids.sort();
+            ids
+        };
+        let all = {
+            let mut all = vec![id('c'), id('e'), id('n'), id('r'), id('y')];
+            all.sort();
+            all
+        };
+        // No store listed (an archive): every one drifts.
+        assert_eq!(drifted(&s), all);
+        // The store listed, every directory still there: every one drifts.
+        s.cri_store_listed = Some((1, 2));
+        s.cri_containers = vec![
+            running(&id('e'), 0, NOW - 60 * SEC),
+            running(&id('c'), 0, NOW - 60 * SEC),
+            running(&id('r'), 10, NOW - 60 * SEC),
+        ];
+        s.cri_sandboxes = [id('n'), id('y')].into_iter().collect();
+        assert_eq!(drifted(&s), all);
+        // Their directories gone: the stopped ones are being removed; the
+        // running container and the ready sandbox still drift.
+        s.cri_containers.clear();
+        s.cri_sandboxes.clear();
+        let mut left = vec![id('r'), id('y')];
+        left.sort();
+        assert_eq!(drifted(&s), left);
     }
 
     #[test]
