@@ -242,6 +242,13 @@ impl Kubelet {
             address: bed.address().to_path_buf(),
         };
         kubelet.wait_healthy(healthz, Duration::from_secs(60));
+        // healthz can answer before kubelet has made its data dirs
+        // (`setupDataDirs`): a look then finds no `pods` (2.3.4 bed in CI,
+        // kubelet v1.34, 4 s in).
+        let pods = kubelet.root.join("pods");
+        if !kubelet.wait_for(Duration::from_secs(60), |k| k.root.join("pods").is_dir()) {
+            kubelet.fail(&format!("{} not made within 60 s", pods.display()));
+        }
         Some(kubelet)
     }
 
