@@ -54,16 +54,21 @@ fn manifest(name: &str, kind: usize) -> String {
 /// containerd's log line saying the RunPodSandbox that made sandbox `id`
 /// failed. CRI logs the sandbox's id with the name it generated it for
 /// (`<pod>_<namespace>_<uid>_<attempt>`), and the failure with the pod's
-/// metadata only (`RunPodSandbox for &PodSandboxMetadata{Name:…,Uid:…} failed`).
+/// metadata only (`RunPodSandbox for &PodSandboxMetadata{Name:…,Uid:…} failed`
+/// on 1.x, `RunPodSandbox for name:"…" uid:"…" … failed` on 2.x).
 fn run_pod_sandbox_failed<'a>(log: &'a str, id: &str) -> Option<&'a str> {
     let named = log.lines().find(|l| {
         l.contains("generated id for sandbox name") && l.contains(&format!("podsandboxid={id}"))
     })?;
     let name = named.split("\\\"").nth(1)?;
     let uid = name.split('_').nth(2)?;
+    // The metadata as each line's cri-api prints it: gogo's
+    // `&PodSandboxMetadata{Name:…,Uid:…,}` on 1.x, protobuf-go's text
+    // `name:"…" uid:"…"` on 2.x (its quotes escaped in logrus's msg).
+    let (gogo, text) = (format!("Uid:{uid},"), format!("uid:\\\"{uid}\\\""));
     log.lines().find(|l| {
         l.contains("RunPodSandbox for")
-            && l.contains(&format!("Uid:{uid},"))
+            && (l.contains(&gogo) || l.contains(&text))
             && l.contains("failed")
     })
 }
