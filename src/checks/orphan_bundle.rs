@@ -100,8 +100,8 @@ fn judge(snapshot: &Snapshot, joins: &Joins, bundle: &Bundle) -> Option<Finding>
             "basis": basis,
             "inferred": false,
         }),
-        cause: "containerd lost track of the task (delete timed out, or the shim \
-                died) before it removed the bundle directory."
+        cause: "containerd lost track of the task (delete timed out, the shim died, \
+                or its create was cut short) before it removed the bundle directory."
             .to_string(),
         remedy: if mounted {
             "Unmount what is mounted below it first (see leaked-mount), then remove \
