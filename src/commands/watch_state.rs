@@ -20,7 +20,12 @@
 //! a look that took `c` of CPU, the next one an event calls for waits until
 //! `c × LOOK_SHARE` has passed, so event-driven looks use at most
 //! 1/[`LOOK_SHARE`] of one core however fast events come; looks due
-//! meanwhile are taken together by the next one.
+//! meanwhile are taken together by the next one. The flight recorder's
+//! looks at an open zombie are not paced: one every [`SAMPLE_EVERY`] while
+//! one is open (for at most `SAMPLED_FOR` a container), whatever a look
+//! cost. A node slow enough to make looks dear is the node whose stuck exit
+//! they are for: paced by a look's cost, a 45 s stuck exit was sampled
+//! twice on a loaded machine.
 //!
 //! What an event itself costs is constant and small: at most two looks are
 //! ever due (see [`Due`]), and the exits noted are capped, so a daemon that
@@ -127,6 +132,9 @@ pub struct Watched {
     not_before: Option<Instant>,
     /// What stuck exits looked like while they were stuck.
     recorder: Recorder,
+    /// When the flight recorder's next look at an open zombie is due (not
+    /// paced by [`LOOK_SHARE`]).
+    sample_at: Option<Instant>,
     /// The wait before the last look that was called to prove the daemon
     /// again; `None` once one did.
     reprove_wait: Option<Duration>,
@@ -208,10 +216,17 @@ impl Watched {
     }
 
     /// When the next look is due, if any: the earliest an event called
-    /// for, once the last look's cost allows it.
+    /// for, once the last look's cost allows it, or the flight recorder's
+    /// next sample, if sooner.
     pub fn next_look(&self) -> Option<Instant> {
-        let first = self.due.first?;
-        Some(self.not_before.map_or(first, |paced| first.max(paced)))
+        let called = self
+            .due
+            .first
+            .map(|first| self.not_before.map_or(first, |paced| first.max(paced)));
+        match (called, self.sample_at) {
+            (Some(called), Some(sample)) => Some(called.min(sample)),
+            (called, sample) => called.or(sample),
+        }
     }
 
     /// Whether a look is due at `now`; if so, every look due by then is
@@ -221,6 +236,9 @@ impl Watched {
         let due = self.next_look().is_some_and(|at| at <= now);
         if due {
             self.due.take_until(now);
+            // The look samples whatever zombie is open; a failed one does
+            // not call the next at once.
+            self.sample_at = None;
         }
         due
     }
@@ -267,7 +285,7 @@ impl Watched {
 
     /// Each zombie of the look (the ones held back too: their exit looks
     /// stuck already) is sampled for the flight recorder, and while one is
-    /// worth it, the next look is due within [`SAMPLE_EVERY`].
+    /// worth it, the next look is due within [`SAMPLE_EVERY`], paced or not.
     fn record(&mut self, report: &Report, now: Instant) {
         let wall = report.generated_at.clone();
         let mut sampling = false;
@@ -278,9 +296,7 @@ impl Watched {
                 sampling = true;
             }
         }
-        if sampling {
-            self.due.insert(now + SAMPLE_EVERY);
-        }
+        self.sample_at = sampling.then(|| now + SAMPLE_EVERY);
     }
 
     fn being_handled(&self, finding: &Finding, now: Instant) -> bool {
@@ -380,13 +396,20 @@ mod tests {
         let now = Instant::now();
         let mut zombie = finding(Kind::Zombie, "c1");
         zombie.evidence = serde_json::json!({"shim_pid": 7, "shim_in_umount2": true});
+        // A look dear enough to put events' looks off by 50 s does not put
+        // off the recorder's.
+        watched.looked(Duration::from_secs(1), now);
         watched.update(&report(vec![zombie.clone()], vec![]), now);
         assert_eq!(watched.next_look(), Some(now + SAMPLE_EVERY));
+        assert!(!watched.take_due(now + SAMPLE_EVERY - Duration::from_millis(1)));
+        assert!(watched.take_due(now + SAMPLE_EVERY));
+        assert_eq!(watched.next_look(), None, "taken");
         let later = now + Duration::from_secs(30);
         watched.update(&report(vec![zombie], vec![]), later);
         let mut late = finding(Kind::LateExit, "c1");
         late.evidence = serde_json::json!({"lag_seconds": 40.0});
         let changes = watched.update(&report(vec![late], vec![]), later);
+        assert_eq!(watched.next_look(), None, "no zombie open: no sample due");
         let told = changes.iter().find_map(|c| match c {
             Change::Found(f) if f.kind == Kind::LateExit => Some(f),
             _ => None,
