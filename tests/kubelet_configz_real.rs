@@ -36,11 +36,25 @@ fn drop_in(body: &str) -> String {
 /// which has found a kubelet.
 fn nodectl_check(bed: &TestBed) -> Value {
     let doc = support::report(&bed.nodectl(&["check", "-o", "json"]));
-    assert!(
-        doc["kubelet"].is_object(),
-        "{TEST}: nodectl found no kubelet: {:#}",
-        doc["gaps"]
-    );
+    if !doc["kubelet"].is_object() {
+        // What was named kubelet then, to tell why.
+        let named: Vec<String> = procfs::process::all_processes()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|p| {
+                let stat = p.stat().ok()?;
+                (stat.comm == "kubelet").then(|| {
+                    let cmdline = p.cmdline().unwrap_or_default().join(" ");
+                    format!("pid {} ppid {}: {cmdline}", stat.pid, stat.ppid)
+                })
+            })
+            .collect();
+        panic!(
+            "{TEST}: nodectl found no kubelet: {:#}\nnamed kubelet now: {named:#?}",
+            doc["gaps"]
+        );
+    }
     doc
 }
 

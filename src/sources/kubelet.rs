@@ -1,7 +1,7 @@
 //! kubelet's pod directories: `<root>/pods/<uid>`, and the mounts below
 //! them. Read as data; nothing here is kubelet's to run or change.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io::ErrorKind;
@@ -358,10 +358,21 @@ pub fn running(
     let mut running = Running::default();
     // The name only says which rules to read: the kernel's facts decide
     // (see [`not_believed`]).
-    let candidates: Vec<(&ProcessInfo, Runner)> = processes
+    let named: Vec<(&ProcessInfo, Runner)> = processes
         .values()
         .filter(|p| p.is_running())
         .filter_map(|p| Some((p, Runner::of(&p.comm)?)))
+        .collect();
+    // kubelet starts its helpers (mount, iptables, du) by fork and exec:
+    // between the two the child bears kubelet's name, and by the time its
+    // command line is read it may be the helper's. Taken for a second
+    // kubelet that disagrees, it hid the real one's root (seen in CI, a
+    // look just after kubelet started). A runner's child of the same
+    // runner is never a runner of its own.
+    let runner_pids: HashSet<(i32, Runner)> = named.iter().map(|(p, r)| (p.pid, *r)).collect();
+    let candidates: Vec<(&ProcessInfo, Runner)> = named
+        .into_iter()
+        .filter(|(p, runner)| !runner_pids.contains(&(p.ppid, *runner)))
         .collect();
     if candidates.is_empty() {
         return running;
@@ -1268,6 +1279,31 @@ mod tests {
         // A binary anyone may write, run by root: not believed either.
         let (found, _) = live_kubelet(0, true);
         assert_eq!(found.origin, Origin::Default, "{found:?}");
+    }
+
+    #[test]
+    fn a_kubelets_child_between_fork_and_exec_is_no_second_kubelet() {
+        if !runs_as_root("a_kubelets_child_between_fork_and_exec_is_no_second_kubelet") {
+            return;
+        }
+        let (parent, pid, _dir) = spawn_kubelet(0, false, "/data/k");
+        // Its child, named kubelet, whose command line is already the
+        // helper's (here: another root, or none).
+        let (helper, helper_pid, _helper_dir) = spawn_kubelet(0, false, "/data/helper");
+        let mut processes = with_kubelet(pid);
+        let mut child = crate::model::fixtures::process(helper_pid, 'S', 0);
+        child.comm = "kubelet".to_string();
+        child.ppid = pid;
+        processes.insert(helper_pid, child);
+        let kubelets = running(Path::new("/proc"), &processes, None);
+        assert_eq!(kubelets.pids(), vec![pid]);
+        let found = root(None, &kubelets);
+        assert_eq!(
+            (found.path.as_path(), found.origin),
+            (Path::new("/data/k"), Origin::Process)
+        );
+        end_kubelet(helper);
+        end_kubelet(parent);
     }
 
     #[test]

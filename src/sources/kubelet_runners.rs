@@ -41,7 +41,7 @@ const FILE_LIMIT: u64 = 1024 * 1024;
 const DROP_IN_LIMIT: usize = 64;
 
 /// The program kubelet runs as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Runner {
     Kubelet,
     K3s,
