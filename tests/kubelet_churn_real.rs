@@ -87,11 +87,7 @@ fn run_pod_sandbox_failed<'a>(log: &'a str, id: &str) -> Option<&'a str> {
 /// no container and no task of that id, and no process works in it (a
 /// shim's working directory is its bundle). None when any of that fails.
 fn left_behind(bed: &TestBed, id: &str) -> Option<String> {
-    let dir = bed
-        .state()
-        .join("io.containerd.runtime.v2.task")
-        .join(support::NAMESPACE)
-        .join(id);
+    let dir = bed.bundles().join(id);
     let entries: Vec<String> = std::fs::read_dir(&dir)
         .ok()?
         .flatten()

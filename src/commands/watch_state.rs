@@ -223,10 +223,7 @@ impl Watched {
             .due
             .first
             .map(|first| self.not_before.map_or(first, |paced| first.max(paced)));
-        match (called, self.sample_at) {
-            (Some(called), Some(sample)) => Some(called.min(sample)),
-            (called, sample) => called.or(sample),
-        }
+        called.into_iter().chain(self.sample_at).min()
     }
 
     /// Whether a look is due at `now`; if so, every look due by then is

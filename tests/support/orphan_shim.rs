@@ -32,11 +32,7 @@ impl TestBed {
     /// with its bundle under the test bed's state. Teardown ends it with the
     /// other shims of this containerd (it carries our `-address`).
     pub fn start_orphan_shim(&self, id: &str) -> OrphanShim {
-        let bundle = self
-            .state()
-            .join("io.containerd.runtime.v2.task")
-            .join(NAMESPACE)
-            .join(id);
+        let bundle = self.bundles().join(id);
         self.must(fs::create_dir_all(&bundle).map_err(|e| format!("{}: {e}", bundle.display())));
         let config = bundle.join("config.json");
         self.must(

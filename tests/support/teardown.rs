@@ -225,10 +225,7 @@ impl TestBed {
     /// The unix sockets of this containerd's shims, from what each shim
     /// writes into its bundle (see [`shim_address`]).
     fn shim_sockets(&self) -> Vec<PathBuf> {
-        let bundles = self
-            .state
-            .join("io.containerd.runtime.v2.task")
-            .join(NAMESPACE);
+        let bundles = self.bundles();
         let mut sockets: Vec<PathBuf> = fs::read_dir(bundles)
             .into_iter()
             .flatten()

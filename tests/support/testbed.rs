@@ -361,6 +361,12 @@ impl TestBed {
     pub fn state(&self) -> &Path {
         &self.state
     }
+    /// Where containerd keeps the task bundles of CRI's namespace.
+    pub fn bundles(&self) -> PathBuf {
+        self.state
+            .join("io.containerd.runtime.v2.task")
+            .join(NAMESPACE)
+    }
     /// containerd's gRPC socket (CRI and the containerd API).
     pub fn address(&self) -> &Path {
         &self.address
