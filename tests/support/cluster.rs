@@ -411,6 +411,7 @@ impl Cluster {
         let exe = bin.join("kubelet");
         std::os::unix::fs::symlink(peer("kubelet", KUBERNETES), &exe)
             .map_err(|e| format!("{}: {e}", exe.display()))?;
+        let turn = super::kubelet::StartTurn::take();
         self.spawn(
             "kubelet",
             &exe,
@@ -422,7 +423,11 @@ impl Cluster {
                 &format!("--node-ip={NODE_IP}"),
                 "--v=2",
             ],
-        )
+        )?;
+        if let Some((_, kubelet)) = self.processes.last_mut() {
+            turn.until_listening(kubelet);
+        }
+        Ok(())
     }
 
     /// Starts `binary` in containerd's network namespace, its output in

@@ -10,9 +10,12 @@
 
 use std::fs;
 use std::net::TcpListener;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use nix::fcntl::{Flock, FlockArg};
 
 use super::image::IMAGE;
 use super::testbed::TestBed;
@@ -69,7 +72,15 @@ struct Launch {
 }
 
 impl Launch {
+    /// Spawns kubelet in its turn (see [`StartTurn`]).
     fn spawn(&self, log: &Path, append: bool) -> Child {
+        let turn = StartTurn::take();
+        let mut child = self.spawn_now(log, append);
+        turn.until_listening(&mut child);
+        child
+    }
+
+    fn spawn_now(&self, log: &Path, append: bool) -> Child {
         let log_file = fs::OpenOptions::new()
             .create(true)
             .write(true)
@@ -86,6 +97,74 @@ impl Launch {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", self.exe.display()))
     }
+}
+
+/// kubelet's device-plugin registration socket, a path kubelet does not
+/// let one change (`pluginapi.KubeletSocket`).
+const DEVICE_PLUGIN_SOCKET: &str = "/var/lib/kubelet/device-plugins/kubelet.sock";
+/// The machine-wide lock of [`StartTurn`]: every test process takes it.
+const START_LOCK: &str = "/tmp/nodectl-test-kubelet-start.lock";
+
+/// One kubelet starts at a time on the machine. At start kubelet's device
+/// manager empties [`DEVICE_PLUGIN_SOCKET`]'s directory, then listens
+/// there: two kubelets starting at once (beds of several lines side by
+/// side) can both empty it before either listens, and the second then
+/// fails "bind: address already in use", "Failed to start
+/// ContainerManager", and runs no pod (2.0.11 line in CI).
+pub struct StartTurn {
+    _lock: Flock<fs::File>,
+    before: Option<(u64, u64, i64, i64)>,
+}
+
+impl StartTurn {
+    /// Waits (up to 3 min: a turn lasts at most a minute) for the turn.
+    pub fn take() -> StartTurn {
+        let start = Instant::now();
+        let mut file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(START_LOCK)
+            .unwrap_or_else(|e| panic!("{START_LOCK}: {e}"));
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => {
+                    return StartTurn {
+                        _lock: lock,
+                        before: device_plugin_socket(),
+                    }
+                }
+                Err((back, _)) if start.elapsed() < Duration::from_secs(180) => {
+                    file = back;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err((_, e)) => panic!("{START_LOCK}: no turn to start a kubelet in 3 min: {e}"),
+            }
+        }
+    }
+
+    /// Holds the turn until the kubelet just started listens on its
+    /// device-plugin socket (one other than before it started), exits, or
+    /// a minute has passed.
+    pub fn until_listening(self, kubelet: &mut Child) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            let now = device_plugin_socket();
+            if (now.is_some() && now != self.before) || !matches!(kubelet.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Which socket file is at [`DEVICE_PLUGIN_SOCKET`]: its device, inode and
+/// change time (an inode number can be reused).
+fn device_plugin_socket() -> Option<(u64, u64, i64, i64)> {
+    let meta = fs::symlink_metadata(DEVICE_PLUGIN_SOCKET).ok()?;
+    meta.file_type()
+        .is_socket()
+        .then(|| (meta.dev(), meta.ino(), meta.ctime(), meta.ctime_nsec()))
 }
 
 pub struct Kubelet {
@@ -214,7 +293,14 @@ impl Kubelet {
             true => vec![format!("--config={}", config.display())],
             false => setup.config_args.clone(),
         };
-        args.extend([format!("--hostname-override={NODE_NAME}"), "--v=2".into()]);
+        // Its own serving certificate: kubelet writes a self-signed pair
+        // into its cert dir (`/var/lib/kubelet/pki` when not given), which
+        // kubelets of beds side by side would otherwise share.
+        args.extend([
+            format!("--hostname-override={NODE_NAME}"),
+            format!("--cert-dir={}", dir.join("pki").display()),
+            "--v=2".into(),
+        ]);
         args.extend(setup.flags.iter().cloned());
         args.push(format!(
             "{}={}",
