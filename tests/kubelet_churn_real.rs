@@ -24,6 +24,7 @@
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -118,6 +119,25 @@ fn left_behind(bed: &TestBed, id: &str) -> Option<String> {
     (unknown && no_task && !worked_in).then(|| format!("holds {entries:?}"))
 }
 
+/// Keeps containerd's log lines `lines` of what a run found in
+/// `target/test-logs/kubelet_churn-<version>-<what>.log`, and prints the
+/// first 40 (CI shows a part of a failed test's output).
+fn keep_log(test: &str, bed: &TestBed, what: &str, lines: &str) {
+    let logs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-logs");
+    let file = logs.join(format!(
+        "kubelet_churn-{}-{what}.log",
+        bed.containerd_version()
+    ));
+    let written = std::fs::create_dir_all(&logs).and_then(|()| std::fs::write(&file, lines));
+    eprintln!(
+        "{test}: containerd's lines of the {what}: {} ({written:?})",
+        file.display()
+    );
+    for line in lines.lines().take(40) {
+        eprintln!("{}", line.chars().take(400).collect::<String>());
+    }
+}
+
 /// What any of nodectl's runs reported, with where.
 #[derive(Default)]
 struct Seen {
@@ -125,6 +145,8 @@ struct Seen {
     findings: Vec<Value>,
     /// serve's `nodectl_findings` lines that count any.
     served: Vec<String>,
+    /// The findings of a look right after serve counted any.
+    when_served: Vec<Value>,
     looks: usize,
 }
 
@@ -193,14 +215,35 @@ async fn churn() {
                     let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
                     let mut seen = seen.lock().unwrap();
                     seen.looks += 1;
+                    // When the look ended, to read beside containerd's log.
+                    let at = chrono::Utc::now().to_rfc3339();
                     let found = doc["findings"].as_array().into_iter().flatten();
-                    seen.findings.extend(found.cloned());
+                    seen.findings.extend(found.map(|f| {
+                        let mut f = f.clone();
+                        f["look_ended_at"] = Value::from(at.as_str());
+                        f
+                    }));
                 }
                 if let Ok(answer) = support::serve::request(address, "GET", "/metrics") {
+                    let mut counted = false;
                     for line in answer.body.lines() {
                         let found = line.starts_with("nodectl_findings{") && !line.ends_with(" 0");
                         if found {
                             seen.lock().unwrap().served.push(line.to_string());
+                            counted = true;
+                        }
+                    }
+                    // serve's counts name no id: a look right away (its
+                    // second look no later) says which, if it lasts.
+                    if counted {
+                        let mut args = check_args.clone();
+                        args.extend(["--settle".to_string(), "0s".to_string()]);
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        if let Ok(output) = support::nodectl_at(&args, paths) {
+                            let doc: Value =
+                                serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+                            let found = doc["findings"].as_array().into_iter().flatten();
+                            seen.lock().unwrap().when_served.extend(found.cloned());
                         }
                     }
                 }
@@ -326,21 +369,7 @@ async fn churn() {
         })
         .collect();
     if !leftovers.is_empty() {
-        let logs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/test-logs");
-        let file = logs.join(format!(
-            "kubelet_churn-{}-leftovers.log",
-            bed.containerd_version()
-        ));
-        let written =
-            std::fs::create_dir_all(&logs).and_then(|()| std::fs::write(&file, &leftovers));
-        eprintln!(
-            "{test}: containerd's lines of the orphan bundles: {} ({written:?})",
-            file.display()
-        );
-        // The first lines only: CI shows a part of a failed test's output.
-        for line in leftovers.lines().take(40) {
-            eprintln!("{line}");
-        }
+        keep_log(&test, &bed, "leftovers", &leftovers);
     }
     let containerd_s_leak = |finding: &Value| {
         let of = |kind: &str, ids: &[String]| {
@@ -383,12 +412,34 @@ async fn churn() {
         served.len(),
         leaks.len() + bundles.len()
     );
+    // containerd's own lines of what was found, to tell the churn's
+    // steps from a false finding.
+    let found_ids: BTreeSet<&str> = checked
+        .iter()
+        .copied()
+        .chain(told.iter().map(|line| &line["finding"]))
+        .chain(seen.when_served.iter())
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    if !found_ids.is_empty() {
+        let mut lines = String::new();
+        for id in &found_ids {
+            lines.push_str(&format!("== {id}\n"));
+            for line in log.lines().filter(|l| l.contains(id)) {
+                lines.push_str(line);
+                lines.push('\n');
+            }
+        }
+        keep_log(&test, &bed, "findings", &lines);
+    }
     assert!(lifecycles >= 100, "{test}: {lifecycles} lifecycles");
     // At least a look a round: a look takes 6 to 10 s under the churn here.
     assert!(seen.looks >= ROUNDS, "{test}: only {} looks", seen.looks);
     assert!(
         told.is_empty() && checked.is_empty() && served.is_empty(),
-        "{test}: findings the churn did not make:\nwatch: {told:#?}\ncheck: {checked:#?}\nserve: {served:#?}"
+        "{test}: findings the churn did not make:\nwatch: {told:#?}\ncheck: {checked:#?}\n\
+         serve: {served:#?}\na look right after serve counted any: {:#?}",
+        seen.when_served
     );
 }
 
