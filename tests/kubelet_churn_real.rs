@@ -221,6 +221,9 @@ async fn churn() {
                     seen.findings.extend(found.map(|f| {
                         let mut f = f.clone();
                         f["look_ended_at"] = Value::from(at.as_str());
+                        // What that look could not read (a source given up
+                        // leaves checks that depend on it blind).
+                        f["look_gaps"] = doc["gaps"].clone();
                         f
                     }));
                 }

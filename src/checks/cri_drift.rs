@@ -38,6 +38,13 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
     let zombies = zombie::dead_ids(snapshot);
     // Exits CRI's handler may still be recording, within its deadline.
     let being_recorded = zombie::exits_being_recorded(snapshot);
+    // containerd's ListTasks leaves out a task whose shim does not answer
+    // its state call (1.6: its connection closed, taken for a deleted task;
+    // 1.7 and 2.0 also unavailable; 2.3 also past the state timeout), so a
+    // task missing from the list is not a task gone. With its process alive,
+    // CRI's RUNNING is right. A drift seen twice in a real kubelet's churn
+    // on 1.6.20 (CRI RUNNING, no task listed, no zombie) fits only this.
+    let alive = zombie::alive_ids(snapshot);
     let names = snapshot.names();
     let mut findings = Vec::new();
 
@@ -49,7 +56,10 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
             CriApiState::ContainerRunning
                 if !matches!(status, Some(TaskStatus::Running | TaskStatus::Paused)) =>
             {
-                if zombies.contains(&container.id) || being_recorded.contains(container.id.as_str())
+                let id = container.id.as_str();
+                if zombies.contains(id)
+                    || being_recorded.contains(id)
+                    || (task.is_none() && alive.contains(id))
                 {
                     continue;
                 }
@@ -316,6 +326,37 @@ mod tests {
             "{}",
             findings[0].summary
         );
+    }
+
+    #[test]
+    fn running_in_cri_with_no_task_listed_but_its_process_alive_is_no_drift() {
+        // ListTasks leaves out a task whose shim did not answer its state.
+        let mut s = with_views(
+            vec![
+                item(&id('a'), CriApiState::ContainerRunning),
+                item(&id('b'), CriApiState::ContainerRunning),
+            ],
+            vec![],
+            &[id('a'), id('b')],
+            vec![task(&id('b'), TaskStatus::Stopped, 11)],
+        );
+        s.cri_containers = vec![
+            running(&id('a'), 10, NOW - SEC),
+            running(&id('b'), 11, NOW - SEC),
+        ];
+        s.processes.insert(10, process(10, 'S', NOW - SEC));
+        s.processes.insert(11, process(11, 'S', NOW - SEC));
+        let ids = |s: &Snapshot| check(s).into_iter().map(|f| f.id).collect::<Vec<_>>();
+        // A task containerd says stopped is its word, not a gap in its list.
+        assert_eq!(ids(&s), [id('b')]);
+        // Another process on its pid (started later) is no sign of life:
+        // a zombie, told as one.
+        s.processes.insert(10, process(10, 'S', NOW + 10 * SEC));
+        assert!(zombie::dead_ids(&s).contains(&id('a')));
+        // Without procfs nothing says it lives.
+        s.processes.insert(10, process(10, 'S', NOW - SEC));
+        s.gaps.push(procfs_unread());
+        assert_eq!(ids(&s), [id('a'), id('b')]);
     }
 
     #[test]

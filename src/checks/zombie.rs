@@ -219,6 +219,27 @@ pub fn unrecorded_ids(second: &Snapshot) -> BTreeSet<String> {
 }
 
 /// CRI's status file says the container runs, with a pid.
+/// The containers whose status file records them running and whose
+/// process this look read alive (its start time the status file's): CRI's
+/// RUNNING is true of them, whatever containerd's task list says.
+pub fn alive_ids(snapshot: &Snapshot) -> HashSet<&str> {
+    if !snapshot.processes_read() {
+        return HashSet::new();
+    }
+    snapshot
+        .cri_containers
+        .iter()
+        .filter(|c| recorded_running(c))
+        .filter(|c| {
+            i32::try_from(c.status.pid)
+                .ok()
+                .and_then(|pid| snapshot.processes.get(&pid))
+                .is_some_and(|process| why_dead(c, Some(process)).is_none())
+        })
+        .map(|c| c.id.as_str())
+        .collect()
+}
+
 fn recorded_running(container: &CriContainer) -> bool {
     container.status.state() == CriState::Running && container.status.pid > 0
 }
