@@ -245,6 +245,10 @@ impl Kubelet {
         // kubelet's image GC and eviction are not under test: the bed's
         // only image stays, whatever the machine's disk says.
         create_cgroup(bed.cgroup_parent());
+        // Its ports are picked in its turn: a port picked free and then held
+        // unbound while another kubelet starts can become that kubelet's
+        // (a 1.7.34 bed in CI polled another's HTTPS port as its healthz).
+        let turn = StartTurn::take();
         let (port, healthz) = (free_port(), free_port());
         let config = dir.join("config.yaml");
         let mut text = format!(
@@ -314,7 +318,7 @@ impl Kubelet {
             healthz,
         };
         let mut kubelet = Kubelet {
-            child: launch.spawn(&log, false),
+            child: launch.spawn_now(&log, false),
             launch,
             release: release.to_string(),
             root,
@@ -327,6 +331,7 @@ impl Kubelet {
             crictl,
             address: bed.address().to_path_buf(),
         };
+        turn.until_listening(&mut kubelet.child);
         kubelet.wait_healthy(healthz, Duration::from_secs(60));
         // healthz can answer before kubelet has made its data dirs
         // (`setupDataDirs`): a look then finds no `pods` (2.3.4 bed in CI,
