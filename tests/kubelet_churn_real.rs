@@ -119,6 +119,21 @@ fn left_behind(bed: &TestBed, id: &str) -> Option<String> {
     (unknown && no_task && !worked_in).then(|| format!("holds {entries:?}"))
 }
 
+/// containerd's log lines that name `id`, each ended by a newline.
+fn lines_of(log: &str, id: &str) -> String {
+    log.lines()
+        .filter(|l| l.contains(id))
+        .flat_map(|l| [l, "\n"])
+        .collect()
+}
+
+/// The report of a `nodectl check -o json` run with `args`, if it ran.
+fn report_of(args: &[String], paths: [&std::path::Path; 4]) -> Option<Value> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = support::nodectl_at(&args, paths).ok()?;
+    Some(serde_json::from_slice(&output.stdout).unwrap_or(Value::Null))
+}
+
 /// Keeps containerd's log lines `lines` of what a run found in
 /// `target/test-logs/kubelet_churn-<version>-<what>.log`, and prints the
 /// first 40 (CI shows a part of a failed test's output).
@@ -209,10 +224,8 @@ async fn churn() {
         let address = served.address;
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                let args: Vec<&str> = check_args.iter().map(String::as_str).collect();
                 let paths = [&paths[0], &paths[1], &paths[2], &paths[3]].map(|p| p.as_path());
-                if let Ok(output) = support::nodectl_at(&args, paths) {
-                    let doc: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+                if let Some(doc) = report_of(&check_args, paths) {
                     let mut seen = seen.lock().unwrap();
                     seen.looks += 1;
                     // When the look ended, to read beside containerd's log.
@@ -241,10 +254,7 @@ async fn churn() {
                     if counted {
                         let mut args = check_args.clone();
                         args.extend(["--settle".to_string(), "0s".to_string()]);
-                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                        if let Ok(output) = support::nodectl_at(&args, paths) {
-                            let doc: Value =
-                                serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+                        if let Some(doc) = report_of(&args, paths) {
                             let found = doc["findings"].as_array().into_iter().flatten();
                             seen.lock().unwrap().when_served.extend(found.cloned());
                         }
@@ -364,10 +374,7 @@ async fn churn() {
             let behind = left_behind(&bed, id);
             eprintln!("{test}: orphan-bundle {id:.13} at the end; left behind: {behind:?}");
             leftovers.push_str(&format!("== {id}: left behind: {behind:?}\n"));
-            for line in log.lines().filter(|l| l.contains(id.as_str())) {
-                leftovers.push_str(line);
-                leftovers.push('\n');
-            }
+            leftovers.push_str(&lines_of(&log, id));
             behind.is_some()
         })
         .collect();
@@ -428,10 +435,7 @@ async fn churn() {
         let mut lines = String::new();
         for id in &found_ids {
             lines.push_str(&format!("== {id}\n"));
-            for line in log.lines().filter(|l| l.contains(id)) {
-                lines.push_str(line);
-                lines.push('\n');
-            }
+            lines.push_str(&lines_of(&log, id));
         }
         keep_log(&test, &bed, "findings", &lines);
     }

@@ -248,20 +248,26 @@ mod tests {
         s
     }
 
-    #[test]
-    fn running_in_cri_with_a_stopped_task_drifts() {
-        let s = with_views(
+    /// CRI lists containers `a` and `b` RUNNING, containerd has records of
+    /// both and `tasks`.
+    fn both_running_in_cri(tasks: Vec<TaskView>) -> Snapshot {
+        with_views(
             vec![
                 item(&id('a'), CriApiState::ContainerRunning),
                 item(&id('b'), CriApiState::ContainerRunning),
             ],
             vec![],
             &[id('a'), id('b')],
-            vec![
-                task(&id('a'), TaskStatus::Stopped, 10),
-                task(&id('b'), TaskStatus::Running, 11),
-            ],
-        );
+            tasks,
+        )
+    }
+
+    #[test]
+    fn running_in_cri_with_a_stopped_task_drifts() {
+        let s = both_running_in_cri(vec![
+            task(&id('a'), TaskStatus::Stopped, 10),
+            task(&id('b'), TaskStatus::Running, 11),
+        ]);
         let findings = check(&s);
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].id, id('a'));
@@ -270,18 +276,10 @@ mod tests {
 
     #[test]
     fn cri_is_compared_with_its_own_namespace_whatever_n_names() {
-        let mut s = with_views(
-            vec![
-                item(&id('a'), CriApiState::ContainerRunning),
-                item(&id('b'), CriApiState::ContainerRunning),
-            ],
-            vec![],
-            &[id('a'), id('b')],
-            vec![
-                task(&id('a'), TaskStatus::Running, 10),
-                task(&id('b'), TaskStatus::Stopped, 11),
-            ],
-        );
+        let mut s = both_running_in_cri(vec![
+            task(&id('a'), TaskStatus::Running, 10),
+            task(&id('b'), TaskStatus::Stopped, 11),
+        ]);
         // `-n moby`: moby's namespace has other tasks, none of CRI's.
         s.namespace = "moby".to_string();
         let containerd = s.containerd.as_mut().unwrap();
@@ -302,18 +300,10 @@ mod tests {
     fn running_in_cri_is_running_or_paused_in_containerd_and_states_are_named_as_they_say() {
         // A paused container is RUNNING to CRI; a task state containerd adds
         // later is shown by its number, and is no agreement.
-        let s = with_views(
-            vec![
-                item(&id('a'), CriApiState::ContainerRunning),
-                item(&id('b'), CriApiState::ContainerRunning),
-            ],
-            vec![],
-            &[id('a'), id('b')],
-            vec![
-                task(&id('a'), TaskStatus::Paused, 10),
-                task(&id('b'), TaskStatus::Unrecognised(9), 11),
-            ],
-        );
+        let s = both_running_in_cri(vec![
+            task(&id('a'), TaskStatus::Paused, 10),
+            task(&id('b'), TaskStatus::Unrecognised(9), 11),
+        ]);
         let findings = check(&s);
         assert_eq!(findings.len(), 1);
         assert_eq!(findings[0].id, id('b'));
@@ -331,15 +321,7 @@ mod tests {
     #[test]
     fn running_in_cri_with_no_task_listed_but_its_process_alive_is_no_drift() {
         // ListTasks leaves out a task whose shim did not answer its state.
-        let mut s = with_views(
-            vec![
-                item(&id('a'), CriApiState::ContainerRunning),
-                item(&id('b'), CriApiState::ContainerRunning),
-            ],
-            vec![],
-            &[id('a'), id('b')],
-            vec![task(&id('b'), TaskStatus::Stopped, 11)],
-        );
+        let mut s = both_running_in_cri(vec![task(&id('b'), TaskStatus::Stopped, 11)]);
         s.cri_containers = vec![
             running(&id('a'), 10, NOW - SEC),
             running(&id('b'), 11, NOW - SEC),

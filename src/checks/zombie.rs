@@ -125,27 +125,35 @@ pub fn findings(
 /// container would look dead (its gap says why nothing was judged); nor one
 /// whose process was listed but could not be read.
 fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)> {
+    let being_recorded = exits_being_recorded(snapshot);
+    recorded_running_judged(snapshot)
+        .filter(move |c| !being_recorded.contains(c.id.as_str()))
+        .filter_map(|c| Some((c, liveness(snapshot, c)??)))
+}
+
+/// The containers whose status file says they run, when this look read
+/// procfs (without it, none can be judged alive or dead).
+fn recorded_running_judged(snapshot: &Snapshot) -> impl Iterator<Item = &CriContainer> {
     let judged = if snapshot.processes_read() {
         snapshot.cri_containers.as_slice()
     } else {
         &[]
     };
-    let being_recorded = exits_being_recorded(snapshot);
-    judged
-        .iter()
-        .filter(|c| recorded_running(c))
-        .filter(move |c| !being_recorded.contains(c.id.as_str()))
-        .filter_map(|c| {
-            // A pid past what the kernel gives is no process (not a
-            // truncated one that happens to exist).
-            let pid = i32::try_from(c.status.pid).ok();
-            // Listed but unreadable: alive or not, procfs did not say.
-            if pid.is_some_and(|pid| snapshot.unread_pids.contains(&pid)) {
-                return None;
-            }
-            let process = pid.and_then(|pid| snapshot.processes.get(&pid));
-            Some((c, why_dead(c, process)?))
-        })
+    judged.iter().filter(|c| recorded_running(c))
+}
+
+/// Whether `container`'s recorded pid is its live process: `None` when
+/// procfs did not say, `Some(None)` when it lives, else why it is dead.
+fn liveness<'a>(snapshot: &'a Snapshot, container: &CriContainer) -> Option<Option<Death<'a>>> {
+    // A pid past what the kernel gives is no process (not a truncated one
+    // that happens to exist).
+    let pid = i32::try_from(container.status.pid).ok();
+    // Listed but unreadable: alive or not, procfs did not say.
+    if pid.is_some_and(|pid| snapshot.unread_pids.contains(&pid)) {
+        return None;
+    }
+    let process = pid.and_then(|pid| snapshot.processes.get(&pid));
+    Some(why_dead(container, process))
 }
 
 /// How long CRI's exit handler gives `task.Delete` before it gives up and
@@ -218,28 +226,17 @@ pub fn unrecorded_ids(second: &Snapshot) -> BTreeSet<String> {
         .collect()
 }
 
-/// CRI's status file says the container runs, with a pid.
 /// The containers whose status file records them running and whose
 /// process this look read alive (its start time the status file's): CRI's
 /// RUNNING is true of them, whatever containerd's task list says.
 pub fn alive_ids(snapshot: &Snapshot) -> HashSet<&str> {
-    if !snapshot.processes_read() {
-        return HashSet::new();
-    }
-    snapshot
-        .cri_containers
-        .iter()
-        .filter(|c| recorded_running(c))
-        .filter(|c| {
-            i32::try_from(c.status.pid)
-                .ok()
-                .and_then(|pid| snapshot.processes.get(&pid))
-                .is_some_and(|process| why_dead(c, Some(process)).is_none())
-        })
+    recorded_running_judged(snapshot)
+        .filter(|c| matches!(liveness(snapshot, c), Some(None)))
         .map(|c| c.id.as_str())
         .collect()
 }
 
+/// CRI's status file says the container runs, with a pid.
 fn recorded_running(container: &CriContainer) -> bool {
     container.status.state() == CriState::Running && container.status.pid > 0
 }
