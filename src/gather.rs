@@ -15,11 +15,13 @@ use pods::PodSources;
 
 mod files;
 mod pods;
+mod sample;
 mod settle;
 use crate::sources::SourceThread;
 use crate::sources::{
     containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, proc_scan, shim_proof,
 };
+pub use sample::{read_exits, sample};
 use settle::{settle_cni, settle_config_by_line, settle_cri_store};
 
 /// How long a command that asks no API waits for the version recorded in
@@ -595,7 +597,7 @@ mod tests {
         assert_eq!(settled(Some(&listed_none), &unproven), 1);
     }
 
-    fn options(namespace: &str, mounts: bool) -> GatherOptions {
+    pub(super) fn options(namespace: &str, mounts: bool) -> GatherOptions {
         GatherOptions {
             namespace: namespace.to_string(),
             proc_root: PathBuf::from("/proc"),

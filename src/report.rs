@@ -70,6 +70,10 @@ pub struct Report {
     /// none was found or its sources were not read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubelet: Option<crate::model::KubeletFacts>,
+    /// `check`: what `watch`'s flight recorder re-reads of this look's
+    /// zombies until its next look (not output).
+    #[serde(skip)]
+    pub sample_basis: crate::model::SampleBasis,
 }
 
 impl Report {
@@ -101,6 +105,7 @@ impl Report {
             pod_addresses: Vec::new(),
             cni_networks_from: None,
             kubelet: None,
+            sample_basis: Default::default(),
         }
     }
 

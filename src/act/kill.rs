@@ -22,9 +22,7 @@ use nix::libc;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
 
-/// `/proc/<pid>/stat` start times tick at 100 Hz; two readings of the same
-/// process differ by less than one tick.
-const SAME_START: i64 = 10_000_000;
+use crate::model::sample::SAME_START_NANOS as SAME_START;
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// A pidfd: a handle on one process, immune to pid reuse.

@@ -27,7 +27,8 @@ use crate::advisories::{self, Applied, Version, EXIT_LOST_TO_EXEC};
 use crate::checks::shared::ShimIndex;
 use crate::model::{
     timestamp, ApiCall, CriContainer, CriState, Finding, Kind, Names, PodRef, ProcessInfo,
-    Severity, Snapshot, Suspects, TaskStatus, TaskView, ThreadSample, CRI_NAMESPACE,
+    ProcessKey, SampleBasis, Severity, Snapshot, Suspects, TaskStatus, TaskView, ThreadSample,
+    ZombieTarget, CRI_NAMESPACE,
 };
 
 /// `/proc/<pid>/stat` start times have tick resolution and the status file's
@@ -77,6 +78,38 @@ pub fn check(snapshot: &Snapshot) -> Vec<Finding> {
 /// second look and the confirmation need only the ids).
 pub fn dead_ids(snapshot: &Snapshot) -> BTreeSet<String> {
     dead(snapshot).map(|(c, _)| c.id.clone()).collect()
+}
+
+/// What the flight recorder re-reads of the zombies `ids` between looks
+/// (see `model::sample`): each one's status file as this look read it, its
+/// rootfs as [`findings`] spells it, and its shim by pid and start time.
+pub fn sample_basis<'a>(
+    snapshot: &Snapshot,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> SampleBasis {
+    let ids: HashSet<&str> = ids.into_iter().collect();
+    let shims = ShimIndex::new(snapshot);
+    let bundles = snapshot.paths.bundles_dir(&snapshot.namespace);
+    let zombies = snapshot
+        .cri_containers
+        .iter()
+        .filter(|c| ids.contains(c.id.as_str()))
+        .map(|container| ZombieTarget {
+            container: container.clone(),
+            rootfs: bundles.join(&container.id).join("rootfs"),
+            shim: shims.shim_of(snapshot, container).and_then(|shim| {
+                let process = snapshot.processes.get(&shim.pid)?;
+                Some(ProcessKey {
+                    pid: shim.pid,
+                    started_at: process.started_at,
+                })
+            }),
+        })
+        .collect();
+    SampleBasis {
+        cri_store_listed: snapshot.cri_store_listed,
+        zombies,
+    }
 }
 
 /// The findings [`check`] gives for the containers `keep` accepts, at most

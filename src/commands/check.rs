@@ -127,6 +127,8 @@ fn judged(first: Snapshot, second: Option<Snapshot>, args: &CheckArgs) -> Report
         .kubelet
         .as_ref()
         .map(|kubelet| KubeletFacts::of(kubelet, first.pod_cgroups.as_ref()));
+    let zombies = report.findings.iter().filter(|f| f.kind == Kind::Zombie);
+    report.sample_basis = checks::zombie::sample_basis(&first, zombies.map(|f| f.id.as_str()));
     super::free_in_background((first, second));
     report
 }

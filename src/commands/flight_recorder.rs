@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::model::recording::{bounded_name, ID_CAP, RING};
 pub use crate::model::recording::{Recording, RING_FILE_BYTES_MAX};
-use crate::model::{Finding, Kind, NodeContext};
+use crate::model::{Finding, Kind, NodeContext, Observation};
 
 /// How often a container that looks stuck is sampled.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -59,17 +59,18 @@ fn span(first: Instant, now: Instant) -> f64 {
 }
 
 impl Recorder {
-    /// One look's sample of `zombie` (its evidence) and the node's
-    /// `context`, taken at `now` (`wall`: the same instant, as text).
+    /// One look's or sample's observation of a stuck container (`seen`)
+    /// and the node's `context`, taken at `now` (`wall`: the same instant,
+    /// as text).
     pub fn sample(
         &mut self,
-        zombie: &Finding,
+        seen: &Observation,
         context: Option<&NodeContext>,
         now: Instant,
         wall: &str,
     ) {
         self.generation += 1;
-        let id = bounded_name(&zombie.id, ID_CAP);
+        let id = bounded_name(&seen.container_id, ID_CAP);
         let position = self
             .ring
             .iter()
@@ -91,33 +92,24 @@ impl Recorder {
         let recording = &mut entry.recording;
         recording.samples = recording.samples.saturating_add(1);
         recording.last_seen = wall.to_string();
-        let evidence = &zombie.evidence;
-        recording.shim_pid = evidence["shim_pid"].as_i64().or(recording.shim_pid);
-        if evidence["shim_in_umount2"] == Value::Bool(true) {
+        recording.shim_pid = seen.shim_pid.or(recording.shim_pid);
+        if seen.in_umount2 {
             recording.samples_in_umount2 = recording.samples_in_umount2.saturating_add(1);
             let first = *entry.umount2_first.get_or_insert(now);
             recording.in_umount2_for_at_least_seconds = span(first, now);
         }
-        let blocked = evidence["shim_threads_blocked"].as_array();
         let mut in_d = false;
-        for thread in blocked.into_iter().flatten() {
-            // A state is one letter (`D`, `S`, `t`...); anything else is
-            // no state.
-            let state = thread["state"].as_str().unwrap_or_default();
-            let letter = Some(state)
-                .filter(|s| s.len() == 1)
-                .and_then(|s| s.chars().next())
-                .filter(char::is_ascii_alphabetic);
-            if let Some(letter) = letter {
+        for thread in &seen.blocked {
+            if let Some(letter) = thread.state.filter(char::is_ascii_alphabetic) {
                 in_d |= letter == 'D';
                 if !recording.states_seen.contains(letter) {
                     recording.states_seen.push(letter);
                 }
             }
-            if let Some(name) = thread["syscall"].as_str() {
+            if let Some(name) = &thread.syscall {
                 Recording::note_name(&mut recording.syscalls_seen, name);
             }
-            if let Some(name) = thread["wchan"].as_str() {
+            if let Some(name) = &thread.wchan {
                 Recording::note_name(&mut recording.wchans_seen, name);
             }
         }
@@ -126,16 +118,16 @@ impl Recorder {
             let first = *entry.d_first.get_or_insert(now);
             recording.in_d_for_at_least_seconds = span(first, now);
         }
-        match evidence["rootfs_mounted"] {
-            Value::Bool(true) => {
+        match seen.rootfs_mounted {
+            Some(true) => {
                 recording.samples_rootfs_mounted =
                     recording.samples_rootfs_mounted.saturating_add(1)
             }
-            Value::Bool(false) => {
+            Some(false) => {
                 recording.samples_rootfs_unmounted =
                     recording.samples_rootfs_unmounted.saturating_add(1)
             }
-            _ => {}
+            None => {}
         }
         if let Some(node) = context {
             recording.io_pressure_full_avg10_max = max(
@@ -210,7 +202,7 @@ impl Recorder {
 }
 
 /// "shim 4123 was in umount2 for at least 38 s, in D for at least 38 s
-/// (wchan …), its rootfs mounted in 8 of 8 looks, IO pressure full up to
+/// (wchan …), its rootfs mounted in 8 of 8 samples, IO pressure full up to
 /// 41 %": every part bounded, as the recording is.
 fn why(recording: &Recording) -> String {
     let shim = recording
@@ -254,7 +246,7 @@ fn why(recording: &Recording) -> String {
     );
     if mounted > 0 || unmounted > 0 {
         text.push_str(&format!(
-            ", its rootfs mounted in {mounted} of {} looks",
+            ", its rootfs mounted in {mounted} of {} samples",
             mounted.saturating_add(unmounted)
         ));
     }
@@ -265,7 +257,7 @@ fn why(recording: &Recording) -> String {
         text.push_str(&format!(", dirty pages up to {} MiB", dirty >> 20));
     }
     text.push_str(&format!(
-        " ({} looks from {} to {})",
+        " ({} samples from {} to {})",
         recording.samples, recording.first_seen, recording.last_seen
     ));
     text
@@ -290,6 +282,11 @@ mod tests {
         }
     }
 
+    /// What a look's zombie finding tells the recorder.
+    fn seen(zombie: &Finding) -> Observation {
+        Observation::of_zombie(&zombie.id, &zombie.evidence)
+    }
+
     #[test]
     fn a_late_exit_carries_what_was_recorded_while_it_was_stuck() {
         let mut recorder = Recorder::default();
@@ -309,9 +306,9 @@ mod tests {
             dirty_bytes: Some(64 << 20),
             ..NodeContext::default()
         };
-        recorder.sample(&zombie, Some(&context(12.0)), start, "t0");
+        recorder.sample(&seen(&zombie), Some(&context(12.0)), start, "t0");
         recorder.sample(
-            &zombie,
+            &seen(&zombie),
             Some(&context(41.0)),
             start + Duration::from_secs(38),
             "t1",
@@ -341,7 +338,7 @@ mod tests {
             why.contains(
                 "shim 4123 was in umount2 for at least 38 s, a thread of it in D for at least \
                  38 s (in syncfs; wchan rwsem_down_write_slowpath, wb_wait_for_completion), its \
-                 rootfs mounted in 2 of 2 looks"
+                 rootfs mounted in 2 of 2 samples"
             ) && why.contains("IO pressure full up to 41 %")
                 && why.contains("dirty pages up to 64 MiB"),
             "{why}"
@@ -357,7 +354,7 @@ mod tests {
         let now = Instant::now();
         for n in 0..RING + 10 {
             let zombie = finding(Kind::Zombie, &format!("c{n}"), json!({}));
-            recorder.sample(&zombie, None, now, "t");
+            recorder.sample(&seen(&zombie), None, now, "t");
         }
         assert_eq!(recorder.len(), RING);
         let oldest = finding(Kind::LateExit, "c0", json!({}));
@@ -379,7 +376,12 @@ mod tests {
         let mut recorder = Recorder::default();
         let now = Instant::now();
         assert!(recorder.wants_samples("c1", now));
-        recorder.sample(&finding(Kind::Zombie, "c1", json!({})), None, now, "t");
+        recorder.sample(
+            &seen(&finding(Kind::Zombie, "c1", json!({}))),
+            None,
+            now,
+            "t",
+        );
         assert!(recorder.wants_samples("c1", now + SAMPLE_EVERY));
         assert!(!recorder.wants_samples("c1", now + SAMPLED_FOR));
     }
@@ -396,7 +398,7 @@ mod tests {
             let evidence = json!({"shim_pid": n, "shim_threads_blocked": threads});
             let zombie = finding(Kind::Zombie, &format!("{n}{huge}"), evidence);
             for look in 0..3 {
-                recorder.sample(&zombie, None, now, &format!("{look}{huge}"));
+                recorder.sample(&seen(&zombie), None, now, &format!("{look}{huge}"));
             }
         }
         assert_eq!(recorder.len(), RING);

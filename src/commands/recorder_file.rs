@@ -121,7 +121,7 @@ fn say(quiet: bool, what: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Finding, Kind, Severity};
+    use crate::model::{Finding, Kind, Observation, Severity};
     use std::fs;
     use std::os::unix::fs::{symlink, PermissionsExt};
     use std::time::{Duration, Instant};
@@ -138,9 +138,14 @@ mod tests {
         }
     }
 
+    fn seen(id: &str) -> Observation {
+        let zombie = zombie(id);
+        Observation::of_zombie(&zombie.id, &zombie.evidence)
+    }
+
     fn sampled(id: &str) -> Recorder {
         let mut recorder = Recorder::default();
-        recorder.sample(&zombie(id), None, Instant::now(), "2026-01-01T00:00:00Z");
+        recorder.sample(&seen(id), None, Instant::now(), "2026-01-01T00:00:00Z");
         recorder
     }
 
@@ -173,7 +178,7 @@ mod tests {
         let mode = |p: &std::path::Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o600);
         assert_eq!(mode(path.parent().unwrap()), 0o700);
-        recorder.sample(&zombie("c2"), None, Instant::now(), "t");
+        recorder.sample(&seen("c2"), None, Instant::now(), "t");
         keeper.keep(&recorder);
         assert_eq!(written(&path, 2).recordings[1].container_id, "c2");
     }

@@ -260,7 +260,7 @@ impl Stream {
     /// metrics changed (to be published).
     fn wait_for_news(&mut self, periodic: Instant) -> Option<bool> {
         let now = Instant::now();
-        if self.watched.take_due(now) || now >= periodic {
+        if self.watched.take_due(now).is_some() || now >= periodic {
             return None;
         }
         let until = self

@@ -22,9 +22,11 @@ use serde_json::json;
 use crate::cli::{GlobalArgs, WatchArgs};
 use crate::commands::check;
 use crate::commands::recorder_file::Keeper;
-use crate::commands::watch_state::{Change, Watched};
+use crate::commands::watch_state::{Change, Next, Watched};
 use crate::exit_codes::{exit, COULD_NOT_CHECK, NOTHING_FOUND};
+use crate::gather;
 use crate::inert;
+use crate::model::{ExitReading, Paths, Reads, Sample};
 use crate::render::Format;
 use crate::report::Report;
 use crate::sources::events::{self, Reconnects, StreamNews};
@@ -33,6 +35,8 @@ use crate::sources::events::{self, Reconnects, StreamNews};
 enum Heard {
     Stream(StreamNews),
     Looked(Box<Result<Report, String>>),
+    Sampled(Box<Sample>),
+    ExitsRead(Box<ExitReading>),
     Signalled,
 }
 
@@ -66,7 +70,7 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
     let mut quiet = global.clone();
     quiet.quiet = true;
     let mut out = io::stdout().lock();
-    let mut watched = Watched::default();
+    let mut watched = Watched::reading_exits();
     let mut recorder_file = Keeper::start(args.recorder_file.clone(), global.quiet);
     let mut counts = Counts::default();
     let mut streaming = false;
@@ -82,7 +86,11 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
     }
     let proven_daemon = events::ProvenDaemon::default();
     let mut down_said: Option<Instant> = None;
+    // A look or a sample is under way (one at a time).
     let mut looking = true;
+    // The paths the last look resolved and proved: where samples and
+    // readings of exits read (none proven: a look instead).
+    let mut looked_at: Option<Paths> = None;
     counts.cpu = super::cpu_used();
     start_look(&quiet, args, &tell);
     let mut next_periodic = Instant::now() + args.interval;
@@ -111,6 +119,8 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                     }
                 };
                 let proven = replaying || proves_the_daemon(&report);
+                // Samples and readings follow only a daemon a look proved.
+                looked_at = proven.then(|| report.paths.clone());
                 if streaming && !proven {
                     let was_heeding = watched.heeding();
                     let wait = watched.reprove_soon(Instant::now());
@@ -141,6 +151,17 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                     }
                 }
                 recorder_file.keep(watched.recorder());
+            }
+            Ok(Heard::Sampled(sample)) => {
+                looking = false;
+                counts.samples += 1;
+                watched.sampled(&sample, Instant::now());
+                recorder_file.keep(watched.recorder());
+            }
+            Ok(Heard::ExitsRead(reading)) => {
+                looking = false;
+                counts.exit_readings += 1;
+                watched.exits_read(&reading, Instant::now());
             }
             Ok(Heard::Stream(StreamNews::Up)) => {
                 down_said = None;
@@ -185,9 +206,27 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         let now = Instant::now();
-        if !looking && (watched.take_due(now) || now >= next_periodic) {
-            looking = true;
-            start_look(&quiet, args, &tell);
+        if looking {
+            continue;
+        }
+        match (watched.take_due(now), &looked_at) {
+            (Some(Next::Sample), Some(paths)) if now < next_periodic => {
+                looking = true;
+                start_sample(&quiet, paths, watched.sample_basis(), &tell);
+            }
+            (Some(Next::ReadExits(ids)), Some(paths)) if now < next_periodic => {
+                looking = true;
+                start_exit_reading(&quiet, paths, ids, &tell);
+            }
+            (Some(_), _) => {
+                looking = true;
+                start_look(&quiet, args, &tell);
+            }
+            (None, _) if now >= next_periodic => {
+                looking = true;
+                start_look(&quiet, args, &tell);
+            }
+            (None, _) => {}
         }
     }
     let _ = summary(&mut out, global.output, &watched, &counts);
@@ -197,6 +236,10 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
 #[derive(Default)]
 struct Counts {
     looks: u64,
+    /// The flight recorder's samples between looks.
+    samples: u64,
+    /// Readings of exited containers' status files between looks.
+    exit_readings: u64,
     /// The process's CPU when the last look ended.
     cpu: Duration,
     events: u64,
@@ -219,6 +262,57 @@ fn start_look(global: &GlobalArgs, args: &WatchArgs, tell: &mpsc::Sender<Heard>)
     if let Err(err) = spawned {
         let failed = Err(format!("starting a look: {err}"));
         let _ = tell.send(Heard::Looked(Box::new(failed)));
+    }
+}
+
+/// The flight recorder's sample of `basis` (see `gather::sample`), on a
+/// thread of its own, as a look is: a stalled disk holds that thread, not
+/// the loop.
+fn start_sample(
+    global: &GlobalArgs,
+    paths: &Paths,
+    basis: &crate::model::SampleBasis,
+    tell: &mpsc::Sender<Heard>,
+) {
+    let options = global.gather_options(Reads::NOTHING);
+    let (paths, basis) = (paths.clone(), basis.clone());
+    let told = tell.clone();
+    let spawned = std::thread::Builder::new()
+        .name("sample".into())
+        .spawn(move || {
+            let sample = gather::sample(&paths, &options, &basis);
+            let _ = told.send(Heard::Sampled(Box::new(sample)));
+        });
+    if spawned.is_err() {
+        // No sample this time: the next look samples instead.
+        let _ = tell.send(Heard::Sampled(Box::default()));
+    }
+}
+
+/// The reading of `ids`' status files and processes (see
+/// `gather::read_exits`), on a thread of its own.
+fn start_exit_reading(
+    global: &GlobalArgs,
+    paths: &Paths,
+    ids: Vec<String>,
+    tell: &mpsc::Sender<Heard>,
+) {
+    let options = global.gather_options(Reads::NOTHING);
+    let paths = paths.clone();
+    let told = tell.clone();
+    let spawned = std::thread::Builder::new()
+        .name("exits".into())
+        .spawn(move || {
+            let reading = gather::read_exits(&paths, &options, &ids);
+            let _ = told.send(Heard::ExitsRead(Box::new(reading)));
+        });
+    if let Err(err) = spawned {
+        // Not read: a look tells instead.
+        let reading = ExitReading {
+            unsure: Some(format!("starting the reading: {err}")),
+            ..ExitReading::default()
+        };
+        let _ = tell.send(Heard::ExitsRead(Box::new(reading)));
     }
 }
 
@@ -360,6 +454,8 @@ fn summary(
             "change": "summary",
             "open": open,
             "looks": counts.looks,
+            "samples": counts.samples,
+            "exit_readings": counts.exit_readings,
             "cpu_seconds": super::cpu_used().as_secs_f64(),
             "events": counts.events,
             "reconnects": counts.stream.count,
@@ -368,10 +464,13 @@ fn summary(
     } else {
         writeln!(
             out,
-            "{} summary: {} open after {} looks and {} events ({} reconnects, {:.1} s of CPU)",
+            "{} summary: {} open after {} looks ({} samples and {} readings of exits between \
+             them) and {} events ({} reconnects, {:.1} s of CPU)",
             now_text(),
             open.len(),
             counts.looks,
+            counts.samples,
+            counts.exit_readings,
             counts.events,
             counts.stream.count,
             super::cpu_used().as_secs_f64()

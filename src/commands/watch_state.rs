@@ -21,11 +21,13 @@
 //! `c × LOOK_SHARE` has passed, so event-driven looks use at most
 //! 1/[`LOOK_SHARE`] of one core however fast events come; looks due
 //! meanwhile are taken together by the next one. The flight recorder's
-//! looks at an open zombie are not paced: one every [`SAMPLE_EVERY`] while
-//! one is open (for at most `SAMPLED_FOR` a container), whatever a look
-//! cost. A node slow enough to make looks dear is the node whose stuck exit
-//! they are for: paced by a look's cost, a 45 s stuck exit was sampled
-//! twice on a loaded machine.
+//! samples of an open zombie are not paced: one every [`SAMPLE_EVERY`]
+//! while one is open (for at most `SAMPLED_FOR` a container). A node slow
+//! enough to make looks dear is the node whose stuck exit they are for:
+//! paced by a look's cost, a 45 s stuck exit was sampled twice on a loaded
+//! machine. A sample is no look: it re-reads only what the zombies of the
+//! last look name (`gather::sample`), and when one's status file changed,
+//! the look that tells what became of it is due at once, not paced.
 //!
 //! What an event itself costs is constant and small: at most two looks are
 //! ever due (see [`Due`]), and the exits noted are capped, so a daemon that
@@ -38,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use crate::checks::registry::CHECKS;
 use crate::commands::flight_recorder::{Recorder, SAMPLE_EVERY};
-use crate::model::{Event, Finding, Kind};
+use crate::model::{Event, ExitReading, Finding, Kind, Observation, Sample, SampleBasis};
 use crate::report::Report;
 
 /// CRI's exit handler's deadline for `task.Delete` (10 s from when CRI
@@ -53,6 +55,9 @@ pub const SHORTLY: Duration = Duration::from_secs(2);
 pub const HELD_EVENTS: usize = 4096;
 /// Event-driven looks use at most 1/`LOOK_SHARE` of one core (2 %).
 pub const LOOK_SHARE: u32 = 50;
+/// Exits heard within this of each other share one reading of their
+/// status files.
+pub const EXIT_READS_EVERY: Duration = Duration::from_secs(1);
 
 /// When to look after `event`, from when it was heard.
 pub fn looks_after(event: &Event) -> Vec<Duration> {
@@ -104,6 +109,17 @@ impl Due {
     }
 }
 
+/// What is due next: a look at the whole node, or the flight recorder's
+/// sample of the last look's zombies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    Look,
+    Sample,
+    /// The status files of these containers, whose init exit was heard
+    /// over [`EXIT_HANDLED_WITHIN`] ago (see [`Watched::reading_exits`]).
+    ReadExits(Vec<String>),
+}
+
 /// A finding as `watch` tells it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
@@ -132,9 +148,24 @@ pub struct Watched {
     not_before: Option<Instant>,
     /// What stuck exits looked like while they were stuck.
     recorder: Recorder,
-    /// When the flight recorder's next look at an open zombie is due (not
-    /// paced by [`LOOK_SHARE`]).
+    /// When the flight recorder's next sample of an open zombie is due
+    /// (not paced by [`LOOK_SHARE`]).
     sample_at: Option<Instant>,
+    /// The zombies of the last look still worth sampling, as it saw them.
+    sampling: SampleBasis,
+    /// A look a sample or an exit's reading called for (a zombie's status
+    /// file changed, a zombie found): not paced, so a late exit is told
+    /// within a sample of CRI recording it, and a zombie within a second
+    /// of its exit handler's deadline.
+    look_unpaced: Option<Instant>,
+    /// Whether an init exit is answered by a reading of its status file
+    /// (and a look only when that finds a zombie) rather than a look.
+    reads_exits: bool,
+    /// Init exits heard and not yet read, oldest first (at most
+    /// [`HELD_EVENTS`]: past that an exit calls for a look, paced).
+    to_read: VecDeque<(String, Instant)>,
+    /// When the last reading of exits was taken.
+    exits_read_at: Option<Instant>,
     /// The wait before the last look that was called to prove the daemon
     /// again; `None` once one did.
     reprove_wait: Option<Duration>,
@@ -149,6 +180,18 @@ pub const REPROVE_FIRST: Duration = Duration::from_secs(1);
 pub const REPROVE_MOST: Duration = Duration::from_secs(30);
 
 impl Watched {
+    /// `watch`'s: an init exit is answered by a reading of its container's
+    /// status file and process once CRI's exit handler had its 10 s, and a
+    /// look only when that finds CRI saying it runs with its process gone.
+    /// Under a flood of forged exits (ids no store holds) no look is taken
+    /// for them at all; an exit CRI recorded in time costs no look either.
+    pub fn reading_exits() -> Watched {
+        Watched {
+            reads_exits: true,
+            ..Watched::default()
+        }
+    }
+
     /// Whether the last look proved the daemon whose stream is heard; once
     /// it does, the events held meanwhile call for their looks, from when
     /// they were heard.
@@ -199,6 +242,14 @@ impl Watched {
                 }
             }
         }
+        if self.reads_exits && event.is_init_exit() {
+            if let Some(id) = &event.container_id {
+                if self.to_read.len() < HELD_EVENTS {
+                    self.to_read.push_back((id.clone(), now));
+                    return;
+                }
+            }
+        }
         for after in looks_after(event) {
             self.due.insert(now + after);
         }
@@ -215,29 +266,121 @@ impl Watched {
         self.not_before = Some(now + cost * LOOK_SHARE);
     }
 
-    /// When the next look is due, if any: the earliest an event called
-    /// for, once the last look's cost allows it, or the flight recorder's
-    /// next sample, if sooner.
-    pub fn next_look(&self) -> Option<Instant> {
+    /// When the next look is due: the earliest an event called for, once
+    /// the last look's cost allows it, or one a sample called for.
+    fn look_at(&self) -> Option<Instant> {
         let called = self
             .due
             .first
             .map(|first| self.not_before.map_or(first, |paced| first.max(paced)));
-        called.into_iter().chain(self.sample_at).min()
+        called.into_iter().chain(self.look_unpaced).min()
     }
 
-    /// Whether a look is due at `now`; if so, every look due by then is
-    /// taken by it (events heard together, or while the last look's cost
-    /// was paid off, share one look).
-    pub fn take_due(&mut self, now: Instant) -> bool {
-        let due = self.next_look().is_some_and(|at| at <= now);
-        if due {
+    /// When the oldest exit not yet read is due for its reading.
+    fn exits_read_due(&self) -> Option<Instant> {
+        let (_, heard) = self.to_read.front()?;
+        let due = *heard + EXIT_HANDLED_WITHIN;
+        Some(
+            self.exits_read_at
+                .map_or(due, |last| due.max(last + EXIT_READS_EVERY)),
+        )
+    }
+
+    /// The exits heard long enough before `now` to be read, taken.
+    fn take_exits(&mut self, now: Instant) -> Vec<String> {
+        let mut ids = BTreeSet::new();
+        while let Some((id, heard)) = self.to_read.front() {
+            if *heard + EXIT_HANDLED_WITHIN > now {
+                break;
+            }
+            ids.insert(id.clone());
+            self.to_read.pop_front();
+        }
+        ids.into_iter().collect()
+    }
+
+    /// When the next look, sample or reading is due, if any.
+    pub fn next_look(&self) -> Option<Instant> {
+        [self.look_at(), self.sample_at, self.exits_read_due()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// What is due at `now`, if anything. A look takes every look due by
+    /// then (events heard together, or while the last look's cost was paid
+    /// off, share one look) and the sample due too (a look samples the
+    /// zombies it sees); a sample takes only itself.
+    pub fn take_due(&mut self, now: Instant) -> Option<Next> {
+        if self.look_at().is_some_and(|at| at <= now) {
             self.due.take_until(now);
+            self.look_unpaced = None;
             // The look samples whatever zombie is open; a failed one does
             // not call the next at once.
             self.sample_at = None;
+            // It sees what reading the exits due would.
+            self.take_exits(now);
+            return Some(Next::Look);
         }
-        due
+        if self.exits_read_due().is_some_and(|at| at <= now) {
+            self.exits_read_at = Some(now);
+            return Some(Next::ReadExits(self.take_exits(now)));
+        }
+        if self.sample_at.is_some_and(|at| at <= now) {
+            // Called again when the sample is in (see [`Watched::sampled`]).
+            self.sample_at = None;
+            return Some(Next::Sample);
+        }
+        None
+    }
+
+    /// What the next sample reads: the last look's zombies still sampled.
+    pub fn sample_basis(&self) -> &SampleBasis {
+        &self.sampling
+    }
+
+    /// A sample taken at `now`: each zombie still as the look saw it is
+    /// recorded, and the next sample is due [`SAMPLE_EVERY`] later; one
+    /// whose status file changed (its exit recorded, its container
+    /// removed) calls for a look at once, which tells the late exit or
+    /// clears the zombie.
+    pub fn sampled(&mut self, sample: &Sample, now: Instant) {
+        for seen in &sample.observations {
+            if self.recorder.wants_samples(&seen.container_id, now) {
+                self.recorder
+                    .sample(seen, sample.context.as_ref(), now, &sample.taken_at);
+            }
+        }
+        if !sample.changed.is_empty() {
+            self.look_unpaced = Some(now);
+        }
+        self.schedule_samples(now);
+    }
+
+    /// A reading of exits taken at `now`: a zombie among them, not yet
+    /// told nor sampled, calls for a look at once; a reading that could
+    /// not tell calls for one as an exit did before (paced).
+    pub fn exits_read(&mut self, reading: &ExitReading, now: Instant) {
+        let known = |id: &String| {
+            self.open.contains_key(&(Kind::Zombie, id.clone()))
+                || self.sampling.zombies.iter().any(|z| &z.container.id == id)
+        };
+        if reading.dead.iter().any(|id| !known(id)) {
+            self.look_unpaced = Some(now);
+        }
+        if reading.unsure.is_some() {
+            self.due.insert(now);
+        }
+    }
+
+    /// The next sample, [`SAMPLE_EVERY`] from `now`, while a zombie of the
+    /// last look is still worth one.
+    fn schedule_samples(&mut self, now: Instant) {
+        let recorder = &self.recorder;
+        self.sampling
+            .zombies
+            .retain(|z| recorder.wants_samples(&z.container.id, now));
+        self.sample_at = (!self.sampling.zombies.is_empty()).then(|| now + SAMPLE_EVERY);
     }
 
     /// The findings of a look at `now`, as changes to what was told: new
@@ -282,18 +425,19 @@ impl Watched {
 
     /// Each zombie of the look (the ones held back too: their exit looks
     /// stuck already) is sampled for the flight recorder, and while one is
-    /// worth it, the next look is due within [`SAMPLE_EVERY`], paced or not.
+    /// worth it, the next sample is due within [`SAMPLE_EVERY`], paced or
+    /// not.
     fn record(&mut self, report: &Report, now: Instant) {
         let wall = report.generated_at.clone();
-        let mut sampling = false;
         for zombie in report.findings.iter().filter(|f| f.kind == Kind::Zombie) {
             if self.recorder.wants_samples(&zombie.id, now) {
+                let seen = Observation::of_zombie(&zombie.id, &zombie.evidence);
                 self.recorder
-                    .sample(zombie, report.context.as_ref(), now, &wall);
-                sampling = true;
+                    .sample(&seen, report.context.as_ref(), now, &wall);
             }
         }
-        self.sample_at = sampling.then(|| now + SAMPLE_EVERY);
+        self.sampling = report.sample_basis.clone();
+        self.schedule_samples(now);
     }
 
     fn being_handled(&self, finding: &Finding, now: Instant) -> bool {
@@ -318,7 +462,7 @@ impl Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Gap, Severity, Source};
+    use crate::model::{ExitReading, Gap, ProcessKey, Severity, Source, ZombieTarget};
 
     fn finding(kind: Kind, id: &str) -> Finding {
         Finding {
@@ -359,8 +503,8 @@ mod tests {
         let now = Instant::now();
         watched.heed(false);
         assert_eq!(watched.reprove_soon(now), REPROVE_FIRST);
-        assert!(!watched.take_due(now));
-        assert!(watched.take_due(now + REPROVE_FIRST));
+        assert_eq!(watched.take_due(now), None);
+        assert_eq!(watched.take_due(now + REPROVE_FIRST), Some(Next::Look));
         // Each failed proof waits twice as long, up to the most.
         let waits: Vec<Duration> = (0..8).map(|_| watched.reprove_soon(now)).collect();
         assert_eq!(waits[0], REPROVE_FIRST * 2);
@@ -387,25 +531,74 @@ mod tests {
         assert_eq!(watched.open().count(), 0);
     }
 
+    /// A look's report of zombie `id` (its shim 7 in `umount2`), with
+    /// what its samples re-read.
+    fn zombie_look(id: &str) -> Report {
+        let mut zombie = finding(Kind::Zombie, id);
+        zombie.evidence = serde_json::json!({"shim_pid": 7, "shim_in_umount2": true});
+        let mut report = report(vec![zombie], vec![]);
+        report.sample_basis.zombies.push(ZombieTarget {
+            container: crate::model::fixtures::running(id, 42, 1),
+            rootfs: format!("/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/rootfs")
+                .into(),
+            shim: Some(ProcessKey {
+                pid: 7,
+                started_at: 1,
+            }),
+        });
+        report
+    }
+
+    /// A sample that saw `id` still stuck, its shim in `umount2`.
+    fn still_stuck(id: &str) -> Sample {
+        Sample {
+            taken_at: "t".into(),
+            observations: vec![Observation {
+                container_id: id.into(),
+                shim_pid: Some(7),
+                in_umount2: true,
+                ..Observation::default()
+            }],
+            ..Sample::default()
+        }
+    }
+
     #[test]
-    fn a_zombie_is_looked_at_again_soon_and_its_late_exit_says_why() {
+    fn a_zombie_is_sampled_between_looks_and_its_late_exit_says_why() {
         let mut watched = heeding();
         let now = Instant::now();
-        let mut zombie = finding(Kind::Zombie, "c1");
-        zombie.evidence = serde_json::json!({"shim_pid": 7, "shim_in_umount2": true});
         // A look dear enough to put events' looks off by 50 s does not put
-        // off the recorder's.
+        // off the recorder's samples.
         watched.looked(Duration::from_secs(1), now);
-        watched.update(&report(vec![zombie.clone()], vec![]), now);
+        watched.update(&zombie_look("c1"), now);
         assert_eq!(watched.next_look(), Some(now + SAMPLE_EVERY));
-        assert!(!watched.take_due(now + SAMPLE_EVERY - Duration::from_millis(1)));
-        assert!(watched.take_due(now + SAMPLE_EVERY));
-        assert_eq!(watched.next_look(), None, "taken");
-        let later = now + Duration::from_secs(30);
-        watched.update(&report(vec![zombie], vec![]), later);
+        assert_eq!(
+            watched.take_due(now + SAMPLE_EVERY - Duration::from_millis(1)),
+            None
+        );
+        // A sample, not a look: it reads what the look's zombie names.
+        assert_eq!(watched.take_due(now + SAMPLE_EVERY), Some(Next::Sample));
+        assert_eq!(watched.sample_basis().zombies.len(), 1);
+        assert_eq!(watched.next_look(), None, "taken, until the sample is in");
+        let mut at = now;
+        for _ in 0..6 {
+            at += SAMPLE_EVERY;
+            watched.sampled(&still_stuck("c1"), at);
+            assert_eq!(watched.next_look(), Some(at + SAMPLE_EVERY));
+            assert_eq!(watched.take_due(at + SAMPLE_EVERY), Some(Next::Sample));
+        }
+        // CRI recorded the exit: the sample sees the status file changed,
+        // and a look is due at once, however dear the last one was.
+        at += SAMPLE_EVERY;
+        let recorded = Sample {
+            changed: vec!["c1".into()],
+            ..Sample::default()
+        };
+        watched.sampled(&recorded, at);
+        assert_eq!(watched.take_due(at), Some(Next::Look));
         let mut late = finding(Kind::LateExit, "c1");
         late.evidence = serde_json::json!({"lag_seconds": 40.0});
-        let changes = watched.update(&report(vec![late], vec![]), later);
+        let changes = watched.update(&report(vec![late], vec![]), at);
         assert_eq!(watched.next_look(), None, "no zombie open: no sample due");
         let told = changes.iter().find_map(|c| match c {
             Change::Found(f) if f.kind == Kind::LateExit => Some(f),
@@ -413,9 +606,136 @@ mod tests {
         });
         let why = told.unwrap().evidence["why"].as_str().unwrap_or_default();
         assert!(
-            why.contains("shim 7 was in umount2 for at least 30 s"),
+            why.contains("shim 7 was in umount2 for at least 30 s") && why.contains("(7 samples"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_zombie_is_sampled_for_a_while_not_for_ever() {
+        let mut watched = heeding();
+        let now = Instant::now();
+        watched.update(&zombie_look("c1"), now);
+        let past = now + crate::commands::flight_recorder::SAMPLED_FOR;
+        watched.sampled(&still_stuck("c1"), past);
+        assert_eq!(watched.next_look(), None, "sampled long enough");
+        assert!(watched.sample_basis().zombies.is_empty());
+    }
+
+    #[test]
+    fn an_event_look_due_with_a_sample_takes_it() {
+        let mut watched = heeding();
+        let now = Instant::now();
+        watched.update(&zombie_look("c1"), now);
+        let delete = Event {
+            topic: "/tasks/delete".into(),
+            ..init_exit("c2")
+        };
+        watched.heard(&delete, now + SAMPLE_EVERY - SHORTLY);
+        // Both due: the look, which samples the zombie it sees too.
+        assert_eq!(watched.take_due(now + SAMPLE_EVERY), Some(Next::Look));
+        assert_eq!(watched.take_due(now + SAMPLE_EVERY), None);
+    }
+
+    /// `watch`'s, following a proven daemon's stream.
+    fn reading() -> Watched {
+        let mut watched = Watched::reading_exits();
+        watched.heed(true);
+        watched
+    }
+
+    #[test]
+    fn an_exit_is_read_once_its_handler_had_its_time_and_a_zombie_found_calls_a_look_at_once() {
+        let mut watched = reading();
+        let heard = Instant::now();
+        // A look dear enough to put events' looks off by 50 s.
+        watched.looked(Duration::from_secs(1), heard);
+        watched.heard(&init_exit("c1"), heard);
+        watched.heard(&init_exit("c2"), heard + Duration::from_millis(300));
+        watched.heard(&init_exit("c1"), heard + Duration::from_millis(600));
+        // An exec's exit is context only.
+        let exec = Event {
+            exec_id: Some("exec-1".into()),
+            ..init_exit("c3")
+        };
+        watched.heard(&exec, heard);
+        assert_eq!(watched.next_look(), Some(heard + EXIT_HANDLED_WITHIN));
+        assert_eq!(watched.take_due(heard + Duration::from_secs(10)), None);
+        // Exits heard within a second share one reading, each id once.
+        let at = heard + EXIT_HANDLED_WITHIN + Duration::from_millis(600);
+        assert_eq!(
+            watched.take_due(at),
+            Some(Next::ReadExits(vec!["c1".into(), "c2".into()]))
+        );
+        assert_eq!(watched.next_look(), None, "no look: nothing found yet");
+        // CRI recorded both exits: no look at all.
+        watched.exits_read(&ExitReading::default(), at);
+        assert_eq!(watched.next_look(), None);
+        // One that CRI still says runs, its process gone: a look at once,
+        // however dear the last one was.
+        watched.heard(&init_exit("c4"), at);
+        let read_at = at + EXIT_HANDLED_WITHIN;
+        assert_eq!(
+            watched.take_due(read_at),
+            Some(Next::ReadExits(vec!["c4".into()]))
+        );
+        let zombie = ExitReading {
+            dead: vec!["c4".into()],
+            ..ExitReading::default()
+        };
+        watched.exits_read(&zombie, read_at);
+        assert_eq!(watched.take_due(read_at), Some(Next::Look));
+        // Told: another exit of it (forged, say) calls for no look.
+        watched.update(&report(vec![finding(Kind::Zombie, "c4")], vec![]), read_at);
+        watched.exits_read(&zombie, read_at);
+        assert_eq!(watched.next_look(), None);
+        // A reading that could not tell calls for a look, paced as an
+        // event's.
+        let unsure = ExitReading {
+            unsure: Some("a status file could not be read".into()),
+            ..ExitReading::default()
+        };
+        watched.looked(Duration::from_secs(1), read_at);
+        watched.exits_read(&unsure, read_at);
+        assert_eq!(watched.next_look(), Some(read_at + Duration::from_secs(50)));
+    }
+
+    #[test]
+    fn a_flood_of_forged_exits_is_read_not_looked_at_and_past_the_cap_looked_at_paced() {
+        let mut watched = reading();
+        let start = Instant::now();
+        // 1,000 forged exits a second for 3 s: each second's share one
+        // reading, and no look is due.
+        for i in 0..3_000u32 {
+            let heard = start + Duration::from_millis(u64::from(i));
+            watched.heard(&init_exit(&format!("forged-{i}")), heard);
+        }
+        assert_eq!(watched.to_read.len(), 3_000);
+        let mut now = start;
+        let mut readings = Vec::new();
+        while let Some(at) = watched.next_look() {
+            now = at;
+            match watched.take_due(now) {
+                Some(Next::ReadExits(ids)) => readings.push(ids.len()),
+                other => panic!("{other:?} at {:?}", now - start),
+            }
+            watched.exits_read(&ExitReading::default(), now);
+        }
+        assert_eq!(readings.iter().sum::<usize>(), 3_000);
+        assert!(readings.len() <= 4, "{readings:?}");
+        assert!(now - start < EXIT_HANDLED_WITHIN + Duration::from_secs(4));
+        // Past the cap, an exit calls for a look as before (paced).
+        for i in 0..HELD_EVENTS + 1 {
+            watched.heard(&init_exit(&format!("more-{i}")), now);
+        }
+        assert_eq!(watched.to_read.len(), HELD_EVENTS);
+        assert_eq!(watched.look_at(), Some(now + EXIT_HANDLED_WITHIN));
+        // That look takes the exits due by then too.
+        assert_eq!(
+            watched.take_due(now + EXIT_HANDLED_WITHIN),
+            Some(Next::Look)
+        );
+        assert!(watched.to_read.is_empty());
     }
 
     #[test]
@@ -458,8 +778,11 @@ mod tests {
         };
         watched.heard(&exec, heard);
         assert_eq!(watched.next_look(), Some(heard + EXIT_HANDLED_WITHIN));
-        assert!(!watched.take_due(heard + Duration::from_secs(10)));
-        assert!(watched.take_due(heard + EXIT_HANDLED_WITHIN));
+        assert_eq!(watched.take_due(heard + Duration::from_secs(10)), None);
+        assert_eq!(
+            watched.take_due(heard + EXIT_HANDLED_WITHIN),
+            Some(Next::Look)
+        );
         assert_eq!(watched.next_look(), None, "one look for both");
         let delete = Event {
             topic: "/tasks/delete".into(),
@@ -487,9 +810,13 @@ mod tests {
             heard += Duration::from_millis(20);
         }
         assert_eq!(watched.next_look(), Some(paced));
-        assert!(!watched.take_due(paced - Duration::from_millis(1)));
-        assert!(watched.take_due(paced), "every look due by then, as one");
-        assert!(!watched.take_due(paced), "taken");
+        assert_eq!(watched.take_due(paced - Duration::from_millis(1)), None);
+        assert_eq!(
+            watched.take_due(paced),
+            Some(Next::Look),
+            "every look due by then, as one"
+        );
+        assert_eq!(watched.take_due(paced), None, "taken");
         // What was due later (the deletes' looks after a slow delete)
         // still is.
         let next = watched.next_look().expect("the later looks are still due");
@@ -524,7 +851,7 @@ mod tests {
         }
         let mut looks = Vec::new();
         while let Some(at) = watched.next_look() {
-            assert!(watched.take_due(at));
+            assert_eq!(watched.take_due(at), Some(Next::Look));
             looks.push(at);
             if looks.len() > 10 {
                 break;
@@ -554,7 +881,10 @@ mod tests {
         assert_eq!(watched.next_look(), Some(heard + EXIT_HANDLED_WITHIN));
         // containerd went away; whoever serves its socket now is not
         // listened to (the look after the reconnect did not prove it)...
-        assert!(watched.take_due(heard + EXIT_HANDLED_WITHIN));
+        assert_eq!(
+            watched.take_due(heard + EXIT_HANDLED_WITHIN),
+            Some(Next::Look)
+        );
         watched.heed(false);
         let later = heard + Duration::from_secs(20);
         let removal = Event {

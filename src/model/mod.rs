@@ -25,6 +25,7 @@ pub mod path_json;
 pub mod paths;
 pub mod reads;
 pub mod recording;
+pub mod sample;
 pub mod shim;
 pub mod shim_row;
 pub mod snapshot;
@@ -61,6 +62,7 @@ pub use paths::{
 };
 pub use reads::{Ask, Reads};
 pub use recording::{RecorderFile, Recording};
+pub use sample::{ExitReading, Observation, ProcessKey, Sample, SampleBasis, ZombieTarget};
 pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
 pub use shim_row::ShimRow;
 pub use snapshot::*;

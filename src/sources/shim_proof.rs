@@ -31,8 +31,7 @@ use crate::model::{
 };
 use crate::sources::proc_stat;
 
-/// Start times tick at 100 Hz; two readings of one process agree within this.
-const SAME_START: i64 = 10_000_000;
+use crate::model::sample::SAME_START_NANOS as SAME_START;
 /// `/proc/<pid>/status` is a couple of kB.
 const STATUS_LIMIT: u64 = 64 * 1024;
 
