@@ -246,28 +246,42 @@ struct Counts {
     stream: Reconnects,
 }
 
-/// One look, `check`'s, on a thread of its own (it runs its own runtime).
-fn start_look(global: &GlobalArgs, args: &WatchArgs, tell: &mpsc::Sender<Heard>) {
-    let (global, check_args) = (global.clone(), args.look.check_args());
+/// Runs `work` on a thread of its own named `name` (a look, a sample, a
+/// reading: a stalled disk holds that thread, not the loop) and tells the
+/// loop what it heard; `failed` says what to tell when no thread starts.
+fn on_its_own_thread(
+    name: &str,
+    tell: &mpsc::Sender<Heard>,
+    work: impl FnOnce() -> Heard + Send + 'static,
+    failed: impl FnOnce(io::Error) -> Heard,
+) {
     let told = tell.clone();
     let spawned = std::thread::Builder::new()
-        .name("look".into())
+        .name(name.into())
         .spawn(move || {
-            let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                check::run(&global, &check_args).map_err(|err| format!("{err:#}"))
-            }))
-            .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));
-            let _ = told.send(Heard::Looked(Box::new(result)));
+            let _ = told.send(work());
         });
     if let Err(err) = spawned {
-        let failed = Err(format!("starting a look: {err}"));
-        let _ = tell.send(Heard::Looked(Box::new(failed)));
+        let _ = tell.send(failed(err));
     }
 }
 
-/// The flight recorder's sample of `basis` (see `gather::sample`), on a
-/// thread of its own, as a look is: a stalled disk holds that thread, not
-/// the loop.
+/// One look, `check`'s, on a thread of its own (it runs its own runtime).
+fn start_look(global: &GlobalArgs, args: &WatchArgs, tell: &mpsc::Sender<Heard>) {
+    let (global, check_args) = (global.clone(), args.look.check_args());
+    let work = move || {
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            check::run(&global, &check_args).map_err(|err| format!("{err:#}"))
+        }))
+        .unwrap_or_else(|_| Err("the check panicked (see the message above)".to_string()));
+        Heard::Looked(Box::new(result))
+    };
+    on_its_own_thread("look", tell, work, |err| {
+        Heard::Looked(Box::new(Err(format!("starting a look: {err}"))))
+    });
+}
+
+/// The flight recorder's sample of `basis` (see `gather::sample`).
 fn start_sample(
     global: &GlobalArgs,
     paths: &Paths,
@@ -276,21 +290,13 @@ fn start_sample(
 ) {
     let options = global.gather_options(Reads::NOTHING);
     let (paths, basis) = (paths.clone(), basis.clone());
-    let told = tell.clone();
-    let spawned = std::thread::Builder::new()
-        .name("sample".into())
-        .spawn(move || {
-            let sample = gather::sample(&paths, &options, &basis);
-            let _ = told.send(Heard::Sampled(Box::new(sample)));
-        });
-    if spawned.is_err() {
-        // No sample this time: the next look samples instead.
-        let _ = tell.send(Heard::Sampled(Box::default()));
-    }
+    let work = move || Heard::Sampled(Box::new(gather::sample(&paths, &options, &basis)));
+    // No sample this time: the next look samples instead.
+    on_its_own_thread("sample", tell, work, |_| Heard::Sampled(Box::default()));
 }
 
 /// The reading of `ids`' status files and processes (see
-/// `gather::read_exits`), on a thread of its own.
+/// `gather::read_exits`).
 fn start_exit_reading(
     global: &GlobalArgs,
     paths: &Paths,
@@ -299,21 +305,14 @@ fn start_exit_reading(
 ) {
     let options = global.gather_options(Reads::NOTHING);
     let paths = paths.clone();
-    let told = tell.clone();
-    let spawned = std::thread::Builder::new()
-        .name("exits".into())
-        .spawn(move || {
-            let reading = gather::read_exits(&paths, &options, &ids);
-            let _ = told.send(Heard::ExitsRead(Box::new(reading)));
-        });
-    if let Err(err) = spawned {
-        // Not read: a look tells instead.
-        let reading = ExitReading {
+    let work = move || Heard::ExitsRead(Box::new(gather::read_exits(&paths, &options, &ids)));
+    // Not read: a look tells instead.
+    on_its_own_thread("exits", tell, work, |err| {
+        Heard::ExitsRead(Box::new(ExitReading {
             unsure: Some(format!("starting the reading: {err}")),
             ..ExitReading::default()
-        };
-        let _ = tell.send(Heard::ExitsRead(Box::new(reading)));
-    }
+        }))
+    });
 }
 
 /// Subscribes to the events of the daemon `report`'s look proved; none
