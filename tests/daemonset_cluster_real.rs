@@ -607,6 +607,7 @@ fn outermost(mut mounts: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
 
 /// The line the zombie's alert is proven on: waiting for its `for: 5m`
 /// takes minutes, and the rules and the DaemonSet do not differ by line.
+/// The newest: scripts/test runs this test on it in a stream of its own.
 const ALERT_LINE: Line = Line::V2_3;
 /// How long the zombie's rootfs unmount is held: past the alert's pending
 /// (a look and a scrape), its `for: 5m`, and the blind pod's rollout.
@@ -810,6 +811,15 @@ fn apply_until_ready(cluster: &Cluster, dir: &Path) -> String {
     let dir = dir.display().to_string();
     let applied = cluster.kubectl_ok(&["apply", "-k", &dir]);
     eprintln!("{TEST}: {applied}");
+    // `kubectl wait -l` fails at once while no pod matches: the DaemonSet
+    // controller makes the pod a moment after the apply (in CI, once, the
+    // wait came first and the pod was still to be scheduled).
+    let selector = "app.kubernetes.io/name=nodectl";
+    support::wait_until(Duration::from_secs(60), || {
+        cluster
+            .kubectl(&["-n", "kube-system", "get", "pod", "-l", selector, "-o", "name"])
+            .is_ok_and(|out| out.status.success() && !out.stdout.trim_ascii().is_empty())
+    });
     let ready = cluster
         .kubectl(&[
             "-n",

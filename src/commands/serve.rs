@@ -297,22 +297,26 @@ impl Stream {
                 self.watched.look_now(Instant::now());
                 Some(changed)
             }
-            Ok(StreamNews::Event(event)) => {
-                // Counted without allocating but for a label's first event;
-                // the daemon names the topics, so past what is listed they
-                // are counted together.
-                let events = &mut self.metrics.events;
-                let mut topic = event.topic_label();
-                if !events.contains_key(topic) && events.len() >= prometheus::TOPICS_LISTED - 1 {
-                    topic = "other";
-                }
-                match events.get_mut(topic) {
-                    Some(count) => *count += 1,
-                    None => {
-                        events.insert(topic.to_string(), 1);
+            Ok(StreamNews::Events(batch)) => {
+                let heard = Instant::now();
+                for event in &batch {
+                    // Counted without allocating but for a label's first
+                    // event; the daemon names the topics, so past what is
+                    // listed they are counted together.
+                    let events = &mut self.metrics.events;
+                    let mut topic = event.topic_label();
+                    if !events.contains_key(topic) && events.len() >= prometheus::TOPICS_LISTED - 1
+                    {
+                        topic = "other";
                     }
+                    match events.get_mut(topic) {
+                        Some(count) => *count += 1,
+                        None => {
+                            events.insert(topic.to_string(), 1);
+                        }
+                    }
+                    self.watched.heard(event, heard);
                 }
-                self.watched.heard(&event, Instant::now());
                 Some(true)
             }
             Err(mpsc::RecvTimeoutError::Timeout) => Some(false),

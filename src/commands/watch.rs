@@ -26,7 +26,7 @@ use crate::commands::watch_state::{Change, Next, Watched};
 use crate::exit_codes::{exit, COULD_NOT_CHECK, NOTHING_FOUND};
 use crate::gather;
 use crate::inert;
-use crate::model::{ExitReading, Paths, Reads, Sample};
+use crate::model::{ExitReading, ExitsToRead, Paths, Reads, Sample};
 use crate::render::Format;
 use crate::report::Report;
 use crate::sources::events::{self, Reconnects, StreamNews};
@@ -199,9 +199,12 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                 // socket: a look proves which, and the retry uses its pid.
                 watched.look_now(Instant::now());
             }
-            Ok(Heard::Stream(StreamNews::Event(event))) => {
-                counts.events += 1;
-                watched.heard(&event, Instant::now());
+            Ok(Heard::Stream(StreamNews::Events(batch))) => {
+                counts.events += batch.len() as u64;
+                let heard = Instant::now();
+                for event in &batch {
+                    watched.heard(event, heard);
+                }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
@@ -214,9 +217,9 @@ fn run_with(global: &GlobalArgs, args: &WatchArgs, replay: Option<Replay>) -> Ex
                 looking = true;
                 start_sample(&quiet, paths, watched.sample_basis(), &tell);
             }
-            (Some(Next::ReadExits(ids)), Some(paths)) if now < next_periodic => {
+            (Some(Next::ReadExits(exits)), Some(paths)) if now < next_periodic => {
                 looking = true;
-                start_exit_reading(&quiet, paths, ids, &tell);
+                start_exit_reading(&quiet, paths, exits, &tell);
             }
             (Some(_), _) => {
                 looking = true;
@@ -295,17 +298,17 @@ fn start_sample(
     on_its_own_thread("sample", tell, work, |_| Heard::Sampled(Box::default()));
 }
 
-/// The reading of `ids`' status files and processes (see
+/// The reading of `exits`' status files and processes (see
 /// `gather::read_exits`).
 fn start_exit_reading(
     global: &GlobalArgs,
     paths: &Paths,
-    ids: Vec<String>,
+    exits: ExitsToRead,
     tell: &mpsc::Sender<Heard>,
 ) {
     let options = global.gather_options(Reads::NOTHING);
     let paths = paths.clone();
-    let work = move || Heard::ExitsRead(Box::new(gather::read_exits(&paths, &options, &ids)));
+    let work = move || Heard::ExitsRead(Box::new(gather::read_exits(&paths, &options, &exits)));
     // Not read: a look tells instead.
     on_its_own_thread("exits", tell, work, |err| {
         Heard::ExitsRead(Box::new(ExitReading {

@@ -36,11 +36,14 @@
 //! constant time.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::checks::registry::CHECKS;
 use crate::commands::flight_recorder::{Recorder, SAMPLE_EVERY};
-use crate::model::{Event, ExitReading, Finding, Kind, Observation, Sample, SampleBasis};
+use crate::model::{
+    Event, ExitReading, ExitsToRead, Finding, Kind, Observation, Sample, SampleBasis,
+};
 use crate::report::Report;
 
 /// CRI's exit handler's deadline for `task.Delete` (10 s from when CRI
@@ -58,6 +61,9 @@ pub const LOOK_SHARE: u32 = 50;
 /// Exits heard within this of each other share one reading of their
 /// status files.
 pub const EXIT_READS_EVERY: Duration = Duration::from_secs(1);
+/// Spans of exits not held one by one, kept at most (past this the last
+/// grows: its reading comes later, never sooner than its exits allow).
+pub const NOT_HELD_SPANS: usize = 64;
 
 /// When to look after `event`, from when it was heard.
 pub fn looks_after(event: &Event) -> Vec<Duration> {
@@ -116,8 +122,9 @@ pub enum Next {
     Look,
     Sample,
     /// The status files of these containers, whose init exit was heard
-    /// over [`EXIT_HANDLED_WITHIN`] ago (see [`Watched::reading_exits`]).
-    ReadExits(Vec<String>),
+    /// over [`EXIT_HANDLED_WITHIN`] ago, or of every one (see
+    /// [`Watched::reading_exits`]).
+    ReadExits(ExitsToRead),
 }
 
 /// A finding as `watch` tells it.
@@ -162,8 +169,16 @@ pub struct Watched {
     /// (and a look only when that finds a zombie) rather than a look.
     reads_exits: bool,
     /// Init exits heard and not yet read, oldest first (at most
-    /// [`HELD_EVENTS`]: past that an exit calls for a look, paced).
+    /// [`HELD_EVENTS`]).
     to_read: VecDeque<(String, Instant)>,
+    /// When init exits were heard that did not fit in `to_read`, as
+    /// (first, last) of each [`EXIT_READS_EVERY`], oldest first (at most
+    /// [`NOT_HELD_SPANS`]): a reading of the whole store is due once the
+    /// last of one had its [`EXIT_HANDLED_WITHIN`], and covers every exit
+    /// heard that long before it.
+    not_held: VecDeque<(Instant, Instant)>,
+    /// The containers the last reading of the whole store read as exited.
+    exited: Arc<BTreeSet<String>>,
     /// When the last reading of exits was taken.
     exits_read_at: Option<Instant>,
     /// The wait before the last look that was called to prove the daemon
@@ -246,8 +261,19 @@ impl Watched {
             if let Some(id) = &event.container_id {
                 if self.to_read.len() < HELD_EVENTS {
                     self.to_read.push_back((id.clone(), now));
-                    return;
+                } else {
+                    // A flood: read as part of the whole store, not looked
+                    // at (issue 46 measured a look every few seconds under
+                    // 5,000 forged exits a second, a quarter of the cost).
+                    let full = self.not_held.len() == NOT_HELD_SPANS;
+                    match self.not_held.back_mut() {
+                        Some((first, last)) if full || now < *first + EXIT_READS_EVERY => {
+                            *last = now
+                        }
+                        _ => self.not_held.push_back((now, now)),
+                    }
                 }
+                return;
             }
         }
         for after in looks_after(event) {
@@ -278,16 +304,37 @@ impl Watched {
 
     /// When the oldest exit not yet read is due for its reading.
     fn exits_read_due(&self) -> Option<Instant> {
-        let (_, heard) = self.to_read.front()?;
-        let due = *heard + EXIT_HANDLED_WITHIN;
+        let held = self.to_read.front().map(|(_, heard)| *heard);
+        let not_held = self.not_held.front().map(|(_, last)| *last);
+        let due = held.into_iter().chain(not_held).min()? + EXIT_HANDLED_WITHIN;
         Some(
             self.exits_read_at
                 .map_or(due, |last| due.max(last + EXIT_READS_EVERY)),
         )
     }
 
-    /// The exits heard long enough before `now` to be read, taken.
-    fn take_exits(&mut self, now: Instant) -> Vec<String> {
+    /// The exits heard long enough before `now` to be read, taken: every
+    /// container's once one that was not held is due.
+    fn take_exits(&mut self, now: Instant) -> ExitsToRead {
+        let mut every = false;
+        while let Some((_, last)) = self.not_held.front() {
+            if *last + EXIT_HANDLED_WITHIN > now {
+                break;
+            }
+            self.not_held.pop_front();
+            every = true;
+        }
+        let ids = self.take_held(now);
+        match every {
+            true => ExitsToRead::All {
+                exited: self.exited.clone(),
+            },
+            false => ExitsToRead::These(ids),
+        }
+    }
+
+    /// The held exits heard long enough before `now` to be read, taken.
+    fn take_held(&mut self, now: Instant) -> Vec<String> {
         let mut ids = BTreeSet::new();
         while let Some((id, heard)) = self.to_read.front() {
             if *heard + EXIT_HANDLED_WITHIN > now {
@@ -361,15 +408,24 @@ impl Watched {
     /// told nor sampled, calls for a look at once; a reading that could
     /// not tell calls for one as an exit did before (paced).
     pub fn exits_read(&mut self, reading: &ExitReading, now: Instant) {
+        // Told, sampled, or an exit CRI's handler is still at work on (a
+        // reading of the whole store sees those too).
         let known = |id: &String| {
             self.open.contains_key(&(Kind::Zombie, id.clone()))
                 || self.sampling.zombies.iter().any(|z| &z.container.id == id)
+                || self
+                    .exits
+                    .get(id)
+                    .is_some_and(|heard| now.duration_since(*heard) < EXIT_HANDLED_WITHIN)
         };
         if reading.dead.iter().any(|id| !known(id)) {
             self.look_unpaced = Some(now);
         }
         if reading.unsure.is_some() {
             self.due.insert(now);
+        }
+        if let Some(exited) = &reading.exited {
+            self.exited = Arc::new(exited.clone());
         }
     }
 
@@ -665,7 +721,10 @@ mod tests {
         let at = heard + EXIT_HANDLED_WITHIN + Duration::from_millis(600);
         assert_eq!(
             watched.take_due(at),
-            Some(Next::ReadExits(vec!["c1".into(), "c2".into()]))
+            Some(Next::ReadExits(ExitsToRead::These(vec![
+                "c1".into(),
+                "c2".into()
+            ])))
         );
         assert_eq!(watched.next_look(), None, "no look: nothing found yet");
         // CRI recorded both exits: no look at all.
@@ -677,7 +736,7 @@ mod tests {
         let read_at = at + EXIT_HANDLED_WITHIN;
         assert_eq!(
             watched.take_due(read_at),
-            Some(Next::ReadExits(vec!["c4".into()]))
+            Some(Next::ReadExits(ExitsToRead::These(vec!["c4".into()])))
         );
         let zombie = ExitReading {
             dead: vec!["c4".into()],
@@ -701,7 +760,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flood_of_forged_exits_is_read_not_looked_at_and_past_the_cap_looked_at_paced() {
+    fn a_flood_of_forged_exits_is_read_not_looked_at_and_past_the_cap_read_with_the_whole_store() {
         let mut watched = reading();
         let start = Instant::now();
         // 1,000 forged exits a second for 3 s: each second's share one
@@ -716,7 +775,7 @@ mod tests {
         while let Some(at) = watched.next_look() {
             now = at;
             match watched.take_due(now) {
-                Some(Next::ReadExits(ids)) => readings.push(ids.len()),
+                Some(Next::ReadExits(ExitsToRead::These(ids))) => readings.push(ids.len()),
                 other => panic!("{other:?} at {:?}", now - start),
             }
             watched.exits_read(&ExitReading::default(), now);
@@ -724,18 +783,43 @@ mod tests {
         assert_eq!(readings.iter().sum::<usize>(), 3_000);
         assert!(readings.len() <= 4, "{readings:?}");
         assert!(now - start < EXIT_HANDLED_WITHIN + Duration::from_secs(4));
-        // Past the cap, an exit calls for a look as before (paced).
-        for i in 0..HELD_EVENTS + 1 {
-            watched.heard(&init_exit(&format!("more-{i}")), now);
+        // Past the cap (a flood of 2 s), the exits not held are read with
+        // the whole store once the last of each second's had its handler's
+        // time: no look, and the held ones are read with them.
+        for i in 0..2 * HELD_EVENTS {
+            let heard = now + Duration::from_micros(500) * i as u32;
+            watched.heard(&init_exit(&format!("more-{i}")), heard);
         }
+        let last = now + Duration::from_micros(500) * (2 * HELD_EVENTS - 1) as u32;
         assert_eq!(watched.to_read.len(), HELD_EVENTS);
-        assert_eq!(watched.look_at(), Some(now + EXIT_HANDLED_WITHIN));
-        // That look takes the exits due by then too.
-        assert_eq!(
-            watched.take_due(now + EXIT_HANDLED_WITHIN),
-            Some(Next::Look)
-        );
-        assert!(watched.to_read.is_empty());
+        // Some 2.05 s of exits not held: three spans of at most a second.
+        let spans = watched.not_held.len();
+        assert_eq!(spans, 3, "{:?}", watched.not_held);
+        assert_eq!(watched.look_at(), None);
+        let first_span_read = watched.not_held[0].1 + EXIT_HANDLED_WITHIN;
+        match watched.take_due(first_span_read - Duration::from_millis(1)) {
+            Some(Next::ReadExits(ExitsToRead::These(ids))) => assert_eq!(ids.len(), HELD_EVENTS),
+            other => panic!(
+                "not the held exits' reading: {:?}",
+                other.map(|_| "another")
+            ),
+        }
+        watched.exits_read(&ExitReading::default(), first_span_read);
+        let mut whole = Vec::new();
+        while let Some(at) = watched.next_look() {
+            assert!(watched.look_at().is_none(), "a look was called");
+            match watched.take_due(at) {
+                Some(Next::ReadExits(ExitsToRead::All { .. })) => whole.push(at),
+                other => panic!("{other:?}"),
+            }
+            watched.exits_read(&ExitReading::default(), at);
+        }
+        // At most one reading of the store a second of flood, the last
+        // once the last exit had its time, never before.
+        assert!(!whole.is_empty() && whole.len() <= spans, "{whole:?}");
+        assert!(*whole.last().unwrap() >= last + EXIT_HANDLED_WITHIN);
+        assert!(*whole.last().unwrap() < last + EXIT_HANDLED_WITHIN + EXIT_READS_EVERY);
+        assert!(watched.not_held.is_empty() && watched.to_read.is_empty());
     }
 
     #[test]

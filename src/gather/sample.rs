@@ -13,15 +13,15 @@
 //! Their gaps say why they could not tell; they are no findings (a look
 //! makes those).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Instant;
 
 use super::{now_nanos, GatherOptions, DEADLINE_GRACE};
 use crate::checks::zombie;
 use crate::model::{
-    CriContainer, CriState, ExitReading, Gap, Mount, Observation, Paths, Sample, SampleBasis, Shim,
-    Snapshot, Source, ThreadSample,
+    CriContainer, CriState, ExitReading, ExitsToRead, Gap, Observation, Paths, Sample, SampleBasis,
+    Shim, Snapshot, Source, ThreadSample,
 };
 use crate::sources::{cri_store, mountinfo, node, proc_scan, SourceThread};
 
@@ -65,22 +65,22 @@ pub fn sample(paths: &Paths, options: &GatherOptions, basis: &SampleBasis) -> Sa
     // below the state directory as the look spells it.
     let (table, state) = (options.mount_table(paths), paths.state.path.clone());
     let mounts = SourceThread::spawn(Source::Mountinfo, &table.clone(), move |gaps| {
-        mountinfo::read(&table, &[state.as_path()], gaps)
+        mountinfo::points_below(&table, &[state.as_path()], gaps)
     });
     let records = records.wait(deadline, started, &mut gaps);
     let procfs = processes.wait(deadline, started, &mut gaps);
     let mounts = mounts.wait(deadline, started, &mut gaps);
+    // The store read whole: a record missing from it is gone. Unread (not
+    // in time, or a file that could not be read), a missing record says
+    // nothing: on a stalled disk every sample would otherwise call a look,
+    // one every five seconds, each reading the whole node.
+    let store_read = records.is_some() && !gaps.iter().any(|g| g.source == cri_store::SOURCE);
     let records: HashMap<&str, _> = records
         .iter()
         .flatten()
         .map(|c| (c.id.as_str(), c))
         .collect();
-    let mounted: Option<BTreeSet<PathBuf>> = mounts.map(|mounts: Vec<Mount>| {
-        mounts
-            .iter()
-            .map(|m| m.path_as_given().to_path_buf())
-            .collect()
-    });
+    let mounted: Option<HashSet<PathBuf>> = mounts.map(|points| points.into_iter().collect());
     let (scan, context) = match procfs {
         Some((scan, context)) => (Some(scan), Some(context)),
         None => (None, None),
@@ -92,10 +92,19 @@ pub fn sample(paths: &Paths, options: &GatherOptions, basis: &SampleBasis) -> Sa
     };
     for zombie in &basis.zombies {
         let id = &zombie.container.id;
-        // Changed or gone (or unread): a look tells what became of it.
-        if records.get(id.as_str()) != Some(&&zombie.container) {
-            taken.changed.push(id.clone());
-            continue;
+        // Changed or gone: a look tells what became of it. Unread: the
+        // rest is still sampled, and the paced looks tell.
+        match records.get(id.as_str()) {
+            Some(record) if *record == &zombie.container => {}
+            Some(_) => {
+                taken.changed.push(id.clone());
+                continue;
+            }
+            None if store_read => {
+                taken.changed.push(id.clone());
+                continue;
+            }
+            None => {}
         }
         // The look's shim only while it is the same process.
         let shim: Option<&Shim> = zombie.shim.and_then(|key| {
@@ -125,36 +134,50 @@ pub fn sample(paths: &Paths, options: &GatherOptions, basis: &SampleBasis) -> Sa
     taken
 }
 
-/// The status files of `ids`, containers whose init exit was heard, and
-/// the processes of those CRI still says run: which are dead (zombies, for
-/// a look to tell), judged as the zombie check judges. A container with no
-/// status file (a sandbox, a container removed since, an id no store
-/// holds: a forged event) is no zombie. Within the look's deadline.
-pub fn read_exits(paths: &Paths, options: &GatherOptions, ids: &[String]) -> ExitReading {
+/// The status files of `exits` (containers whose init exit was heard, or
+/// the whole store), and the processes of those CRI still says run: which
+/// are dead (zombies, for a look to tell), judged as the zombie check
+/// judges. A container with no status file (a sandbox, a container removed
+/// since, an id no store holds: a forged event) is no zombie. Within the
+/// look's deadline.
+pub fn read_exits(paths: &Paths, options: &GatherOptions, exits: &ExitsToRead) -> ExitReading {
     let started = Instant::now();
     let deadline = started + options.timeout + DEADLINE_GRACE;
     let mut gaps = Vec::new();
     let dir = paths.cri_containers_dir();
-    let ids: BTreeSet<String> = ids.iter().cloned().collect();
+    let (these, passed_over) = match exits {
+        ExitsToRead::These(ids) => (Some(ids.iter().cloned().collect::<BTreeSet<_>>()), None),
+        ExitsToRead::All { exited } => (None, Some(exited.clone())),
+    };
     let records = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
         // One listing of the store, not a lookup per id: a daemon forging
         // thousands of exits of ids no store holds costs a listing, not
         // thousands of failed opens.
-        let listed: BTreeSet<String> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|name| ids.contains(name))
-                .collect(),
+        let wanted = |name: &String| these.as_ref().is_none_or(|ids| ids.contains(name));
+        let (mut listed, mut still_exited) = (BTreeSet::new(), BTreeSet::new());
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                for name in entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(wanted)
+                {
+                    match passed_over.as_ref().is_some_and(|ids| ids.contains(&name)) {
+                        true => still_exited.insert(name),
+                        false => listed.insert(name),
+                    };
+                }
+            }
             Err(err) => {
                 gaps.push(Gap::source(cri_store::SOURCE, &dir, err));
-                return Vec::new();
+                return (Vec::new(), still_exited);
             }
         };
         if listed.is_empty() {
-            return Vec::new();
+            return (Vec::new(), still_exited);
         }
-        cri_store::reread(&dir, None, &listed, Vec::new(), gaps)
+        let records = cri_store::reread(&dir, None, &listed, Vec::new(), gaps);
+        (records, still_exited)
     })
     .wait(deadline, started, &mut gaps);
     let unsure = |why: &str, gaps: Vec<Gap>| ExitReading {
@@ -162,18 +185,35 @@ pub fn read_exits(paths: &Paths, options: &GatherOptions, ids: &[String]) -> Exi
         gaps,
         ..ExitReading::default()
     };
-    let Some(records) = records else {
+    let Some((records, mut exited)) = records else {
         return unsure("the status files were not read in time", gaps);
     };
-    if gaps.iter().any(|g| g.source == cri_store::SOURCE) {
+    // A status file of an exit heard that could not be read: a look
+    // tells. Of the whole store, only the store itself unread does: a
+    // corrupt file of another container is the look's gap already, and a
+    // look would read it no better (on a node with one, every reading of
+    // the store called a look).
+    let whole = matches!(exits, ExitsToRead::All { .. });
+    if gaps
+        .iter()
+        .any(|g| g.source == cri_store::SOURCE && (g.source_unavailable || !whole))
+    {
         return unsure("a status file could not be read", gaps);
     }
+    exited.extend(
+        records
+            .iter()
+            .filter(|c| c.status.state() == CriState::Exited)
+            .map(|c| c.id.clone()),
+    );
+    let exited = whole.then_some(exited);
     let running: Vec<CriContainer> = records
         .into_iter()
         .filter(|c| c.status.state() == CriState::Running)
         .collect();
     if running.is_empty() {
         return ExitReading {
+            exited,
             gaps,
             ..ExitReading::default()
         };
@@ -203,6 +243,7 @@ pub fn read_exits(paths: &Paths, options: &GatherOptions, ids: &[String]) -> Exi
         .then(|| "a process could not be read".to_string());
     ExitReading {
         dead,
+        exited,
         unsure,
         gaps: looked.gaps,
     }
@@ -341,6 +382,27 @@ mod tests {
     }
 
     #[test]
+    fn a_status_file_that_cannot_be_read_calls_no_look_and_the_rest_is_sampled() {
+        let dir = tempfile::tempdir().unwrap();
+        let (paths, options) = node(dir.path());
+        status(&paths, ID, 99, false);
+        let basis = basis(&paths, STARTED);
+        // Not a file CRI wrote (as a status read that failed): unread, not
+        // changed; a stalled store must not call a look every sample.
+        let status_file = paths.cri_containers_dir().join(ID).join("status");
+        fs::remove_file(&status_file).unwrap();
+        fs::create_dir(&status_file).unwrap();
+        let taken = sample(&paths, &options, &basis);
+        assert!(taken.changed.is_empty(), "{taken:?}");
+        assert_eq!(taken.observations.len(), 1, "{taken:?}");
+        assert!(taken.observations[0].in_umount2, "{taken:?}");
+        assert!(
+            taken.gaps.iter().any(|g| g.source == cri_store::SOURCE),
+            "{taken:?}"
+        );
+    }
+
+    #[test]
     fn an_exit_is_a_zombie_to_look_at_only_when_cri_still_says_it_runs_and_its_process_is_gone() {
         let dir = tempfile::tempdir().unwrap();
         let (paths, options) = node(dir.path());
@@ -350,12 +412,59 @@ mod tests {
         status(&paths, "alive", 50, false);
         status(&paths, "recorded", 0, true);
         let ids = ["dead", "alive", "recorded", "forged"].map(String::from);
-        let reading = read_exits(&paths, &options, &ids);
+        let ids = ids.to_vec();
+        let reading = read_exits(&paths, &options, &ExitsToRead::These(ids.clone()));
         assert_eq!(reading.dead, ["dead"], "{reading:?}");
+        // The whole store: the same.
+        let reading = read_exits(
+            &paths,
+            &options,
+            &ExitsToRead::All {
+                exited: Default::default(),
+            },
+        );
+        assert_eq!(reading.dead, ["dead"], "{reading:?}");
+        // A corrupt status file: unsure when its exit was heard; in the
+        // whole store, a gap, and the rest is judged.
+        let corrupt = paths.cri_containers_dir().join("corrupt");
+        fs::create_dir_all(&corrupt).unwrap();
+        fs::write(corrupt.join("status"), "{not json").unwrap();
+        let reading = read_exits(
+            &paths,
+            &options,
+            &ExitsToRead::These(vec!["corrupt".into()]),
+        );
+        assert!(reading.unsure.is_some(), "{reading:?}");
+        let reading = read_exits(
+            &paths,
+            &options,
+            &ExitsToRead::All {
+                exited: Default::default(),
+            },
+        );
+        assert_eq!(
+            (reading.dead.as_slice(), &reading.unsure),
+            (["dead".to_string()].as_slice(), &None),
+            "{reading:?}"
+        );
+        assert!(!reading.gaps.is_empty(), "{reading:?}");
+        fs::remove_dir_all(&corrupt).unwrap();
+        // What it read as exited, the next reading of the store passes
+        // over (an exited container never runs again), and still names.
+        let exited = reading.exited.clone().unwrap();
+        assert_eq!(exited, BTreeSet::from(["recorded".to_string()]));
+        status(&paths, "recorded", 98, false);
+        let all = ExitsToRead::All {
+            exited: std::sync::Arc::new(exited.clone()),
+        };
+        let reading = read_exits(&paths, &options, &all);
+        assert_eq!(reading.dead, ["dead"], "{reading:?}");
+        assert_eq!(reading.exited, Some(exited));
+        status(&paths, "recorded", 0, true);
         assert_eq!(reading.unsure, None, "{reading:?}");
         // Only ids no store holds (a daemon forging exits): nothing to read.
         let forged: Vec<String> = (0..100).map(|n| format!("forged-{n}")).collect();
-        let reading = read_exits(&paths, &options, &forged);
+        let reading = read_exits(&paths, &options, &ExitsToRead::These(forged));
         assert!(
             reading.dead.is_empty() && reading.unsure.is_none(),
             "{reading:?}"
@@ -363,7 +472,7 @@ mod tests {
         // CRI's store unreadable: unsure, a look tells.
         let mut elsewhere = paths.clone();
         elsewhere.root.path = dir.path().join("nowhere");
-        let reading = read_exits(&elsewhere, &options, &ids);
+        let reading = read_exits(&elsewhere, &options, &ExitsToRead::These(ids));
         assert!(reading.unsure.is_some(), "{reading:?}");
     }
 }

@@ -62,7 +62,9 @@ pub use paths::{
 };
 pub use reads::{Ask, Reads};
 pub use recording::{RecorderFile, Recording};
-pub use sample::{ExitReading, Observation, ProcessKey, Sample, SampleBasis, ZombieTarget};
+pub use sample::{
+    ExitReading, ExitsToRead, Observation, ProcessKey, Sample, SampleBasis, ZombieTarget,
+};
 pub use shim::{FileId, Identity, NamespaceIds, ProofReference, Shim, ShimProof, ThreadSample};
 pub use shim_row::ShimRow;
 pub use snapshot::*;

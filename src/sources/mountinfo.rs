@@ -239,18 +239,7 @@ fn mounts_below(
     infos
         .into_iter()
         .filter_map(|m| {
-            // The nearest spelling: a directory may lie below another.
-            let spelling = spellings
-                .iter()
-                .filter(|s| m.mount_point.starts_with(&s.in_table))
-                .max_by_key(|s| s.in_table.components().count())?;
-            let as_given = (spelling.in_table != spelling.given).then(|| {
-                let rest = m
-                    .mount_point
-                    .strip_prefix(&spelling.in_table)
-                    .unwrap_or(Path::new(""));
-                join_below(spelling.given, rest)
-            });
+            let as_given = as_given(spellings, &m.mount_point)?;
             let mut options: Vec<String> = m
                 .mount_options
                 .iter()
@@ -269,6 +258,49 @@ fn mounts_below(
                 source: m.mount_source,
                 options,
             })
+        })
+        .collect()
+}
+
+/// Where `mount_point` is below one of `spellings`: `None` when below
+/// none, `Some(None)` when below one as given, `Some(Some(path))` below
+/// another spelling, `path` being it below the directory as given.
+fn as_given(spellings: &[Spelling], mount_point: &Path) -> Option<Option<PathBuf>> {
+    // The nearest spelling: a directory may lie below another.
+    let spelling = spellings
+        .iter()
+        .filter(|s| mount_point.starts_with(&s.in_table))
+        .max_by_key(|s| s.in_table.components().count())?;
+    Some((spelling.in_table != spelling.given).then(|| {
+        let rest = mount_point
+            .strip_prefix(&spelling.in_table)
+            .unwrap_or(Path::new(""));
+        join_below(spelling.given, rest)
+    }))
+}
+
+/// The mount points below `dirs` in `mountinfo`, each as it is below the
+/// directory given ([`Mount::path_as_given`]): [`read`]'s mounts without
+/// the rest of each line (source, type, options), for `watch`'s sample,
+/// which asks only whether a rootfs is still mounted. Parsing the options
+/// of a thousand containerd mounts every five seconds was most of what a
+/// sample cost.
+///
+/// [`Mount::path_as_given`]: crate::model::Mount::path_as_given
+pub fn points_below(mountinfo: &Path, dirs: &[&Path], gaps: &mut Vec<Gap>) -> Vec<PathBuf> {
+    let Some(text) = table_text(mountinfo, gaps) else {
+        return Vec::new();
+    };
+    let spellings = spellings(&text, dirs);
+    let prefixes: Vec<String> = spellings.iter().map(|s| escape(&s.in_table)).collect();
+    lines_naming(&text, &prefixes)
+        .filter(|line| mount_point_under(line, &prefixes))
+        .filter_map(|line| {
+            let point = unescape(line.split(' ').nth(4)?.as_bytes());
+            match as_given(&spellings, &point)? {
+                Some(given) => Some(given),
+                None => Some(point),
+            }
         })
         .collect()
 }
@@ -416,7 +448,17 @@ mod tests {
         let mut gaps = Vec::new();
         let mounts = read(&path, &[Path::new(under)], &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
+        same_points(&path, Path::new(under), &mounts);
         mounts
+    }
+
+    /// `points_below` names the mounts `read` finds, each as given.
+    fn same_points(mountinfo: &Path, dir: &Path, mounts: &[Mount]) {
+        let mut gaps = Vec::new();
+        let points = points_below(mountinfo, &[dir], &mut gaps);
+        assert!(gaps.is_empty(), "{gaps:?}");
+        let read: Vec<&Path> = mounts.iter().map(Mount::path_as_given).collect();
+        assert_eq!(points, read, "points_below and read differ");
     }
 
     #[test]
@@ -479,6 +521,7 @@ mod tests {
         let mut gaps = Vec::new();
         let mounts = read(mountinfo, &[dir], &mut gaps);
         assert!(gaps.is_empty(), "{gaps:?}");
+        same_points(mountinfo, dir, &mounts);
         mounts
             .into_iter()
             .map(|m| (m.path_as_given().to_path_buf(), m.mount_point))

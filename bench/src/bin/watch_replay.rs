@@ -147,7 +147,7 @@ fn nth_event(ids: &[String], forged: bool, n: u64) -> Event {
 }
 
 /// Replays `rate` events a second until `watch` ends, told as the stream
-/// tells them: every `batch`, what arrived meanwhile (the stream reads at
+/// tells them: every `batch`, what arrived meanwhile in one batch (the stream reads at
 /// most every `events::READ_EVERY`), or one at a time with a `batch` of 0.
 fn replay(ids: Vec<String>, rate: u32, forged: bool, batch: Duration) -> watch::Replay {
     Box::new(move |tell: Teller| {
@@ -155,17 +155,22 @@ fn replay(ids: Vec<String>, rate: u32, forged: bool, batch: Duration) -> watch::
             return;
         }
         let every = Duration::from_secs(1) / rate.max(1);
+        // What a batch holds at this rate, made room for at once.
+        let due_per_batch = (batch.as_nanos() / every.as_nanos().max(1) + 1)
+            .min(events::BATCH_MOST as u128) as usize;
         let start = Instant::now();
         let mut n = 0u64;
         loop {
-            // Every event due by now, at once.
-            let mut told = false;
-            while start + every * (n as u32) <= Instant::now() || !told {
-                if !tell(StreamNews::Event(nth_event(&ids, forged, n))) {
-                    return;
-                }
+            // Every event due by now, as one batch (at most the stream's).
+            let mut told = Vec::with_capacity(due_per_batch);
+            while (start + every * (n as u32) <= Instant::now() || told.is_empty())
+                && told.len() < events::BATCH_MOST
+            {
+                told.push(nth_event(&ids, forged, n));
                 n += 1;
-                told = true;
+            }
+            if !tell(StreamNews::Events(told)) {
+                return;
             }
             let next = (start + every * (n as u32)).max(Instant::now() + batch);
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
