@@ -817,7 +817,16 @@ fn apply_until_ready(cluster: &Cluster, dir: &Path) -> String {
     let selector = "app.kubernetes.io/name=nodectl";
     support::wait_until(Duration::from_secs(60), || {
         cluster
-            .kubectl(&["-n", "kube-system", "get", "pod", "-l", selector, "-o", "name"])
+            .kubectl(&[
+                "-n",
+                "kube-system",
+                "get",
+                "pod",
+                "-l",
+                selector,
+                "-o",
+                "name",
+            ])
             .is_ok_and(|out| out.status.success() && !out.stdout.trim_ascii().is_empty())
     });
     let ready = cluster
