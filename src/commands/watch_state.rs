@@ -467,6 +467,17 @@ impl Watched {
             .collect();
         for key in gone {
             if let Some(finding) = self.open.remove(&key) {
+                // A zombie cleared by a look that saw its task deleted and
+                // then, in its second look, CRI's record of the exit tells
+                // no late exit (it judged the first): the next look does,
+                // unless this one told it.
+                // Due shortly, not paced and not left to an event: on 2.3.4
+                // the clearing look took every look the task's delete had
+                // called for, and the late exit waited for `--interval`.
+                if key.0 == Kind::Zombie && !seen.contains_key(&(Kind::LateExit, key.1.clone())) {
+                    let soon = now + SHORTLY;
+                    self.look_unpaced = Some(self.look_unpaced.map_or(soon, |at| at.min(soon)));
+                }
                 changes.push(Change::Cleared(finding));
             }
         }
@@ -820,6 +831,27 @@ mod tests {
         assert!(*whole.last().unwrap() >= last + EXIT_HANDLED_WITHIN);
         assert!(*whole.last().unwrap() < last + EXIT_HANDLED_WITHIN + EXIT_READS_EVERY);
         assert!(watched.not_held.is_empty() && watched.to_read.is_empty());
+    }
+
+    #[test]
+    fn a_cleared_zombie_calls_for_a_look_shortly_however_dear_the_last_one() {
+        let mut watched = heeding();
+        let now = Instant::now();
+        watched.update(&report(vec![finding(Kind::Zombie, "c1")], vec![]), now);
+        assert_eq!(watched.next_look(), None);
+        // A dear look (paced 50 s) clears it: the next is due shortly.
+        watched.looked(Duration::from_secs(1), now);
+        let cleared = watched.update(&report(vec![], vec![]), now);
+        assert!(
+            matches!(cleared.as_slice(), [Change::Cleared(_)]),
+            "{cleared:?}"
+        );
+        assert_eq!(watched.next_look(), Some(now + SHORTLY));
+        assert_eq!(watched.take_due(now + SHORTLY), Some(Next::Look));
+        // Another kind cleared calls for none.
+        watched.update(&report(vec![finding(Kind::LeakedShim, "s1")], vec![]), now);
+        watched.update(&report(vec![], vec![]), now);
+        assert_eq!(watched.next_look(), None);
     }
 
     #[test]
