@@ -16,7 +16,8 @@
 //! first pod was lost (3.5 to 9.3 s in, after 0 to 8 recorded exits);
 //! twice of a later pod (33 and 46 s in, after 31 and 86 exits); once,
 //! before the pods came in generations (one pod restarting its
-//! containers), only after 357 exits (187 s). [`AFFECTED_BOUND`] leaves room for that.
+//! containers), only after 357 exits (187 s). [`AFFECTED_BOUND`] leaves
+//! room for that, and for the slower race of a later machine.
 //!
 //! On a release that carries the bug (1.7.14 to 1.7.21) nodectl must call
 //! that container a zombie with the advisory and the race's cause (`check`
@@ -55,8 +56,11 @@ const GENERATION: Duration = Duration::from_secs(10);
 /// under a second on a quiet machine, some seconds on a loaded one).
 const LOST_AFTER: Duration = Duration::from_secs(15);
 /// How long the churn runs at most on an affected release, waiting for a
-/// lost exit.
-const AFFECTED_BOUND: Duration = Duration::from_secs(240);
+/// lost exit. 240 s was enough in the 13 runs counted above, but on a later
+/// machine the race came slower: in two CI runs on 1.7.21 one kubelet
+/// release of the two lost no exit in 240 s (23 pods, 605 and 640 exits)
+/// while the other lost one. Only a run that loses none waits this long.
+const AFFECTED_BOUND: Duration = Duration::from_secs(480);
 /// How long it runs on any other release.
 const CLEAN_CHURN: Duration = Duration::from_secs(45);
 /// `zombies --settle` in the churn: CRI's record of a normal exit can
