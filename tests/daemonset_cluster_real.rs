@@ -814,20 +814,8 @@ fn apply_until_ready(cluster: &Cluster, dir: &Path) -> String {
     // `kubectl wait -l` fails at once while no pod matches: the DaemonSet
     // controller makes the pod a moment after the apply (in CI, once, the
     // wait came first and the pod was still to be scheduled).
-    let selector = "app.kubernetes.io/name=nodectl";
     support::wait_until(Duration::from_secs(60), || {
-        cluster
-            .kubectl(&[
-                "-n",
-                "kube-system",
-                "get",
-                "pod",
-                "-l",
-                selector,
-                "-o",
-                "name",
-            ])
-            .is_ok_and(|out| out.status.success() && !out.stdout.trim_ascii().is_empty())
+        nodectl_pods(cluster).is_some_and(|names| !names.trim_ascii().is_empty())
     });
     let ready = cluster
         .kubectl(&[
@@ -861,23 +849,30 @@ fn apply_until_ready(cluster: &Cluster, dir: &Path) -> String {
     applied
 }
 
+/// The names of the DaemonSet's pods (`kubectl get pod -o name`), when
+/// kubectl answered.
+fn nodectl_pods(cluster: &Cluster) -> Option<Vec<u8>> {
+    let out = cluster
+        .kubectl(&[
+            "-n",
+            "kube-system",
+            "get",
+            "pod",
+            "-l",
+            "app.kubernetes.io/name=nodectl",
+            "-o",
+            "name",
+        ])
+        .ok()?;
+    out.status.success().then_some(out.stdout)
+}
+
 /// `kubectl delete -k dir`, and waits until its pod is gone.
 fn delete(cluster: &Cluster, dir: &Path) {
     let dir = dir.display().to_string();
     cluster.kubectl_ok(&["delete", "-k", &dir, "--wait=true", "--timeout=60s"]);
     let gone = support::wait_until(Duration::from_secs(60), || {
-        cluster
-            .kubectl(&[
-                "-n",
-                "kube-system",
-                "get",
-                "pod",
-                "-l",
-                "app.kubernetes.io/name=nodectl",
-                "-o",
-                "name",
-            ])
-            .is_ok_and(|out| out.status.success() && out.stdout.is_empty())
+        nodectl_pods(cluster).is_some_and(|names| names.is_empty())
     });
     assert!(gone, "{TEST}: the DaemonSet's pod outlived its DaemonSet");
 }

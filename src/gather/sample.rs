@@ -94,17 +94,13 @@ pub fn sample(paths: &Paths, options: &GatherOptions, basis: &SampleBasis) -> Sa
         let id = &zombie.container.id;
         // Changed or gone: a look tells what became of it. Unread: the
         // rest is still sampled, and the paced looks tell.
-        match records.get(id.as_str()) {
-            Some(record) if *record == &zombie.container => {}
-            Some(_) => {
-                taken.changed.push(id.clone());
-                continue;
-            }
-            None if store_read => {
-                taken.changed.push(id.clone());
-                continue;
-            }
-            None => {}
+        let changed = match records.get(id.as_str()) {
+            Some(record) => *record != &zombie.container,
+            None => store_read,
+        };
+        if changed {
+            taken.changed.push(id.clone());
+            continue;
         }
         // The look's shim only while it is the same process.
         let shim: Option<&Shim> = zombie.shim.and_then(|key| {
