@@ -22,7 +22,7 @@ use crate::sources::{
     containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, proc_scan, shim_proof,
 };
 pub use sample::{read_exits, sample};
-use settle::{settle_cni, settle_config_by_line, settle_cri_store};
+use settle::{settle_cni, settle_config_by_line, settle_cri_store, settle_untied};
 
 /// How long a command that asks no API waits for the version recorded in
 /// the containerd binary (read as data, see daemon_version).
@@ -186,6 +186,15 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         containerd_version.version.as_deref(),
         (deadline, started),
         &mut gaps,
+    );
+    let mut paths = paths;
+    let mut cri_containers = cri_containers;
+    settle_untied(cri.as_ref(), &mut paths, &options.proc_root, &mut gaps).apply(
+        &paths.state.path,
+        &mut cri_containers,
+        &mut files.cri_sandboxes,
+        &mut files.bundles,
+        &mut files.mounts,
     );
     settle_cri_store(cri.as_ref(), &paths, &mut gaps);
     settle_config_by_line(&paths, containerd_version.version.as_deref(), &mut gaps);

@@ -147,6 +147,7 @@ fn resolve_with(
         note: None,
         other_containerds: Vec::new(),
         unproven: Vec::new(),
+        untied: Vec::new(),
         snapshotter: file.as_ref().and_then(|c| c.snapshotter.clone()),
         cni_conf_dir: file.as_ref().and_then(|c| c.cni_conf_dir.clone()),
         cni_max_conf_num: file.as_ref().and_then(|c| c.cni_max_conf_num),

@@ -2,9 +2,9 @@
 //! bed's config is split as a node's often is (`imports = ["conf.d/*.toml"]`
 //! in the main file, root, state and CRI's section in a drop-in: see
 //! `config_toml` in tests/support/testbed.rs). nodectl given only the socket
-//! must find the daemon's real state through the drop-in, and a config
-//! edited after containerd started must not hand it another root as the
-//! daemon's own.
+//! must find the daemon's real state through the drop-in, a config edited
+//! after containerd started must not hand it another root as the daemon's
+//! own, and nothing in a state the daemon never used is judged.
 
 mod support;
 
@@ -121,24 +121,104 @@ async fn a_config_edited_after_start_gives_no_other_root_as_the_daemon_s() {
         "{paths}"
     );
     // The state: 2.3 holds its mount manager's database there, tying it;
-    // 1.6 to 2.2 hold nothing there, and the edited config cannot: read,
-    // never acted on.
-    let unproven: Vec<&str> = paths["unproven"]
+    // 1.6 to 2.2 hold nothing there, and the edited config cannot. CRI's
+    // own word (its Status' config, which `check` asks) names the state
+    // the daemon runs on: judged, and acted on.
+    assert_eq!(paths["unproven"], serde_json::json!([]), "{paths}");
+    assert_eq!(paths.get("untied"), None, "{paths}");
+    let by_cri = format!(
+        "state {} is containerd pid {}'s by CRI's own word",
+        bed.state().display(),
+        bed.containerd_pid()
+    );
+    match bed.line() {
+        Line::V2_3 => assert!(!note.contains(&by_cri), "{paths}"),
+        _ => assert!(note.contains(&by_cri), "{paths}"),
+    }
+    assert!(
+        !doc["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|gap| gap["source"] == "bundles"),
+        "{doc}"
+    );
+
+    // Without CRI's word (leaked-mounts does not ask it), 1.6 to 2.2's
+    // state is not judged: a gap of the bundles naming it, never "none".
+    let (output, doc) = nodectl_by_socket(&bed, &["leaked-mounts", "-o", "json"]);
+    let gaps: Vec<&Value> = doc["gaps"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(Value::as_str)
+        .filter(|gap| gap["source"] == "bundles")
         .collect();
     match bed.line() {
-        Line::V2_3 => assert!(unproven.is_empty(), "{paths}"),
+        Line::V2_3 => assert!(gaps.is_empty(), "{doc}"),
         _ => {
-            assert_eq!(unproven.len(), 1, "{paths}");
-            assert!(
-                unproven[0].starts_with(&format!("state {}", bed.state().display())),
-                "{paths}"
-            );
+            assert_eq!(gaps.len(), 1, "{doc}");
+            assert_eq!(gaps[0]["path"], bed.state().display().to_string(), "{doc}");
+            let error = gaps[0]["error"].as_str().unwrap();
+            assert!(error.contains("was not asked"), "{error}");
+            assert_eq!(output.status.code(), Some(2), "{doc}");
         }
     }
+}
+
+/// A state containerd never used (`--state` given wrong; a config edited
+/// since it started, or read by another line's rules, names one too): a
+/// stale bundle and its rootfs mount there are nobody's known to be
+/// containerd's. Judged, they were an `orphan-bundle` and a `leaked-mount`
+/// that `leaked-mounts --remove-bundles` would remove; now a gap that names
+/// the state CRI says the daemon runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_bundle_in_a_state_containerd_never_used_is_a_gap_not_a_finding() {
+    const TEST: &str = "a_stale_bundle_in_a_state_containerd_never_used_is_a_gap_not_a_finding";
+    let Some(bed) = TestBed::start(TEST).await else {
+        return;
+    };
+    let unknown = support::unknown_id('f');
+    let elsewhere = bed.scratch("never-used-state");
+    let rootfs = elsewhere
+        .join("io.containerd.runtime.v2.task")
+        .join(support::NAMESPACE)
+        .join(&unknown)
+        .join("rootfs");
+    fs::create_dir_all(&rootfs).unwrap();
+    support::mount_tmpfs(&rootfs);
+    let state = elsewhere.display().to_string();
+    for (args, why) in [
+        (
+            vec!["check", "-o", "json", "--state", &state],
+            format!(
+                "CRI's Status says containerd's state is {}",
+                bed.state().display()
+            ),
+        ),
+        (
+            vec!["leaked-mounts", "-o", "json", "--state", &state],
+            "was not asked".to_string(),
+        ),
+    ] {
+        let (_, doc) = nodectl_by_socket(&bed, &args);
+        let keys = support::finding_keys(&doc);
+        assert!(
+            !keys.iter().any(|(_, id)| *id == unknown),
+            "{args:?}: judged in a state containerd never used: {keys:?}"
+        );
+        assert_eq!(doc["paths"]["untied"][0]["dir"], "state", "{doc}");
+        let gap = doc["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|gap| gap["source"] == "bundles" && gap["path"] == state.as_str())
+            .unwrap_or_else(|| panic!("{args:?}: no bundles gap for {state}: {doc}"));
+        assert_eq!(gap["source_unavailable"], true, "{gap}");
+        let error = gap["error"].as_str().unwrap();
+        assert!(error.contains("is not containerd pid"), "{error}");
+        assert!(error.contains(&why), "{args:?}: {error}");
+    }
+    nix::mount::umount2(&rootfs, nix::mount::MntFlags::MNT_DETACH).unwrap();
 }
 
 /// containerd before 1.6.29 and 1.7.16 globs a relative import from its

@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedIpsArgs) -> anyhow::Result<Report> 
     }
     let pod_addresses = snapshot.cni.as_ref().map(|cni| cni.address_use());
     let networks_from = snapshot.cni.as_ref().map(|cni| cni.networks_from.clone());
-    let mut report = super::leak_report("leaked-ips", global, paths, findings, snapshot);
+    let mut report = super::leak_report("leaked-ips", global, findings, snapshot);
     report.pod_addresses = pod_addresses.unwrap_or_default();
     report.cni_networks_from = networks_from;
     report.cleanups = cleanups;

@@ -61,7 +61,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedMountsArgs) -> anyhow::Result<Repor
             regather,
         ));
     }
-    let mut report = super::leak_report("leaked-mounts", global, paths, findings, snapshot);
+    let mut report = super::leak_report("leaked-mounts", global, findings, snapshot);
     report.cleanups = cleanups;
     Ok(report)
 }

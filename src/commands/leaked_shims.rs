@@ -42,7 +42,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedShimsArgs) -> anyhow::Result<Report
         }
         kill::kill(&snapshot, args.grace, regather)
     };
-    let mut report = super::leak_report("leaked-shims", global, paths, findings, snapshot);
+    let mut report = super::leak_report("leaked-shims", global, findings, snapshot);
     report.actions = actions;
     Ok(report)
 }

@@ -48,7 +48,7 @@ pub fn run(global: &GlobalArgs, args: &LeakedSnapshotsArgs) -> anyhow::Result<Re
         };
         cleanups = remove_snapshot::run(&snapshot, &settings, args.yes, regather, remove);
     }
-    let mut report = super::leak_report("leaked-snapshots", global, paths, findings, snapshot);
+    let mut report = super::leak_report("leaked-snapshots", global, findings, snapshot);
     report.cleanups = cleanups;
     Ok(report)
 }

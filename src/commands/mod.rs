@@ -194,7 +194,7 @@ fn scan_and_clean(
         }
         None => Vec::new(),
     };
-    let mut report = leak_report(command, global, paths, findings, snapshot);
+    let mut report = leak_report(command, global, findings, snapshot);
     report.cleanups = cleanups;
     report
 }
@@ -204,12 +204,19 @@ fn scan_and_clean(
 fn leak_report(
     command: &str,
     global: &GlobalArgs,
-    paths: crate::model::Paths,
     findings: Vec<crate::model::Finding>,
     snapshot: Snapshot,
 ) -> Report {
-    Report::new(command, &global.namespace, paths, findings, snapshot.gaps)
-        .identified(snapshot.containerd_version)
+    // The look's own paths: what gather settled (the daemon found, a root
+    // or state tied by its word or left untied), not those resolved before.
+    Report::new(
+        command,
+        &global.namespace,
+        snapshot.paths,
+        findings,
+        snapshot.gaps,
+    )
+    .identified(snapshot.containerd_version)
 }
 
 /// Test-only, and only in debug builds (a release build has no such code):

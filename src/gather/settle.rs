@@ -1,10 +1,16 @@
 //! What the peers' own answers settle after the files were read: which
 //! networks CRI loaded, whether a containers directory that is not there is
-//! a gap, and which line read containerd's config.
+//! a gap, which line read containerd's config, and whether a root or state
+//! not tied to the daemon is its own after all.
 
+use std::path::Path;
 use std::time::Instant;
 
-use crate::model::{CniView, CriView, Gap, NetworksFrom, Paths, Source};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::{
+    Bundle, CniView, CriContainer, CriView, DaemonDir, Gap, Mount, NetworksFrom, Paths, Source,
+};
 use crate::peers::containerd_config::line_of;
 use crate::sources::{cni, cri_store, SourceThread};
 
@@ -97,6 +103,107 @@ pub(super) fn settle_config_by_line(paths: &Paths, version: Option<&str>, gaps: 
     }
 }
 
+/// What an untied root or state keeps from the checks (see [`settle_untied`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Withheld {
+    pub(super) root: bool,
+    pub(super) state: bool,
+}
+
+impl Withheld {
+    /// Keeps what was read under a withheld root or state from the checks:
+    /// CRI's status files and sandbox dirs under root, the bundles, CRI's
+    /// sandbox dirs and the mounts under state.
+    pub(super) fn apply(
+        &self,
+        state: &Path,
+        cri_containers: &mut Vec<CriContainer>,
+        cri_sandboxes: &mut BTreeSet<String>,
+        bundles: &mut BTreeMap<String, Bundle>,
+        mounts: &mut Vec<Mount>,
+    ) {
+        if self.root {
+            cri_containers.clear();
+        }
+        if self.root || self.state {
+            cri_sandboxes.clear();
+        }
+        if self.state {
+            bundles.clear();
+            mounts.retain(|mount| !mount.path_as_given().starts_with(state));
+        }
+    }
+}
+
+/// Settles each root or state the daemon's open files and config could not
+/// tie to it (`Paths::untied`) by its own word: CRI's `Status(verbose)`
+/// config names the root and state the running daemon has (see
+/// [`crate::peers::cri_dirs`]), compared by identity as the daemon
+/// resolves them. One it names is the daemon's: judged, and acted on if
+/// nothing else stands in the way. Any other is withheld from the checks,
+/// a gap of the source read there: findings from a directory containerd
+/// may never have used are what an action would remove (an edited config,
+/// a drop-in read by another line's rules, `--state` given wrong).
+pub(super) fn settle_untied(
+    cri: Option<&CriView>,
+    paths: &mut Paths,
+    proc_root: &Path,
+    gaps: &mut Vec<Gap>,
+) -> Withheld {
+    use crate::sources::daemon_proof::{file_id, file_id_in};
+    let mut withheld = Withheld::default();
+    let said = cri.and_then(|cri| cri.dirs.as_ref());
+    let pid = paths.process.as_ref().map(|p| p.pid);
+    for untied in std::mem::take(&mut paths.untied) {
+        let (what, source, theirs) = match untied.dir {
+            DaemonDir::Root => ("root", Source::CriStore, said.map(|d| &d.root)),
+            DaemonDir::State => ("state", Source::Bundles, said.map(|d| &d.state)),
+        };
+        let tied = match (theirs, pid) {
+            (Some(theirs), Some(pid)) => {
+                match (file_id(&untied.path), file_id_in(proc_root, pid, theirs)) {
+                    (Ok(ours), Ok(its)) if ours == its => Ok(()),
+                    _ => Err(format!(
+                        "CRI's Status says containerd's {what} is {}: give --{what} {0}",
+                        theirs.display()
+                    )),
+                }
+            }
+            _ if cri.is_none() => {
+                Err("CRI was not asked which it uses (`nodectl check` asks it)".to_string())
+            }
+            _ => Err("CRI's Status (verbose) did not say which it uses".to_string()),
+        };
+        match tied {
+            Ok(()) => {
+                paths.unproven.retain(|why| *why != untied.why);
+                let note = format!(
+                    "{what} {} is containerd pid {}'s by CRI's own word (its Status)",
+                    untied.path.display(),
+                    pid.unwrap_or_default()
+                );
+                paths.note = Some(match paths.note.take() {
+                    Some(before) => format!("{before}; {note}"),
+                    None => note,
+                });
+            }
+            Err(why) => {
+                gaps.push(Gap::source(
+                    source,
+                    &untied.path,
+                    format!("nothing read under it is judged: {}; {why}", untied.why),
+                ));
+                match untied.dir {
+                    DaemonDir::Root => withheld.root = true,
+                    DaemonDir::State => withheld.state = true,
+                }
+                paths.untied.push(untied);
+            }
+        }
+    }
+    withheld
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,5 +256,133 @@ mod tests {
         let mut no_daemon = paths.clone();
         no_daemon.process = None;
         assert_eq!(left(Some("v2.3.4"), &no_daemon), ["2.x's", "2.3's"]);
+    }
+
+    /// A node whose daemon (pid 7) sees `/` as nodectl does (its `root`
+    /// in a proc root of the test's own is the node's dir), with its root
+    /// tied and its state not.
+    fn node_with_untied_state() -> (tempfile::TempDir, Paths) {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("node");
+        for sub in ["root", "state", "other-state"] {
+            std::fs::create_dir_all(node.join(sub)).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("proc/7")).unwrap();
+        std::os::unix::fs::symlink(&node, dir.path().join("proc/7/root")).unwrap();
+        let mut paths = paths_of_daemon(Vec::new());
+        paths.root.path = node.join("root");
+        paths.state.path = node.join("state");
+        let why = format!(
+            "state {} could not be tied to containerd pid 7: nothing held",
+            node.join("state").display()
+        );
+        paths.untied.push(crate::model::Untied {
+            dir: DaemonDir::State,
+            path: node.join("state"),
+            why: why.clone(),
+        });
+        paths.unproven.push(why);
+        (dir, paths)
+    }
+
+    fn cri_saying(state: &str) -> CriView {
+        CriView {
+            dirs: Some(crate::model::CriDirs {
+                root: "/root".into(),
+                state: state.into(),
+            }),
+            ..CriView::default()
+        }
+    }
+
+    #[test]
+    fn a_state_cri_names_is_the_daemons_and_judged() {
+        let (dir, mut paths) = node_with_untied_state();
+        let mut gaps = Vec::new();
+        let withheld = settle_untied(
+            Some(&cri_saying("/state")),
+            &mut paths,
+            &dir.path().join("proc"),
+            &mut gaps,
+        );
+        assert_eq!(withheld, Withheld::default());
+        assert!(gaps.is_empty(), "{gaps:?}");
+        assert!(
+            paths.untied.is_empty() && paths.unproven.is_empty(),
+            "{paths:?}"
+        );
+        assert!(paths.note.unwrap().contains("by CRI's own word"));
+    }
+
+    #[test]
+    fn a_state_cri_does_not_name_or_does_not_say_is_withheld_with_a_gap() {
+        let proc_root = |dir: &tempfile::TempDir| dir.path().join("proc");
+        for (cri, says) in [
+            (
+                Some(cri_saying("/other-state")),
+                "CRI's Status says containerd's state is /other-state",
+            ),
+            (Some(CriView::default()), "did not say which it uses"),
+            (None, "was not asked"),
+        ] {
+            let (dir, mut paths) = node_with_untied_state();
+            let mut gaps = Vec::new();
+            let withheld = settle_untied(cri.as_ref(), &mut paths, &proc_root(&dir), &mut gaps);
+            assert_eq!(
+                withheld,
+                Withheld {
+                    root: false,
+                    state: true
+                }
+            );
+            assert_eq!(gaps.len(), 1, "{gaps:?}");
+            assert_eq!(gaps[0].source, Source::Bundles);
+            assert!(gaps[0].source_unavailable);
+            assert_eq!(gaps[0].path, paths.state.path);
+            assert!(gaps[0].error.contains(says), "{}", gaps[0].error);
+            assert!(
+                gaps[0].error.contains("could not be tied"),
+                "{}",
+                gaps[0].error
+            );
+            assert_eq!((paths.untied.len(), paths.unproven.len()), (1, 1));
+        }
+    }
+
+    #[test]
+    fn a_withheld_state_keeps_its_bundles_and_mounts_from_the_checks() {
+        let mut s = crate::model::fixtures::snapshot();
+        let state = s.paths.state.path.clone();
+        let mount = |point: std::path::PathBuf| Mount {
+            mount_point: point,
+            ..Mount::default()
+        };
+        let mut mounts = vec![
+            mount(state.join("io.containerd.runtime.v2.task/k8s.io/a/rootfs")),
+            mount("/var/lib/kubelet/pods/x".into()),
+        ];
+        let mut bundles = BTreeMap::from([("a".to_string(), Bundle::default())]);
+        let mut sandboxes = BTreeSet::from(["p".to_string()]);
+        Withheld::default().apply(
+            &state,
+            &mut s.cri_containers,
+            &mut sandboxes,
+            &mut bundles,
+            &mut mounts,
+        );
+        assert_eq!((bundles.len(), sandboxes.len(), mounts.len()), (1, 1, 2));
+        Withheld {
+            root: false,
+            state: true,
+        }
+        .apply(
+            &state,
+            &mut s.cri_containers,
+            &mut sandboxes,
+            &mut bundles,
+            &mut mounts,
+        );
+        assert!(bundles.is_empty() && sandboxes.is_empty());
+        assert_eq!(mounts, [mount("/var/lib/kubelet/pods/x".into())]);
     }
 }

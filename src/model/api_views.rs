@@ -261,8 +261,22 @@ pub struct CriView {
     pub cni_config: Option<crate::model::CriCniConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cni_config_unread: Option<String>,
+    /// containerd's root and state as CRI says its daemon has them, from
+    /// the same Status (verbose), asked only of the proven daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirs: Option<CriDirs>,
     #[serde(serialize_with = "bare_calls", deserialize_with = "cri_calls")]
     pub calls: Vec<ApiCall>,
+}
+
+/// containerd's root and state as CRI's own config says the running
+/// daemon has them (see [`crate::peers::cri_dirs`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CriDirs {
+    #[serde(with = "crate::model::path_json")]
+    pub root: PathBuf,
+    #[serde(with = "crate::model::path_json")]
+    pub state: PathBuf,
 }
 
 /// A condition of CRI's Status. containerd's CRI sets `NetworkReady` false

@@ -34,7 +34,7 @@ pub mod snapshotter;
 pub use action::{Action, Outcome};
 pub use api::{Api, ApiCall, Method};
 pub use api_views::{
-    ContainerdView, CriApiState, CriCondition, CriIndex, CriItem, CriView, NamespaceView,
+    ContainerdView, CriApiState, CriCondition, CriDirs, CriIndex, CriItem, CriView, NamespaceView,
     StatusProbe, TaskStatus, TaskView, NO_SOCKET,
 };
 pub use cgroups::{CgroupView, KubeletSetting, PodCgroup};
@@ -58,7 +58,8 @@ pub use names::{
 pub use netns::{HeldBy, NetnsHolder, NetnsMount, NetnsView};
 pub use node::NodeContext;
 pub use paths::{
-    ConfigApart, ContainerdProcess, DaemonLookup, Located, Origin, OtherContainerd, Paths,
+    ConfigApart, ContainerdProcess, DaemonDir, DaemonLookup, Located, Origin, OtherContainerd,
+    Paths, Untied,
 };
 pub use reads::{Ask, Reads};
 pub use recording::{RecorderFile, Recording};

@@ -95,6 +95,12 @@ pub struct Paths {
     /// daemon's. Any reason here makes every action refuse (`act`).
     #[serde(default)]
     pub unproven: Vec<String>,
+    /// The root or state (each at most once) that could not be tied to the
+    /// proven daemon, or is not its own: what is read there is nobody's
+    /// known to be containerd's, so it is judged only once the daemon's own
+    /// word ties it (see `gather::settle::settle_untied`), else a gap.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untied: Vec<Untied>,
     /// Set when the running containerd is still to be found (and `process`
     /// and `note` still to be filled): every path it could have decided was
     /// given by flag, so gather finds it among the processes its own procfs
@@ -108,6 +114,24 @@ pub struct Paths {
     /// snapshot: its gaps are settled there.
     #[serde(skip)]
     pub config_apart_by_line: Vec<ConfigApart>,
+}
+
+/// containerd's root or state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DaemonDir {
+    Root,
+    State,
+}
+
+/// A root or state not tied to the proven daemon.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Untied {
+    pub dir: DaemonDir,
+    #[serde(with = "crate::model::path_json")]
+    pub path: PathBuf,
+    /// The reason, as `unproven` lists it.
+    pub why: String,
 }
 
 /// A setting of the config that containerd's lines read apart.
@@ -146,6 +170,7 @@ impl Paths {
             note: None,
             other_containerds: Vec::new(),
             unproven: Vec::new(),
+            untied: Vec::new(),
             snapshotter: None,
             cni_conf_dir: None,
             cni_max_conf_num: None,

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{config, Kernel, DEFAULT_ROOT, DEFAULT_STATE};
-use crate::model::{ContainerdProcess, Located, Origin, Paths};
+use crate::model::{ContainerdProcess, DaemonDir, Located, Origin, Paths, Untied};
 use crate::sources::daemon_proof;
 
 /// Ties the root and state in `paths` to the daemon `process` (proven):
@@ -84,10 +84,16 @@ pub(super) fn own_root_and_state(
         let own = match tie {
             Tie::Tied => own,
             Tie::Untied(why) => {
-                paths.unproven.push(format!(
+                let why = format!(
                     "{what} {} could not be tied to containerd pid {pid}: {why}",
                     own.display()
-                ));
+                );
+                untie(
+                    (&mut paths.untied, &mut paths.unproven),
+                    what,
+                    &located.path,
+                    why,
+                );
                 continue;
             }
             Tie::Held { real, how } => {
@@ -135,8 +141,34 @@ pub(super) fn own_root_and_state(
                 own.display()
             ),
         };
-        paths.unproven.push(reason);
+        untie(
+            (&mut paths.untied, &mut paths.unproven),
+            what,
+            &located.path,
+            reason,
+        );
     }
+}
+
+/// Records `path`, containerd's `what` as nodectl has it, as not tied to
+/// the proven daemon: nothing is acted on (`unproven`), and nothing found
+/// there is judged unless the daemon's own word ties it later.
+fn untie(
+    (untied, unproven): (&mut Vec<Untied>, &mut Vec<String>),
+    what: &str,
+    path: &Path,
+    why: String,
+) {
+    let dir = match what {
+        "root" => DaemonDir::Root,
+        _ => DaemonDir::State,
+    };
+    untied.push(Untied {
+        dir,
+        path: path.to_path_buf(),
+        why: why.clone(),
+    });
+    unproven.push(why);
 }
 
 fn add_note(notes: &mut Option<String>, note: String) {

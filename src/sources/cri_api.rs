@@ -22,10 +22,10 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use crate::model::{
-    name_labels, Api, CriApiState, CriCniConfig, CriCondition, CriItem, CriView, Gap, Method,
-    Source, StatusProbe,
+    name_labels, Api, CriApiState, CriCniConfig, CriCondition, CriDirs, CriItem, CriView, Gap,
+    Method, Source, StatusProbe,
 };
-use crate::peers::cri_cni;
+use crate::peers::{cri_cni, cri_dirs};
 use crate::sources::api::{connect_recorded, connect_to_daemon, status_text, timed};
 use crate::sources::api_gaps;
 
@@ -94,6 +94,7 @@ pub async fn query(
     match network {
         Some(answer) => {
             view.network = answer.network;
+            view.dirs = answer.dirs.filter(|_| verbose);
             match answer.cni {
                 Ok(config) => view.cni_config = Some(config),
                 Err(why) => view.cni_config_unread = Some(why),
@@ -117,6 +118,8 @@ pub async fn query(
 struct StatusAnswer {
     network: Option<CriCondition>,
     cni: Result<CriCniConfig, String>,
+    /// containerd's root and state as CRI's config says (verbose only).
+    dirs: Option<CriDirs>,
 }
 
 /// CRI's Status: its `NetworkReady` condition and, when `verbose`, the
@@ -138,6 +141,11 @@ async fn status(
         )),
         None => Err("CRI's Status was not asked to be verbose".into()),
     };
+    // Unread, it ties nothing: what it would have tied stays a gap.
+    let dirs = reply
+        .info
+        .get(cri_dirs::INFO_KEY)
+        .and_then(|text| cri_dirs::decode(text).ok());
     let conditions = reply.status.map(|s| s.conditions).unwrap_or_default();
     let network = conditions
         .into_iter()
@@ -147,7 +155,7 @@ async fn status(
             reason: c.reason,
             message: c.message,
         });
-    Ok(StatusAnswer { network, cni })
+    Ok(StatusAnswer { network, cni, dirs })
 }
 
 pub fn gaps(view: &CriView, gaps: &mut Vec<Gap>) {
