@@ -285,7 +285,9 @@ struct UsersShimNamedSleep {
 }
 
 impl UsersShimNamedSleep {
-    fn start() -> UsersShimNamedSleep {
+    /// As `uid` (65534: a user; 0: root, in the host's namespaces, where
+    /// only its lack of a listening socket tells it from a shim).
+    fn start(uid: u32) -> UsersShimNamedSleep {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(
             dir.path(),
@@ -295,8 +297,9 @@ impl UsersShimNamedSleep {
         let link = dir.path().join("containerd-shim-runc-v2");
         let sleep = which("sleep");
         std::os::unix::fs::symlink(&sleep, &link).unwrap();
+        let id = uid.to_string();
         let child = Command::new("setpriv")
-            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(["--reuid", &id, "--regid", &id, "--clear-groups"])
             .arg(&link)
             .arg("3600")
             .stdin(Stdio::null())
@@ -310,7 +313,9 @@ impl UsersShimNamedSleep {
         assert!(started, "the user's shim-named sleep did not start");
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         assert!(
-            status.lines().any(|l| l.starts_with("Uid:\t65534\t65534")),
+            status
+                .lines()
+                .any(|l| l.starts_with(&format!("Uid:\t{uid}\t{uid}"))),
             "{status}"
         );
         UsersShimNamedSleep { child, _dir: dir }
@@ -340,13 +345,27 @@ fn which(program: &str) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_users_process_named_like_a_shim_blocks_no_cleanup() {
     let test = "a_users_process_named_like_a_shim_blocks_no_cleanup";
-    let Some(bed) = TestBed::start(test).await else {
-        return;
-    };
-    let unknown = support::unknown_id('c');
-    let rootfs = leak_rootfs(&bed, &unknown);
+    if let Some(bed) = TestBed::start(test).await {
+        process_named_like_a_shim_blocks_no_cleanup(test, &bed, 65534, 'c');
+    }
+}
+
+/// Root's own: in the host's namespaces, from root's binary, without `-id`
+/// (all a shim has, but the socket it serves on): before, every cleanup
+/// refused "shim pid N has no -id" for as long as it ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_process_named_like_a_shim_without_a_socket_blocks_no_cleanup() {
+    let test = "roots_process_named_like_a_shim_without_a_socket_blocks_no_cleanup";
+    if let Some(bed) = TestBed::start(test).await {
+        process_named_like_a_shim_blocks_no_cleanup(test, &bed, 0, 'd');
+    }
+}
+
+fn process_named_like_a_shim_blocks_no_cleanup(test: &str, bed: &TestBed, uid: u32, fill: char) {
+    let unknown = support::unknown_id(fill);
+    let rootfs = leak_rootfs(bed, &unknown);
     let bundle = rootfs.parent().unwrap().to_path_buf();
-    let user = UsersShimNamedSleep::start();
+    let user = UsersShimNamedSleep::start(uid);
 
     // Not a shim: listed as what it is, never a leaked one.
     let output = bed.nodectl(&["shims", "-o", "json"]);

@@ -407,6 +407,9 @@ mod tests {
             ("a saved uid of another user", |p| {
                 p.uids = vec![0, 0, 65534, 0]
             }),
+            // Root's `sleep` through a symlink named like a shim: no
+            // listening socket, so nothing can reach it as a shim.
+            ("no listening socket", |p| p.listens = Some(false)),
         ] {
             let mut t = s.clone();
             let mut process = tenant.clone();
@@ -424,6 +427,21 @@ mod tests {
         with_live_shim(&mut t, tenant.clone());
         assert!(refusal(&t, &id('a'), IdKind::Task).contains("shim pid 83 has no -id"));
         assert_eq!(shim_of_unknown_service(&t), Some(83));
+        // Holding a listener, or its descriptors unread: it may be a shim.
+        for listens in [Some(true), None] {
+            let mut t = s.clone();
+            let mut process = tenant.clone();
+            process.proof.as_mut().unwrap().listens = listens;
+            with_live_shim(&mut t, process);
+            let err = refusal(&t, &id('a'), IdKind::Task);
+            assert!(err.contains("shim pid 83 has no -id"), "{listens:?}: {err}");
+        }
+        // With -id, what it names is blocked whatever it holds.
+        let mut t = s.clone();
+        let mut named = proven(shim(84, &id('a'), ADDRESS, &[]));
+        named.proof.as_mut().unwrap().listens = Some(false);
+        with_live_shim(&mut t, named);
+        assert!(still_dead(&t, "k8s.io", &id('a'), IdKind::Task).is_err());
         // Its namespaces unread prove nothing: it may be a shim.
         let mut t = s.clone();
         let mut unread = tenant;

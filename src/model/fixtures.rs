@@ -259,6 +259,7 @@ pub(crate) fn proven(mut shim: Shim) -> Shim {
         uids: vec![0, 0, 0, 0],
         namespaces: Some(NS),
         address_file: Some(SOCKET),
+        listens: None,
         unreadable: Vec::new(),
         reference: ProofReference {
             described: "containerd pid 812".to_string(),

@@ -80,6 +80,10 @@ pub struct ShimProof {
     pub namespaces: Option<NamespaceIds>,
     /// The socket its `-address` names, resolved inside its own root.
     pub address_file: Option<FileId>,
+    /// Whether it holds a listening unix socket (its descriptors against
+    /// `net/unix`), read only for a process without `-id`; `None` unread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listens: Option<bool>,
     /// What could not be read, and why.
     pub unreadable: Vec<String>,
     /// What it was compared with.
@@ -203,7 +207,8 @@ impl Identity {
 /// its own container like one, and an unprivileged user can run root's
 /// `sleep` through a symlink named `containerd-shim-runc-v2`: without
 /// `-id`, either made every cleanup refuse "what it serves is unknown" for
-/// as long as it lived. Facts that could not be read prove nothing: such a
+/// as long as it lived. Nor is a process without `-id` that holds no
+/// listening socket, whoever runs it. Facts that could not be read prove nothing: such a
 /// process may still be a shim (`None`). Pure.
 pub fn cannot_be_a_shim(shim: &Shim) -> Option<String> {
     let proof = shim.proof.as_ref()?;
@@ -226,6 +231,17 @@ pub fn cannot_be_a_shim(shim: &Shim) -> Option<String> {
             "it runs as uid {uid} where {} runs as uid {}",
             reference.described, reference.uid
         ));
+    }
+    // A shim serves its ttrpc on a socket it holds listening from its first
+    // instruction to its exit, and containerd starts it with `-id`
+    // (`newCommand` of the runc shim's manager, every line): without either,
+    // nothing can reach it as a shim (root's `sleep` run through a symlink
+    // named like one blocked every cleanup while it lived).
+    if shim.id.is_none() && proof.listens == Some(false) {
+        return Some(
+            "it has no -id and holds no listening socket, where a containerd shim has both"
+                .to_string(),
+        );
     }
     match proof.exe_uid {
         Some(uid) if uid != 0 && uid != reference.uid => Some(format!(

@@ -208,6 +208,12 @@ fn prove(
         .address
         .as_deref()
         .and_then(|address| resolve_in_root(dir, address, unreadable));
+    // Only where argv leaves what it serves unknown: a process that names
+    // an id blocks what it names whatever it holds.
+    let listens = match shim.id {
+        None => listens_on_a_unix_socket(dir, unreadable),
+        Some(_) => None,
+    };
     Some(ShimProof {
         exe,
         exe_regular: exe_stat.is_some_and(|s| s.st_mode & libc_s_ifmt() == libc_s_ifreg()),
@@ -216,6 +222,7 @@ fn prove(
         uids,
         namespaces,
         address_file,
+        listens,
         unreadable: unreadable.said.clone(),
         reference: reference.clone(),
     })
@@ -305,6 +312,109 @@ fn uids(dir: &File, unreadable: &mut ProofReadFailures) -> Vec<u32> {
     })
 }
 
+/// The most of `net/unix` read: a node's table is a line (about 100 bytes)
+/// per unix socket in the namespace; past this the answer is unknown.
+const NET_UNIX_LIMIT: u64 = 16 << 20;
+/// `__SO_ACCEPTCON` in `net/unix`'s Flags: set exactly on a listening
+/// socket (linux net/unix/af_unix.c, `unix_seq_show`).
+const SO_ACCEPTCON: u32 = 1 << 16;
+
+/// Whether the process holds a listening unix socket, by the kernel's
+/// word: the inodes of its `fd/` links `socket:[N]` against the listening
+/// rows of `net/unix` (its own network namespace's table, whose Inode
+/// column is that N). Every running shim holds one for its whole life: its
+/// `start` binds and listens before it starts the shim, which inherits it
+/// and serves on it until it exits (`NewSocket` and `serveListener`,
+/// runtime/v2/shim on 1.7, pkg/shim on 2.x). `None` when that cannot be
+/// read.
+fn listens_on_a_unix_socket(dir: &File, unreadable: &mut ProofReadFailures) -> Option<bool> {
+    let fds = match openat(
+        dir,
+        "fd",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fds) => fds,
+        Err(err) => {
+            unreadable.os("fd", err);
+            return None;
+        }
+    };
+    let fds = match nix::dir::Dir::from_fd(fds) {
+        Ok(fds) => fds,
+        Err(err) => {
+            unreadable.os("fd", err);
+            return None;
+        }
+    };
+    let mut sockets = std::collections::HashSet::new();
+    let names: Vec<String> = {
+        let mut fds = fds;
+        let names: Vec<String> = fds
+            .iter()
+            .filter_map(Result::ok)
+            .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_string))
+            .filter(|name| name.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        let fd_dir = fds;
+        for name in &names {
+            if let Ok(target) = readlinkat(&fd_dir, name.as_str()) {
+                let inode = target
+                    .to_str()
+                    .and_then(|t| t.strip_prefix("socket:["))
+                    .and_then(|t| t.strip_suffix(']'))
+                    .and_then(|n| n.parse::<u64>().ok());
+                sockets.extend(inode);
+            }
+        }
+        names
+    };
+    if names.is_empty() {
+        unreadable.data("fd", "no descriptor listed".to_string());
+        return None;
+    }
+    if sockets.is_empty() {
+        return Some(false);
+    }
+    let table = match openat(
+        dir,
+        "net/unix",
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(file) => file,
+        Err(err) => {
+            unreadable.os("net/unix", err);
+            return None;
+        }
+    };
+    let mut text = String::new();
+    let mut file = File::from(table).take(NET_UNIX_LIMIT);
+    if let Err(err) = file.read_to_string(&mut text) {
+        unreadable.io("net/unix", &err);
+        return None;
+    }
+    if text.len() as u64 >= NET_UNIX_LIMIT {
+        unreadable.data("net/unix", format!("longer than {NET_UNIX_LIMIT} bytes"));
+        return None;
+    }
+    let listens = listening_inodes(&text).any(|inode| sockets.contains(&inode));
+    Some(listens)
+}
+
+/// The inodes of the listening sockets of a `net/unix` table: its columns
+/// are `Num RefCount Protocol Flags Type St Inode Path`, numbers in hex but
+/// the inode (`unix_seq_show`).
+fn listening_inodes(table: &str) -> impl Iterator<Item = u64> + '_ {
+    table.lines().skip(1).filter_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let flags = u32::from_str_radix(fields.get(3)?, 16).ok()?;
+        (flags & SO_ACCEPTCON != 0)
+            .then(|| fields.get(6)?.parse::<u64>().ok())
+            .flatten()
+    })
+}
+
 fn namespaces(dir: &File, unreadable: &mut ProofReadFailures) -> Option<NamespaceIds> {
     let mut inode = |name: &str| match fstatat(dir, name, AtFlags::empty()) {
         Ok(stat) => Some(stat.st_ino),
@@ -391,6 +501,34 @@ mod tests {
             Identity::Impostor(why) => assert!(why.contains(words), "{why}"),
             other => panic!("not an impostor: {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_listening_rows_of_net_unix_are_told_by_their_flags() {
+        // As linux prints it: a listener (00010000), a connected stream, an
+        // unbound socket, and the header.
+        let table = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 41213 /run/containerd/s/5e1f\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 41219 /run/containerd/s/5e1f\n\
+            0000000000000000: 00000002 00000000 00000000 0002 01 41220\n";
+        assert_eq!(listening_inodes(table).collect::<Vec<_>>(), [41213]);
+    }
+
+    #[test]
+    fn this_process_is_read_as_holding_a_listener_once_it_does() {
+        let dir = File::open(format!("/proc/{}", std::process::id())).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let mut unreadable = ProofReadFailures::new(Path::new("/proc/self"));
+        // A bound but not listening socket is no listener.
+        let _unbound = std::os::unix::net::UnixDatagram::bind(tmp.path().join("d")).unwrap();
+        let before = listens_on_a_unix_socket(&dir, &mut unreadable);
+        let listener = std::os::unix::net::UnixListener::bind(tmp.path().join("s")).unwrap();
+        let after = listens_on_a_unix_socket(&dir, &mut unreadable);
+        drop(listener);
+        assert_eq!(after, Some(true), "{:?}", unreadable.said);
+        // Other tests of this binary may hold a listener at the same time:
+        // only a process with none may be told it has none.
+        assert!(before.is_some(), "{:?}", unreadable.said);
     }
 
     #[test]
