@@ -297,14 +297,28 @@ async fn hostile_neighbours_never_pass_for_containerd_nor_make_it_act() {
             format!("{label}: a target not refused with a reason: {cleanup}")
         });
     }
-    let b_pod_refused = cleanups.iter().any(|c| {
+    // B's state is not A's: what is read there is not judged (a gap of the
+    // bundles naming it), so B's running pod is no target at all.
+    let b_pod_targeted = cleanups.iter().any(|c| {
         let id = c["id"].as_str().unwrap_or_default();
-        c["outcome"] == "refused" && (id == pod_b.sandbox_id || id == pod_b.container_id)
+        id == pod_b.sandbox_id || id == pod_b.container_id
     });
-    scene.expect(b_pod_refused, || {
+    scene.expect(!b_pod_targeted, || {
         format!(
-            "{label}: B's running pod is not among the refused targets: {}",
+            "{label}: B's running pod is judged through A's answers: {}",
             doc["cleanups"]
+        )
+    });
+    let b_state = b.state().display().to_string();
+    let b_state_gap = doc["gaps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|gap| gap["source"] == "bundles" && gap["path"] == b_state.as_str());
+    scene.expect(b_state_gap, || {
+        format!(
+            "{label}: no gap of the bundles names B's state: {}",
+            doc["gaps"]
         )
     });
     for change in untouched.changes(&[&a, &b]) {

@@ -28,7 +28,7 @@ use crate::act::walk::{walk, Act, PerLook};
 use crate::act::Verdict;
 use crate::checks::leaked_ip;
 use crate::checks::Settings;
-use crate::model::{Cleanup, CleanupAction, CleanupOutcome, Snapshot, CRI_NAMESPACE};
+use crate::model::{Cleanup, CleanupAction, CleanupOutcome, NetworksFrom, Snapshot, CRI_NAMESPACE};
 use crate::read::bounded::{open_at, read_regular_at, Links};
 
 /// How long one run waits for host-local's locks, in all: host-local holds
@@ -86,6 +86,26 @@ fn verify_among(
         target.ip.clone(),
         target.sandbox_id.clone(),
     );
+    // Only CRI's own word says which networks it uses: the files, read
+    // when it did not answer, may be a config edited since or merged
+    // otherwise, and an address released in a network CRI does not use
+    // is another runtime's (or the next pod's) lost.
+    match fresh.cni.as_ref().map(|cni| &cni.networks_from) {
+        Some(NetworksFrom::Cri { .. }) => {}
+        Some(NetworksFrom::Files { why }) => {
+            return Verdict::Refuse(format!(
+                "CRI did not say which networks it loaded ({why}): nothing is released on \
+                 the files' word"
+            ))
+        }
+        _ => {
+            return Verdict::Refuse(
+                "CRI did not say which networks it loaded: nothing is released on the files' \
+                 word"
+                    .to_string(),
+            )
+        }
+    }
     if leaked.contains(&key) {
         return Verdict::Go;
     }
@@ -286,7 +306,9 @@ mod tests {
             conf_dir: PathBuf::from("/etc/cni/net.d"),
             attachments: Vec::new(),
             pending: Vec::new(),
-            networks_from: Default::default(),
+            networks_from: NetworksFrom::Cri {
+                conf_dir: PathBuf::from("/etc/cni/net.d"),
+            },
             cri_networks: vec!["pods".to_string()],
             networks: vec![CniNetwork {
                 name: "pods".to_string(),
@@ -399,6 +421,35 @@ mod tests {
             done[0]
         );
         assert!(file.exists());
+    }
+
+    #[test]
+    fn nothing_is_released_without_cris_word_on_its_networks() {
+        let (_dir, store) = store();
+        let file = store.join("10.251.0.2");
+        fs::write(&file, id('a')).unwrap();
+        let settings = Settings::default();
+        let before = node(&store, &id('a'), &[]);
+        for (from, says) in [
+            (
+                NetworksFrom::Files {
+                    why: "CRI did not answer".to_string(),
+                },
+                "(CRI did not answer)",
+            ),
+            (NetworksFrom::Unrecorded, "did not say"),
+        ] {
+            let mut fresh = before.clone();
+            fresh.cni.as_mut().unwrap().networks_from = from;
+            let done = run(&before, &settings, true, || fresh.clone());
+            assert_eq!(done[0].outcome, CleanupOutcome::Refused, "{:?}", done[0]);
+            assert!(done[0].detail.contains(says), "{:?}", done[0]);
+            assert!(file.exists());
+        }
+        // With it, the same address is released.
+        let done = run(&before, &settings, true, || before.clone());
+        assert_eq!(done[0].outcome, CleanupOutcome::Removed, "{:?}", done[0]);
+        assert!(!file.exists());
     }
 
     #[test]
