@@ -1,10 +1,14 @@
 //! Threads waited for until a deadline: a read stuck in the kernel (a
 //! stalled disk, FUSE or NFS) cannot be interrupted, so the work runs on a
 //! thread of its own that is abandoned when the deadline passes, and each
-//! thread notes what it reads so that the wait can say where it hung.
+//! thread notes what it reads so that the wait can say where it hung. An
+//! abandoned thread is told so ([`given_up`]): work that is slow rather
+//! than stuck (a large input decoded) can stop instead of allocating on for
+//! an answer nobody will take.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,8 +16,26 @@ use std::time::{Duration, Instant};
 /// it: when a read never returns, the gap can name the file it hangs in.
 pub(crate) type Reading = Arc<Mutex<Option<PathBuf>>>;
 
+/// Set once whoever waits for a thread's work stops waiting (see
+/// [`given_up`]).
+pub(crate) type GivenUp = Arc<AtomicBool>;
+
 thread_local! {
     static READING: RefCell<Option<Reading>> = const { RefCell::new(None) };
+    static GIVEN_UP: RefCell<Option<GivenUp>> = const { RefCell::new(None) };
+}
+
+/// The flag this thread's waiter sets when it stops waiting (its deadline
+/// passed, or it went away): `None` on a thread nobody waits for so. Work
+/// that can stop checks it between its steps; a read stuck in the kernel
+/// cannot, and is left behind as before.
+pub(crate) fn given_up() -> Option<GivenUp> {
+    GIVEN_UP.with(|g| g.borrow().clone())
+}
+
+/// Makes [`given_up`] answer `flag` on this thread.
+pub(crate) fn watch_given_up(flag: GivenUp) {
+    GIVEN_UP.with(|g| *g.borrow_mut() = Some(flag));
 }
 
 /// Makes this thread report what it reads into `slot` (see [`reading`]).
@@ -49,9 +71,13 @@ pub(crate) fn on_two_threads<T: Sync, R: Send>(
     work: impl Fn(&[T]) -> R + Sync,
 ) -> Vec<R> {
     let slot = READING.with(|r| r.borrow().clone());
+    let flag = given_up();
     let watch = || {
         if let Some(slot) = &slot {
             watch_reading(slot.clone());
+        }
+        if let Some(flag) = &flag {
+            watch_given_up(flag.clone());
         }
     };
     super::parallel::on_two_threads(items, at_least, watch, work)
@@ -59,13 +85,22 @@ pub(crate) fn on_two_threads<T: Sync, R: Send>(
 
 /// Work running on a thread of its own, to be waited for until a deadline
 /// and abandoned after it. The thread says what it reads (see [`reading`]),
-/// so a wait that gives up can name the file the work hangs in.
+/// so a wait that gives up can name the file the work hangs in; and it is
+/// told when the wait is over ([`given_up`]), answered or not: once
+/// dropped, nobody can take its answer.
 pub(crate) struct DeadlineThread<T> {
     /// What the work reads as a whole; named when it blocks before it
     /// says which file it is in.
     path: PathBuf,
     reading: Reading,
+    given_up: GivenUp,
     answer: mpsc::Receiver<T>,
+}
+
+impl<T> Drop for DeadlineThread<T> {
+    fn drop(&mut self) {
+        self.given_up.store(true, Ordering::Relaxed);
+    }
 }
 
 impl<T: Send + 'static> DeadlineThread<T> {
@@ -76,8 +111,9 @@ impl<T: Send + 'static> DeadlineThread<T> {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> DeadlineThread<T> {
         let reading = Reading::default();
+        let given_up = GivenUp::default();
         let (send, answer) = mpsc::sync_channel(1);
-        let slot = reading.clone();
+        let (slot, flag) = (reading.clone(), given_up.clone());
         // Detached: nothing ever joins it. A thread stuck in a kernel read
         // is left behind and ends with the process (exit_group kills it:
         // FUSE and NFS waits are killable; a read in true D state delays
@@ -86,6 +122,7 @@ impl<T: Send + 'static> DeadlineThread<T> {
             .name(format!("nodectl-{name}"))
             .spawn(move || {
                 watch_reading(slot);
+                watch_given_up(flag);
                 let value = work();
                 // The waiter may have given up: nobody to tell then.
                 let _ = send.send(value);
@@ -97,12 +134,14 @@ impl<T: Send + 'static> DeadlineThread<T> {
         DeadlineThread {
             path: path.to_path_buf(),
             reading,
+            given_up,
             answer,
         }
     }
 
     /// The work's answer, or the path it is stuck in (else the one it was
-    /// given) and what to say about it.
+    /// given) and what to say about it. Either way the wait is over: the
+    /// work is told so when `self` is dropped, here.
     pub(crate) fn answer(self, until: Instant, started: Instant) -> Result<T, (PathBuf, String)> {
         let timeout = until.saturating_duration_since(Instant::now());
         match self.answer.recv_timeout(timeout) {
@@ -122,13 +161,13 @@ impl<T: Send + 'static> DeadlineThread<T> {
                         (path, error)
                     }
                     None => (
-                        self.path,
+                        self.path.clone(),
                         format!("blocked: no answer after {waited}; reported without it"),
                     ),
                 })
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => Err((
-                self.path,
+                self.path.clone(),
                 "failed: its thread ended without an answer (see stderr)".to_string(),
             )),
         }
@@ -214,6 +253,36 @@ mod tests {
         assert_eq!(
             slot.lock().unwrap().as_deref(),
             Some(Path::new("/proc/1/stat"))
+        );
+    }
+
+    /// Work that is slow, not stuck, learns that its waiter gave up and
+    /// can stop; one answered in time is never told before it answers.
+    #[test]
+    fn a_thread_given_up_at_its_deadline_is_told_so() {
+        let (told, learnt) = mpsc::channel();
+        let started = Instant::now();
+        let thread = DeadlineThread::spawn("slow", Path::new("/slow"), move || {
+            let flag = given_up().expect("a deadline thread has the flag");
+            let waited = Instant::now();
+            while !flag.load(Ordering::Relaxed) && waited.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = told.send(flag.load(Ordering::Relaxed));
+        });
+        let until = started + Duration::from_millis(200);
+        assert!(thread.answer(until, started).is_err());
+        let stopped = learnt.recv_timeout(Duration::from_secs(10));
+        assert_eq!(stopped, Ok(true), "the abandoned work was told");
+
+        let quick = DeadlineThread::spawn("quick", Path::new("/quick"), || {
+            given_up().is_some_and(|flag| flag.load(Ordering::Relaxed))
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        assert_eq!(quick.answer(deadline, Instant::now()), Ok(false));
+        assert!(
+            given_up().is_none(),
+            "nobody waits for the test's own thread"
         );
     }
 

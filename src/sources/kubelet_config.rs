@@ -10,9 +10,11 @@
 //! their flags are deprecated, so a node's kubelet usually sets them in the
 //! file.
 
+use std::fmt;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use rustix::fs::OFlags;
@@ -20,7 +22,9 @@ use serde_json::{Map, Value};
 
 use crate::model::{Gap, Source};
 use crate::peers;
+use crate::peers::kubelet::{heap, Budget, Held, Refused, DECODED_LIMIT};
 use crate::read::bounded::{read_opened, read_regular, FileRead, Links};
+use crate::read::deadline;
 use crate::sources::host_view::open_in_root;
 
 /// Where a kubelet's files are, as nodectl reaches them: its working
@@ -118,7 +122,7 @@ const FILE_LIMIT: u64 = 1024 * 1024;
 const DROP_IN_LIMIT: usize = 64;
 /// Entries of one `--config-dir` directory listed at most: kubelet walks
 /// them all, so past this the drop-ins are a gap, never a silent first few.
-const LIST_LIMIT: usize = 10_000;
+pub(crate) const LIST_LIMIT: usize = 10_000;
 const DEPTH_LIMIT: usize = 8;
 
 /// A setting and the file that set it (`None`: kubelet's command line).
@@ -134,7 +138,9 @@ pub struct Setting {
 /// nothing sets it (kubelet's default then). `cwd` is kubelet's working
 /// directory as nodectl reaches it. What cannot be read is a gap, and the
 /// rest is still read: a drop-in kubelet could not read would have stopped
-/// kubelet, so it is the file that changed since, not the setting.
+/// kubelet, so it is the file that changed since, not the setting. Past
+/// the reading's budget, or once it is given up, the reading stops there
+/// (see `each_file`), a gap naming the file.
 pub fn setting(
     args: &[String],
     cwd: &(impl FilesView + ?Sized),
@@ -158,19 +164,20 @@ pub fn configured(
     gaps: &mut Vec<Gap>,
 ) -> Option<Setting> {
     let mut found = None;
-    for (path, config) in files(args, cwd, gaps) {
-        match config.get(field) {
+    // Each file's field taken, the rest of it dropped before the next.
+    each_file(args, cwd, gaps, |path, mut config| {
+        match config.remove(field) {
             // A merge patch's null takes the field away: the default.
             Some(Value::Null) => found = None,
             Some(value) => {
                 found = Some(Setting {
-                    value: value.clone(),
+                    value,
                     from: Some(path),
                 })
             }
             None => {}
         }
-    }
+    });
     found
 }
 
@@ -201,30 +208,53 @@ fn go_bool(text: &str) -> Option<bool> {
 }
 
 /// kubelet's config file, then its drop-ins in the order it merges them,
-/// each parsed to its top-level fields.
-fn files(
+/// each parsed to its top-level fields and handed to `each`, within one
+/// [`Budget`] for them all (kubelet merges them into one configuration, so
+/// they are one input). The reading stops, with a gap naming the file, when
+/// it would go past the budget, or once the thread's waiter gave up on it
+/// (see [`deadline::given_up`]): a look's deadline passed, nobody will use
+/// what it reads, and an abandoned reader must not go on allocating.
+fn each_file(
     args: &[String],
     cwd: &(impl FilesView + ?Sized),
     gaps: &mut Vec<Gap>,
-) -> Vec<(PathBuf, Map<String, Value>)> {
+    each: impl FnMut(PathBuf, Map<String, Value>),
+) {
+    let stop = deadline::given_up();
+    each_file_within(args, cwd, DECODED_LIMIT, stop.as_deref(), gaps, each);
+}
+
+/// [`each_file`] within `limit` bytes, stopped by `stop`; the most it had
+/// charged and held at once.
+fn each_file_within(
+    args: &[String],
+    cwd: &(impl FilesView + ?Sized),
+    limit: usize,
+    stop: Option<&AtomicBool>,
+    gaps: &mut Vec<Gap>,
+    mut each: impl FnMut(PathBuf, Map<String, Value>),
+) -> usize {
     let (cwd, root) = cwd.view();
+    let budget = Budget::new(limit, stop);
     let mut paths = Vec::new();
     if let Some(file) = arg_in(args, "--config") {
         paths.push(cwd.join(file));
     }
     if let Some(dir) = arg_in(args, "--config-dir") {
-        drop_ins(root, &cwd.join(dir), 0, &mut paths, gaps);
+        drop_ins(root, &cwd.join(dir), 0, &budget, &mut paths, gaps);
     }
-    paths
-        .into_iter()
-        .filter_map(|path| match parse(root, &path) {
-            Ok(config) => Some((path, config)),
-            Err(why) => {
+    for path in paths {
+        match read_settings(root, &path, FILE_LIMIT, &budget) {
+            Ok(config) => each(path, config),
+            Err(why) if why.stops_the_reading() => {
+                let why = format!("{why}; no kubelet config file after it was read either");
                 gaps.push(Gap::item(SOURCE, &path, why));
-                None
+                break;
             }
-        })
-        .collect()
+            Err(why) => gaps.push(Gap::item(SOURCE, &path, why.to_string())),
+        }
+    }
+    budget.most()
 }
 
 /// The `*.conf` files below `dir`, as Go's `filepath.WalkDir` visits them:
@@ -233,11 +263,12 @@ fn drop_ins(
     root: Option<&File>,
     dir: &Path,
     depth: usize,
+    budget: &Budget,
     found: &mut Vec<PathBuf>,
     gaps: &mut Vec<Gap>,
 ) {
-    let mut entries = match list_dir(root, dir, LIST_LIMIT + 1) {
-        Ok(entries) if entries.len() > LIST_LIMIT => {
+    let (mut entries, _listed) = match list_within(root, dir, budget) {
+        Ok((entries, _)) if entries.len() > LIST_LIMIT => {
             gaps.push(Gap::item(
                 SOURCE,
                 dir,
@@ -248,7 +279,7 @@ fn drop_ins(
             ));
             return;
         }
-        Ok(entries) => entries,
+        Ok(listed) => listed,
         Err(err) => {
             gaps.push(Gap::item(
                 SOURCE,
@@ -269,7 +300,7 @@ fn drop_ins(
             return;
         }
         match is_dir {
-            true if depth < DEPTH_LIMIT => drop_ins(root, &path, depth + 1, found, gaps),
+            true if depth < DEPTH_LIMIT => drop_ins(root, &path, depth + 1, budget, found, gaps),
             true => gaps.push(Gap::item(
                 SOURCE,
                 &path,
@@ -281,21 +312,78 @@ fn drop_ins(
     }
 }
 
-/// One config file's top-level fields (YAML, JSON being YAML too).
-fn parse(root: Option<&File>, path: &Path) -> Result<Map<String, Value>, String> {
-    let read = read_file(root, path, FILE_LIMIT).map_err(|e| e.to_string())?;
-    parse_text(read.bytes)
+/// What listing one directory may take, held while its entries are kept:
+/// each of [`LIST_LIMIT`] + 1 paths (the directory's, and a name of at most
+/// 255 bytes), three entries' room for each (the list's buffer doubling,
+/// then the sort's), and the directory stream's own buffer.
+fn listing_cost(dir: &Path) -> usize {
+    let entry = std::mem::size_of::<(PathBuf, bool)>();
+    let path = heap(dir.as_os_str().len() + 1 + 255);
+    (LIST_LIMIT + 1) * (path + 3 * entry) + 64 * 1024
 }
 
-/// A YAML (or JSON) document's top-level fields; empty for an empty one.
-pub(crate) fn parse_text(bytes: Vec<u8>) -> Result<Map<String, Value>, String> {
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
+/// The entries of `dir` ([`list_dir`]: at most [`LIST_LIMIT`] + 1, more
+/// than the bound for the caller to say), with what listing them took held
+/// in `budget` until the guard is dropped; refused before listing when the
+/// budget has not room for it, or the reading was given up.
+pub(crate) fn list_within<'b, 's>(
+    root: Option<&File>,
+    dir: &Path,
+    budget: &'b Budget<'s>,
+) -> Result<(Vec<(PathBuf, bool)>, Held<'b, 's>), Unread> {
+    let held = budget.hold(listing_cost(dir)).map_err(Unread::Refused)?;
+    let entries = list_dir(root, dir, LIST_LIMIT + 1).map_err(Unread::Io)?;
+    Ok((entries, held))
+}
+
+/// Why one of kubelet's config files (or k3s's) was not read.
+#[derive(Debug)]
+pub(crate) enum Unread {
+    Io(io::Error),
+    /// Not text, or not a mapping of settings.
+    Invalid(&'static str),
+    /// Not decoded (see [`Refused`]).
+    Refused(Refused),
+}
+
+impl Unread {
+    /// Whether the whole reading stops here (over its budget, or given up),
+    /// rather than going on without this one file.
+    pub(crate) fn stops_the_reading(&self) -> bool {
+        matches!(self, Unread::Refused(refused) if refused.stops_the_reading())
+    }
+}
+
+impl fmt::Display for Unread {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Unread::Io(err) => err.fmt(f),
+            Unread::Invalid(why) => f.write_str(why),
+            Unread::Refused(refused) => refused.fmt(f),
+        }
+    }
+}
+
+/// One config file's top-level fields (YAML, JSON being YAML too), at most
+/// `limit` bytes of it read, within `budget`: what reading it takes (its
+/// bytes, and as much again while a file that grew since its `fstat` is
+/// read) is held until it is decoded.
+pub(crate) fn read_settings(
+    root: Option<&File>,
+    path: &Path,
+    limit: u64,
+    budget: &Budget,
+) -> Result<Map<String, Value>, Unread> {
+    let read_cost = 2 * heap(usize::try_from(limit).unwrap_or(usize::MAX / 4) + 1);
+    let _reading = budget.hold(read_cost).map_err(Unread::Refused)?;
+    let read = read_file(root, path, limit).map_err(Unread::Io)?;
+    let text = String::from_utf8(read.bytes).map_err(|_| Unread::Invalid("not UTF-8"))?;
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
-    match peers::kubelet::decode_bounded(&text, peers::kubelet::DECODED_LIMIT)? {
+    match budget.decode(&text).map_err(Unread::Refused)? {
         Value::Object(fields) => Ok(fields),
-        _ => Err("not a mapping of settings".to_string()),
+        _ => Err(Unread::Invalid("not a mapping of settings")),
     }
 }
 
@@ -467,6 +555,126 @@ mod tests {
         );
         assert_eq!(gaps.len(), 1, "{gaps:?}");
         assert!(gaps[0].error.contains("more than"), "{gaps:?}");
+    }
+
+    /// `--config` and drop-ins that each alias `aliases` times an anchor of
+    /// `anchor` bytes, each setting `cgroupRoot` to its own name.
+    fn alias_bombs(d: &Path, drop_ins: usize, anchor: usize, aliases: usize) -> Vec<String> {
+        let bomb = |name: &str| {
+            format!(
+                "cgroupRoot: /{name}\nanchor: &a \"{}\"\nlist:\n{}",
+                "x".repeat(anchor),
+                "- *a\n".repeat(aliases)
+            )
+        };
+        write(&d.join("config.yaml"), &bomb("main"));
+        for n in 0..drop_ins {
+            write(
+                &d.join(format!("conf.d/{n:02}.conf")),
+                &bomb(&format!("{n:02}")),
+            );
+        }
+        args(&["kubelet", "--config=config.yaml", "--config-dir=conf.d"])
+    }
+
+    /// The reading, its gaps, the most it accounted at once and the most it
+    /// allocated at once (measured).
+    fn read_measured(
+        kubelet: &[String],
+        d: &Path,
+        stop: Option<&AtomicBool>,
+        each: impl FnMut(PathBuf, Map<String, Value>),
+    ) -> (Vec<Gap>, usize, usize) {
+        let mut gaps = Vec::new();
+        let (most, peak) = peers::kubelet::counting::peak_of(|| {
+            each_file_within(kubelet, d, DECODED_LIMIT, stop, &mut gaps, each)
+        });
+        (gaps, most, peak)
+    }
+
+    /// The issue's input split across `--config` and 9 drop-ins: an anchor
+    /// of 9 KB aliased 100,000 times in all (900 KB). One budget for the
+    /// whole reading: refused in the first file, nothing after it read, and
+    /// never more than 64 MiB accounted or allocated.
+    #[test]
+    fn the_issues_alias_bomb_split_across_files_is_a_gap_within_64_mib() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let kubelet = alias_bombs(d, 9, 9_000, 10_000);
+        let mut read = Vec::new();
+        let (gaps, most, peak) = read_measured(&kubelet, d, None, |path, _| read.push(path));
+        assert!(read.is_empty(), "{read:?}");
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].path.ends_with("config.yaml"), "{gaps:?}");
+        assert!(gaps[0].error.contains("more than 64 MiB"), "{gaps:?}");
+        assert!(most <= DECODED_LIMIT, "accounted {most}");
+        assert!(peak <= most, "allocated {peak}, accounted {most}");
+    }
+
+    /// Files that each decode well within 64 MiB, together past it: the
+    /// budget is the reading's, not each file's. The file that goes over is
+    /// the gap, the ones before it are kept, none after it is read.
+    #[test]
+    fn one_budget_holds_for_the_config_and_every_drop_in_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // Each about 9.5 MiB expanded, 64 KB of text: 10 files, 95 MiB.
+        let kubelet = alias_bombs(d, 9, 64 * 1024, 150);
+        let alone = args(&["kubelet", "--config=config.yaml"]);
+        let (gaps, most, _) = read_measured(&alone, d, None, |_, _| {});
+        assert!(
+            gaps.is_empty() && most < DECODED_LIMIT / 4,
+            "{most} {gaps:?}"
+        );
+
+        let mut read = Vec::new();
+        let (gaps, most, peak) = read_measured(&kubelet, d, None, |path, _| read.push(path));
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(gaps[0].error.contains("more than 64 MiB"), "{gaps:?}");
+        let over = read.len();
+        assert!((3..10).contains(&over), "{over} files read");
+        // The first not read is the gap: drop-in `over - 1` (the main
+        // config is the first read).
+        assert_eq!(gaps[0].path, d.join(format!("conf.d/{:02}.conf", over - 1)));
+        assert_eq!(read[0], d.join("config.yaml"));
+        assert!(most <= DECODED_LIMIT, "accounted {most}");
+        assert!(peak <= most, "allocated {peak}, accounted {most}");
+        // As a setting: the last file read before the gap sets it.
+        let mut gaps = Vec::new();
+        let root = setting(&kubelet, d, "cgroupRoot", "--cgroup-root", &mut gaps).unwrap();
+        assert_eq!(root.value, format!("/{:02}", over - 2), "{gaps:?}");
+    }
+
+    /// A reading whose waiter gave up (its look's deadline passed) stops
+    /// before the next file: nothing more is read, decoded or allocated
+    /// for an answer nobody takes.
+    #[test]
+    fn a_reading_given_up_stops_before_the_next_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(&d.join("config.yaml"), "cgroupRoot: /main\n");
+        write(&d.join("conf.d/10.conf"), "cgroupRoot: /ten\n");
+        write(&d.join("conf.d/20.conf"), "cgroupRoot: /twenty\n");
+        let kubelet = args(&["kubelet", "--config=config.yaml", "--config-dir=conf.d"]);
+        let stop = AtomicBool::new(false);
+        let mut read = Vec::new();
+        // Given up while the first file is handed on.
+        let (gaps, _, _) = read_measured(&kubelet, d, Some(&stop), |path, _| {
+            read.push(path);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(read, [d.join("config.yaml")]);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert_eq!(gaps[0].path, d.join("conf.d/10.conf"));
+        assert!(gaps[0].error.contains("deadline passed"), "{gaps:?}");
+        // Given up before it starts: nothing listed or read.
+        let mut read = Vec::new();
+        let (gaps, most, _) = read_measured(&kubelet, d, Some(&stop), |path, _| read.push(path));
+        assert!(read.is_empty() && most == 0, "{read:?} {most}");
+        assert!(
+            gaps.iter().all(|g| g.error.contains("deadline passed")),
+            "{gaps:?}"
+        );
     }
 
     #[test]

@@ -27,7 +27,11 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::model::Origin;
-use crate::sources::kubelet_config::{arg_in, list_dir, parse_text, read_file};
+use crate::peers::kubelet::{Budget, DECODED_LIMIT};
+use crate::read::deadline;
+use crate::sources::kubelet_config::{
+    arg_in, list_within, read_file, read_settings, Unread, LIST_LIMIT,
+};
 
 /// k3s's config file when `$K3S_CONFIG_FILE` names none.
 pub const K3S_CONFIG: &str = "/etc/rancher/k3s/config.yaml";
@@ -37,7 +41,10 @@ pub const K3S_DATA_DIR: &str = "/var/lib/rancher/k3s";
 pub const KUBELITE_ARGS: &str = "/var/snap/microk8s/current/args/kubelet";
 /// A config file or args file is a few KB.
 const FILE_LIMIT: u64 = 1024 * 1024;
-/// k3s drop-ins read at most.
+/// k3s drop-ins read at most. k3s reads every `.yaml` and `.yml` file of
+/// its `<file>.d`, listed whole (`dotDFiles`: `os.ReadDir`), so past this,
+/// or past [`LIST_LIMIT`] entries listed, kubelet's flags are unknown: why,
+/// never the first few.
 const DROP_IN_LIMIT: usize = 64;
 
 /// The program kubelet runs as.
@@ -161,8 +168,18 @@ fn k3s_kubelet_args(described: &Described, root: Option<&File>) -> Result<Vec<St
     let mut dot_d = config.into_os_string();
     dot_d.push(".d");
     let dot_d = PathBuf::from(dot_d);
-    match list_dir(root, &dot_d, DROP_IN_LIMIT) {
-        Ok(mut entries) => {
+    // One budget for the whole reading, as for kubelet's own config (see
+    // [`DECODED_LIMIT`]); stopped once its waiter gives up, if any does.
+    let stop = deadline::given_up();
+    let budget = Budget::new(DECODED_LIMIT, stop.as_deref());
+    match list_within(root, &dot_d, &budget) {
+        Ok((entries, _)) if entries.len() > LIST_LIMIT => {
+            return Err(format!(
+                "k3s's config drop-ins {}: more than {LIST_LIMIT} entries, not read",
+                dot_d.display()
+            ))
+        }
+        Ok((mut entries, _listed)) => {
             entries.sort();
             files.extend(
                 entries
@@ -176,19 +193,25 @@ fn k3s_kubelet_args(described: &Described, root: Option<&File>) -> Result<Vec<St
                     .map(|(path, _)| path),
             );
         }
-        Err(err) if err.kind() == ErrorKind::NotFound => {}
+        Err(Unread::Io(err)) if err.kind() == ErrorKind::NotFound => {}
         Err(err) => return Err(format!("k3s's config drop-ins {}: {err}", dot_d.display())),
+    }
+    // The config file and its drop-ins.
+    if files.len() > 1 + DROP_IN_LIMIT {
+        return Err(format!(
+            "k3s's config drop-ins {}: more than {DROP_IN_LIMIT}, not read",
+            dot_d.display()
+        ));
     }
     let mut data_dir = K3S_DATA_DIR.to_string();
     let mut kubelet_args: Vec<String> = Vec::new();
     for file in files {
-        let settings = match read_file(root, &file, FILE_LIMIT) {
-            Ok(read) => parse_text(read.bytes),
+        let settings = match read_settings(root, &file, FILE_LIMIT, &budget) {
+            Ok(settings) => settings,
             // k3s runs without a config file.
-            Err(err) if err.kind() == ErrorKind::NotFound => continue,
-            Err(err) => Err(err.to_string()),
-        }
-        .map_err(|why| format!("k3s's config {}: {why}", file.display()))?;
+            Err(Unread::Io(err)) if err.kind() == ErrorKind::NotFound => continue,
+            Err(why) => return Err(format!("k3s's config {}: {why}", file.display())),
+        };
         if let Some(Value::String(dir)) = settings.get("data-dir") {
             data_dir = dir.clone();
         }
@@ -335,5 +358,68 @@ mod tests {
         .unwrap();
         let why = k3s(root.path(), &[]).unwrap_err();
         assert!(why.contains("50-e.yaml"), "{why}");
+    }
+
+    /// k3s lists its `config.yaml.d` whole: a drop-in after more entries
+    /// than nodectl once listed (64) is read, and past the listing's bound
+    /// (or past the drop-ins it reads) kubelet's flags are why, never the
+    /// first few.
+    #[test]
+    fn k3s_drop_ins_are_listed_whole_and_past_the_bound_are_a_gap() {
+        let root = tempfile::tempdir().unwrap();
+        let dot_d = root.path().join("etc/rancher/k3s/config.yaml.d");
+        fs::create_dir_all(&dot_d).unwrap();
+        // 3,000 other entries, as the issue measured, and 20 drop-ins: each
+        // read wherever the directory's order puts it.
+        for n in 0..3000 {
+            fs::write(dot_d.join(format!("{n:04}.txt")), "").unwrap();
+        }
+        for n in 0..20 {
+            let arg = format!("kubelet-arg+: [x-{n:02}=1]\n");
+            fs::write(dot_d.join(format!("zz-{n:02}.yaml")), arg).unwrap();
+        }
+        let (args, _) = k3s(root.path(), &[]).unwrap();
+        let wanted: Vec<String> = (0..20).map(|n| format!("--x-{n:02}=1")).collect();
+        assert_eq!(args[2..], wanted[..]);
+
+        for n in 0..DROP_IN_LIMIT {
+            fs::write(dot_d.join(format!("{n:03}.yaml")), "v: 1\n").unwrap();
+        }
+        let why = k3s(root.path(), &[]).unwrap_err();
+        assert!(why.contains(&format!("more than {DROP_IN_LIMIT}")), "{why}");
+
+        let root = tempfile::tempdir().unwrap();
+        let dot_d = root.path().join("etc/rancher/k3s/config.yaml.d");
+        fs::create_dir_all(&dot_d).unwrap();
+        fs::write(dot_d.join("00.yaml"), "kubelet-arg: root-dir=/first\n").unwrap();
+        for n in 0..LIST_LIMIT {
+            fs::write(dot_d.join(format!("{n}")), "").unwrap();
+        }
+        let why = k3s(root.path(), &[]).unwrap_err();
+        assert!(
+            why.contains(&format!("more than {LIST_LIMIT} entries")),
+            "{why}"
+        );
+    }
+
+    /// k3s's config and its drop-ins are one reading within one budget: an
+    /// alias bomb split across them is why, not a guess.
+    #[test]
+    fn k3s_config_files_share_one_budget() {
+        let root = tempfile::tempdir().unwrap();
+        let etc = root.path().join("etc/rancher/k3s");
+        fs::create_dir_all(etc.join("config.yaml.d")).unwrap();
+        let bomb = format!(
+            "kubelet-arg: [v=2]\nanchor: &a \"{}\"\nlist:\n{}",
+            "x".repeat(64 * 1024),
+            "- *a\n".repeat(150)
+        );
+        fs::write(etc.join("config.yaml"), &bomb).unwrap();
+        assert!(k3s(root.path(), &[]).is_ok(), "one alone is within it");
+        for n in 0..9 {
+            fs::write(etc.join(format!("config.yaml.d/{n}.yaml")), &bomb).unwrap();
+        }
+        let why = k3s(root.path(), &[]).unwrap_err();
+        assert!(why.contains("more than 64 MiB"), "{why}");
     }
 }
