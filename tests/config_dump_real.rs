@@ -59,11 +59,13 @@ struct Shape {
     silent_on: &'static [Line],
 }
 
-/// 1.6 starts with a config of any version: it reads CRI's settings only
-/// under its own plugin name (`Config.Decode`: `p.URI()` from version 2 on)
-/// and the socket only from `[grpc]`, so a version 3 or 4 file's CRI
-/// settings and a version 4 file's socket are not its. nodectl reads such
-/// a file as the 2.x lines that write it do.
+/// 1.6 starts with a config of any version: it reads the socket only from
+/// `[grpc]`, so a version 4 file's socket is not its. nodectl reads such a
+/// file as the 2.x lines that write it do; live, the socket's listener
+/// proves the daemon (one that listens elsewhere is no proven daemon, a
+/// gap). A version 3 or 4 file's CRI settings, which 1.6 reads only under
+/// its own plugin name (`Config.Decode`: `p.URI()` from version 2 on), are
+/// a `config` gap until the daemon's line is known, kept on 1.6.
 const V1_6_READS_ANY_VERSION: &[Line] = &[Line::V1_6];
 
 const SHAPES: &[Shape] = &[
@@ -181,7 +183,7 @@ const SHAPES: &[Shape] = &[
     },
     Shape {
         name: "version 3 main and drop-in, each setting part of CRI's tables",
-        silent_on: V1_6_READS_ANY_VERSION,
+        silent_on: &[],
         files: &[
             (
                 "config.toml",

@@ -955,6 +955,26 @@ mod import_tests {
     }
 
     #[test]
+    fn a_version_3_config_setting_cris_settings_is_said_apart_from_1_6() {
+        let files = Files::new();
+        files.write(
+            "config.toml",
+            "version = 3\n[plugins.\"io.containerd.cri.v1.runtime\".cni]\nconf_dir = \"/A\"\n",
+        );
+        let paths = files.read("config.toml");
+        assert_eq!(paths.cni_conf_dir.as_deref(), Some(Path::new("/A")));
+        assert_eq!(paths.apart_by_line.len(), 1, "{:?}", paths.apart_by_line);
+        assert_eq!(
+            paths.apart_by_line[0].right_on,
+            [(2, 0), (2, 1), (2, 2), (2, 3)]
+        );
+        assert!(paths.apart_by_line[0].said.contains("1.6 runs with it"));
+        // Without CRI's settings, every line reads it alike.
+        files.write("config.toml", "version = 3\nroot = \"/r\"\n");
+        assert_eq!(files.read("config.toml").apart_by_line, []);
+    }
+
+    #[test]
     fn too_many_files_and_too_deep_imports_are_problems_not_hangs() {
         let files = Files::new();
         files.write("config.toml", "version = 2\nimports = [\"many/*.toml\"]\n");

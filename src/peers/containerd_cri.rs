@@ -185,10 +185,31 @@ pub fn merge(
 /// so instead of judging CRI's objects by settings its daemon may not use.
 /// Measured against each line's `config dump` (tests/config_dump_real.rs).
 fn unsettled_by_line(main: &Path, files: &[(i64, &CriKeys)]) -> Option<ConfigApart> {
-    if !files.iter().any(|(_, f)| f.sets_cri) {
+    let versions: BTreeSet<i64> = files.iter().map(|(version, _)| *version).collect();
+    let sets_cri = files.iter().any(|(_, f)| f.sets_cri);
+    // 1.6 starts with a config of any version and reads it as its own:
+    // CRI's settings only under its plugin name `io.containerd.grpc.v1.cri`
+    // (`Config.Decode`, `p.URI()` from version 2 on). 1.7 refuses a version
+    // above 2, so with such a file the daemon is 1.6 or a 2.x line, which
+    // reads it as nodectl does. (1.6 also takes the socket only from
+    // `[grpc]`, where version 4 moved it: the socket's listener, not the
+    // file, proves the daemon, so that one is no silent difference live.)
+    if versions.len() == 1 && sets_cri {
+        if let Some(&version) = versions.iter().find(|&&v| v >= 3) {
+            return Some(ConfigApart {
+                file: main.to_path_buf(),
+                right_on: vec![(2, 0), (2, 1), (2, 2), (2, 3)],
+                said: format!(
+                    "a version {version} config that sets CRI's settings: containerd 2.x reads \
+                     them as nodectl did; 1.6 runs with it but reads CRI's settings only under \
+                     plugins.\"io.containerd.grpc.v1.cri\", so its CRI would use the defaults"
+                ),
+            });
+        }
+    }
+    if !sets_cri {
         return None;
     }
-    let versions: BTreeSet<i64> = files.iter().map(|(version, _)| *version).collect();
     if versions.len() > 1 {
         // 1.6 reads every file's plugins by the last version set; 2.0 to
         // 2.2 merge the files, then migrate the whole from the last
