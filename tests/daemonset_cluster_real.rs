@@ -157,7 +157,7 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
     if !support::nodectl_image::base_rootfs().is_dir() {
         support::skip(
             TEST,
-            "missing the image's base rootfs (scripts/peers makes it)",
+            "missing the image's base rootfs (scripts/cluster-peers makes it)",
         );
         return;
     }

@@ -1,5 +1,5 @@
 //! The DaemonSet's image, built here with Debian's buildah: no registry is
-//! reachable, so a Debian bookworm root filesystem that `scripts/peers`
+//! reachable, so a Debian bookworm root filesystem that `scripts/cluster-peers`
 //! makes with debootstrap (minbase, its apt caches and docs left out)
 //! stands in for `debian:bookworm-slim`, and the nodectl under test goes
 //! where deploy/Containerfile's runtime stage puts it
@@ -16,7 +16,7 @@ use super::run_bounded;
 /// The name the test overlay gives the DaemonSet's image.
 pub const NODECTL_IMAGE: &str = "localhost/nodectl:test";
 
-/// The root filesystem `scripts/peers` makes.
+/// The root filesystem `scripts/cluster-peers` makes.
 pub fn base_rootfs() -> PathBuf {
     peers_dir().join("debian-bookworm-rootfs")
 }
