@@ -195,6 +195,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         &mut files.cri_sandboxes,
         &mut files.bundles,
         &mut files.mounts,
+        pods.netns.as_mut(),
     );
     settle_cri_store(cri.as_ref(), &paths, &mut gaps);
     settle_config_by_line(&paths, containerd_version.version.as_deref(), &mut gaps);

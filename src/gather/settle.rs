@@ -9,7 +9,8 @@ use std::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{
-    Bundle, CniView, CriContainer, CriView, DaemonDir, Gap, Mount, NetworksFrom, Paths, Source,
+    Bundle, CniView, CriContainer, CriView, DaemonDir, Gap, Mount, NetnsView, NetworksFrom, Paths,
+    Source,
 };
 use crate::peers::containerd_config::line_of;
 use crate::sources::{cni, cri_store, SourceThread};
@@ -113,7 +114,7 @@ pub(super) struct Withheld {
 impl Withheld {
     /// Keeps what was read under a withheld root or state from the checks:
     /// CRI's status files and sandbox dirs under root, the bundles, CRI's
-    /// sandbox dirs and the mounts under state.
+    /// sandbox dirs, the mounts and CRI's netns mounts under state.
     pub(super) fn apply(
         &self,
         state: &Path,
@@ -121,7 +122,11 @@ impl Withheld {
         cri_sandboxes: &mut BTreeSet<String>,
         bundles: &mut BTreeMap<String, Bundle>,
         mounts: &mut Vec<Mount>,
+        netns: Option<&mut NetnsView>,
     ) {
+        if let Some(view) = netns.filter(|view| self.state && view.dir.starts_with(state)) {
+            view.mounts.clear();
+        }
         if self.root {
             cri_containers.clear();
         }
@@ -363,14 +368,34 @@ mod tests {
         ];
         let mut bundles = BTreeMap::from([("a".to_string(), Bundle::default())]);
         let mut sandboxes = BTreeSet::from(["p".to_string()]);
+        let mut netns = NetnsView {
+            dir: state.join("io.containerd.grpc.v1.cri/netns"),
+            mounts: vec![crate::model::NetnsMount {
+                path: state.join("io.containerd.grpc.v1.cri/netns/cni-1"),
+                inode: 4026532000,
+                device: 4,
+                created_at: Default::default(),
+                interfaces: None,
+            }],
+            ..NetnsView::default()
+        };
         Withheld::default().apply(
             &state,
             &mut s.cri_containers,
             &mut sandboxes,
             &mut bundles,
             &mut mounts,
+            Some(&mut netns),
         );
-        assert_eq!((bundles.len(), sandboxes.len(), mounts.len()), (1, 1, 2));
+        assert_eq!(
+            (
+                bundles.len(),
+                sandboxes.len(),
+                mounts.len(),
+                netns.mounts.len()
+            ),
+            (1, 1, 2, 1)
+        );
         Withheld {
             root: false,
             state: true,
@@ -381,8 +406,9 @@ mod tests {
             &mut sandboxes,
             &mut bundles,
             &mut mounts,
+            Some(&mut netns),
         );
-        assert!(bundles.is_empty() && sandboxes.is_empty());
+        assert!(bundles.is_empty() && sandboxes.is_empty() && netns.mounts.is_empty());
         assert_eq!(mounts, [mount("/var/lib/kubelet/pods/x".into())]);
     }
 }
