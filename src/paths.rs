@@ -1155,6 +1155,24 @@ mod tests {
     }
 
     #[test]
+    fn a_relative_root_and_state_are_the_daemons_working_directorys() {
+        let node = Node::new();
+        let config = node.file(
+            "c.toml",
+            "version = 2\nroot = \"rel/root\"\nstate = \"rel/state\"\n",
+        );
+        node.kernel
+            .cwds
+            .borrow_mut()
+            .insert(10, PathBuf::from("/srv/c"));
+        daemon_holding(&node, 10, &config, "/srv/c/rel/root");
+        let (paths, _) = node.resolve(&node.flags());
+        assert_eq!(paths.root.path, PathBuf::from("/srv/c/rel/root"));
+        assert_eq!(paths.state.path, PathBuf::from("/srv/c/rel/state"));
+        assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+    }
+
+    #[test]
     fn a_config_edited_after_start_gives_the_root_the_daemon_holds_and_leaves_state_unproven() {
         let node = Node::new();
         let config = node.file(

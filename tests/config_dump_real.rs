@@ -88,6 +88,28 @@ const SHAPES: &[Shape] = &[
         silent_on: &[],
     },
     Shape {
+        name: "version 1 main, said so, with CRI's snapshotter and cni under plugins.cri",
+        files: &[(
+            "config.toml",
+            "version = 1\nroot = \"@/root\"\nstate = \"@/state\"\n\
+             [plugins.cri.containerd]\nsnapshotter = \"native\"\n\
+             [plugins.cri.cni]\nconf_dir = \"/A\"\n",
+        )],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
+        // Agreed as text; live, nodectl resolves them from the daemon's
+        // working directory, as the daemon does (src/paths/tie.rs).
+        name: "version 2 main with a relative root and state",
+        files: &[(
+            "config.toml",
+            "version = 2\nroot = \"rel/root\"\nstate = \"rel/state\"\n",
+        )],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
         name: "version 2 main with CRI's cni, snapshotter and a runtime",
         files: &[(
             "config.toml",

@@ -61,10 +61,35 @@ pub(super) fn own_root_and_state(
             "root" => DEFAULT_ROOT,
             _ => DEFAULT_STATE,
         };
-        let (own, tie) = match flag.clone().filter(|p| !p.as_os_str().is_empty()) {
-            Some(flag) => (flag, Tie::Tied),
-            None => {
-                let named = from_config.unwrap_or_else(|| PathBuf::from(default));
+        let given = flag.clone().filter(|p| !p.as_os_str().is_empty());
+        let by_flag = given.is_some();
+        let named = given.unwrap_or_else(|| from_config.unwrap_or_else(|| PathBuf::from(default)));
+        // containerd takes a relative root or state as given (`MkdirAll`,
+        // `filepath.Join` into its plugins' dirs): from its working
+        // directory, not nodectl's.
+        let named = match named.is_relative() {
+            false => named,
+            true => match kernel.cwd(pid) {
+                Ok(cwd) => cwd.join(named),
+                Err(why) => {
+                    let why = format!(
+                        "{what} {} is relative and containerd pid {pid}'s working directory \
+                         could not be read: {why}",
+                        named.display()
+                    );
+                    untie(
+                        (&mut paths.untied, &mut paths.unproven),
+                        what,
+                        &located.path,
+                        why,
+                    );
+                    continue;
+                }
+            },
+        };
+        let (own, tie) = match by_flag {
+            true => (named, Tie::Tied),
+            false => {
                 let tie = tie(kernel, pid, &named, held, &open_files, &unchanged);
                 (named, tie)
             }
@@ -126,6 +151,10 @@ pub(super) fn own_root_and_state(
             }
         };
         if from_daemon {
+            // Its own, spelled from where nodectl reads it.
+            if located.path.is_relative() {
+                located.path = own;
+            }
             continue;
         }
         let reason = match (kernel.file_id(&located.path), kernel.file_id_in(pid, &own)) {
