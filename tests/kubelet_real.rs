@@ -84,19 +84,56 @@ async fn static_pod_lifecycle(release: &str) {
         "a running static pod is no finding: {doc:#}"
     );
 
-    kubelet.remove_static_pod("sleeper");
+    // Pods of the other shapes kubelet runs: a hostPath volume written by an
+    // init container and a container that ends, never restarted
+    // (`restartPolicy: Never`: the pod ends Succeeded, its sandbox stopped
+    // by kubelet and kept); an emptyDir kept across a restart of a container
+    // that failed once (`OnFailure`).
+    let host_path = bed.scratch("host-path");
+    kubelet.add_static_pod("once", &once_manifest(&host_path));
+    kubelet.add_static_pod("again", &again_manifest());
+    let shapes_ran = kubelet.wait_for(Duration::from_secs(120), |k| {
+        let once = k.container_states("once");
+        let again = k.container_states("again");
+        once.contains(&("write".to_string(), "CONTAINER_EXITED".to_string()))
+            && again.contains(&("retry".to_string(), "CONTAINER_EXITED".to_string()))
+            && again.contains(&("retry".to_string(), "CONTAINER_RUNNING".to_string()))
+    });
+    if !shapes_ran {
+        kubelet.fail(&format!(
+            "the pods never ran as their restart policies say: once {:?}, again {:?}",
+            kubelet.container_states("once"),
+            kubelet.container_states("again")
+        ));
+    }
+    for (file, text) in [("init", "init\n"), ("done", "done\n")] {
+        let written = std::fs::read_to_string(host_path.join(file)).unwrap_or_default();
+        assert_eq!(written, text, "the hostPath volume holds what {file} wrote");
+    }
+    let (code, doc) = check(&bed, &kubelet);
+    assert_eq!(
+        (code, kinds(&doc)),
+        (Some(0), vec![]),
+        "an ended pod, a restarted container and a hostPath are no finding: {doc:#}"
+    );
+
+    let pods = ["sleeper", "once", "again"];
+    for pod in pods {
+        kubelet.remove_static_pod(pod);
+    }
     let start = Instant::now();
     // kubelet's cleanup: its sandbox removed from CRI (container GC, once a
     // minute), its pod directory and cgroup removed (housekeeping).
     let cleaned = kubelet.wait_for(Duration::from_secs(150), |k| {
-        k.sandboxes("sleeper").is_empty() && k.container_states("sleeper").is_empty()
+        pods.iter()
+            .all(|pod| k.sandboxes(pod).is_empty() && k.container_states(pod).is_empty())
     });
     if !cleaned {
-        kubelet.fail(&format!(
-            "kubelet never removed the pod: sandboxes {:?}, containers {:?}",
-            kubelet.sandboxes("sleeper"),
-            kubelet.container_states("sleeper")
-        ));
+        let left: Vec<_> = pods
+            .iter()
+            .map(|pod| (pod, kubelet.sandboxes(pod), kubelet.container_states(pod)))
+            .collect();
+        kubelet.fail(&format!("kubelet never removed the pods: {left:?}"));
     }
     let removed = start.elapsed();
     assert!(
@@ -111,6 +148,38 @@ async fn static_pod_lifecycle(release: &str) {
         "nothing is left after kubelet's cleanup: {doc:#}"
     );
     drop(kubelet);
+}
+
+/// A pod that runs once: an init container and a container writing to a
+/// hostPath volume, then ending (`restartPolicy: Never`).
+fn once_manifest(host_path: &std::path::Path) -> String {
+    let image = support::IMAGE;
+    let host_path = host_path.display();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: once\n  namespace: default\n\
+         spec:\n  terminationGracePeriodSeconds: 1\n  restartPolicy: Never\n  volumes:\n  \
+         - name: host\n    hostPath: {{path: \"{host_path}\", type: DirectoryOrCreate}}\n  \
+         initContainers:\n  - name: init\n    image: {image}\n    imagePullPolicy: Never\n    \
+         command: [\"/bin/sh\", \"-c\", \"echo init > /host/init\"]\n    \
+         volumeMounts: [{{name: host, mountPath: /host}}]\n  \
+         containers:\n  - name: write\n    image: {image}\n    imagePullPolicy: Never\n    \
+         command: [\"/bin/sh\", \"-c\", \"echo done > /host/done\"]\n    \
+         volumeMounts: [{{name: host, mountPath: /host}}]\n"
+    )
+}
+
+/// A pod whose container fails once, then runs (`restartPolicy:
+/// OnFailure`), its emptyDir remembering the first run.
+fn again_manifest() -> String {
+    let image = support::IMAGE;
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: again\n  namespace: default\n\
+         spec:\n  terminationGracePeriodSeconds: 1\n  restartPolicy: OnFailure\n  volumes:\n  \
+         - name: cache\n    emptyDir: {{}}\n  containers:\n  - name: retry\n    image: {image}\n    \
+         imagePullPolicy: Never\n    command: [\"/bin/sh\", \"-c\", \"test -f /cache/ran && exec \
+         sleep 3600; touch /cache/ran; exit 1\"]\n    volumeMounts: [{{name: cache, mountPath: \
+         /cache}}]\n"
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
