@@ -149,10 +149,10 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     // procfs starts once the status files are read, so the order above
     // holds; if they have not been read by `timeout`, it starts anyway and
     // the status files are given up (a late answer would break the order).
-    let (cri_containers, cri_store_listed) = status_files
+    let (mut cri_containers, cri_store_listed) = status_files
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
-    let (proc_scan, paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
+    let (proc_scan, mut paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
     files.found_daemon(&paths, options);
     let mut files = files.wait(deadline, started, &mut gaps);
     let pods = PodSources::start(&paths, options, &proc_scan.processes, files.table.clone());
@@ -187,8 +187,6 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         (deadline, started),
         &mut gaps,
     );
-    let mut paths = paths;
-    let mut cri_containers = cri_containers;
     settle_untied(cri.as_ref(), &mut paths, &options.proc_root, &mut gaps).apply(
         &paths.state.path,
         &mut cri_containers,

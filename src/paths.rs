@@ -25,6 +25,7 @@
 
 pub mod config;
 mod tie;
+pub(crate) use tie::add_note;
 
 use std::collections::BTreeMap;
 use std::io;

@@ -92,18 +92,15 @@ fn verify_among(
     // is another runtime's (or the next pod's) lost.
     match fresh.cni.as_ref().map(|cni| &cni.networks_from) {
         Some(NetworksFrom::Cri { .. }) => {}
-        Some(NetworksFrom::Files { why }) => {
+        from => {
+            let why = match from {
+                Some(NetworksFrom::Files { why }) => format!(" ({why})"),
+                _ => String::new(),
+            };
             return Verdict::Refuse(format!(
-                "CRI did not say which networks it loaded ({why}): nothing is released on \
-                 the files' word"
-            ))
-        }
-        _ => {
-            return Verdict::Refuse(
-                "CRI did not say which networks it loaded: nothing is released on the files' \
-                 word"
-                    .to_string(),
-            )
+                "CRI did not say which networks it loaded{why}: nothing is released on the \
+                 files' word"
+            ));
         }
     }
     if leaked.contains(&key) {

@@ -187,10 +187,7 @@ pub(super) fn settle_untied(
                     untied.path.display(),
                     pid.unwrap_or_default()
                 );
-                paths.note = Some(match paths.note.take() {
-                    Some(before) => format!("{before}; {note}"),
-                    None => note,
-                });
+                crate::paths::add_note(&mut paths.note, note);
             }
             Err(why) => {
                 gaps.push(Gap::source(

@@ -200,7 +200,8 @@ fn untie(
     unproven.push(why);
 }
 
-fn add_note(notes: &mut Option<String>, note: String) {
+/// Adds `note` to the paths' notes, after any said before.
+pub(crate) fn add_note(notes: &mut Option<String>, note: String) {
     *notes = Some(match notes.take() {
         Some(before) => format!("{before}; {note}"),
         None => note,

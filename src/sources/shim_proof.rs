@@ -328,47 +328,34 @@ const SO_ACCEPTCON: u32 = 1 << 16;
 /// runtime/v2/shim on 1.7, pkg/shim on 2.x). `None` when that cannot be
 /// read.
 fn listens_on_a_unix_socket(dir: &File, unreadable: &mut ProofReadFailures) -> Option<bool> {
-    let fds = match openat(
+    let listed = openat(
         dir,
         "fd",
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
-    ) {
+    )
+    .and_then(nix::dir::Dir::from_fd);
+    let mut fds = match listed {
         Ok(fds) => fds,
         Err(err) => {
             unreadable.os("fd", err);
             return None;
         }
     };
-    let fds = match nix::dir::Dir::from_fd(fds) {
-        Ok(fds) => fds,
-        Err(err) => {
-            unreadable.os("fd", err);
-            return None;
-        }
-    };
-    let mut sockets = std::collections::HashSet::new();
-    let names: Vec<String> = {
-        let mut fds = fds;
-        let names: Vec<String> = fds
-            .iter()
-            .filter_map(Result::ok)
-            .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_string))
-            .filter(|name| name.bytes().all(|b| b.is_ascii_digit()))
-            .collect();
-        let fd_dir = fds;
-        for name in &names {
-            if let Ok(target) = readlinkat(&fd_dir, name.as_str()) {
-                let inode = target
-                    .to_str()
-                    .and_then(|t| t.strip_prefix("socket:["))
-                    .and_then(|t| t.strip_suffix(']'))
-                    .and_then(|n| n.parse::<u64>().ok());
-                sockets.extend(inode);
-            }
-        }
-        names
-    };
+    let names: Vec<String> = fds
+        .iter()
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str().ok().map(str::to_string))
+        .filter(|name| name.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    let sockets: std::collections::HashSet<u64> = names
+        .iter()
+        .filter_map(|name| readlinkat(&fds, name.as_str()).ok())
+        .filter_map(|target| {
+            let target = target.to_str()?.strip_prefix("socket:[")?;
+            target.strip_suffix(']')?.parse().ok()
+        })
+        .collect();
     if names.is_empty() {
         unreadable.data("fd", "no descriptor listed".to_string());
         return None;
