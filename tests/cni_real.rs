@@ -287,9 +287,9 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
 
     // Ten pods Pending behind a failing CNI ADD, each started in kubelet's
     // order and retried: their cgroups, directories, emptyDirs and log
-    // directories are kubelet's (its pod-resources API lists them), never
-    // leaked nor orphans, and nothing of them is removed; each is a
-    // failing-sandbox.
+    // directories are kubelet's (its pod-resources API, a stand-in's, lists
+    // them), never leaked nor orphans, and nothing of them is removed; each
+    // is a failing-sandbox.
     bed.fail_cni_add("nodectl-chained: ADD refused by the test");
     let kubelet = bed.scratch("kubelet");
     let pod_logs = bed.scratch("kubelet-pod-logs");
@@ -308,7 +308,10 @@ async fn del_failing_with_not_found_leaks_the_address_on_every_line() {
         pending[0].sandbox.as_ref().unwrap_err().message
     );
     let listed: Vec<(&str, &str)> = names.iter().map(|n| ("default", n.as_str())).collect();
-    let _kubelet = support::PodResourcesServer::start(&kubelet, &listed);
+    // A stand-in, though nothing here needs one: a real kubelet keeps a pod
+    // Pending behind this ADD and lists it (kubelet_pending_real.rs), and
+    // would do so for these ten, CRI's network not ready below included.
+    let _kubelet = support::StandInKubeletPodResources::start(test, &kubelet, &listed);
     let (root, logs) = (
         kubelet.display().to_string(),
         pod_logs.display().to_string(),

@@ -10,13 +10,14 @@
 //! was moved into between its scan and its act, and removes the other.
 //!
 //! kubelet's word: without its pod-resources socket every leak is
-//! unconfirmed and nothing is removed; with it (served by the test) the
-//! leaks are confirmed. Two pods started in kubelet's order
-//! (`support::kubelet_steps`) are kubelet's and never leaked: one Pending
-//! behind a RunPodSandbox that keeps failing (`failing-sandbox`, never
-//! `orphan-pod-dir`), one whose sandbox is gone but whose emptyDir is still
-//! mounted (an `orphan-pod-dir`, its cgroup kept); neither cgroup is
-//! planned nor removed, while the gone pod's is still found and removed.
+//! unconfirmed and nothing is removed; with it (a stand-in's, see
+//! `support::StandInKubeletPodResources`) the leaks are confirmed. Two pods
+//! started in kubelet's order (`support::kubelet_steps`) are kubelet's and
+//! never leaked: one Pending behind a RunPodSandbox that keeps failing
+//! (`failing-sandbox`, never `orphan-pod-dir`), one whose sandbox is gone
+//! but whose emptyDir is still mounted (an `orphan-pod-dir`, its cgroup
+//! kept); neither cgroup is planned nor removed, while the gone pod's is
+//! still found and removed.
 //!
 //! A systemd driver's pod slice kubelet let go, made by the test where
 //! kubelet's systemd driver names it under the bed's cgroup root (the
@@ -143,8 +144,11 @@ async fn a_pod_cgroup_left_after_its_pod_is_found_and_the_live_one_is_not() {
     assert_eq!(planned, 0, "unconfirmed, nothing removed: {doc:#}");
 
     // kubelet's word, served as kubelet serves it: only the Pending pod is
-    // active.
-    let _kubelet = support::PodResourcesServer::start(&kubelet_dir, &[("default", "pending")]);
+    // active. A stand-in: a real kubelet answering would destroy the gone
+    // pods' cgroups at its next housekeeping (2 s), and a standalone one
+    // ignores runtimeClassName: it cannot keep a pod Pending on a handler.
+    let _kubelet =
+        support::StandInKubeletPodResources::start(TEST, &kubelet_dir, &[("default", "pending")]);
 
     let output = run("0s");
     let doc = support::report(&output);

@@ -4,15 +4,16 @@
 //! tenant's `mkdir` there must not make a leaked pod cgroup vanish nor turn
 //! an orphan pod directory into a `failing-sandbox`.
 //!
-//! Beside a live pod kubelet's word (its pod-resources API, served by the
-//! test) lists, a pod cgroup kubelet let go (`leaked-pod-cgroup`) and a pod
-//! directory whose emptyDir is still mounted (`orphan-pod-dir`), both
-//! confirmed at first. Then the tenant makes log directories for their
-//! uids: named after the listed pod, both findings stay, unconfirmed with
-//! why (that name has several uids' log directories), exit 1, nothing
-//! removed; named after a pod kubelet does not list, both stay confirmed
-//! and no `failing-sandbox` appears; without kubelet's word, the orphan is
-//! unconfirmed and says which log directory names it.
+//! Beside a live pod kubelet's word (its pod-resources API, a stand-in's:
+//! `support::StandInKubeletPodResources`) lists, a pod cgroup kubelet let
+//! go (`leaked-pod-cgroup`) and a pod directory whose emptyDir is still
+//! mounted (`orphan-pod-dir`), both confirmed at first. Then the tenant
+//! makes log directories for their uids: named after the listed pod, both
+//! findings stay, unconfirmed with why (that name has several uids' log
+//! directories), exit 1, nothing removed; named after a pod kubelet does
+//! not list, both stay confirmed and no `failing-sandbox` appears; without
+//! kubelet's word, the orphan is unconfirmed and says which log directory
+//! names it.
 
 mod support;
 
@@ -88,7 +89,11 @@ async fn a_tenants_log_directory_makes_no_leak_vanish() {
         let dirs = ids(doc, "orphan-pod-dir");
         assert_eq!(dirs, std::slice::from_ref(&mounted.uid), "{doc:#}");
     };
-    let kubelet = support::PodResourcesServer::start(&kubelet_dir, &[("default", "live")]);
+    // A stand-in: a real kubelet answering would destroy the gone pod's
+    // cgroup at its next housekeeping (2 s) and the tenant's log directories
+    // at its container GC (1 min), and would not list this pod it never ran.
+    let kubelet =
+        support::StandInKubeletPodResources::start(TEST, &kubelet_dir, &[("default", "live")]);
     assert_eq!(live.namespace, "default");
 
     // Both confirmed.

@@ -8,8 +8,9 @@
 //! is the "host"'s PID 1, and starts its containerd bed there. Two pod
 //! slices are made through systemd under the bed's cgroup root, named as
 //! kubelet's systemd driver names them (`ToSystemd`/`ExpandSlice`), of pods
-//! with no sandbox that kubelet's word (its pod-resources socket) no longer
-//! lists: one empty, one with a process in it (a service in the slice).
+//! with no sandbox that kubelet's word (its pod-resources socket, a
+//! stand-in's: `support::StandInKubeletPodResources`) no longer lists: one
+//! empty, one with a process in it (a service in the slice).
 //! `leaked-pod-cgroups --remove` plans the empty one "stopped through
 //! systemd" (and refuses the others in the plan too), and with `--yes`
 //! stops it through systemd: the unit inactive
@@ -46,8 +47,10 @@ async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused
     let kubelet_root = kubelet_dir.display().to_string();
     let pod_logs_dir = bed.scratch("pod-logs-of-kubelet");
     let pod_logs = pod_logs_dir.display().to_string();
-    // kubelet's word: no pod active.
-    let _kubelet = support::PodResourcesServer::start(&kubelet_dir, &[]);
+    // kubelet's word: no pod active. A stand-in: a real kubelet with no pod
+    // would stop both pod slices itself at its next housekeeping (2 s),
+    // killing the busy one's process first, leaving nothing to stop or refuse.
+    let _kubelet = support::StandInKubeletPodResources::start(TEST, &kubelet_dir, &[]);
 
     // The slices, made through systemd where kubelet's systemd driver puts
     // them under the bed's cgroup root (every `-` of a part escaped to `_`).

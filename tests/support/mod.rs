@@ -17,7 +17,9 @@
 //!   the bed, and crictl beside it;
 //! - [`kubelet_steps`]: a pod started in kubelet's order (its cgroup,
 //!   directories, an emptyDir tmpfs, its log directory, RunPodSandbox);
-//! - [`pod_resources`]: kubelet's pod-resources API, served by the test;
+//! - [`stand_in_pod_resources`]: a stand-in for kubelet's pod-resources API
+//!   (the test process, not a kubelet), only where a real kubelet cannot be
+//!   made to do what a test needs (its module says what);
 //! - [`neighbourhood`]: what a real node has beside containerd (a mount
 //!   table of hundreds of KB before the bed's, an unprivileged user's
 //!   processes), built with every bed;
@@ -48,11 +50,11 @@ mod neighbourhood;
 pub mod nodectl_image;
 mod orphan_archive;
 mod orphan_shim;
-mod pod_resources;
 pub mod procs;
 pub mod seed_004;
 pub mod serve;
 mod stall;
+mod stand_in_pod_resources;
 mod strace;
 mod teardown;
 mod testbed;
@@ -85,9 +87,9 @@ pub use neighbourhood::TenantShim;
 pub use nodectl_image::NODECTL_IMAGE;
 pub use orphan_archive::{orphan_id, write_orphan_archive, ARCHIVE_BUNDLES};
 pub use orphan_shim::OrphanShim;
-pub use pod_resources::PodResourcesServer;
 pub use procs::is_running;
 pub use stall::Stall;
+pub use stand_in_pod_resources::StandInKubeletPodResources;
 pub use strace::Strace;
 pub use teardown::{mounts_below, shim_address};
 pub use testbed::{TestBed, DROP_IN, NAMESPACE};

@@ -1,9 +1,29 @@
-//! kubelet's pod-resources API, served by the test as kubelet serves it
-//! (k8s.io/kubelet `pkg/apis/podresources/v1/api.proto`,
-//! `PodResourcesLister.List` at `<kubelet root>/pod-resources/kubelet.sock`),
-//! with the few messages written by hand: the bed runs no kubelet. The
-//! listener is the test process itself, root in the host's namespaces, as
-//! kubelet is.
+//! A stand-in for kubelet's pod-resources API, not a kubelet: the test
+//! process itself serves `PodResourcesLister.List` at
+//! `<kubelet root>/pod-resources/kubelet.sock` (k8s.io/kubelet
+//! `pkg/apis/podresources/v1/api.proto`, the few messages written by hand),
+//! root in the host's namespaces as kubelet is, and answers whatever pods
+//! the test tells it to.
+//!
+//! The project's tests drive the real kubelet (`support::Kubelet`, built by
+//! scripts/peers); this belongs only where a real kubelet cannot be made to
+//! do what the test needs:
+//!
+//! - leave, while it answers, what it removes itself of a pod it does not
+//!   have: its housekeeping (every 2 s) destroys such a pod's cgroup under
+//!   its cgroup root once no volume of the pod is left (killing any process
+//!   in it first; a systemd slice stopped through systemd) and removes its
+//!   pod directory once nothing is mounted there, and its container GC
+//!   (every minute) removes its log directory;
+//! - list a pod it never admitted (one the test ran through CRI itself in
+//!   kubelet's order), or keep a pod Pending on something a standalone
+//!   kubelet ignores (with no API server it has no RuntimeClass manager: a
+//!   pod's `runtimeClassName` never reaches RunPodSandbox);
+//! - lie: answer for pods that are not what the node holds.
+//!
+//! Each use says which of these it needs (or that it needs none), and the
+//! stand-in says in the test's output that the answer is its own.
+//! docs/testing.md lists the tests that use it.
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -30,17 +50,23 @@ pub struct PodResources {
     pub namespace: String,
 }
 
-/// The pods kubelet "has active": (namespace, name), changed by the test.
+/// The stand-in's listener, and the pods it says kubelet "has active":
+/// (namespace, name), as the test sets them.
 #[derive(Clone, Default)]
-pub struct PodResourcesServer {
+pub struct StandInKubeletPodResources {
     pods: Arc<Mutex<Vec<(String, String)>>>,
     task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
-impl PodResourcesServer {
+impl StandInKubeletPodResources {
     /// Serves the API at `<kubelet_root>/pod-resources/kubelet.sock`, on
-    /// the test's runtime, until dropped.
-    pub fn start(kubelet_root: &Path, pods: &[(&str, &str)]) -> PodResourcesServer {
+    /// the test's runtime, until dropped; says in `test`'s output (once)
+    /// that this answer is a stand-in's.
+    pub fn start(
+        test: &str,
+        kubelet_root: &Path,
+        pods: &[(&str, &str)],
+    ) -> StandInKubeletPodResources {
         let dir = kubelet_root.join("pod-resources");
         std::fs::create_dir_all(&dir).expect("kubelet's pod-resources directory");
         // sun_path holds 108 bytes: bound through the open directory.
@@ -53,7 +79,12 @@ impl PodResourcesServer {
             std::os::unix::net::UnixListener::bind(&short).expect("binding kubelet.sock");
         listener.set_nonblocking(true).unwrap();
         let listener = tokio::net::UnixListener::from_std(listener).expect("on the runtime");
-        let server = PodResourcesServer::default();
+        eprintln!(
+            "{test}: kubelet's pod-resources answer at {} comes from a stand-in (the test \
+             process, not a kubelet), listing {pods:?}",
+            dir.join("kubelet.sock").display()
+        );
+        let server = StandInKubeletPodResources::default();
         server.set(pods);
         let service = Lister {
             pods: server.pods.clone(),
@@ -78,7 +109,7 @@ impl PodResourcesServer {
     }
 }
 
-impl Drop for PodResourcesServer {
+impl Drop for StandInKubeletPodResources {
     fn drop(&mut self) {
         if Arc::strong_count(&self.task) == 1 {
             if let Some(task) = self.task.lock().unwrap().take() {
