@@ -281,6 +281,15 @@ fn read_at_most(file: &mut File, limit: u64, size: u64) -> io::Result<Vec<u8>> {
             break;
         }
         filled += n;
+        // A regular file that gave exactly the size `fstat` said, with room
+        // left for more, is at its end: Linux returns less than asked from a
+        // regular file only there. The read for EOF it would take is one
+        // system call of the four a status file costs (thousands a look).
+        // A size of 0 (procfs) or another than read (sysfs says 4096) is
+        // read on to EOF as before.
+        if size > 0 && filled as u64 == size && filled < bytes.len() {
+            break;
+        }
     }
     bytes.truncate(filled);
     Ok(bytes)
