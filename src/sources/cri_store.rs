@@ -121,27 +121,26 @@ fn read_all<'a>(
             .ok()
             .filter(|dir| listed.is(dir));
         let mut gaps = Vec::new();
-        let read: Vec<Looked> = ids
-            .iter()
-            .filter_map(|id| {
-                let unchanged =
-                    dir.as_ref()
-                        .zip(known.get(id.as_str()))
-                        .is_some_and(|(dir, known)| {
-                            version_at(dir, &Path::new(id.as_str()).join("status")).as_ref()
-                                == Some(known)
-                        });
-                if unchanged {
-                    return Some(Looked::Unchanged(id.as_str()));
-                }
-                let from = Store {
-                    listed,
-                    opened: dir.as_ref(),
-                    lost: &lost,
-                };
-                read_one(&from, (*id).clone(), &mut gaps).map(Looked::Read)
-            })
-            .collect();
+        // Room for every reading at once: grown a doubling at a time, the
+        // readings (a few hundred bytes each) were copied again and again.
+        let mut read: Vec<Looked> = Vec::with_capacity(ids.len());
+        read.extend(ids.iter().filter_map(|id| {
+            let unchanged = dir
+                .as_ref()
+                .zip(known.get(id.as_str()))
+                .is_some_and(|(dir, known)| {
+                    version_at(dir, &Path::new(id.as_str()).join("status")).as_ref() == Some(known)
+                });
+            if unchanged {
+                return Some(Looked::Unchanged(id.as_str()));
+            }
+            let from = Store {
+                listed,
+                opened: dir.as_ref(),
+                lost: &lost,
+            };
+            read_one(&from, (*id).clone(), &mut gaps).map(Looked::Read)
+        }));
         (read, gaps)
     }) {
         readings.extend(read);
