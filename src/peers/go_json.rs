@@ -79,11 +79,63 @@ impl<'de> Visitor<'de> for GoJsonVisitor {
 }
 
 /// `bytes` as Go's decoder reads them. Invalid UTF-8 in a string Go takes
-/// as U+FFFD (so here, first); a number out of float64's range fails both;
-/// what serde refuses and Go takes (a lone surrogate escape, nesting past
-/// 128) is refused here: the file then fails, the safe side.
+/// as U+FFFD (so here, first), and a lone surrogate escape too
+/// ([`lone_surrogates_replaced`]); a number out of float64's range fails
+/// both; what serde refuses and Go takes (nesting past 128) is refused
+/// here: the file then fails, the safe side.
 pub fn parse(bytes: &[u8]) -> Result<GoJson, String> {
-    serde_json::from_str(&String::from_utf8_lossy(bytes)).map_err(|e| e.to_string())
+    let text = String::from_utf8_lossy(bytes);
+    serde_json::from_str(&lone_surrogates_replaced(&text)).map_err(|e| e.to_string())
+}
+
+/// `text` with each `\u` escape of a UTF-16 surrogate that is not a high
+/// one followed by the escape of a low one written `\ufffd`: Go's
+/// `unquote` (decode.go) reads it as U+FFFD, serde refuses it. Only
+/// escapes are rewritten, so what is not JSON stays so.
+fn lone_surrogates_replaced(text: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = text.as_bytes();
+    // Four hex digits (from_str_radix alone would take a sign).
+    let unit = |at: usize| {
+        let hex = bytes.get(at..at + 4)?;
+        hex.iter().all(u8::is_ascii_hexdigit).then_some(())?;
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let escape = |at: usize| match bytes.get(at..at + 2) {
+        Some(b"\\u") => unit(at + 2),
+        _ => None,
+    };
+    let mut out = String::new();
+    let (mut copied, mut at, mut in_string) = (0, 0, false);
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                in_string = !in_string;
+                at += 1;
+            }
+            b'\\' if in_string => match escape(at) {
+                // A pair: one character.
+                Some(0xD800..=0xDBFF)
+                    if escape(at + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low)) =>
+                {
+                    at += 12;
+                }
+                Some(0xD800..=0xDFFF) => {
+                    out.push_str(&text[copied..at]);
+                    out.push_str("\\ufffd");
+                    at += 6;
+                    copied = at;
+                }
+                Some(_) => at += 6,
+                None => at += 2,
+            },
+            _ => at += 1,
+        }
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
 }
 
 impl GoJson {
@@ -263,6 +315,29 @@ impl Shape {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_surrogate_escape_is_u_fffd_as_go_unquotes_it() {
+        let string = |s: &str| GoJson::String(s.to_string());
+        for (json, read) in [
+            (r#""\ud800""#, "\u{fffd}"),
+            (r#""\udc00x""#, "\u{fffd}x"),
+            (r#""\ud800 \udc00""#, "\u{fffd} \u{fffd}"),
+            (r#""\uD800\u0041""#, "\u{fffd}A"),
+            (r#""\ud800\ud800\udc00""#, "\u{fffd}\u{10000}"),
+            (r#""\ud83d\ude00""#, "\u{1f600}"),
+            (r#""\\ud800""#, "\\ud800"),
+            (r#""\"\ud800""#, "\"\u{fffd}"),
+        ] {
+            assert_eq!(parse(json.as_bytes()), Ok(string(read)), "{json}");
+        }
+        let key = parse(br#"{"a\udfff": [null]}"#).unwrap();
+        let entry = ("a\u{fffd}".to_string(), GoJson::Array(vec![GoJson::Null]));
+        assert_eq!(key, GoJson::Object(vec![entry]));
+        // Not four hex digits: not an escape, for Go either.
+        assert!(parse(br#""\ud80""#).is_err());
+        assert!(parse(br#"{"a": 1} \ud800"#).is_err());
+    }
 
     #[test]
     fn keys_name_fields_as_go_folds_them() {
