@@ -296,10 +296,8 @@ fn read_host_paths(overlay: &str) -> [&'static str; 6] {
             "/var/lib/rancher/k3s/agent/etc/cni/net.d",
             "/var/lib/kubelet",
         ),
-        "rke2" => (
-            "/var/lib/rancher/rke2/agent/etc/cni/net.d",
-            "/var/lib/kubelet",
-        ),
+        // rke2 writes no conf_dir: containerd's default (LAYOUTS).
+        "rke2" => ("/etc/cni/net.d", "/var/lib/kubelet"),
         "microk8s" => (
             "/var/snap/microk8s/current/args/cni-network",
             "/var/snap/microk8s/common/var/lib/kubelet",
@@ -417,6 +415,359 @@ fn exporter_holds_together(overlay: &str, daemonset: &Value, args: &[&str]) {
             && !names(&container["volumeMounts"]).contains(&"textfile".to_string()),
         "{overlay}: no textfile directory is mounted from the host"
     );
+}
+
+/// One host path of a distribution's overlay: a volume (`what` is its
+/// name), which must be mounted from `path` at `path` and hold each of
+/// `documented`, or a flag passed to nodectl (`what` is the flag), whose
+/// value must be `path`. `documented` is the distribution's own layout,
+/// read from its source at the release each row's comment names; `path`
+/// is that layout's directory when it is mounted itself, or the parent
+/// the overlay mounts to hold it.
+struct LayoutRow {
+    overlay: &'static str,
+    what: &'static str,
+    path: &'static str,
+    documented: &'static [&'static str],
+}
+
+/// What every distribution's row set names: containerd's root, state and
+/// socket, CRI's CNI conf_dir, kubelet's root and its pod logs.
+const LAYOUT_NAMES: &[&str] = &[
+    "containerd-root",
+    "containerd-state",
+    "--address",
+    "cni-conf",
+    "kubelet",
+    "pod-logs",
+];
+
+/// Each distribution's layout, from its own source. The k3s-io/k3s
+/// repository is read at k3s v1.21.2+k3s1 (the newest k3s tag of the
+/// snapshot that could be had); rke2 v1.36.3+rke2r1 runs k3s's agent code
+/// and its own files give the same root, state and socket for its data
+/// dir. Kubelet's defaults are Kubernetes v1.37.2's (the module
+/// scripts/peers builds): cmd/kubelet/app/options/options.go
+/// `defaultRootDir`, pkg/kubelet/apis/config/v1beta1/defaults.go
+/// `DefaultPodLogsDir`.
+const LAYOUTS: &[LayoutRow] = &[
+    // k3s v1.21.2+k3s1 pkg/agent/config/config.go: `Containerd.Root =
+    // filepath.Join(envInfo.DataDir, "agent", "containerd")`, passed as
+    // `--root` by pkg/agent/containerd/containerd.go; DataDir defaults to
+    // "/var/lib/rancher/" + Program (pkg/datadir/datadir.go,
+    // pkg/cli/cmds/agent.go `--data-dir`).
+    LayoutRow {
+        overlay: "k3s",
+        what: "containerd-root",
+        path: "/var/lib/rancher/k3s/agent/containerd",
+        documented: &["/var/lib/rancher/k3s/agent/containerd"],
+    },
+    // k3s v1.21.2+k3s1 pkg/agent/config/config.go: `Containerd.State =
+    // "/run/k3s/containerd"`, `Containerd.Address =
+    // filepath.Join(Containerd.State, "containerd.sock")`, passed as
+    // `--state` and `-a` by pkg/agent/containerd/containerd.go.
+    LayoutRow {
+        overlay: "k3s",
+        what: "containerd-state",
+        path: "/run/k3s/containerd",
+        documented: &["/run/k3s/containerd", "/run/k3s/containerd/containerd.sock"],
+    },
+    // k3s v1.21.2+k3s1 pkg/agent/config/config.go (Containerd.Address, as
+    // above).
+    LayoutRow {
+        overlay: "k3s",
+        what: "--address",
+        path: "/run/k3s/containerd/containerd.sock",
+        documented: &["/run/k3s/containerd/containerd.sock"],
+    },
+    // k3s v1.21.2+k3s1 pkg/agent/config/config.go: with flannel (the
+    // default) `AgentConfig.CNIConfDir = filepath.Join(envInfo.DataDir,
+    // "agent", "etc", "cni", "net.d")`; pkg/agent/templates/templates.go
+    // writes it as `[plugins.cri.cni] conf_dir` under `{{- if not
+    // .NodeConfig.NoFlannel }}`. k3s-io/k3s at commit 2112c436
+    // pkg/executor/embed/embed.go still sets CNIConfDir so, and only when
+    // flannel's backend is not "none".
+    LayoutRow {
+        overlay: "k3s",
+        what: "cni-conf",
+        path: "/var/lib/rancher/k3s/agent/etc/cni/net.d",
+        documented: &["/var/lib/rancher/k3s/agent/etc/cni/net.d"],
+    },
+    // k3s v1.21.2+k3s1 pkg/agent/config/config.go sets
+    // `AgentConfig.RootDir` only when rootless, and
+    // pkg/daemons/agent/agent.go passes `--root-dir` only when it is set:
+    // kubelet's default (Kubernetes v1.37.2 options.go `defaultRootDir`).
+    LayoutRow {
+        overlay: "k3s",
+        what: "kubelet",
+        path: "/var/lib/kubelet",
+        documented: &["/var/lib/kubelet"],
+    },
+    // k3s v1.21.2+k3s1 passes kubelet no pod logs directory: kubelet's
+    // default (Kubernetes v1.37.2 defaults.go `DefaultPodLogsDir`).
+    LayoutRow {
+        overlay: "k3s",
+        what: "pod-logs",
+        path: "/var/log/pods",
+        documented: &["/var/log/pods"],
+    },
+    // rke2 v1.36.3+rke2r1 pkg/cli/cmds/server.go: data dir `rke2Path =
+    // "/var/lib/rancher/rke2"`; pkg/executor/staticpod/cleanup.go
+    // `startContainerd` starts containerd as k3s's agent does: `--root
+    // filepath.Join(dataDir, "agent", "containerd")`.
+    LayoutRow {
+        overlay: "rke2",
+        what: "containerd-root",
+        path: "/var/lib/rancher/rke2/agent/containerd",
+        documented: &["/var/lib/rancher/rke2/agent/containerd"],
+    },
+    // rke2 v1.36.3+rke2r1 pkg/executor/staticpod/spw.go `ContainerdSock =
+    // "/run/k3s/containerd/containerd.sock"`; cleanup.go `--state
+    // filepath.Dir(ContainerdSock)`, `-a ContainerdSock`.
+    LayoutRow {
+        overlay: "rke2",
+        what: "containerd-state",
+        path: "/run/k3s/containerd",
+        documented: &["/run/k3s/containerd", "/run/k3s/containerd/containerd.sock"],
+    },
+    // rke2 v1.36.3+rke2r1 pkg/executor/staticpod/spw.go `ContainerdSock`
+    // (and pkg/cli/cmds/completion.go `CONTAINERD_ADDRESS`).
+    LayoutRow {
+        overlay: "rke2",
+        what: "--address",
+        path: "/run/k3s/containerd/containerd.sock",
+        documented: &["/run/k3s/containerd/containerd.sock"],
+    },
+    // rke2 v1.36.3+rke2r1 pkg/cli/defaults/defaults.go
+    // `cmds.ServerConfig.FlannelBackend = "none"` (its CNI is a chart), and
+    // its Linux executor (pkg/executor/staticpod/staticpod.go `Bootstrap`)
+    // sets no CNIConfDir (only the Windows one, pkg/executor/pebinary,
+    // does): k3s's template (above) writes no conf_dir, and CRI keeps
+    // containerd's default, `NetworkPluginConfDir: "/etc/cni/net.d"`
+    // (containerd internal/cri/config/config_unix.go).
+    LayoutRow {
+        overlay: "rke2",
+        what: "cni-conf",
+        path: "/etc/cni/net.d",
+        documented: &["/etc/cni/net.d"],
+    },
+    // rke2 v1.36.3+rke2r1 passes no `--root-dir` (its kubelet's flags in
+    // pkg/executor/staticpod/staticpod.go name
+    // `--volume-plugin-dir=/var/lib/kubelet/volumeplugins`;
+    // bundle/bin/rke2-killall.sh unmounts /var/lib/kubelet/pods): kubelet's
+    // default.
+    LayoutRow {
+        overlay: "rke2",
+        what: "kubelet",
+        path: "/var/lib/kubelet",
+        documented: &["/var/lib/kubelet", "/var/lib/kubelet/pods"],
+    },
+    // rke2 v1.36.3+rke2r1 passes no pod logs directory
+    // (bundle/bin/rke2-uninstall.sh removes /var/log/pods): kubelet's
+    // default.
+    LayoutRow {
+        overlay: "rke2",
+        what: "pod-logs",
+        path: "/var/log/pods",
+        documented: &["/var/log/pods"],
+    },
+    // microk8s v1.36 microk8s-resources/default-args/containerd: `--root
+    // ${SNAP_COMMON}/var/lib/containerd` (expanded by
+    // microk8s-resources/wrappers/run-containerd-with-args). SNAP_COMMON is
+    // snapd's /var/snap/microk8s/common, the fallback of microk8s's own
+    // build-scripts/components/containerd/patches/v2.1.6/
+    // 0001-microk8s-sideload-images-plugin.patch.
+    LayoutRow {
+        overlay: "microk8s",
+        what: "containerd-root",
+        path: "/var/snap/microk8s/common/var/lib/containerd",
+        documented: &["/var/snap/microk8s/common/var/lib/containerd"],
+    },
+    // microk8s v1.36 microk8s-resources/default-args/containerd: `--state
+    // ${SNAP_COMMON}/run/containerd`, `--address
+    // ${SNAP_COMMON}/run/containerd.sock`: the socket is beside the state
+    // directory, so their parent is mounted.
+    LayoutRow {
+        overlay: "microk8s",
+        what: "containerd-state",
+        path: "/var/snap/microk8s/common/run",
+        documented: &[
+            "/var/snap/microk8s/common/run/containerd",
+            "/var/snap/microk8s/common/run/containerd.sock",
+        ],
+    },
+    // microk8s v1.36 microk8s-resources/default-args/containerd
+    // (`--address`, as above).
+    LayoutRow {
+        overlay: "microk8s",
+        what: "--address",
+        path: "/var/snap/microk8s/common/run/containerd.sock",
+        documented: &["/var/snap/microk8s/common/run/containerd.sock"],
+    },
+    // microk8s v1.36 microk8s-resources/default-args/containerd-template.toml
+    // `conf_dir = "${SNAP_DATA}/args/cni-network"`, rendered by
+    // wrappers/run-containerd-with-args with SNAP_DATA the revision
+    // directory /var/snap/microk8s/<revision> (docs/build.md names it
+    // through the `current` link): each refresh changes it, so
+    // /var/snap/microk8s is mounted.
+    LayoutRow {
+        overlay: "microk8s",
+        what: "cni-conf",
+        path: "/var/snap/microk8s",
+        documented: &["/var/snap/microk8s/current/args/cni-network"],
+    },
+    // microk8s v1.36 microk8s-resources/default-args/kubelet
+    // `--root-dir=${SNAP_COMMON}/var/lib/kubelet` (kubelite reads it from
+    // that args file, so nodectl is told it too).
+    LayoutRow {
+        overlay: "microk8s",
+        what: "kubelet",
+        path: "/var/snap/microk8s/common/var/lib/kubelet",
+        documented: &["/var/snap/microk8s/common/var/lib/kubelet"],
+    },
+    // microk8s v1.36 microk8s-resources/default-args/kubelet (as above).
+    LayoutRow {
+        overlay: "microk8s",
+        what: "--kubelet-root",
+        path: "/var/snap/microk8s/common/var/lib/kubelet",
+        documented: &["/var/snap/microk8s/common/var/lib/kubelet"],
+    },
+    // microk8s v1.36 microk8s-resources/default-args/kubelet names no pod
+    // logs directory: kubelet's default.
+    LayoutRow {
+        overlay: "microk8s",
+        what: "pod-logs",
+        path: "/var/log/pods",
+        documented: &["/var/log/pods"],
+    },
+];
+
+/// The one DaemonSet an overlay renders to.
+fn rendered_daemonset(bin: &Path, overlay: &str) -> Value {
+    let yaml = render(bin, &deploy().join("overlays").join(overlay))
+        .unwrap_or_else(|e| panic!("overlay {overlay}: {e}"));
+    let mut objects = objects(bin, &yaml);
+    assert_eq!(objects.len(), 1, "overlay {overlay}: one DaemonSet");
+    objects.pop().unwrap()
+}
+
+/// Each volume's host path and mount path, by name.
+fn volume_paths(daemonset: &Value) -> Vec<(String, String, String)> {
+    let pod = &daemonset["spec"]["template"]["spec"];
+    let mounts = pod["containers"][0]["volumeMounts"].as_array().unwrap();
+    pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|volume| {
+            let name = volume["name"].as_str().unwrap();
+            let mount = mounts
+                .iter()
+                .find(|m| m["name"] == name)
+                .unwrap_or_else(|| panic!("volume {name} is not mounted"));
+            (
+                name.to_string(),
+                volume["hostPath"]["path"].as_str().unwrap().to_string(),
+                mount["mountPath"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The k3s, rke2 and microk8s overlays each render, and mount (and name to
+/// nodectl) exactly their distribution's layout as its own source gives it
+/// (LAYOUTS); every volume no row names is the default overlay's, and no
+/// path flag is passed that no row names.
+#[test]
+fn each_distribution_overlay_mounts_its_documented_layout() {
+    const TEST: &str = "each_distribution_overlay_mounts_its_documented_layout";
+    let bin = match venv() {
+        Ok(bin) => bin,
+        Err(why) => return support::skip(TEST, &why),
+    };
+    let default = volume_paths(&rendered_daemonset(bin, "default"));
+    for overlay in SERVED {
+        let rows: Vec<&LayoutRow> = LAYOUTS.iter().filter(|r| r.overlay == *overlay).collect();
+        for name in LAYOUT_NAMES {
+            assert!(
+                rows.iter().any(|r| r.what == *name),
+                "{overlay}: LAYOUTS has no row for {name}"
+            );
+        }
+        let daemonset = rendered_daemonset(bin, overlay);
+        let volumes = volume_paths(&daemonset);
+        for row in rows.iter().filter(|r| !r.what.starts_with("--")) {
+            assert!(
+                volumes.iter().any(|(name, _, _)| name == row.what),
+                "{overlay}: no volume {}",
+                row.what
+            );
+        }
+        for (name, host, mounted) in &volumes {
+            match rows.iter().find(|r| r.what == name) {
+                Some(row) => {
+                    assert_eq!(
+                        (host.as_str(), mounted.as_str()),
+                        (row.path, row.path),
+                        "{overlay}: volume {name} (hostPath, mountPath) is not the documented layout's"
+                    );
+                    for path in row.documented {
+                        assert!(
+                            Path::new(path).starts_with(row.path),
+                            "{overlay}: the documented {path} is not in volume {name} ({})",
+                            row.path
+                        );
+                    }
+                }
+                None => {
+                    let base = default
+                        .iter()
+                        .find(|(n, _, _)| n == name)
+                        .unwrap_or_else(|| panic!("{overlay}: volume {name} is not the base's"));
+                    assert_eq!(
+                        (host, mounted),
+                        (&base.1, &base.2),
+                        "{overlay}: volume {name} differs from the base and no LAYOUTS row says why"
+                    );
+                }
+            }
+        }
+        let args: Vec<&str> = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        for (at, arg) in args.iter().enumerate() {
+            if ![
+                "--address",
+                "--kubelet-root",
+                "--root",
+                "--state",
+                "--config",
+            ]
+            .contains(arg)
+            {
+                continue;
+            }
+            let row = rows.iter().find(|r| r.what == *arg).unwrap_or_else(|| {
+                panic!("{overlay}: {arg} is passed and no LAYOUTS row names it")
+            });
+            assert_eq!(
+                args.get(at + 1).copied(),
+                Some(row.path),
+                "{overlay}: {arg} is not the documented layout's"
+            );
+            assert_eq!(row.documented, [row.path], "{overlay}: {arg}");
+        }
+        for row in rows.iter().filter(|r| r.what.starts_with("--")) {
+            assert!(
+                args.contains(&row.what),
+                "{overlay}: {} is not passed ({args:?})",
+                row.what
+            );
+        }
+    }
 }
 
 #[test]
