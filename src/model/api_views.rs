@@ -265,6 +265,10 @@ pub struct CriView {
     /// the same Status (verbose), asked only of the proven daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirs: Option<CriDirs>,
+    /// CRI's settings as its own config says them, from the same Status
+    /// (verbose), asked only of the proven daemon; taken with `dirs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub said: Option<CriSaid>,
     #[serde(serialize_with = "bare_calls", deserialize_with = "cri_calls")]
     pub calls: Vec<ApiCall>,
 }
@@ -277,6 +281,22 @@ pub struct CriDirs {
     pub root: PathBuf,
     #[serde(with = "crate::model::path_json")]
     pub state: PathBuf,
+}
+
+/// CRI's settings that nodectl also reads from containerd's config, as
+/// CRI's own config says them (see [`crate::peers::cri_dirs`]): `None`
+/// where the daemon's line does not say one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CriSaid {
+    /// `netnsMountsUnderStateDir`: where CRI mounts pods' network
+    /// namespaces (every line says it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_mounts_under_state_dir: Option<bool>,
+    /// The snapshotter CRI uses for images, `containerd.snapshotter`
+    /// (1.x says it; 2.x's CRI config has none, its images plugin holds
+    /// it). Empty: containerd's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshotter: Option<String>,
 }
 
 /// A condition of CRI's Status. containerd's CRI sets `NetworkReady` false

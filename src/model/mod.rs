@@ -34,8 +34,8 @@ pub mod snapshotter;
 pub use action::{Action, Outcome};
 pub use api::{Api, ApiCall, Method};
 pub use api_views::{
-    ContainerdView, CriApiState, CriCondition, CriDirs, CriIndex, CriItem, CriView, NamespaceView,
-    StatusProbe, TaskStatus, TaskView, NO_SOCKET,
+    ContainerdView, CriApiState, CriCondition, CriDirs, CriIndex, CriItem, CriSaid, CriView,
+    NamespaceView, StatusProbe, TaskStatus, TaskView, NO_SOCKET,
 };
 pub use cgroups::{CgroupView, KubeletSetting, PodCgroup};
 pub use cleanup::{Cleanup, CleanupAction, CleanupOutcome};

@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use crate::model::{
-    name_labels, Api, CriApiState, CriCniConfig, CriCondition, CriDirs, CriItem, CriView, Gap,
-    Method, Source, StatusProbe,
+    name_labels, Api, CriApiState, CriCniConfig, CriCondition, CriDirs, CriItem, CriSaid, CriView,
+    Gap, Method, Source, StatusProbe,
 };
 use crate::peers::{cri_cni, cri_dirs};
 use crate::sources::api::{connect_recorded, connect_to_daemon, status_text, timed};
@@ -94,7 +94,10 @@ pub async fn query(
     match network {
         Some(answer) => {
             view.network = answer.network;
-            view.dirs = answer.dirs.filter(|_| verbose);
+            if let Some((dirs, said)) = answer.config.filter(|_| verbose) {
+                view.dirs = Some(dirs);
+                view.said = Some(said);
+            }
             match answer.cni {
                 Ok(config) => view.cni_config = Some(config),
                 Err(why) => view.cni_config_unread = Some(why),
@@ -118,8 +121,9 @@ pub async fn query(
 struct StatusAnswer {
     network: Option<CriCondition>,
     cni: Result<CriCniConfig, String>,
-    /// containerd's root and state as CRI's config says (verbose only).
-    dirs: Option<CriDirs>,
+    /// containerd's root and state, and CRI's settings, as CRI's config
+    /// says (verbose only).
+    config: Option<(CriDirs, CriSaid)>,
 }
 
 /// CRI's Status: its `NetworkReady` condition and, when `verbose`, the
@@ -142,7 +146,7 @@ async fn status(
         None => Err("CRI's Status was not asked to be verbose".into()),
     };
     // Unread, it ties nothing: what it would have tied stays a gap.
-    let dirs = reply
+    let config = reply
         .info
         .get(cri_dirs::INFO_KEY)
         .and_then(|text| cri_dirs::decode(text).ok());
@@ -155,7 +159,11 @@ async fn status(
             reason: c.reason,
             message: c.message,
         });
-    Ok(StatusAnswer { network, cni, dirs })
+    Ok(StatusAnswer {
+        network,
+        cni,
+        config,
+    })
 }
 
 pub fn gaps(view: &CriView, gaps: &mut Vec<Gap>) {
