@@ -228,6 +228,7 @@ mod tests {
             file: "/etc/containerd/config.toml".into(),
             said: said.to_string(),
             right_on,
+            settings: vec![crate::model::CriSetting::Snapshotter],
         };
         let paths = paths_of_daemon(vec![
             apart("2.x's", vec![(2, 0), (2, 3)]),

@@ -58,8 +58,8 @@ pub use names::{
 pub use netns::{HeldBy, NetnsHolder, NetnsMount, NetnsView};
 pub use node::NodeContext;
 pub use paths::{
-    ConfigApart, ContainerdProcess, DaemonDir, DaemonLookup, Located, Origin, OtherContainerd,
-    Paths, Untied,
+    ConfigApart, ContainerdProcess, CriSetting, DaemonDir, DaemonLookup, Located, Origin,
+    OtherContainerd, Paths, Untied,
 };
 pub use reads::{Ask, Reads};
 pub use recording::{RecorderFile, Recording};

@@ -143,6 +143,28 @@ pub struct ConfigApart {
     pub said: String,
     /// The lines (major, minor) whose reading nodectl used.
     pub right_on: Vec<(u32, u32)>,
+    /// CRI's settings the lines may read apart here: CRI's own word on
+    /// every one of them settles the gap too, whatever the line (see
+    /// `gather::settle::settle_config_by_cri`).
+    pub settings: Vec<CriSetting>,
+}
+
+/// One of CRI's settings nodectl reads from containerd's config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CriSetting {
+    Snapshotter,
+    CniConfDir,
+    CniMaxConfNum,
+    NetnsMountsUnderStateDir,
+}
+
+impl CriSetting {
+    pub const ALL: [CriSetting; 4] = [
+        CriSetting::Snapshotter,
+        CriSetting::CniConfDir,
+        CriSetting::CniMaxConfNum,
+        CriSetting::NetnsMountsUnderStateDir,
+    ];
 }
 
 /// What choosing the running containerd needs once every path is known

@@ -903,6 +903,14 @@ mod import_tests {
             paths.apart_by_line[0].right_on,
             [(2, 0), (2, 1), (2, 2), (2, 3)]
         );
+        // The settings read apart, each of which CRI's own word settles:
+        // 1.x drops the main file's netns_mounts_under_state_dir (and
+        // reads the same conf_dir as 2.x).
+        use crate::model::CriSetting;
+        assert_eq!(
+            paths.apart_by_line[0].settings,
+            [CriSetting::NetnsMountsUnderStateDir]
+        );
         // A main file of version 1 with a drop-in of 2 above it is 1.x's
         // alone (2.x refuses it): 1.x's merge, and its files' versions
         // differ, which 1.6 and 1.7 read by the last one set: said.
@@ -921,6 +929,11 @@ mod import_tests {
                 .contains("config versions 1 and 2"),
             "{:?}",
             paths.apart_by_line
+        );
+        // Those the files set.
+        assert_eq!(
+            paths.apart_by_line[0].settings,
+            [CriSetting::CniConfDir, CriSetting::NetnsMountsUnderStateDir]
         );
     }
 

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::model::ConfigApart;
+use crate::model::{ConfigApart, CriSetting};
 use crate::peers::containerd_config::{merges_of, Line};
 
 /// CRI's plugin up to config version 2 (1.x, and 2.x migrating such files).
@@ -34,8 +34,8 @@ pub struct CriKeys {
     /// A file of version 1 or 2 with a `containerd.runtimes` table in
     /// CRI's plugin (see `snapshotter_2x`).
     has_runtimes: bool,
-    /// The file sets one of CRI's settings nodectl reads.
-    sets_cri: bool,
+    /// CRI's settings nodectl reads that the file sets.
+    sets: BTreeSet<CriSetting>,
     cni_conf_dir: Option<Option<String>>,
     cni_max_conf_num: Option<i64>,
     netns_under_state_dir: Option<bool>,
@@ -50,21 +50,34 @@ impl CriKeys {
                 .and_then(|cri| cri.get("containerd"))
                 .is_some_and(|containerd| containerd.get("runtimes").is_some());
         let snapshotter = cri_snapshotter(plugins, version);
+        let mut sets = BTreeSet::new();
+        let keys = [
+            snapshotter.is_some(),
+            cri_cni_conf_dir(plugins, version).is_some(),
+            cri_cni_max_conf_num(plugins, version).is_some(),
+            netns_under_state_dir(plugins, version).is_some(),
+        ];
+        sets.extend(
+            CriSetting::ALL
+                .into_iter()
+                .zip(keys)
+                .filter(|(_, k)| *k)
+                .map(|(s, _)| s),
+        );
+        // A version 1 file's CRI table under its full name: 1.x and 2.0
+        // to 2.2 ignore it, 2.3 reads it (measured with each line's
+        // `config dump`); said as a difference by line, never taken, and
+        // any of CRI's settings may be in it.
+        if version == 1 && plugins.contains_key(CRI_PLUGIN) {
+            sets.extend(CriSetting::ALL);
+        }
         CriKeys {
             has_cri_table: version < 3 && plugins.get(cri_plugin(version)).is_some(),
             snapshotter_2x: match version {
                 3.. => snapshotter.clone(),
                 _ => snapshotter.clone().filter(|_| has_runtimes),
             },
-            // A version 1 file's CRI table under its full name: 1.x and
-            // 2.0 to 2.2 ignore it, 2.3 reads it (measured with each
-            // line's `config dump`); said as a difference by line, never
-            // taken.
-            sets_cri: snapshotter.is_some()
-                || cri_cni_conf_dir(plugins, version).is_some()
-                || cri_cni_max_conf_num(plugins, version).is_some()
-                || netns_under_state_dir(plugins, version).is_some()
-                || (version == 1 && plugins.contains_key(CRI_PLUGIN)),
+            sets,
             has_runtimes,
             snapshotter,
             cni_conf_dir: cri_cni_conf_dir(plugins, version),
@@ -149,7 +162,11 @@ pub fn merge(
                 right_on.extend([(1, 6), (1, 7)]);
             }
             right_on.sort();
-            if by_merged != by_key || (one_x && by_table != by_key) {
+            let mut settings = by_merged.apart_from(&by_key);
+            if one_x {
+                settings.extend(by_table.apart_from(&by_key));
+            }
+            if !settings.is_empty() {
                 let mut readings = Vec::new();
                 if one_x {
                     readings.push(format!(
@@ -166,6 +183,7 @@ pub fn merge(
                 apart_by_line.push(ConfigApart {
                     file: main.to_path_buf(),
                     right_on,
+                    settings: settings.into_iter().collect(),
                     said: format!(
                         "its files set CRI's settings apart by line: {}; nodectl used 2.3's",
                         readings.join(", ")
@@ -186,7 +204,13 @@ pub fn merge(
 /// Measured against each line's `config dump` (tests/config_dump_real.rs).
 fn unsettled_by_line(main: &Path, files: &[(i64, &CriKeys)]) -> Option<ConfigApart> {
     let versions: BTreeSet<i64> = files.iter().map(|(version, _)| *version).collect();
-    let sets_cri = files.iter().any(|(_, f)| f.sets_cri);
+    let settings: Vec<CriSetting> = files
+        .iter()
+        .flat_map(|(_, f)| f.sets.iter().copied())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let sets_cri = !settings.is_empty();
     // 1.6 starts with a config of any version and reads it as its own:
     // CRI's settings only under its plugin name `io.containerd.grpc.v1.cri`
     // (`Config.Decode`, `p.URI()` from version 2 on). 1.7 refuses a version
@@ -199,6 +223,7 @@ fn unsettled_by_line(main: &Path, files: &[(i64, &CriKeys)]) -> Option<ConfigApa
             return Some(ConfigApart {
                 file: main.to_path_buf(),
                 right_on: vec![(2, 0), (2, 1), (2, 2), (2, 3)],
+                settings,
                 said: format!(
                     "a version {version} config that sets CRI's settings: containerd 2.x reads \
                      them as nodectl did; 1.6 runs with it but reads CRI's settings only under \
@@ -220,6 +245,7 @@ fn unsettled_by_line(main: &Path, files: &[(i64, &CriKeys)]) -> Option<ConfigApa
             file: main.to_path_buf(),
             // nodectl reads each file by its own version, as 2.3 does.
             right_on: vec![(2, 3)],
+            settings,
             said: format!(
                 "its files are of config versions {} and set CRI's settings: containerd 1.6 \
                  reads them all by the last version set, 2.0 to 2.2 migrate the merged \
@@ -236,6 +262,7 @@ fn unsettled_by_line(main: &Path, files: &[(i64, &CriKeys)]) -> Option<ConfigApa
     versions.contains(&1).then(|| ConfigApart {
         file: main.to_path_buf(),
         right_on: vec![(1, 6), (1, 7), (2, 3)],
+        settings,
         said: "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read them, \
                2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
             .to_string(),
@@ -249,6 +276,24 @@ pub struct CriSettings {
     pub cni_conf_dir: Option<String>,
     pub cni_max_conf_num: Option<i64>,
     pub netns_under_state_dir: bool,
+}
+
+impl CriSettings {
+    /// The settings `self` reads apart from `other`.
+    fn apart_from(&self, other: &CriSettings) -> BTreeSet<CriSetting> {
+        let apart = [
+            self.snapshotter != other.snapshotter,
+            self.cni_conf_dir != other.cni_conf_dir,
+            self.cni_max_conf_num != other.cni_max_conf_num,
+            self.netns_under_state_dir != other.netns_under_state_dir,
+        ];
+        CriSetting::ALL
+            .into_iter()
+            .zip(apart)
+            .filter(|(_, apart)| *apart)
+            .map(|(setting, _)| setting)
+            .collect()
+    }
 }
 
 impl std::fmt::Display for CriSettings {
