@@ -22,7 +22,9 @@ use crate::sources::{
     containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, proc_scan, shim_proof,
 };
 pub use sample::{read_exits, sample};
-use settle::{settle_cni, settle_config_by_line, settle_cri_store, settle_untied};
+use settle::{
+    settle_cni, settle_config_by_cri, settle_config_by_line, settle_cri_store, settle_untied,
+};
 
 /// How long a command that asks no API waits for the version recorded in
 /// the containerd binary (read as data, see daemon_version).
@@ -187,6 +189,9 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         (deadline, started),
         &mut gaps,
     );
+    settle_config_by_cri(cri.as_ref(), &mut paths, &mut gaps);
+    let table = files.table.clone();
+    pods.settle_netns_dir(&paths, options, table, (deadline, started), &mut gaps);
     settle_untied(cri.as_ref(), &mut paths, &options.proc_root, &mut gaps).apply(
         &paths.state.path,
         &mut cri_containers,
@@ -520,7 +525,17 @@ fn ask_apis(
                 containerd_snapshots::query(address, daemon, namespace, configured, deadline);
             Some(query.await)
         };
-        let answers = async { tokio::join!(containerd, cri, snapshotter) };
+        let answers = async {
+            let (containerd, cri, mut snapshotter) = tokio::join!(containerd, cri, snapshotter);
+            // CRI's own word on its snapshotter (1.x says it), listed too.
+            let said = cri
+                .as_ref()
+                .and_then(|c| c.said.as_ref()?.snapshotter.clone());
+            if let (Some(view), Some(said)) = (snapshotter.as_mut(), said) {
+                containerd_snapshots::list_also(view, daemon, &said, deadline).await;
+            }
+            (containerd, cri, snapshotter)
+        };
         // Never finishes: it only speaks up if the answers take a while.
         let progress = async {
             tokio::time::sleep(PROGRESS_AFTER).await;

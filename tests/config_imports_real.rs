@@ -289,3 +289,203 @@ async fn a_relative_glob_is_read_where_this_line_reads_it() {
         "{paths}"
     );
 }
+
+/// CRI's config as the running line merged it, from its own
+/// `Status(verbose)`: what the test takes as the daemon's word.
+async fn cri_config(bed: &TestBed) -> Value {
+    let request = k8s_cri::v1::StatusRequest { verbose: true };
+    let reply = bed.cri().await.status(request).await;
+    let info = reply
+        .unwrap_or_else(|e| bed.fail(&format!("CRI's Status: {e}")))
+        .into_inner()
+        .info;
+    let text = info.get("config").cloned().unwrap_or_default();
+    eprintln!("CRI's config on {}: {text}", bed.containerd_version());
+    serde_json::from_str(&text).unwrap_or_else(|e| bed.fail(&format!("CRI's config: {e}")))
+}
+
+/// The images plugin's snapshotter as the line's `config dump` says it
+/// (2.x: CRI's Status does not say it).
+fn dumped_snapshotter(bed: &TestBed) -> String {
+    let containerd = bed.ctr().with_file_name("containerd");
+    let output = support::run_bounded(
+        Command::new(containerd)
+            .arg("--config")
+            .arg(bed.config_path())
+            .args(["config", "dump"])
+            // Where the daemon runs: 1.6.20 globs a relative import from there.
+            .current_dir(bed.dir()),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|e| bed.fail(&format!("config dump: {e}")));
+    let dump: toml::Table = String::from_utf8_lossy(&output.stdout)
+        .parse()
+        .unwrap_or_else(|e| bed.fail(&format!("config dump: {e}")));
+    let plugins = &dump["plugins"];
+    let snapshotter = match bed.line() {
+        Line::V1_6 | Line::V1_7 => {
+            &plugins["io.containerd.grpc.v1.cri"]["containerd"]["snapshotter"]
+        }
+        Line::V2_0 | Line::V2_3 => &plugins["io.containerd.cri.v1.images"]["snapshotter"],
+    };
+    snapshotter.as_str().unwrap_or_default().to_string()
+}
+
+/// A network namespace at `path` that nothing holds, named as CRI names
+/// its pods' (`cni-<uuid>`): an nsfs bind mount on an empty file, as `ip
+/// netns add` makes one.
+fn unheld_cri_style_netns(dir: &Path) -> std::path::PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let name = format!(
+        "cni-{:08x}-4343-4343-8000-{:012x}",
+        std::process::id(),
+        nanos & 0xffff_ffff_ffff
+    );
+    let path = dir.join(name);
+    fs::create_dir_all(dir).unwrap();
+    fs::write(&path, "").unwrap();
+    let status = Command::new("unshare")
+        .arg(format!("--net={}", path.display()))
+        .arg("true")
+        .status()
+        .unwrap();
+    assert!(status.success(), "unshare --net={}", path.display());
+    path
+}
+
+/// A version 2 drop-in after the bed's that states CRI's table again
+/// without `netns_mounts_under_state_dir` and with the `native`
+/// snapshotter but no runtimes table (an installer's CRI section beside
+/// the node's): 1.x replaces CRI's whole table with it (pods' namespaces
+/// in /var/run/netns, images in `native`); 2.3 merges it key by key and
+/// takes no snapshotter from a version 2 file without runtimes (the
+/// bed's: under the state dir, `overlayfs`), as nodectl reads the files;
+/// 2.0 migrates the merged whole (`native`). nodectl asked on the proven
+/// daemon takes CRI's own word where it says the setting: no `config` gap
+/// for it, and CRI's netns directory judged, not the one the files name.
+/// 2.x's CRI does not say its snapshotter: on 2.0 that gap stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cri_s_own_word_settles_the_settings_its_files_are_read_apart_on() {
+    const TEST: &str = "cri_s_own_word_settles_the_settings_its_files_are_read_apart_on";
+    let Some(mut bed) = TestBed::start_networked(TEST).await else {
+        return;
+    };
+    let node = fs::read_to_string(bed.dir().join(support::DROP_IN)).unwrap();
+    assert!(
+        node.contains("netns_mounts_under_state_dir = true"),
+        "{node}"
+    );
+    let mut in_runtimes = false;
+    let installer: Vec<&str> = node
+        .lines()
+        .filter(|line| {
+            let key = line.trim_start();
+            if key.starts_with('[') {
+                in_runtimes = key.contains(".runtimes.");
+            }
+            !in_runtimes && !key.starts_with("netns_mounts_under_state_dir")
+        })
+        .collect();
+    let installer = installer
+        .join("\n")
+        .replace("snapshotter = \"overlayfs\"", "snapshotter = \"native\"");
+    assert!(
+        installer.contains("snapshotter = \"native\""),
+        "{installer}"
+    );
+    bed.stop_containerd();
+    fs::write(bed.dir().join("conf.d/60-installer.toml"), &installer).unwrap();
+    bed.start_containerd().await;
+
+    // The daemon's own word, and what its line merged.
+    let config = cri_config(&bed).await;
+    let under_state = config["netnsMountsUnderStateDir"].as_bool();
+    let cri_snapshotter = config["containerd"]["snapshotter"].as_str();
+    let dumped = dumped_snapshotter(&bed);
+    let one_x = matches!(bed.line(), Line::V1_6 | Line::V1_7);
+    assert_eq!(under_state, Some(!one_x), "{config}");
+    match one_x {
+        true => assert_eq!(cri_snapshotter, Some("native"), "{config}"),
+        false => assert_eq!(cri_snapshotter, None, "2.x's CRI says none: {config}"),
+    }
+    let line_s_snapshotter = match bed.line() {
+        Line::V2_3 => "overlayfs",
+        _ => "native",
+    };
+    assert_eq!(dumped, line_s_snapshotter);
+
+    // A namespace nothing holds, named as CRI's are, where the files (read
+    // as 2.3 does) say CRI mounts them: judged only where CRI says so.
+    let planted = unheld_cri_style_netns(&bed.netns_dir());
+    let name = planted.file_name().unwrap().to_string_lossy().into_owned();
+    let args = [
+        "check",
+        "-o",
+        "json",
+        "--settle",
+        "0s",
+        "--sandbox-grace",
+        "0s",
+    ];
+    let (_, doc) = nodectl_by_socket(&bed, &args);
+    let paths = &doc["paths"];
+    assert_eq!(paths["process"]["pid"], bed.containerd_pid(), "{paths}");
+    assert_eq!(paths["unproven"], serde_json::json!([]), "{paths}");
+    assert_eq!(
+        paths["netns_under_state_dir"].as_bool().unwrap_or(false),
+        !one_x,
+        "{paths}"
+    );
+    // 1.x: CRI's word; 2.x: the files' as 2.3 reads them (CRI says none).
+    let snapshotter = if one_x { "native" } else { "overlayfs" };
+    assert_eq!(paths["snapshotter"], snapshotter, "{paths}");
+    // Its snapshots listed, though neither the files (as 2.3 reads them)
+    // nor a container record names it on 1.x.
+    let listed = format!("containerd Snapshots.List {snapshotter}");
+    let calls = doc["api_calls"].as_array().unwrap();
+    assert!(
+        calls
+            .iter()
+            .any(|call| call["call"] == listed.as_str() && call["error"].is_null()),
+        "{listed}: {calls:?}"
+    );
+    let note = paths["note"].as_str().unwrap_or_default();
+    for said in [
+        "CRI's netns_mounts_under_state_dir is false by its own word",
+        "CRI's snapshotter is native by its own word",
+    ] {
+        assert_eq!(note.contains(said), one_x, "{said}: {paths}");
+    }
+    let config_gaps: Vec<&Value> = doc["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|gap| gap["source"] == "config")
+        .collect();
+    match bed.line() {
+        Line::V2_0 => {
+            assert_eq!(config_gaps.len(), 1, "{doc}");
+            let error = config_gaps[0]["error"].as_str().unwrap();
+            assert!(
+                error.contains(
+                    "2.0 to 2.2 (the files merged, then migrated) read snapshotter native"
+                ),
+                "{error}"
+            );
+        }
+        _ => assert!(config_gaps.is_empty(), "{config_gaps:?}"),
+    }
+    let judged = support::finding_keys(&doc).contains(&("leaked-netns".to_string(), name.clone()));
+    assert_eq!(
+        judged,
+        !one_x,
+        "{}: the namespace in {} judged: {judged}\n{doc}",
+        bed.containerd_version(),
+        bed.netns_dir().display()
+    );
+    nix::mount::umount2(&planted, nix::mount::MntFlags::MNT_DETACH).unwrap();
+    let _ = fs::remove_file(&planted);
+}

@@ -6,6 +6,7 @@
 //! namespace no record names) is read after them.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::seen_as_host;
@@ -23,7 +24,8 @@ pub(super) struct PodSources {
     kubelet: Option<SourceThread<Option<KubeletView>>>,
     kubelet_word: Option<SourceThread<KubeletWord>>,
     pod_cgroups: Option<SourceThread<Option<CgroupView>>>,
-    netns: Option<SourceThread<NetnsView>>,
+    /// The netns directory read, and its reading.
+    netns: Option<(PathBuf, SourceThread<NetnsView>)>,
 }
 
 /// What they read.
@@ -34,6 +36,9 @@ pub(super) struct PodsRead {
     kubelet_word: Option<SourceThread<KubeletWord>>,
     pub pod_cgroups: Option<CgroupView>,
     pub netns: Option<NetnsView>,
+    /// The directory `netns` was read from, and its gaps, held until CRI's
+    /// word settles which directory is judged ([`PodsRead::settle_netns_dir`]).
+    netns_read: Option<(PathBuf, Vec<Gap>)>,
 }
 
 impl PodSources {
@@ -122,16 +127,9 @@ impl PodSources {
                 pod_cgroups::read(root, settings, &cgroup_fs, gaps)
             })
         });
-        let netns = options.netns.then(|| {
-            let (dir, mountinfo) = (netns::dir(paths), options.mount_table(paths));
-            let proc_root = options.proc_root.clone();
-            SourceThread::spawn(netns::SOURCE, &dir.clone(), move |gaps| {
-                // CRI's mounts there are in the host's mount table: the
-                // directory not the host's, nodectl's table lacks them.
-                seen_as_host(&HostView::of(&proc_root), netns::SOURCE, &dir, gaps);
-                netns::read(&dir, table.as_ref(), &mountinfo, gaps)
-            })
-        });
+        let netns = options
+            .netns
+            .then(|| (netns::dir(paths), read_netns(paths, options, table)));
         PodSources {
             kubelet,
             kubelet_word,
@@ -152,12 +150,73 @@ impl PodSources {
                 .pod_cgroups
                 .and_then(|s| s.wait(deadline, started, gaps))
                 .flatten(),
-            netns: self.netns.and_then(|s| s.wait(deadline, started, gaps)),
+            netns: None,
+            netns_read: None,
         }
+        .with_netns(self.netns, deadline, started)
     }
 }
 
+/// CRI's pod network namespaces in its netns directory for `paths`, read
+/// on a thread of its own.
+fn read_netns(
+    paths: &Paths,
+    options: &GatherOptions,
+    table: Option<mountinfo::Table>,
+) -> SourceThread<NetnsView> {
+    let (dir, mountinfo) = (netns::dir(paths), options.mount_table(paths));
+    let proc_root = options.proc_root.clone();
+    SourceThread::spawn(netns::SOURCE, &dir.clone(), move |gaps| {
+        // CRI's mounts there are in the host's mount table: the
+        // directory not the host's, nodectl's table lacks them.
+        seen_as_host(&HostView::of(&proc_root), netns::SOURCE, &dir, gaps);
+        netns::read(&dir, table.as_ref(), &mountinfo, gaps)
+    })
+}
+
 impl PodsRead {
+    /// The netns read from `dir`, waited for until `deadline`, with its
+    /// gaps held.
+    fn with_netns(
+        mut self,
+        netns: Option<(PathBuf, SourceThread<NetnsView>)>,
+        deadline: Instant,
+        started: Instant,
+    ) -> PodsRead {
+        if let Some((dir, thread)) = netns {
+            let mut gaps = Vec::new();
+            self.netns = thread.wait(deadline, started, &mut gaps);
+            self.netns_read = Some((dir, gaps));
+        }
+        self
+    }
+
+    /// Once CRI's own word settled where it mounts pods' network
+    /// namespaces (`paths.netns_under_state_dir`, see
+    /// `settle::settle_config_by_cri`): what was read from another
+    /// directory (containerd's config read apart from how its line
+    /// merges it) is dropped with its gaps and CRI's directory read
+    /// instead, within the deadline; nothing from a directory CRI does not
+    /// use is judged. Else the reading's gaps join the look's.
+    pub(super) fn settle_netns_dir(
+        &mut self,
+        paths: &Paths,
+        options: &GatherOptions,
+        table: Option<mountinfo::Table>,
+        (deadline, started): (Instant, Instant),
+        gaps: &mut Vec<Gap>,
+    ) {
+        let Some((dir, mut read_gaps)) = self.netns_read.take() else {
+            return;
+        };
+        if dir == netns::dir(paths) {
+            gaps.append(&mut read_gaps);
+            return;
+        }
+        let again = read_netns(paths, options, table);
+        self.netns = again.wait(deadline, started, gaps);
+    }
+
     /// After the APIs: kubelet's word, asked beside them, joined (until
     /// `deadline`) into kubelet's view.
     pub(super) fn join_kubelet_word(
@@ -245,6 +304,54 @@ impl PodsRead {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_netns_read_from_a_dir_cri_does_not_use_is_read_again_from_the_one_it_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state");
+        let cris = state.join("io.containerd.grpc.v1.cri/netns");
+        std::fs::create_dir_all(&cris).unwrap();
+        let pods = cris.join("cni-01234567-89ab-cdef-0123-456789abcdef");
+        std::fs::write(&pods, "").unwrap();
+        let table = tmp.path().join("mountinfo");
+        let line = format!("41 1 0:4 net:[9] {} rw - nsfs nsfs rw\n", pods.display());
+        std::fs::write(&table, line).unwrap();
+        let mut paths = crate::model::fixtures::snapshot().paths;
+        paths.state.path = state;
+        // CRI's word, taken after the files named /var/run/netns.
+        paths.netns_under_state_dir = true;
+        let mut options = crate::gather::tests::options("k8s.io", false);
+        options.netns = true;
+        options.mountinfo = Some(table);
+        let files = PathBuf::from(netns::DEFAULT_DIR);
+        let stale = Gap::item(netns::SOURCE, files.join("cni-x"), "read where CRI is not");
+        let read_from = |dir: &PathBuf| PodsRead {
+            netns: Some(NetnsView {
+                dir: dir.clone(),
+                ..NetnsView::default()
+            }),
+            netns_read: Some((dir.clone(), vec![stale.clone()])),
+            ..PodsRead::default()
+        };
+        let now = Instant::now();
+        let within = (now + std::time::Duration::from_secs(10), now);
+
+        let mut read = read_from(&files);
+        let mut gaps = Vec::new();
+        read.settle_netns_dir(&paths, &options, None, within, &mut gaps);
+        let view = read.netns.unwrap();
+        assert_eq!(view.dir, cris);
+        assert_eq!(view.mounts.len(), 1, "{view:?}");
+        assert_eq!(view.mounts[0].path, pods);
+        assert!(!gaps.contains(&stale), "{gaps:?}");
+
+        // Read from CRI's own: kept as read, with its gaps.
+        let mut read = read_from(&cris);
+        let mut gaps = Vec::new();
+        read.settle_netns_dir(&paths, &options, None, within, &mut gaps);
+        assert_eq!(gaps, [stale]);
+        assert!(read.netns.unwrap().mounts.is_empty());
+    }
 
     #[test]
     fn a_pod_source_whose_directory_the_host_has_and_nodectl_does_not_see_is_a_gap() {

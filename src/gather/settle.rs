@@ -9,11 +9,12 @@ use std::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{
-    Bundle, CniView, CriContainer, CriView, DaemonDir, Gap, Mount, NetnsView, NetworksFrom, Paths,
-    Source,
+    Bundle, CniView, CriContainer, CriSetting, CriView, DaemonDir, Gap, Mount, NetnsView,
+    NetworksFrom, Paths, Source,
 };
 use crate::peers::containerd_config::line_of;
-use crate::sources::{cni, cri_store, SourceThread};
+use crate::sources::containerd_snapshots::DEFAULT_SNAPSHOTTER;
+use crate::sources::{cni, cri_store, netns, SourceThread};
 
 use super::GatherOptions;
 
@@ -98,6 +99,64 @@ pub(super) fn settle_config_by_line(paths: &Paths, version: Option<&str>, gaps: 
     }
     for apart in &paths.config_apart_by_line {
         if apart.right_on.contains(&line) {
+            let settled = Gap::item(Source::Config, &apart.file, &apart.said);
+            gaps.retain(|gap| *gap != settled);
+        }
+    }
+}
+
+/// Takes CRI's own word (its `Status(verbose)` config, asked only of the
+/// proven daemon: see [`crate::peers::cri_dirs`]) on the settings nodectl
+/// also reads from containerd's config. Where it says
+/// `netnsMountsUnderStateDir` or its snapshotter and the files, read as
+/// 2.3 reads them, gave another, CRI's replaces the files' reading and a
+/// note says so (gather then reads the netns directory CRI names, see
+/// `PodsRead::settle_netns_dir`). Each `config` gap of a reading the lines
+/// give apart is dropped once CRI said every setting it is about, whatever
+/// the daemon's line (its CNI conf dir and max_conf_num are in its
+/// `cniconfig`, taken by [`settle_cni`]). A setting its line does not say
+/// (2.x's snapshotter) leaves the files' reading, and such a gap, as they
+/// were.
+pub(super) fn settle_config_by_cri(cri: Option<&CriView>, paths: &mut Paths, gaps: &mut Vec<Gap>) {
+    let Some(cri) = cri else {
+        return;
+    };
+    let said = cri.said.clone().unwrap_or_default();
+    if let Some(under) = said.netns_mounts_under_state_dir {
+        if under != paths.netns_under_state_dir {
+            let files = paths.netns_under_state_dir;
+            paths.netns_under_state_dir = under;
+            let note = format!(
+                "CRI's netns_mounts_under_state_dir is {under} by its own word (its Status), \
+                 not {files} as containerd's config files read: pods' network namespaces are \
+                 judged in {}",
+                netns::dir(paths).display()
+            );
+            crate::paths::add_note(&mut paths.note, note);
+        }
+    }
+    if let Some(snapshotter) = &said.snapshotter {
+        fn effective(s: Option<&str>) -> &str {
+            s.filter(|s| !s.is_empty()).unwrap_or(DEFAULT_SNAPSHOTTER)
+        }
+        let files = effective(paths.snapshotter.as_deref()).to_string();
+        let theirs = effective(Some(snapshotter));
+        if theirs != files {
+            paths.snapshotter = Some(theirs.to_string());
+            let note = format!(
+                "CRI's snapshotter is {theirs} by its own word (its Status), not {files} as \
+                 containerd's config files read"
+            );
+            crate::paths::add_note(&mut paths.note, note);
+        }
+    }
+    let told = |setting: &CriSetting| match setting {
+        CriSetting::Snapshotter => said.snapshotter.is_some(),
+        CriSetting::NetnsMountsUnderStateDir => said.netns_mounts_under_state_dir.is_some(),
+        CriSetting::CniConfDir | CriSetting::CniMaxConfNum => cri.cni_config.is_some(),
+    };
+    for apart in &paths.config_apart_by_line {
+        if !apart.settings.is_empty() && apart.settings.iter().all(told) {
             let settled = Gap::item(Source::Config, &apart.file, &apart.said);
             gaps.retain(|gap| *gap != settled);
         }
@@ -228,7 +287,7 @@ mod tests {
             file: "/etc/containerd/config.toml".into(),
             said: said.to_string(),
             right_on,
-            settings: vec![crate::model::CriSetting::Snapshotter],
+            settings: vec![CriSetting::Snapshotter],
         };
         let paths = paths_of_daemon(vec![
             apart("2.x's", vec![(2, 0), (2, 3)]),
@@ -259,6 +318,110 @@ mod tests {
         let mut no_daemon = paths.clone();
         no_daemon.process = None;
         assert_eq!(left(Some("v2.3.4"), &no_daemon), ["2.x's", "2.3's"]);
+    }
+
+    /// CRI's word on `said` (each only if given), its networks when
+    /// `cni` is.
+    fn cri_telling(netns: Option<bool>, snapshotter: Option<&str>, cni: bool) -> CriView {
+        CriView {
+            said: Some(crate::model::CriSaid {
+                netns_mounts_under_state_dir: netns,
+                snapshotter: snapshotter.map(str::to_string),
+            }),
+            cni_config: cni.then(crate::model::CriCniConfig::default),
+            ..CriView::default()
+        }
+    }
+
+    #[test]
+    fn cris_word_on_its_netns_dir_and_snapshotter_replaces_the_files_reading_with_a_note() {
+        let mut paths = paths_of_daemon(Vec::new());
+        paths.netns_under_state_dir = true;
+        paths.snapshotter = Some("overlayfs".to_string());
+        let mut gaps = Vec::new();
+        let cri = cri_telling(Some(false), Some("native"), false);
+        settle_config_by_cri(Some(&cri), &mut paths, &mut gaps);
+        assert!(!paths.netns_under_state_dir);
+        assert_eq!(paths.snapshotter.as_deref(), Some("native"));
+        let note = paths.note.clone().unwrap();
+        assert!(
+            note.contains(
+                "CRI's netns_mounts_under_state_dir is false by its own word (its Status), not \
+                 true as containerd's config files read: pods' network namespaces are judged in \
+                 /var/run/netns"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains(
+                "CRI's snapshotter is native by its own word (its Status), not overlayfs"
+            ),
+            "{note}"
+        );
+        assert!(gaps.is_empty());
+
+        // The same word: nothing replaced, nothing said. An empty
+        // snapshotter, or none in the files, is containerd's default.
+        let before = paths.clone();
+        settle_config_by_cri(Some(&cri), &mut paths, &mut gaps);
+        assert_eq!(paths, before);
+        let mut default = paths_of_daemon(Vec::new());
+        let cri = cri_telling(Some(false), Some(""), false);
+        settle_config_by_cri(Some(&cri), &mut default, &mut gaps);
+        let cri = cri_telling(Some(false), Some(DEFAULT_SNAPSHOTTER), false);
+        settle_config_by_cri(Some(&cri), &mut default, &mut gaps);
+        assert_eq!((default.snapshotter, default.note), (None, None));
+
+        // A line that does not say them (2.x's snapshotter), or no CRI
+        // asked: the files' reading stays.
+        let mut paths = paths_of_daemon(Vec::new());
+        paths.snapshotter = Some("native".to_string());
+        let before = paths.clone();
+        settle_config_by_cri(Some(&cri_telling(None, None, true)), &mut paths, &mut gaps);
+        settle_config_by_cri(Some(&CriView::default()), &mut paths, &mut gaps);
+        settle_config_by_cri(None, &mut paths, &mut gaps);
+        assert_eq!(paths, before);
+    }
+
+    #[test]
+    fn a_config_read_apart_by_line_is_settled_by_cris_word_on_every_setting_it_is_about() {
+        let apart = |said: &str, settings: Vec<CriSetting>| ConfigApart {
+            file: "/etc/containerd/config.toml".into(),
+            said: said.to_string(),
+            right_on: vec![(2, 3)],
+            settings,
+        };
+        use CriSetting::*;
+        let paths = paths_of_daemon(vec![
+            apart("netns", vec![NetnsMountsUnderStateDir]),
+            apart(
+                "netns and snapshotter",
+                vec![Snapshotter, NetnsMountsUnderStateDir],
+            ),
+            apart("cni", vec![CniConfDir, CniMaxConfNum]),
+        ]);
+        let left = |cri: Option<&CriView>| {
+            let mut gaps: Vec<Gap> = paths
+                .config_apart_by_line
+                .iter()
+                .map(|a| Gap::item(Source::Config, &a.file, &a.said))
+                .collect();
+            settle_config_by_cri(cri, &mut paths.clone(), &mut gaps);
+            gaps.into_iter().map(|g| g.error).collect::<Vec<_>>()
+        };
+        // 1.x says both, and its networks.
+        let one_x = cri_telling(Some(true), Some("overlayfs"), true);
+        assert_eq!(left(Some(&one_x)), Vec::<String>::new());
+        // 2.x says no snapshotter.
+        let two_x = cri_telling(Some(true), None, true);
+        assert_eq!(left(Some(&two_x)), ["netns and snapshotter"]);
+        // Its networks unread: CRI did not say its conf dir.
+        let no_cni = cri_telling(Some(true), Some("overlayfs"), false);
+        assert_eq!(left(Some(&no_cni)), ["cni"]);
+        // Not asked (a daemon not proven is not asked to be verbose).
+        let all = ["netns", "netns and snapshotter", "cni"];
+        assert_eq!(left(Some(&CriView::default())), all);
+        assert_eq!(left(None), all);
     }
 
     /// A node whose daemon (pid 7) sees `/` as nodectl does (its `root`

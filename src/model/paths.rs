@@ -67,7 +67,8 @@ pub struct Paths {
     /// another.
     #[serde(default)]
     pub note: Option<String>,
-    /// The snapshotter CRI uses for images, when the config names one.
+    /// The snapshotter CRI uses for images, when the config names one, or
+    /// CRI's own word where it says another (gather's settle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshotter: Option<String>,
     /// CRI's CNI config directory (`conf_dir`), when the config names one.
@@ -82,7 +83,8 @@ pub struct Paths {
     pub cni_max_conf_num: Option<i64>,
     /// Where CRI mounts pods' network namespaces:
     /// `<state>/io.containerd.grpc.v1.cri/netns` when the config says
-    /// `netns_mounts_under_state_dir`, else `/var/run/netns`.
+    /// `netns_mounts_under_state_dir` (or CRI's own word does, over the
+    /// config's: gather's settle), else `/var/run/netns`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub netns_under_state_dir: bool,
     /// Every other process called containerd (by `comm` and executable),

@@ -131,6 +131,34 @@ pub async fn query(
     view
 }
 
+/// Lists `snapshotter`'s snapshots too, in the view's namespace, when
+/// `view` has no list of them: CRI's own word named the snapshotter it
+/// uses, and neither the records nor the config as nodectl read it did
+/// (a config its line merges apart). Over a connection of its own, to the
+/// same daemon, by the same deadline; after the records and leases, as
+/// [`query`] lists every snapshotter.
+pub async fn list_also(
+    view: &mut SnapshotterView,
+    daemon: Option<i32>,
+    snapshotter: &str,
+    deadline: Instant,
+) {
+    if snapshotter.is_empty() || view.snapshots.contains_key(snapshotter) {
+        return;
+    }
+    let address = view.address.clone();
+    let connected =
+        connect_recorded(Api::Containerd, &address, daemon, deadline, &mut view.calls).await;
+    if let Some(channel) = connected {
+        let call = (Api::Containerd, Method::SnapshotsList, Some(snapshotter));
+        let list = list_snapshots(channel, &view.namespace, snapshotter);
+        let (infos, call) = timed(call, deadline, list).await;
+        view.calls.push(call);
+        view.snapshots.insert(snapshotter.to_string(), infos);
+    }
+    view.calls.sort_by_key(ApiCall::text);
+}
+
 /// Gaps for what containerd did not answer.
 pub fn gaps(view: &SnapshotterView, gaps: &mut Vec<Gap>) {
     api_gaps(Source::ContainerdApi, &view.address, &view.calls, gaps);
