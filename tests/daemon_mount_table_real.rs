@@ -36,9 +36,6 @@ const CLEAN: &[&str] = &[
     "json",
 ];
 
-/// A task's spec with no annotation: runc's shim groups it under its own id.
-const SPEC_OF_NO_POD: &str = r#"{"ociVersion":"1.0.2","annotations":{}}"#;
-
 fn row(action: &str, id: &str, outcome: &str) -> (String, String, String) {
     (action.to_string(), id.to_string(), outcome.to_string())
 }
@@ -50,21 +47,6 @@ fn mounted_in(pid: i32, point: &Path) -> bool {
     table
         .lines()
         .any(|line| line.split(' ').nth(4) == Some(point.as_ref()))
-}
-
-/// A leaked task bundle `<state>/io.containerd.runtime.v2.task/k8s.io/<id>`
-/// of no pod, with a tmpfs mounted on its rootfs in this (containerd's)
-/// mount namespace; its rootfs.
-fn leak_rootfs(bed: &TestBed, id: &str) -> PathBuf {
-    let bundle = bed
-        .state()
-        .join("io.containerd.runtime.v2.task/k8s.io")
-        .join(id);
-    let rootfs = bundle.join("rootfs");
-    std::fs::create_dir_all(&rootfs).unwrap();
-    std::fs::write(bundle.join("config.json"), SPEC_OF_NO_POD).unwrap();
-    support::mount_tmpfs(&rootfs);
-    rootfs
 }
 
 /// A process in a mount namespace of its own, split off from this one
@@ -166,7 +148,7 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
     // Split off first; then the rootfs leaks in containerd's namespace.
     let split = SplitNamespace::start();
     let unknown = support::unknown_id('d');
-    let rootfs = leak_rootfs(&bed, &unknown);
+    let rootfs = bed.leak_rootfs(&unknown);
     let bundle = rootfs.parent().unwrap().to_path_buf();
     assert!(mounted_in(daemon, &rootfs));
     assert!(
@@ -363,7 +345,7 @@ async fn roots_process_named_like_a_shim_without_a_socket_blocks_no_cleanup() {
 
 fn process_named_like_a_shim_blocks_no_cleanup(test: &str, bed: &TestBed, uid: u32, fill: char) {
     let unknown = support::unknown_id(fill);
-    let rootfs = leak_rootfs(bed, &unknown);
+    let rootfs = bed.leak_rootfs(&unknown);
     let bundle = rootfs.parent().unwrap().to_path_buf();
     let user = UsersShimNamedSleep::start(uid);
 

@@ -290,36 +290,6 @@ impl Drop for Pod {
     }
 }
 
-/// Mounts a network namespace nothing is in at `path`, as containerd's
-/// `pkg/netns` `newNS` mounts a pod's (an nsfs bind mount of a new
-/// namespace onto a file in CRI's netns directory): `unshare --net=<file>`
-/// makes that bind mount, and its process exits at once.
-fn mount_empty_netns(path: &Path) {
-    std::fs::write(path, b"").unwrap();
-    let status = std::process::Command::new("unshare")
-        .arg(format!("--net={}", path.display()))
-        .arg("true")
-        .status()
-        .unwrap();
-    assert!(status.success(), "unshare --net={}", path.display());
-}
-
-/// Whether a thread of `pid` is in umount2, as `/proc/<pid>/task/<tid>/syscall`
-/// says (its first field the system call's number).
-fn in_umount2(pid: i32) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    const UMOUNT2: &str = "166";
-    #[cfg(target_arch = "aarch64")]
-    const UMOUNT2: &str = "39";
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().any(|task| {
-        std::fs::read_to_string(task.path().join("syscall"))
-            .is_ok_and(|text| text.split_whitespace().next() == Some(UMOUNT2))
-    })
-}
-
 /// The value of the sample `name{labels}` in Prometheus text, if written.
 fn sample(metrics: &str, name: &str, labels: &str) -> Option<f64> {
     let prefix = format!("{name}{{{labels}}} ");
@@ -444,7 +414,7 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         (now >> 48) as u32,
         now & 0xffff_ffff_ffff
     );
-    mount_empty_netns(&bed.netns_dir().join(&netns));
+    support::mount_empty_netns(&bed.netns_dir().join(&netns));
     // Last, the zombie: its shim's umount2 held past the test's end.
     let stuck = bed
         .run_pod("stuck", "init", &["/bin/sh", "-c", "sleep 3"])
@@ -462,7 +432,7 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
     // CRI's exit handler's task.Delete reaches the shim's umount2 a moment
     // after the exit: both views look once it is there (shim-blocked too).
     assert!(
-        support::wait_until(Duration::from_secs(10), || in_umount2(stuck_shim)),
+        support::wait_until(Duration::from_secs(10), || procs::in_umount2(stuck_shim)),
         "the stuck pod's shim unmounts its rootfs"
     );
     eprintln!(

@@ -16,20 +16,10 @@ mod support;
 
 use std::time::Duration;
 
-use containerd_client::services::v1::containers_client::ContainersClient;
-use containerd_client::services::v1::{CreateContainerRequest, GetContainerRequest};
 use serde_json::Value;
 use support::TestBed;
 
 const TEST: &str = "duplicate_sandbox_name_real";
-
-fn namespaced<T>(message: T) -> tonic::Request<T> {
-    let mut request = tonic::Request::new(message);
-    request
-        .metadata_mut()
-        .insert("containerd-namespace", "k8s.io".parse().unwrap());
-    request
-}
 
 fn duplicates(doc: &Value) -> Vec<&Value> {
     doc["findings"]
@@ -50,42 +40,7 @@ async fn a_second_sandbox_record_with_one_name_is_found_and_containerd_cannot_st
     let doc = support::report(&bed.nodectl(&check));
     assert!(duplicates(&doc).is_empty(), "a healthy pod: {doc:#}");
 
-    let channel = tokio::time::timeout(
-        Duration::from_secs(10),
-        containerd_client::connect(bed.address()),
-    )
-    .await
-    .expect("connect in time")
-    .expect("connect");
-    let mut containers = ContainersClient::new(channel);
-    let record = containers
-        .get(namespaced(GetContainerRequest {
-            id: sandbox.clone(),
-        }))
-        .await
-        .expect("the sandbox container's record")
-        .into_inner()
-        .container
-        .expect("a record");
-    let twin: String = sandbox.chars().rev().collect();
-    let mut copy = record.clone();
-    copy.id = twin.clone();
-    copy.created_at = None;
-    copy.updated_at = None;
-    // CRI's metadata names the sandbox's own id: the twin's is its own.
-    let metadata = copy
-        .extensions
-        .get_mut("io.cri-containerd.sandbox.metadata")
-        .expect("CRI's sandbox metadata on its container");
-    let mut value: Value = serde_json::from_slice(&metadata.value).expect("JSON metadata");
-    value["Metadata"]["ID"] = Value::from(twin.as_str());
-    metadata.value = serde_json::to_vec(&value).unwrap();
-    containers
-        .create(namespaced(CreateContainerRequest {
-            container: Some(copy),
-        }))
-        .await
-        .expect("containerd takes a second sandbox record");
+    let twin = bed.twin_sandbox_record(&sandbox).await;
 
     let output = bed.nodectl(&check);
     assert_eq!(output.status.code(), Some(1), "a finding is exit 1");

@@ -424,9 +424,6 @@ fn is_mount_point(path: &std::path::Path) -> bool {
     support::mounts_below(path).iter().any(|m| m == path)
 }
 
-/// A task's spec with no annotation: runc's shim groups it under its own id.
-const SPEC_OF_NO_POD: &str = r#"{"ociVersion":"1.0.2","annotations":{}}"#;
-
 /// A rootfs left mounted for a task containerd does not know is flagged
 /// (the live pod's are not); `--unmount --remove-bundles` plans without
 /// `--yes`, refuses what came back to life between its scan and its action
@@ -456,7 +453,11 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
     // with the bundle), of no pod: with its spec unread, the live pod's shim
     // could be serving it, and nothing would be cleaned.
     for id in [&unknown, &bare] {
-        std::fs::write(bundles.join(id).join("config.json"), SPEC_OF_NO_POD).unwrap();
+        std::fs::write(
+            bundles.join(id).join("config.json"),
+            support::SPEC_OF_NO_POD,
+        )
+        .unwrap();
     }
     let live_mounts = || {
         let mut points = support::mounts_below(bed.state());

@@ -26,6 +26,8 @@
 //! - [`cluster`]: a real control plane and a kubelet registered as the
 //!   bed's node, built by `scripts/peers`;
 //! - [`nodectl_image`]: the DaemonSet's image, built with buildah;
+//! - [`planted`]: leftovers made directly (a mounted bundle of no record,
+//!   an empty pod netns, a sandbox record's twin);
 //! - [`orphan_archive`]: a generated `check --from` archive of orphan
 //!   bundles, each with a mount;
 //! - [`lost_records_archive`]: one of pods whose records containerd lost
@@ -50,6 +52,7 @@ mod neighbourhood;
 pub mod nodectl_image;
 mod orphan_archive;
 mod orphan_shim;
+mod planted;
 pub mod procs;
 pub mod seed_004;
 pub mod serve;
@@ -87,6 +90,7 @@ pub use neighbourhood::TenantShim;
 pub use nodectl_image::NODECTL_IMAGE;
 pub use orphan_archive::{orphan_id, write_orphan_archive, ARCHIVE_BUNDLES};
 pub use orphan_shim::OrphanShim;
+pub use planted::{mount_empty_netns, SPEC_OF_NO_POD};
 pub use procs::is_running;
 pub use stall::Stall;
 pub use stand_in_pod_resources::StandInKubeletPodResources;

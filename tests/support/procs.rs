@@ -134,3 +134,19 @@ pub fn reap_if_ours(pid: i32, starttime: u64) -> bool {
         _ => false,
     }
 }
+
+/// Whether a thread of `pid` is in umount2, as `/proc/<pid>/task/<tid>/syscall`
+/// says (its first field the system call's number).
+pub fn in_umount2(pid: i32) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    const UMOUNT2: &str = "166";
+    #[cfg(target_arch = "aarch64")]
+    const UMOUNT2: &str = "39";
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        fs::read_to_string(task.path().join("syscall"))
+            .is_ok_and(|text| text.split_whitespace().next() == Some(UMOUNT2))
+    })
+}
