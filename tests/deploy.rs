@@ -346,8 +346,18 @@ fn host_paths_are_mounted(overlay: &str, volumes: &[Value], mounts: &[Value]) {
 }
 
 /// `check --textfile` in a shell loop: the file goes into the mounted
-/// textfile directory.
+/// textfile directory, and the list of findings (`-o table`, the default)
+/// into the pod's log, for `kubectl logs` (tests/daemonset_cluster_real.rs
+/// reads it there).
 fn textfile_loop_holds_together(overlay: &str, mounts: &[Value], args: &[&str]) {
+    for silent in ["--quiet", "-q", "-o", "--output"] {
+        assert!(
+            !args
+                .iter()
+                .any(|a| *a == silent || a.starts_with(&format!("{silent}="))),
+            "{overlay}: {silent} keeps the list of findings from the pod's log: {args:?}"
+        );
+    }
     let textfile = args
         .iter()
         .position(|a| *a == "--textfile")
