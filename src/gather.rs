@@ -190,8 +190,13 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         &mut gaps,
     );
     settle_config_by_cri(cri.as_ref(), &mut paths, &mut gaps);
-    let table = files.table.clone();
-    pods.settle_netns_dir(&paths, options, table, (deadline, started), &mut gaps);
+    pods.settle_netns_dir(
+        &paths,
+        options,
+        files.table.as_ref(),
+        (deadline, started),
+        &mut gaps,
+    );
     settle_untied(cri.as_ref(), &mut paths, &options.proc_root, &mut gaps).apply(
         &paths.state.path,
         &mut cri_containers,

@@ -451,6 +451,23 @@ fn scenarios(data_dir: &Path, elsewhere: &Path) -> Vec<Scenario> {
     };
     let ipam = one()["ipam"].to_string();
     let mut all: Vec<Scenario> = Vec::new();
+    /// The next scenario, its file named to sort before every earlier one.
+    fn add_content<'a>(
+        all: &'a mut Vec<Scenario>,
+        name: &'static str,
+        ext: &str,
+        content: Content,
+        loads: &'static [Line],
+    ) -> &'a mut Scenario {
+        all.push(Scenario {
+            name,
+            file: format!("01-{:03}-{name}.{ext}", 999 - all.len()),
+            content,
+            also: Vec::new(),
+            loads,
+        });
+        all.last_mut().unwrap()
+    }
     fn add<'a>(
         all: &'a mut Vec<Scenario>,
         name: &'static str,
@@ -458,14 +475,7 @@ fn scenarios(data_dir: &Path, elsewhere: &Path) -> Vec<Scenario> {
         text: &[u8],
         loads: &'static [Line],
     ) -> &'a mut Scenario {
-        all.push(Scenario {
-            name,
-            file: format!("01-{:03}-{name}.{ext}", 999 - all.len()),
-            content: Content::Bytes(text.to_vec()),
-            also: Vec::new(),
-            loads,
-        });
-        all.last_mut().unwrap()
+        add_content(all, name, ext, Content::Bytes(text.to_vec()), loads)
     }
     // A plugin's value of the wrong type for types.NetConf: every line.
     for (name, extra) in [
@@ -727,13 +737,13 @@ fn scenarios(data_dir: &Path, elsewhere: &Path) -> Vec<Scenario> {
     }
     // Linked: followed to a file, refused when it leads to a directory.
     for (name, target, loads) in [("linked", elsewhere, EVERY), ("linked-dir", data_dir, NONE)] {
-        all.push(Scenario {
+        add_content(
+            &mut all,
             name,
-            file: format!("01-{:03}-{name}.conflist", 999 - all.len()),
-            content: Content::Link(target.to_path_buf()),
-            also: Vec::new(),
+            "conflist",
+            Content::Link(target.to_path_buf()),
             loads,
-        });
+        );
     }
     // A file named `.conf` has that extension (Go's filepath.Ext), and
     // sorts before every other.

@@ -202,7 +202,7 @@ impl PodsRead {
         &mut self,
         paths: &Paths,
         options: &GatherOptions,
-        table: Option<mountinfo::Table>,
+        table: Option<&mountinfo::Table>,
         (deadline, started): (Instant, Instant),
         gaps: &mut Vec<Gap>,
     ) {
@@ -213,7 +213,8 @@ impl PodsRead {
             gaps.append(&mut read_gaps);
             return;
         }
-        let again = read_netns(paths, options, table);
+        // The table (hundreds of KB on a node) copied only for a re-read.
+        let again = read_netns(paths, options, table.cloned());
         self.netns = again.wait(deadline, started, gaps);
     }
 
