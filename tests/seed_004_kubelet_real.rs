@@ -11,13 +11,15 @@
 //! CRI keeps RUNNING whose process is gone for [`LOST_AFTER`] and whose
 //! exit never reached CRI (containerd's log): an exit lost.
 //!
-//! Measured on 1.7.21 here (2 cores, one or both kubelet releases at once,
-//! another engineer's tests beside): in 10 of 13 runs an exit of the
-//! first pod was lost (3.5 to 9.3 s in, after 0 to 8 recorded exits);
-//! twice of a later pod (33 and 46 s in, after 31 and 86 exits); once,
-//! before the pods came in generations (one pod restarting its
-//! containers), only after 357 exits (187 s). [`AFFECTED_BOUND`] leaves
-//! room for that, and for the slower race of a later machine.
+//! From 1.7 on, each `runc exec` is held 0.5 s (see [`exec_delay`]): an
+//! undelayed start is short, and the race came by chance. Measured on
+//! 1.7.21 here undelayed: in 10 of 13 early runs an exit of the first pod
+//! was lost, 3.5 to 9.3 s in; later, in CI, none in 605, 640 and 1156 exits
+//! (240 and 480 s), and on 1.7.34 kubelet's probes met the race (a probe
+//! refused for the init's exit) not once in 128 exits. Held, on 1.7.21
+//! both kubelet releases lost an exit of the first pod 3.1 s in; on 1.7.34,
+//! 2.0.11 and 2.3.4 61 to 78 probes per run were refused so, and no exit
+//! was lost.
 //!
 //! On a release that carries the bug (1.7.14 to 1.7.21) nodectl must call
 //! that container a zombie with the advisory and the race's cause (`check`
@@ -42,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::seed_004::{affected, fix_of};
-use support::{Kubelet, KubeletSetup, TestBed, NODE_NAME};
+use support::{Kubelet, KubeletSetup, Line, TestBed, NODE_NAME};
 
 /// The pods' names: `probed-<generation>`.
 const POD: &str = "probed";
@@ -56,17 +58,35 @@ const GENERATION: Duration = Duration::from_secs(10);
 /// under a second on a quiet machine, some seconds on a loaded one).
 const LOST_AFTER: Duration = Duration::from_secs(15);
 /// How long the churn runs at most on an affected release, waiting for a
-/// lost exit. 240 s was enough in the 13 runs counted above, but on a later
-/// machine the race came slower: in two CI runs on 1.7.21 one kubelet
-/// release of the two lost no exit in 240 s (23 pods, 605 and 640 exits)
-/// while the other lost one. Only a run that loses none waits this long.
-const AFFECTED_BOUND: Duration = Duration::from_secs(480);
+/// lost exit: with the exec held, one is lost within seconds; undelayed
+/// it once took 480 s and more (see above). Only a run that loses none
+/// waits this long.
+const AFFECTED_BOUND: Duration = Duration::from_secs(240);
 /// How long it runs on any other release.
 const CLEAN_CHURN: Duration = Duration::from_secs(45);
 /// `zombies --settle` in the churn: CRI's record of a normal exit can
 /// come well after the default second once the process is gone there (see
 /// [`look_in_churn`]): 2 to 4.5 s in most runs, 10.7 s once on 2.0.11.
 const SETTLE_IN_CHURN: &str = "15s";
+/// How long each `runc exec` is held before runc runs (see
+/// [`TestBed::start_networked_delaying_exec`]), from 1.7 on. The exit is
+/// lost only when a second exec starts after the init exited while a first
+/// is still being started (upstream's regression test, TestIssue10589, is
+/// those steps); an undelayed start takes some tens of ms, so under
+/// kubelet's two probes a second the race came by chance: from the first
+/// pod in most runs at first, then in CI on 1.7.21 none in 605 and 640
+/// exits (240 s), once none in 1156 (480 s). Held 0.5 s, every probe's start
+/// spans half its period. Not on 1.6: its shim starts execs one at a time
+/// under the lock that also sends exits (`eventSendMu`), so a held start
+/// there would queue every probe of the pod's shim behind it and hold back
+/// the exits themselves; 1.6.20 predates the bug (1.6.29 to 1.6.35) and
+/// its churn stays as kubelet makes it.
+fn exec_delay(line: Line) -> Option<Duration> {
+    match line {
+        Line::V1_6 => None,
+        Line::V1_7 | Line::V2_0 | Line::V2_3 => Some(Duration::from_millis(500)),
+    }
+}
 /// kubelet's runtime request timeout: its StopContainer waits this plus
 /// the grace period (2 s at least) before it gives up, in place of the
 /// default 2 min.
@@ -361,7 +381,9 @@ fn remove_pod(kubelet: &Kubelet, name: &str) {
 
 async fn seed_004_under_kubelet(release: &str) {
     let test = format!("seed_004_kubelet_{release}");
-    let Some(mut bed) = TestBed::start_networked(&test).await else {
+    let line = support::Containerd::from_env().map(|release| release.line);
+    let delay = line.ok().and_then(exec_delay);
+    let Some(mut bed) = TestBed::start_networked_delaying_exec(&test, delay).await else {
         return;
     };
     let timeout_line = format!("runtimeRequestTimeout: {RUNTIME_REQUEST_TIMEOUT}");
@@ -370,6 +392,7 @@ async fn seed_004_under_kubelet(release: &str) {
     };
     let version = bed.containerd_version().to_string();
     let affected = affected(&version);
+    eprintln!("{test}: each runc exec held {delay:?} before runc runs (None: not held)");
     let began = Instant::now();
     let bound = if affected {
         AFFECTED_BOUND
@@ -435,6 +458,20 @@ async fn seed_004_under_kubelet(release: &str) {
             lost.is_empty(),
             "{test}: containerd {version} has no containerd#10589, yet exits were lost: {lost:?}"
         );
+        // The race met, and refused: an exec started after the init exited
+        // is what loses the exit on an affected release, and what the fix
+        // refuses ("container <id> init process is not running", 1.7.22's
+        // 686c694, the same text in 2.x). Without one, no loss proves nothing.
+        let refusals = probe_refusals(&kubelet);
+        if delay.is_some() {
+            assert!(
+                refusals
+                    .get("init process is not running")
+                    .is_some_and(|&n| n > 0),
+                "{test}: containerd {version}: no probe was refused for the init's exit, so the \
+                 churn never started an exec after one ({refusals:?})"
+            );
+        }
         clean_delete(&bed, &kubelet, &test, &pod_name(generation)).await;
     }
     eprintln!("{test}: test took {:.1?}", began.elapsed());

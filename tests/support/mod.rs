@@ -150,9 +150,16 @@ pub fn teardown_failed(report: &str) {
 }
 
 fn which(binary: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(binary).is_file()))
-        .unwrap_or(false)
+    locate(binary).is_some()
+}
+
+/// Where a program is on PATH.
+fn locate(binary: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(binary))
+            .find(|path| path.is_file())
+    })
 }
 
 /// Whether a program is on PATH.

@@ -79,7 +79,7 @@ impl TestBed {
     /// CI set, where that panics. A start that fails panics either way,
     /// with the tail of containerd's log.
     pub async fn start(test: &str) -> Option<TestBed> {
-        TestBed::start_with(test, None).await
+        TestBed::start_with(test, None, None).await
     }
 
     /// [`TestBed::start`] with real CNI networking: containerd runs in a
@@ -93,15 +93,33 @@ impl TestBed {
     /// One more prerequisite: the plugins of Debian's
     /// containernetworking-plugins in /usr/lib/cni.
     pub async fn start_networked(test: &str) -> Option<TestBed> {
-        TestBed::start_with(test, Some(cni::SUBNET)).await
+        TestBed::start_with(test, Some(cni::SUBNET), None).await
+    }
+
+    /// [`TestBed::start_networked`] whose shims' every `runc exec` waits
+    /// `exec_delay` before runc runs (None: runc as it is), through a
+    /// wrapper named as the runtime's `BinaryName`: upstream's own
+    /// regression test for containerd#10589 holds `runc exec` back so
+    /// (runc-fp's delayExec), and a node whose disk stalls makes runc slow
+    /// the same way. It widens the time an exec is being started, nothing
+    /// else: runc does the work.
+    pub async fn start_networked_delaying_exec(
+        test: &str,
+        exec_delay: Option<Duration>,
+    ) -> Option<TestBed> {
+        TestBed::start_with(test, Some(cni::SUBNET), exec_delay).await
     }
 
     /// [`TestBed::start_networked`] with host-local handing out `subnet`.
     pub async fn start_networked_on(test: &str, subnet: &'static str) -> Option<TestBed> {
-        TestBed::start_with(test, Some(subnet)).await
+        TestBed::start_with(test, Some(subnet), None).await
     }
 
-    async fn start_with(test: &str, networked: Option<&'static str>) -> Option<TestBed> {
+    async fn start_with(
+        test: &str,
+        networked: Option<&'static str>,
+        exec_delay: Option<Duration>,
+    ) -> Option<TestBed> {
         if !nix::unistd::geteuid().is_root() {
             return unavailable(test, "needs root (containerd, runc and strace -p)");
         }
@@ -150,7 +168,7 @@ impl TestBed {
                 .map(|d| d.display().to_string())
                 .unwrap_or_else(|| "PATH".to_string())
         );
-        match TestBed::launch(test, release, networked).await {
+        match TestBed::launch(test, release, networked, exec_delay).await {
             Ok(bed) => Some(bed),
             Err(why) => panic!("{test}: starting the test bed failed: {why}"),
         }
@@ -160,6 +178,7 @@ impl TestBed {
         test: &str,
         release: Containerd,
         networked: Option<&'static str>,
+        exec_delay: Option<Duration>,
     ) -> Result<TestBed, String> {
         let dir = tempfile::Builder::new()
             .prefix("nodectl-testbed-")
@@ -167,7 +186,7 @@ impl TestBed {
             .map_err(|e| format!("creating the temp dir: {e}"))?
             // Removed by teardown, after the mounts in it are gone.
             .keep();
-        let bed = TestBed::spawn(test, dir.clone(), release, networked);
+        let bed = TestBed::spawn(test, dir.clone(), release, networked, exec_delay);
         let mut bed = match bed {
             Ok(bed) => bed,
             Err(e) => {
@@ -202,6 +221,7 @@ impl TestBed {
         dir: PathBuf,
         release: Containerd,
         networked: Option<&'static str>,
+        exec_delay: Option<Duration>,
     ) -> Result<TestBed, String> {
         let address = dir.join("containerd.sock");
         // sun_path holds 108 bytes; a long TMPDIR would make bind fail late.
@@ -231,7 +251,12 @@ impl TestBed {
                 return Err(format!("{e} (still mounted: {left:?})"));
             }
         };
-        let (main, drop_in) = config_toml(&dir, release.line, networked.is_some());
+        let runc = match exec_delay.map(|delay| write_exec_delaying_runc(&dir, delay)) {
+            Some(Err(e)) => return Err(neighbourhood.abandon(&dir, e)),
+            Some(Ok(runc)) => Some(runc),
+            None => None,
+        };
+        let (main, drop_in) = config_toml(&dir, release.line, networked.is_some(), runc.as_deref());
         let drop_in_path = dir.join(DROP_IN);
         let written = fs::create_dir_all(drop_in_path.parent().unwrap_or(&dir))
             .and_then(|()| fs::write(&drop_in_path, drop_in))
@@ -673,8 +698,16 @@ pub const DROP_IN: &str = "conf.d/50-node.toml";
 /// directory), and a drop-in holding root, state and CRI's section, so
 /// nodectl must read both as containerd does to find the bed's state.
 /// Returns (main, drop-in).
-fn config_toml(dir: &Path, line: Line, networked: bool) -> (String, String) {
+fn config_toml(dir: &Path, line: Line, networked: bool, runc: Option<&Path>) -> (String, String) {
     let d = dir.display();
+    let binary_name = match runc {
+        Some(runc) => format!(
+            "\n        # runc behind a wrapper that delays `runc exec` (see\n        \
+             # TestBed::start_networked_delaying_exec).\n        BinaryName = \"{}\"",
+            runc.display()
+        ),
+        None => String::new(),
+    };
     // Pod network namespaces are bind mounts, in /var/run/netns unless
     // told otherwise: under the state dir they go with the bed.
     let netns = match networked {
@@ -748,7 +781,7 @@ state = "{d}/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         # runc's state would otherwise go to /run/containerd/runc and stay
         # there when teardown SIGKILLs the shims.
-        Root = "{d}/runc"
+        Root = "{d}/runc"{binary_name}
   {cni}
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{d}/cni/bin"
@@ -756,6 +789,25 @@ state = "{d}/state"
 "#
     );
     (main, drop_in)
+}
+
+/// Writes `dir/runc-delaying-exec`: runc found on PATH, every `runc exec`
+/// held `delay` first. The shim calls `runc [global flags] exec …`; no
+/// other runc command, and no container id here (hex), is "exec".
+fn write_exec_delaying_runc(dir: &Path, delay: Duration) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runc = super::locate("runc").ok_or("runc is not on PATH")?;
+    let wrapper = dir.join("runc-delaying-exec");
+    let script = format!(
+        "#!/bin/sh\nfor arg; do\n  if [ \"$arg\" = exec ]; then sleep {:.3}; break; fi\ndone\n\
+         exec {} \"$@\"\n",
+        delay.as_secs_f64(),
+        runc.display()
+    );
+    fs::write(&wrapper, script)
+        .and_then(|()| fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)))
+        .map_err(|e| format!("{}: {e}", wrapper.display()))?;
+    Ok(wrapper)
 }
 
 /// Names this test process as the bed's owner (its pid and start time):
