@@ -139,8 +139,12 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     let started = Instant::now();
     let deadline = started + options.timeout + DEADLINE_GRACE;
     // CRI serves containerd's socket unless told otherwise: the one given,
-    // before any daemon is found.
-    let cri_socket = options.cri_api.then(|| {
+    // before any daemon is found. Asked for its lists when a check reads
+    // them, and for its Status alone when what is read is a setting CRI
+    // states there (its netns directory, 1.x's snapshotter: see
+    // `settle_config_by_cri`), so that no command judges by the files'
+    // reading what CRI would have said.
+    let cri_socket = (options.cri_api || options.netns || options.snapshots).then(|| {
         options
             .cri_address
             .clone()
@@ -183,7 +187,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     files.cni = settle_cni(
         files.cni.take(),
         cri.as_ref(),
-        &paths,
+        &mut paths,
         options,
         containerd_version.version.as_deref(),
         (deadline, started),
@@ -515,7 +519,9 @@ fn ask_apis(
         let cri = async {
             match cri_socket {
                 Some(address) => {
-                    Some(cri_api::query(address, daemon, container_ids, deadline).await)
+                    let lists = options.cri_api;
+                    let query = cri_api::query(address, daemon, lists, container_ids, deadline);
+                    Some(query.await)
                 }
                 None => None,
             }
@@ -559,7 +565,10 @@ fn ask_apis(
         }
     });
     containerd_api::gaps(&containerd, gaps);
-    if let Some(cri) = &cri {
+    // CRI asked for its Status alone: an unanswered one is no gap of its
+    // own; what it would have settled stays a `config` gap where the lines
+    // read the files apart, and nothing where they agree.
+    if let Some(cri) = cri.as_ref().filter(|_| options.cri_api) {
         cri_api::gaps(cri, gaps);
     }
     if let Some(snapshotter) = &snapshotter {

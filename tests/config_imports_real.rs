@@ -486,6 +486,39 @@ async fn cri_s_own_word_settles_the_settings_its_files_are_read_apart_on() {
         bed.containerd_version(),
         bed.netns_dir().display()
     );
+    // The commands whose checks list nothing of CRI's ask it for its
+    // Status alone: the same word, the same judgement, no gap left.
+    let (_, doc) = nodectl_by_socket(&bed, &["leaked-netns", "-o", "json", "--grace", "0s"]);
+    let note = doc["paths"]["note"].as_str().unwrap_or_default();
+    let said = "CRI's netns_mounts_under_state_dir is false by its own word";
+    assert_eq!(note.contains(said), one_x, "leaked-netns: {}", doc["paths"]);
+    assert_eq!(
+        doc["paths"]["netns_under_state_dir"]
+            .as_bool()
+            .unwrap_or(false),
+        !one_x,
+        "{}",
+        doc["paths"]
+    );
+    let judged = support::finding_keys(&doc).contains(&("leaked-netns".to_string(), name.clone()));
+    assert_eq!(judged, !one_x, "leaked-netns: {doc}");
+    let leftover_gaps = |doc: &Value| -> usize {
+        doc["gaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|gap| gap["source"] == "config")
+            .count()
+    };
+    // 2.0's snapshotter gap, as `check`'s.
+    let expected = match bed.line() {
+        Line::V2_0 => 1,
+        _ => 0,
+    };
+    assert_eq!(leftover_gaps(&doc), expected, "leaked-netns: {doc}");
+    let (_, doc) = nodectl_by_socket(&bed, &["leaked-snapshots", "-o", "json"]);
+    assert_eq!(doc["paths"]["snapshotter"], snapshotter, "{}", doc["paths"]);
+    assert_eq!(leftover_gaps(&doc), expected, "leaked-snapshots: {doc}");
     nix::mount::umount2(&planted, nix::mount::MntFlags::MNT_DETACH).unwrap();
     let _ = fs::remove_file(&planted);
 }

@@ -114,6 +114,23 @@ async fn the_networks_judged_are_those_cri_loaded_not_those_of_a_config_edited_s
         "{doc:#}"
     );
     assert_eq!(networks_judged(&doc), [network.as_str()], "{doc:#}");
+    // The report's paths say the directory judged, and whose word it is.
+    assert_eq!(
+        doc["paths"]["cni_conf_dir"],
+        cri_dir.display().to_string(),
+        "{}",
+        doc["paths"]
+    );
+    let note = doc["paths"]["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains(&format!(
+            "CRI's CNI conf_dir is {} and its max_conf_num 1 by its own word (its Status), not {}",
+            cri_dir.display(),
+            other_dir.display()
+        )),
+        "{}",
+        doc["paths"]
+    );
     let found = support::findings_of_kind(&doc, "leaked-ip");
     let ids: Vec<&str> = found.iter().filter_map(|f| f["id"].as_str()).collect();
     assert_eq!(ids, [leak.sandbox_id.as_str()], "{doc:#}");
@@ -178,6 +195,12 @@ async fn the_networks_judged_are_those_cri_loaded_not_those_of_a_config_edited_s
         "{doc:#}"
     );
     assert_eq!(networks_judged(&doc), [other.as_str()], "{doc:#}");
+    assert_eq!(
+        doc["paths"]["cni_conf_dir"],
+        other_dir.display().to_string(),
+        "{}",
+        doc["paths"]
+    );
     assert!(other_file.exists(), "nothing released without --release");
     eprintln!(
         "{TEST}: {}: CRI's networks judged, the edited config's left alone",

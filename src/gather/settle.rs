@@ -21,14 +21,16 @@ use super::GatherOptions;
 /// Settles which networks CRI loads. CRI's own word first: what the
 /// proven daemon's CRI says it loaded (`Status(verbose)`); its conf dir and
 /// max_conf_num when they are not those read (containerd's config read
-/// apart from how CRI merged it) are read again, within the deadline, and
-/// the first reading's CNI gaps, of a directory CRI does not use, dropped.
+/// apart from how CRI merged it) are read again, within the deadline, the
+/// first reading's CNI gaps, of a directory CRI does not use, dropped, and
+/// they replace the files' reading in `paths` (what the report shows), a
+/// note saying so.
 /// Without its word, the files as the libcni of containerd's `version`
 /// reads them, and the view says why.
 pub(super) fn settle_cni(
     read: Option<CniView>,
     cri: Option<&CriView>,
-    paths: &Paths,
+    paths: &mut Paths,
     options: &GatherOptions,
     version: Option<&str>,
     (deadline, started): (Instant, Instant),
@@ -55,9 +57,17 @@ pub(super) fn settle_cni(
     };
     let max_conf_num = paths.cni_max_conf_num.unwrap_or(cni::DEFAULT_MAX_CONF_NUM);
     if view.conf_dir != told.conf_dir || max_conf_num != told.max_conf_num {
-        let mut cris = paths.clone();
-        cris.cni_conf_dir = Some(told.conf_dir.clone());
-        cris.cni_max_conf_num = Some(told.max_conf_num);
+        let note = format!(
+            "CRI's CNI conf_dir is {} and its max_conf_num {} by its own word (its Status), not \
+             {} and {max_conf_num} as containerd's config files read",
+            told.conf_dir.display(),
+            told.max_conf_num,
+            view.conf_dir.display()
+        );
+        paths.cni_conf_dir = Some(told.conf_dir.clone());
+        paths.cni_max_conf_num = Some(told.max_conf_num);
+        crate::paths::add_note(&mut paths.note, note);
+        let cris = paths.clone();
         let proc_root = options.proc_root.clone();
         let again = SourceThread::spawn(cni::SOURCE, &told.conf_dir, move |gaps| {
             cni::read_configured(&cris, &proc_root, gaps)

@@ -40,6 +40,7 @@ const STATUS_CONCURRENCY: usize = 16;
 pub async fn query(
     address: &Path,
     daemon: Option<i32>,
+    lists: bool,
     container_ids: &[String],
     deadline: Instant,
 ) -> CriView {
@@ -86,11 +87,23 @@ pub async fn query(
         status(client.clone(), verbose),
     );
     let statuses = probe_statuses(client, container_ids, deadline);
-    let ((version, v_call), (sandboxes, s_call), (containers, c_call), (network, n_call), statuses) =
-        tokio::join!(version, sandboxes, containers, network, statuses);
-    view.runtime_version = version;
-    view.sandboxes = sandboxes;
-    view.containers = containers;
+    // Futures do nothing until awaited: without `lists`, only Status is
+    // sent (its settings are what the look needs of CRI).
+    let listed = async {
+        match lists {
+            true => Some(tokio::join!(version, sandboxes, containers, statuses)),
+            false => None,
+        }
+    };
+    let (listed, (network, n_call)) = tokio::join!(listed, network);
+    if let Some(((version, v_call), (sandboxes, s_call), (containers, c_call), statuses)) = listed {
+        view.runtime_version = version;
+        view.sandboxes = sandboxes;
+        view.containers = containers;
+        view.statuses = statuses;
+        view.calls.extend([v_call, s_call, c_call]);
+    }
+    view.calls.push(n_call);
     match network {
         Some(answer) => {
             view.network = answer.network;
@@ -111,8 +124,6 @@ pub async fn query(
         view.cni_config_unread =
             Some("CRI's daemon is not proven: its word on its networks is not taken".into());
     }
-    view.statuses = statuses;
-    view.calls.extend([v_call, s_call, c_call, n_call]);
     view
 }
 
