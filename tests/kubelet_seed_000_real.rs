@@ -13,7 +13,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{procs, Kubelet, TestBed, NODE_NAME};
+use support::{procs, Kubelet, TestBed};
 
 /// How long the init container runs before it exits by itself: time for
 /// the test to see it run and hold its shim's unmount, on a busy machine.
@@ -32,20 +32,6 @@ fn manifest(name: &str) -> String {
          image: {image}\n    imagePullPolicy: Never\n    \
          command: [\"/bin/sh\", \"-c\", \"sleep 3600\"]\n"
     )
-}
-
-/// The id CRI gives container `container` of static pod `name`.
-fn container_id(kubelet: &Kubelet, name: &str, container: &str) -> Option<String> {
-    let pod = format!("{name}-{NODE_NAME}");
-    kubelet.crictl(&["ps", "-a"])["containers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| {
-            c["labels"]["io.kubernetes.pod.name"] == pod.as_str()
-                && c["metadata"]["name"] == container
-        })
-        .and_then(|c| c["id"].as_str().map(str::to_string))
 }
 
 /// Whether kubelet's log has its PLEG's ContainerDied event for `id`.
@@ -81,15 +67,7 @@ async fn seed_000_under_kubelet(release: &str) {
         return;
     };
     kubelet.add_static_pod("seed", &manifest("seed"));
-    if !kubelet.wait_for(Duration::from_secs(90), |k| {
-        state(k, "seed", "init").as_deref() == Some("CONTAINER_RUNNING")
-    }) {
-        kubelet.fail(&format!(
-            "the init container never ran: {:?}",
-            kubelet.container_states("seed")
-        ));
-    }
-    let init = container_id(&kubelet, "seed", "init").expect("the init container's id");
+    let init = kubelet.running_container("seed", "init");
     let sandbox = kubelet.sandboxes("seed")[0].0.clone();
     let mut held = bed.delay_umount2(bed.shim_pid(&sandbox), HOLD);
     let started = Instant::now();

@@ -410,6 +410,51 @@ impl Kubelet {
         doc["kubeletconfig"].clone()
     }
 
+    /// kubelet's own metrics, as its /metrics serves them (anonymous, as
+    /// the bed's kubelet allows).
+    pub fn metrics(&self) -> String {
+        let output = run_bounded(
+            Command::new("curl")
+                .args(["-sk", "--max-time", "10"])
+                .arg(format!("https://127.0.0.1:{}/metrics", self.port)),
+            Duration::from_secs(15),
+        )
+        .unwrap_or_else(|e| self.fail(&format!("curl /metrics: {e}")));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The id CRI gives container `container` of static pod `pod`.
+    pub fn container_id(&self, pod: &str, container: &str) -> Option<String> {
+        let pod = format!("{pod}-{NODE_NAME}");
+        self.crictl(&["ps", "-a"])["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| {
+                c["labels"]["io.kubernetes.pod.name"] == pod.as_str()
+                    && c["metadata"]["name"] == container
+            })
+            .and_then(|c| c["id"].as_str().map(str::to_string))
+    }
+
+    /// Waits up to 90 s for container `container` of static pod `pod` to
+    /// run (failing the test if it does not); its id.
+    pub fn running_container(&self, pod: &str, container: &str) -> String {
+        let running = self.wait_for(Duration::from_secs(90), |k| {
+            k.container_states(pod)
+                .iter()
+                .any(|(name, state)| name == container && state == "CONTAINER_RUNNING")
+        });
+        if !running {
+            self.fail(&format!(
+                "{pod}'s {container} never ran: {:?}",
+                self.container_states(pod)
+            ));
+        }
+        self.container_id(pod, container)
+            .unwrap_or_else(|| self.fail(&format!("{pod}'s {container} has no id")))
+    }
+
     /// Writes the static pod manifest `name.yaml`.
     pub fn add_static_pod(&self, name: &str, yaml: &str) {
         let path = self.manifests.join(format!("{name}.yaml"));
