@@ -36,6 +36,15 @@ async fn held_status_lock_is_pinned_on_its_container_and_frozen_containerd_still
     // After the exit (4 s), CRI's task.Delete sits in the shim's umount2 with
     // the process lock held; UpdateContainerResources then holds CRI's status
     // lock of the container while task.Update waits for that process lock.
+    // Sent once the shim is in umount2, not at a fixed time: under a loaded
+    // CI run on 1.6.20 an update sent 6 s in reached the shim before the
+    // delete did, went through, and left no lock held.
+    let in_umount2 =
+        support::wait_until(Duration::from_secs(30), || support::procs::in_umount2(shim));
+    assert!(
+        in_umount2,
+        "the stuck container's shim never entered umount2"
+    );
     tokio::time::sleep(Duration::from_secs(6).saturating_sub(started.elapsed())).await;
     let mut cri = bed.cri().await;
     let stuck_id = stuck.container_id.clone();
