@@ -391,36 +391,35 @@ impl Kubelet {
             .join("\n")
     }
 
+    /// What kubelet's HTTPS port serves at `path` (anonymous, as the bed's
+    /// kubelet allows), within 10 s; empty when it does not answer.
+    fn https_get(&self, path: &str) -> Vec<u8> {
+        run_bounded(
+            Command::new("curl")
+                .args(["-sk", "--max-time", "10"])
+                .arg(format!("https://127.0.0.1:{}{path}", self.port)),
+            Duration::from_secs(15),
+        )
+        .unwrap_or_else(|e| self.fail(&format!("curl {path}: {e}")))
+        .stdout
+    }
+
     /// kubelet's own merged config, as its /configz serves it (the
     /// `kubeletconfig` object).
     pub fn configz(&self) -> serde_json::Value {
-        let output = run_bounded(
-            Command::new("curl")
-                .args(["-sk", "--max-time", "10"])
-                .arg(format!("https://127.0.0.1:{}/configz", self.port)),
-            Duration::from_secs(15),
-        )
-        .unwrap_or_else(|e| self.fail(&format!("curl /configz: {e}")));
-        let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        let body = self.https_get("/configz");
+        let doc: serde_json::Value = serde_json::from_slice(&body).unwrap_or_else(|e| {
             self.fail(&format!(
                 "/configz is no JSON ({e}): {}",
-                String::from_utf8_lossy(&output.stdout)
+                String::from_utf8_lossy(&body)
             ))
         });
         doc["kubeletconfig"].clone()
     }
 
-    /// kubelet's own metrics, as its /metrics serves them (anonymous, as
-    /// the bed's kubelet allows).
+    /// kubelet's own metrics, as its /metrics serves them.
     pub fn metrics(&self) -> String {
-        let output = run_bounded(
-            Command::new("curl")
-                .args(["-sk", "--max-time", "10"])
-                .arg(format!("https://127.0.0.1:{}/metrics", self.port)),
-            Duration::from_secs(15),
-        )
-        .unwrap_or_else(|e| self.fail(&format!("curl /metrics: {e}")));
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        String::from_utf8_lossy(&self.https_get("/metrics")).into_owned()
     }
 
     /// The id CRI gives container `container` of static pod `pod`.
