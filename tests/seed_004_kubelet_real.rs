@@ -440,8 +440,11 @@ async fn seed_004_under_kubelet(release: &str) {
         churn.exits(),
         probe_refusals(&kubelet)
     );
+    // A lost exit is an exit too: on an affected release the first loss can
+    // come before CONTAINERS exits were recorded (1.7.21: 7 recorded and 4
+    // lost, 18 s in), and that run proved the churn as well as any.
     assert!(
-        churn.exits() >= CONTAINERS,
+        churn.exits() + lost.len() >= CONTAINERS,
         "{test}: kubelet ran and restarted the containers: {:?}",
         still_up(&kubelet)
     );
