@@ -545,6 +545,19 @@ impl Kubelet {
         }
     }
 
+    /// The pod cgroup of `uid` in every hierarchy (v2: one), wherever its
+    /// QoS class puts it below kubelet's `cgroupRoot` (cgroupfs driver:
+    /// `kubepods/pod<uid>`, `kubepods/burstable/pod<uid>`,
+    /// `kubepods/besteffort/pod<uid>`); empty when there is none.
+    pub fn pod_cgroups(&self, uid: &str) -> Vec<PathBuf> {
+        ["kubepods", "kubepods/burstable", "kubepods/besteffort"]
+            .iter()
+            .flat_map(|qos| {
+                super::teardown::cgroup_dirs(&format!("{}/{qos}/pod{uid}", self.cgroup_root))
+            })
+            .collect()
+    }
+
     /// nodectl's flags naming this kubelet's root, pod logs and cgroup root.
     pub fn nodectl_flags(&self) -> Vec<String> {
         vec![

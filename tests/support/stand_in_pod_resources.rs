@@ -21,8 +21,8 @@
 //!   pod's `runtimeClassName` never reaches RunPodSandbox);
 //! - lie: answer for pods that are not what the node holds.
 //!
-//! Each use says which of these it needs (or that it needs none), and the
-//! stand-in says in the test's output that the answer is its own.
+//! Each use says which of these it needs, and the stand-in says in the
+//! test's output that the answer is its own.
 //! docs/testing.md lists the tests that use it.
 
 use std::convert::Infallible;
