@@ -99,6 +99,27 @@ const SHAPES: &[Shape] = &[
         silent_on: &[],
     },
     Shape {
+        name: "version 1 main with CRI's cni under its full name",
+        files: &[(
+            "config.toml",
+            "version = 1\nroot = \"@/root\"\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/A\"\nmax_conf_num = 3\n",
+        )],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
+        name: "version 1 main with CRI's cni both as plugins.cri and under its full name",
+        files: &[(
+            "config.toml",
+            "version = 1\nroot = \"@/root\"\n\
+             [plugins.cri.cni]\nconf_dir = \"/A\"\n\
+             [plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/B\"\n",
+        )],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
         // Agreed as text; live, nodectl resolves them from the daemon's
         // working directory, as the daemon does (src/paths/tie.rs).
         name: "version 2 main with a relative root and state",
@@ -198,6 +219,72 @@ const SHAPES: &[Shape] = &[
             (
                 "conf.d/old.toml",
                 "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/B\"\n",
+            ),
+        ],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
+        name: "version 3 main with CRI's cni, versionless drop-in in the old spelling",
+        files: &[
+            (
+                "config.toml",
+                "version = 3\nimports = [\"@/conf.d/*.toml\"]\n\
+                 [plugins.\"io.containerd.cri.v1.runtime\".cni]\nconf_dir = \"/A\"\nmax_conf_num = 3\n",
+            ),
+            (
+                "conf.d/old.toml",
+                "[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/B\"\n",
+            ),
+        ],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
+        name: "version 2 main, version 1 drop-in with CRI's cni under plugins.cri",
+        files: &[
+            (
+                "config.toml",
+                "version = 2\nroot = \"@/root\"\nimports = [\"@/conf.d/*.toml\"]\n\
+                 [plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/A\"\nmax_conf_num = 3\n",
+            ),
+            (
+                "conf.d/v1.toml",
+                "version = 1\nstate = \"@/state\"\n[plugins.cri.cni]\nconf_dir = \"/B\"\n",
+            ),
+        ],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
+        name: "version 3 main, version 4 drop-in moving the socket and CRI's cni",
+        files: &[
+            (
+                "config.toml",
+                "version = 3\nroot = \"@/root\"\nimports = [\"@/conf.d/*.toml\"]\n\
+                 [plugins.\"io.containerd.cri.v1.runtime\".cni]\nconf_dir = \"/A\"\n",
+            ),
+            (
+                "conf.d/v4.toml",
+                "version = 4\n[plugins.\"io.containerd.server.v1.grpc\"]\naddress = \"@/new.sock\"\n\
+                 [plugins.\"io.containerd.cri.v1.runtime\".cni]\nconf_dir = \"/B\"\n",
+            ),
+        ],
+        settled: false,
+        silent_on: &[],
+    },
+    Shape {
+        name: "version 4 main, version 3 drop-in setting state and CRI's snapshotter",
+        files: &[
+            (
+                "config.toml",
+                "version = 4\nroot = \"@/root\"\nimports = [\"@/conf.d/*.toml\"]\n\
+                 [plugins.\"io.containerd.server.v1.grpc\"]\naddress = \"@/c.sock\"\n",
+            ),
+            (
+                "conf.d/v3.toml",
+                "version = 3\nstate = \"@/state\"\n\
+                 [plugins.\"io.containerd.cri.v1.images\"]\nsnapshotter = \"native\"\n",
             ),
         ],
         settled: false,

@@ -557,8 +557,19 @@ mod tests {
                 .unwrap()
                 .netns_under_state_dir
         );
-        // Version 1 names CRI by its id; its full name there is not read.
-        assert!(!parse(old).unwrap().netns_under_state_dir);
+        // Version 1 names CRI by its id; its full name there is read by
+        // 2.3 alone: taken as 2.3 takes it, right on 2.3 only.
+        let full_name = parse(old).unwrap();
+        assert!(full_name.netns_under_state_dir);
+        let said = &full_name.apart_by_line;
+        assert!(
+            said.iter().any(|a| !a.right_on.contains(&(1, 7))),
+            "{said:?}"
+        );
+        assert!(
+            said.iter().all(|a| a.right_on.contains(&(2, 3))),
+            "{said:?}"
+        );
         assert!(
             parse("[plugins.cri]\nnetns_mounts_under_state_dir = true\n")
                 .unwrap()
@@ -578,8 +589,25 @@ mod tests {
         let old = "[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_dir = \"/k3s/cni\"\n";
         let new = "[plugins.\"io.containerd.cri.v1.runtime\".cni]\nconf_dir = \"/rke2/cni\"\n";
         let read = |text: &str| parse(text).unwrap().cni_conf_dir;
-        // Version 1 (or none) names CRI by its id, `cri`.
-        assert_eq!(read(old), None);
+        // Version 1 (or none) names CRI by its id, `cri`; a table under
+        // its full name there only 2.3 reads, and nodectl says so.
+        assert_eq!(read(old), Some(PathBuf::from("/k3s/cni")));
+        let said = &parse(old).unwrap().apart_by_line;
+        for line in [(1, 6), (1, 7), (2, 0), (2, 2)] {
+            assert!(
+                said.iter().any(|a| !a.right_on.contains(&line)),
+                "{line:?}: {said:?}"
+            );
+        }
+        assert!(
+            said.iter().all(|a| a.right_on.contains(&(2, 3))),
+            "{said:?}"
+        );
+        assert!(
+            said.iter()
+                .any(|a| a.said.contains("1.x reads only plugins.cri")),
+            "{said:?}"
+        );
         assert_eq!(
             read("[plugins.cri.cni]\nconf_dir = \"/k3s/cni\"\n"),
             Some(PathBuf::from("/k3s/cni"))
@@ -605,7 +633,7 @@ mod tests {
         let old = "[plugins.\"io.containerd.grpc.v1.cri\".cni]\nmax_conf_num = 0\n";
         let new = "[plugins.\"io.containerd.cri.v1.runtime\".cni]\nmax_conf_num = 2\n";
         let read = |text: &str| parse(text).unwrap().cni_max_conf_num;
-        assert_eq!(read(old), None);
+        assert_eq!(read(old), Some(0), "2.3 reads a version 1 file's full name");
         assert_eq!(read("[plugins.cri.cni]\nmax_conf_num = 0\n"), Some(0));
         assert_eq!(read(&format!("version = 2\n{old}")), Some(0));
         assert_eq!(read(&format!("version = 3\n{new}")), Some(2));

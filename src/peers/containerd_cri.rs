@@ -23,9 +23,12 @@ pub struct CriKeys {
     /// The file has a table for CRI's (pre-3) plugin: 1.x replaces the
     /// whole table with it.
     has_cri_table: bool,
-    /// Each CRI setting the file has a key for (2.x: the last file with
-    /// the key wins, even an empty value), with its value.
-    snapshotter: Option<Option<String>>,
+    /// The file's keys as 1.x reads them (a version 1 file's CRI table is
+    /// `cri`).
+    one_x: Reading,
+    /// The file's keys as 2.3 reads them: a version 1 file's table under
+    /// CRI's full name when it has one (see [`CriKeys::of`]), else as 1.x.
+    two_x: Reading,
     /// The snapshotter as 2.x migrates a file of version 1 or 2: CRI's
     /// images plugin takes `containerd.snapshotter` only when the file has
     /// a `containerd.runtimes` table (plugins/cri/images/plugin.go,
@@ -36,53 +39,92 @@ pub struct CriKeys {
     has_runtimes: bool,
     /// CRI's settings nodectl reads that the file sets.
     sets: BTreeSet<CriSetting>,
+    /// A version 1 file with CRI's table both as `cri` and under its full
+    /// name: 2.3 renames the first onto the second, and which it keeps is
+    /// Go's map order (`v1Migrate` ranges over the plugins).
+    both_names: bool,
+    /// A version 1 file with CRI's table under its full name, which only
+    /// 2.3 reads.
+    full_name_in_v1: bool,
+}
+
+/// One file's CRI settings read from one plugin table (outer `None`: no
+/// key; inner `None`: empty, containerd's default).
+#[derive(Debug, Default, Clone)]
+struct Reading {
+    snapshotter: Option<Option<String>>,
     cni_conf_dir: Option<Option<String>>,
     cni_max_conf_num: Option<i64>,
     netns_under_state_dir: Option<bool>,
 }
 
+impl Reading {
+    /// `plugin`: CRI's table in a file of `version` up to 2 (from 3 on
+    /// the table is the setting's own plugin).
+    fn of(plugins: &toml::Table, version: i64, plugin: &str) -> Reading {
+        Reading {
+            snapshotter: cri_snapshotter(plugins, version, plugin),
+            cni_conf_dir: cri_cni_conf_dir(plugins, version, plugin),
+            cni_max_conf_num: cri_cni_max_conf_num(plugins, version, plugin),
+            netns_under_state_dir: netns_under_state_dir(plugins, version, plugin),
+        }
+    }
+
+    fn sets(&self) -> impl Iterator<Item = CriSetting> {
+        let keys = [
+            self.snapshotter.is_some(),
+            self.cni_conf_dir.is_some(),
+            self.cni_max_conf_num.is_some(),
+            self.netns_under_state_dir.is_some(),
+        ];
+        CriSetting::ALL
+            .into_iter()
+            .zip(keys)
+            .filter(|(_, k)| *k)
+            .map(|(s, _)| s)
+    }
+}
+
 impl CriKeys {
     /// The CRI keys of a file of `version` whose `[plugins]` are `plugins`.
     pub fn of(plugins: &toml::Table, version: i64) -> CriKeys {
+        // A version 1 file names CRI's table `cri`; one under CRI's full
+        // name there is ignored by 1.x and by 2.0 to 2.2, and read by 2.3
+        // (`v1MigratePluginName` keeps a name with a dot, and the CRI
+        // plugins' own migrations then move its settings; measured with
+        // each line's `config dump`).
+        let full_name_in_v1 = version == 1 && plugins.contains_key(CRI_PLUGIN);
+        let plugin_1x = cri_plugin(version);
+        let plugin_2x = if full_name_in_v1 {
+            CRI_PLUGIN
+        } else {
+            plugin_1x
+        };
+        let one_x = Reading::of(plugins, version, plugin_1x);
+        let two_x = Reading::of(plugins, version, plugin_2x);
         let has_runtimes = version < 3
             && plugins
-                .get(cri_plugin(version))
+                .get(plugin_2x)
                 .and_then(|cri| cri.get("containerd"))
                 .is_some_and(|containerd| containerd.get("runtimes").is_some());
-        let snapshotter = cri_snapshotter(plugins, version);
-        let mut sets = BTreeSet::new();
-        let keys = [
-            snapshotter.is_some(),
-            cri_cni_conf_dir(plugins, version).is_some(),
-            cri_cni_max_conf_num(plugins, version).is_some(),
-            netns_under_state_dir(plugins, version).is_some(),
-        ];
-        sets.extend(
-            CriSetting::ALL
-                .into_iter()
-                .zip(keys)
-                .filter(|(_, k)| *k)
-                .map(|(s, _)| s),
-        );
-        // A version 1 file's CRI table under its full name: 1.x and 2.0
-        // to 2.2 ignore it, 2.3 reads it (measured with each line's
-        // `config dump`); said as a difference by line, never taken, and
-        // any of CRI's settings may be in it.
-        if version == 1 && plugins.contains_key(CRI_PLUGIN) {
+        let mut sets: BTreeSet<CriSetting> = one_x.sets().chain(two_x.sets()).collect();
+        // Any of CRI's settings may be in a table only some lines read:
+        // said as a difference by line.
+        if full_name_in_v1 {
             sets.extend(CriSetting::ALL);
         }
         CriKeys {
-            has_cri_table: version < 3 && plugins.get(cri_plugin(version)).is_some(),
+            has_cri_table: version < 3 && plugins.get(plugin_1x).is_some(),
             snapshotter_2x: match version {
-                3.. => snapshotter.clone(),
-                _ => snapshotter.clone().filter(|_| has_runtimes),
+                3.. => two_x.snapshotter.clone(),
+                _ => two_x.snapshotter.clone().filter(|_| has_runtimes),
             },
             sets,
             has_runtimes,
-            snapshotter,
-            cni_conf_dir: cri_cni_conf_dir(plugins, version),
-            cni_max_conf_num: cri_cni_max_conf_num(plugins, version),
-            netns_under_state_dir: netns_under_state_dir(plugins, version),
+            both_names: full_name_in_v1 && plugins.contains_key(plugin_1x),
+            full_name_in_v1,
+            one_x,
+            two_x,
         }
     }
 }
@@ -109,13 +151,16 @@ pub fn merge(
         cni_conf_dir: files
             .iter()
             .rev()
-            .find_map(|(_, f)| f.cni_conf_dir.clone())
+            .find_map(|(_, f)| f.two_x.cni_conf_dir.clone())
             .flatten(),
-        cni_max_conf_num: files.iter().rev().find_map(|(_, f)| f.cni_max_conf_num),
+        cni_max_conf_num: files
+            .iter()
+            .rev()
+            .find_map(|(_, f)| f.two_x.cni_max_conf_num),
         netns_under_state_dir: files
             .iter()
             .rev()
-            .find_map(|(_, f)| f.netns_under_state_dir)
+            .find_map(|(_, f)| f.two_x.netns_under_state_dir)
             .unwrap_or(false),
     };
     // 1.x: the last file with CRI's table has all of it.
@@ -124,30 +169,44 @@ pub fn merge(
         .rev()
         .find(|(_, f)| f.has_cri_table)
         .map(|(_, f)| CriSettings {
-            snapshotter: f.snapshotter.clone().flatten(),
-            cni_conf_dir: f.cni_conf_dir.clone().flatten(),
-            cni_max_conf_num: f.cni_max_conf_num,
-            netns_under_state_dir: f.netns_under_state_dir.unwrap_or(false),
+            snapshotter: f.one_x.snapshotter.clone().flatten(),
+            cni_conf_dir: f.one_x.cni_conf_dir.clone().flatten(),
+            cni_max_conf_num: f.one_x.cni_max_conf_num,
+            netns_under_state_dir: f.one_x.netns_under_state_dir.unwrap_or(false),
         })
         .unwrap_or_default();
     // 2.0 to 2.2: the files merged first, the whole then migrated
     // (`LoadConfig`, then server.New): the images plugin's migration sees
     // the merged `containerd` table, so a runtimes table in any file of
     // version 1 or 2 lets the last snapshotter set through.
-    let by_merged = CriSettings {
-        snapshotter: match files
-            .iter()
-            .all(|(version, _)| *version <= NEWEST_1X_VERSION)
-        {
-            true => files
+    // A config whose files are all of version 1 is migrated with its
+    // plugins renamed but CRI's settings not moved to the plugins that read
+    // them since 2.0 (`LoadConfig`: `MigrateConfigTo(out.Version)`, then no
+    // plugin migration): CRI's defaults (2.0.11's `config dump`).
+    let all_version_1 = files.iter().all(|(version, _)| *version == 1);
+    let by_merged = if all_version_1 {
+        CriSettings::default()
+    } else {
+        CriSettings {
+            snapshotter: match files
                 .iter()
-                .any(|(_, f)| f.has_runtimes)
-                .then(|| files.iter().rev().find_map(|(_, f)| f.snapshotter.clone()))
-                .flatten()
-                .flatten(),
-            false => by_key.snapshotter.clone(),
-        },
-        ..by_key.clone()
+                .all(|(version, _)| *version <= NEWEST_1X_VERSION)
+            {
+                true => files
+                    .iter()
+                    .any(|(_, f)| f.has_runtimes)
+                    .then(|| {
+                        files
+                            .iter()
+                            .rev()
+                            .find_map(|(_, f)| f.two_x.snapshotter.clone())
+                    })
+                    .flatten()
+                    .flatten(),
+                false => by_key.snapshotter.clone(),
+            },
+            ..by_key.clone()
+        }
     };
     let lines = [(line_1x, Line::V1_7), (line_2x, Line::V2_0)].map(|(c, l)| c.then_some(l));
     let cri = match merges_of(lines.iter().flatten()) {
@@ -194,6 +253,18 @@ pub fn merge(
         }
     };
     apart_by_line.extend(unsettled_by_line(main, files));
+    if files.iter().any(|(_, f)| f.both_names) {
+        apart_by_line.push(ConfigApart {
+            file: main.to_path_buf(),
+            right_on: Vec::new(),
+            settings: CriSetting::ALL.to_vec(),
+            said: format!(
+                "a version 1 file has CRI's table both as plugins.cri and as \
+                 plugins.\"{CRI_PLUGIN}\": 1.x reads the first, 2.0 to 2.2 neither, and 2.3 \
+                 renames the first onto the second, keeping either by Go's map order"
+            ),
+        });
+    }
     (cri, apart_by_line)
 }
 
@@ -259,13 +330,27 @@ fn unsettled_by_line(main: &Path, files: &[(i64, &CriKeys)]) -> Option<ConfigApa
     // plugins renamed but not CRI's settings moved to the plugins that
     // read them since 2.0 (`LoadConfig`: `MigrateConfigTo(out.Version)`,
     // then no plugin migration as the merged version is the newest).
-    versions.contains(&1).then(|| ConfigApart {
-        file: main.to_path_buf(),
-        right_on: vec![(1, 6), (1, 7), (2, 3)],
-        settings,
-        said: "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read them, \
-               2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
-            .to_string(),
+    // A version 1 table under CRI's full name is read by 2.3 alone.
+    let full_name = files.iter().any(|(_, f)| f.full_name_in_v1);
+    versions.contains(&1).then(|| match full_name {
+        false => ConfigApart {
+            file: main.to_path_buf(),
+            right_on: vec![(1, 6), (1, 7), (2, 3)],
+            settings,
+            said: "a version 1 config that sets CRI's settings: containerd 1.x and 2.3 read \
+                   them, 2.0 to 2.2 drop them for CRI's defaults; nodectl used them"
+                .to_string(),
+        },
+        true => ConfigApart {
+            file: main.to_path_buf(),
+            right_on: vec![(2, 3)],
+            settings,
+            said: format!(
+                "a version 1 config with CRI's table as plugins.\"{CRI_PLUGIN}\": containerd \
+                 2.3 reads it, 1.x reads only plugins.cri and 2.0 to 2.2 neither; nodectl \
+                 read it as 2.3 does"
+            ),
+        },
     })
 }
 
@@ -315,11 +400,11 @@ impl std::fmt::Display for CriSettings {
 /// a file), `[plugins."io.containerd.cri.v1.images"] snapshotter` from
 /// version 3 (2.x reads only that one there). Outer `None`: no key; inner
 /// `None`: empty, containerd's default.
-fn cri_snapshotter(plugins: &toml::Table, version: i64) -> Option<Option<String>> {
+fn cri_snapshotter(plugins: &toml::Table, version: i64, cri: &str) -> Option<Option<String>> {
     if version >= 3 {
         plugin_string(plugins, &["io.containerd.cri.v1.images", "snapshotter"])
     } else {
-        plugin_string(plugins, &[cri_plugin(version), "containerd", "snapshotter"])
+        plugin_string(plugins, &[cri, "containerd", "snapshotter"])
     }
 }
 
@@ -337,22 +422,22 @@ fn cri_plugin(version: i64) -> &'static str {
 /// conf_dir` up to version 2, `[plugins."io.containerd.cri.v1.runtime".cni]
 /// conf_dir` from version 3 (2.x's runtime plugin holds the CNI config).
 /// Inner `None`: the default, /etc/cni/net.d.
-fn cri_cni_conf_dir(plugins: &toml::Table, version: i64) -> Option<Option<String>> {
+fn cri_cni_conf_dir(plugins: &toml::Table, version: i64, cri: &str) -> Option<Option<String>> {
     if version >= 3 {
         plugin_string(
             plugins,
             &["io.containerd.cri.v1.runtime", "cni", "conf_dir"],
         )
     } else {
-        plugin_string(plugins, &[cri_plugin(version), "cni", "conf_dir"])
+        plugin_string(plugins, &[cri, "cni", "conf_dir"])
     }
 }
 
 /// CRI's `max_conf_num`, beside `conf_dir` (see [`cri_cni_conf_dir`]).
-fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64) -> Option<i64> {
+fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64, cri: &str) -> Option<i64> {
     let plugin = match version >= 3 {
         true => "io.containerd.cri.v1.runtime",
-        false => cri_plugin(version),
+        false => cri,
     };
     plugins
         .get(plugin)?
@@ -363,10 +448,10 @@ fn cri_cni_max_conf_num(plugins: &toml::Table, version: i64) -> Option<i64> {
 
 /// CRI's `netns_mounts_under_state_dir`: in `[plugins."io.containerd.grpc.v1.cri"]`
 /// up to version 2, `[plugins."io.containerd.cri.v1.runtime"]` from 3.
-fn netns_under_state_dir(plugins: &toml::Table, version: i64) -> Option<bool> {
+fn netns_under_state_dir(plugins: &toml::Table, version: i64, cri: &str) -> Option<bool> {
     let plugin = match version >= 3 {
         true => "io.containerd.cri.v1.runtime",
-        false => cri_plugin(version),
+        false => cri,
     };
     plugins
         .get(plugin)
