@@ -182,10 +182,64 @@ fn spellings_and_drop_ins(bed: &TestBed, release: &str) {
 /// fact of kubelet stays kubelet's. Then kubelet's own socket is back, and
 /// its word with it.
 fn tenants_socket(bed: &TestBed, kubelet: &Kubelet) {
+    // A pod directory of a uid kubelet never ran, its emptyDir still
+    // mounted: kubelet keeps it (`cleanupOrphanedPodDirs` skips a uid whose
+    // volumes are mounted), and by kubelet's word it is an orphan.
+    // Made aside and renamed in with its volume mounted: kubelet's
+    // housekeeping (every 2 s) removes a pod directory whose volumes are
+    // not mounted.
+    let orphan_uid = "0ff1ce00-0000-4000-8000-00000000c0de";
+    // Aside in kubelet's root: kubelet makes its root a mount of its own.
+    let aside = kubelet.root.join("nodectl-test-aside").join(orphan_uid);
+    let volume = aside.join("volumes/kubernetes.io~empty-dir/scratch");
+    std::fs::create_dir_all(&volume).expect("the orphan's volume directory");
+    support::mount_tmpfs(&volume);
+    std::fs::rename(&aside, kubelet.root.join("pods").join(orphan_uid))
+        .expect("the orphan's pod directory moved into kubelet's root");
+    let orphan_check = || {
+        let output = bed.nodectl(&[
+            "check",
+            "--settle",
+            "0s",
+            "--sandbox-grace",
+            "0s",
+            "-o",
+            "json",
+        ]);
+        (output.status.code(), support::report(&output))
+    };
+    let orphan = |doc: &Value| -> Option<Value> {
+        support::findings_of_kind(doc, "orphan-pod-dir")
+            .into_iter()
+            .find(|f| f["id"] == orphan_uid)
+            .cloned()
+    };
+    let (code, doc) = orphan_check();
+    let confirmed = orphan(&doc).unwrap_or_else(|| panic!("{TEST}: no orphan-pod-dir: {doc:#}"));
+    assert_eq!(code, Some(1), "{doc:#}");
+    assert_eq!(
+        confirmed["evidence"].get("unconfirmed"),
+        None,
+        "{confirmed:#}"
+    );
+
     let socket = kubelet.root.join("pod-resources/kubelet.sock");
     let kubelets = socket.with_file_name("kubelet.sock.kubelets");
     std::fs::rename(&socket, &kubelets).expect("moving kubelet's socket aside");
     let tenant = std::os::unix::net::UnixListener::bind(&socket).expect("a tenant's listener");
+    // Behind a tenant's socket the orphan stays, unconfirmed: no all-clear
+    // (issue 43: "No findings", exit 0, before).
+    let (code, doc) = orphan_check();
+    let unconfirmed = orphan(&doc).unwrap_or_else(|| {
+        panic!("{TEST}: a tenant's socket made the orphan-pod-dir vanish: {doc:#}")
+    });
+    assert_eq!(code, Some(1), "{doc:#}");
+    assert!(
+        unconfirmed["evidence"]["unconfirmed"]
+            .as_str()
+            .is_some_and(|why| !why.is_empty()),
+        "{unconfirmed:#}"
+    );
     let (_, doc) = assert_nodectl_agrees(bed, kubelet, "a tenant's pod-resources socket");
     let word = &doc["kubelet"]["word"];
     assert_eq!(word["answer"], "unavailable", "{word}");
