@@ -5,13 +5,20 @@
 //! (its sandbox gone from CRI, its pod directory and cgroup gone) nodectl
 //! still finds nothing. No stand-in: kubelet makes and removes every
 //! directory, cgroup, sandbox and log directory nodectl looks at.
+//!
+//! kubelet runs in the bed's containerd's network namespace, where the
+//! pods' bridge is, as a node's kubelet runs beside its pods' network: its
+//! HTTP probes reach the pods. One container serves its readiness and
+//! liveness probes (kubelet says it ready, never restarts it); another
+//! answers its liveness probe 404 and is restarted for it, and nodectl
+//! calls neither anything.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Kubelet, TestBed};
+use support::{Kubelet, KubeletSetup, TestBed};
 
 /// `nodectl check -o json` on the bed, naming kubelet's dirs by flag (other
 /// tests' kubelets may run on the machine at the same time).
@@ -38,7 +45,11 @@ async fn static_pod_lifecycle(release: &str) {
     let Some(bed) = TestBed::start_networked(&test).await else {
         return;
     };
-    let Some(kubelet) = Kubelet::start(&bed, &test, release) else {
+    let setup = KubeletSetup {
+        netns: Some(format!("/proc/{}/ns/net", bed.containerd_pid()).into()),
+        ..KubeletSetup::default()
+    };
+    let Some(kubelet) = Kubelet::start_with(&bed, &test, release, setup) else {
         return;
     };
     eprintln!(
@@ -88,24 +99,53 @@ async fn static_pod_lifecycle(release: &str) {
     // init container and a container that ends, never restarted
     // (`restartPolicy: Never`: the pod ends Succeeded, its sandbox stopped
     // by kubelet and kept); an emptyDir kept across a restart of a container
-    // that failed once (`OnFailure`).
+    // that failed once (`OnFailure`); HTTP probes, one container passing
+    // them, one restarted for failing its liveness probe.
     let host_path = bed.scratch("host-path");
     kubelet.add_static_pod("once", &once_manifest(&host_path));
     kubelet.add_static_pod("again", &again_manifest());
+    kubelet.add_static_pod("probed", &probed_manifest());
+    let state = |name: &str, state: &str| (name.to_string(), state.to_string());
+    let probed_pod = format!("pod=\"default/probed-{}\"", support::NODE_NAME);
+    let probe_said = |k: &Kubelet, probe: &str, status: &str| {
+        std::fs::read_to_string(&k.log)
+            .unwrap_or_default()
+            .lines()
+            .any(|line| {
+                line.contains("\"SyncLoop (probe)\"")
+                    && line.contains(&format!("probe=\"{probe}\" status=\"{status}\""))
+                    && line.contains(&probed_pod)
+            })
+    };
     let shapes_ran = kubelet.wait_for(Duration::from_secs(120), |k| {
         let once = k.container_states("once");
         let again = k.container_states("again");
-        once.contains(&("write".to_string(), "CONTAINER_EXITED".to_string()))
-            && again.contains(&("retry".to_string(), "CONTAINER_EXITED".to_string()))
-            && again.contains(&("retry".to_string(), "CONTAINER_RUNNING".to_string()))
+        let probed = k.container_states("probed");
+        once.contains(&state("write", "CONTAINER_EXITED"))
+            && again.contains(&state("retry", "CONTAINER_EXITED"))
+            && again.contains(&state("retry", "CONTAINER_RUNNING"))
+            && probed.contains(&state("failing", "CONTAINER_EXITED"))
+            && probe_said(k, "readiness", "ready")
+            && probe_said(k, "liveness", "unhealthy")
     });
     if !shapes_ran {
         kubelet.fail(&format!(
-            "the pods never ran as their restart policies say: once {:?}, again {:?}",
+            "the pods never ran as their restart policies and probes say: once {:?}, again \
+             {:?}, probed {:?} (kubelet said ready: {}, restarted for liveness: {})",
             kubelet.container_states("once"),
-            kubelet.container_states("again")
+            kubelet.container_states("again"),
+            kubelet.container_states("probed"),
+            probe_said(&kubelet, "readiness", "ready"),
+            probe_said(&kubelet, "liveness", "unhealthy"),
         ));
     }
+    // The container whose probes pass is never restarted.
+    let served: Vec<_> = kubelet
+        .container_states("probed")
+        .into_iter()
+        .filter(|(name, _)| name == "served")
+        .collect();
+    assert_eq!(served, [state("served", "CONTAINER_RUNNING")], "{test}");
     for (file, text) in [("init", "init\n"), ("done", "done\n")] {
         let written = std::fs::read_to_string(host_path.join(file)).unwrap_or_default();
         assert_eq!(written, text, "the hostPath volume holds what {file} wrote");
@@ -117,7 +157,7 @@ async fn static_pod_lifecycle(release: &str) {
         "an ended pod, a restarted container and a hostPath are no finding: {doc:#}"
     );
 
-    let pods = ["sleeper", "once", "again"];
+    let pods = ["sleeper", "once", "again", "probed"];
     for pod in pods {
         kubelet.remove_static_pod(pod);
     }
@@ -165,6 +205,38 @@ fn once_manifest(host_path: &std::path::Path) -> String {
          containers:\n  - name: write\n    image: {image}\n    imagePullPolicy: Never\n    \
          command: [\"/bin/sh\", \"-c\", \"echo done > /host/done\"]\n    \
          volumeMounts: [{{name: host, mountPath: /host}}]\n"
+    )
+}
+
+/// A pod with HTTP probes on two of busybox's httpd: `served` answers its
+/// readiness and liveness probes 200; `failing` answers its liveness probe
+/// 404 and is restarted for it (kubelet probes from its own network
+/// namespace, the pod's address).
+fn probed_manifest() -> String {
+    let image = support::IMAGE;
+    let httpd = |port: u16, ready: bool| {
+        let page = if ready {
+            "echo ok > /www/ready && "
+        } else {
+            ""
+        };
+        format!(
+            "[\"/bin/sh\", \"-c\", \"mkdir -p /www && {page}exec /bin/busybox httpd -f -p {port} \
+             -h /www\"]"
+        )
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probed\n  namespace: default\n\
+         spec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  \
+         - name: served\n    image: {image}\n    imagePullPolicy: Never\n    command: {served}\n    \
+         readinessProbe: {{httpGet: {{path: /ready, port: 8080}}, periodSeconds: 1}}\n    \
+         livenessProbe: {{httpGet: {{path: /ready, port: 8080}}, periodSeconds: 1, \
+         failureThreshold: 3}}\n  \
+         - name: failing\n    image: {image}\n    imagePullPolicy: Never\n    command: {failing}\n    \
+         livenessProbe: {{httpGet: {{path: /missing, port: 8081}}, periodSeconds: 1, \
+         failureThreshold: 2}}\n",
+        served = httpd(8080, true),
+        failing = httpd(8081, false),
     )
 }
 

@@ -69,6 +69,8 @@ struct Launch {
     args: Vec<String>,
     dir: PathBuf,
     healthz: u16,
+    /// The network namespace it runs in (see [`KubeletSetup::netns`]).
+    netns: Option<PathBuf>,
 }
 
 impl Launch {
@@ -88,7 +90,20 @@ impl Launch {
             .truncate(!append)
             .open(log)
             .expect("kubelet's log");
-        Command::new(&self.exe)
+        // nsenter without --fork execs kubelet itself: the child is kubelet
+        // (its pid, its comm), in the namespace given.
+        let mut command = match &self.netns {
+            Some(netns) => {
+                let mut command = Command::new("nsenter");
+                command
+                    .arg(format!("--net={}", netns.display()))
+                    .arg("--")
+                    .arg(&self.exe);
+                command
+            }
+            None => Command::new(&self.exe),
+        };
+        command
             .args(&self.args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -204,6 +219,10 @@ pub struct KubeletSetup<'a> {
     /// Files written below its directory before it starts (its drop-ins),
     /// by path relative to it.
     pub files: Vec<(&'a str, String)>,
+    /// A network namespace to run it in (the bed's containerd's, where the
+    /// pods' bridge is): its HTTP probes then reach the pods' addresses,
+    /// as on a node. Its ports are that namespace's loopback's.
+    pub netns: Option<PathBuf>,
 }
 
 impl Kubelet {
@@ -316,6 +335,7 @@ impl Kubelet {
             args,
             dir: dir.clone(),
             healthz,
+            netns: setup.netns.clone(),
         };
         let mut kubelet = Kubelet {
             child: launch.spawn_now(&log, false),
@@ -364,7 +384,9 @@ impl Kubelet {
             if let Ok(Some(status)) = self.child.try_wait() {
                 self.fail(&format!("kubelet exited at start ({status})"));
             }
-            if http_get(port, "/healthz").is_some_and(|body| body.trim() == "ok") {
+            if http_get_in(self.launch.netns.as_deref(), port, "/healthz")
+                .is_some_and(|body| body.trim() == "ok")
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(250));
@@ -394,9 +416,18 @@ impl Kubelet {
     /// What kubelet's HTTPS port serves at `path` (anonymous, as the bed's
     /// kubelet allows), within 10 s; empty when it does not answer.
     fn https_get(&self, path: &str) -> Vec<u8> {
+        let mut curl = match &self.launch.netns {
+            Some(netns) => {
+                let mut command = Command::new("nsenter");
+                command
+                    .arg(format!("--net={}", netns.display()))
+                    .args(["--", "curl"]);
+                command
+            }
+            None => Command::new("curl"),
+        };
         run_bounded(
-            Command::new("curl")
-                .args(["-sk", "--max-time", "10"])
+            curl.args(["-sk", "--max-time", "10"])
                 .arg(format!("https://127.0.0.1:{}{path}", self.port)),
             Duration::from_secs(15),
         )
@@ -589,6 +620,23 @@ impl Drop for Kubelet {
 }
 
 /// A plain HTTP GET on loopback, its body when it answers 200.
+/// [`http_get`] from `netns` when given: on a thread of its own that
+/// enters it (a network namespace is a thread's own to change).
+fn http_get_in(netns: Option<&Path>, port: u16, path: &str) -> Option<String> {
+    let Some(netns) = netns else {
+        return http_get(port, path);
+    };
+    let (netns, path) = (netns.to_path_buf(), path.to_string());
+    std::thread::spawn(move || {
+        let namespace = fs::File::open(&netns).ok()?;
+        nix::sched::setns(namespace, nix::sched::CloneFlags::CLONE_NEWNET).ok()?;
+        http_get(port, &path)
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
 fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect_timeout(
