@@ -11,6 +11,12 @@
 //!   kubelet never removes is nodectl's to tell.
 //! - Once kubelet is done, nothing of the torn-down pod is left and nodectl
 //!   finds nothing.
+//! - A third pod's sandbox is removed through CRI while kubelet is dead
+//!   (an operator's `crictl rmp`, a containerd whose state was lost): its
+//!   directory, cgroup and log directory are then what nodectl calls
+//!   kubelet's leftovers, unconfirmed for want of kubelet's word, and
+//!   nothing of them is removed by nodectl's `--remove --yes`; kubelet,
+//!   back, removes them itself (printed with the time it took).
 
 mod support;
 
@@ -96,6 +102,9 @@ enum KillPoint {
     /// As soon as CRI says the pod's sandbox is no longer ready: after
     /// StopPodSandbox, before its volumes, cgroup and directory go.
     SandboxStopped,
+    /// As [`KillPoint::SandboxStopped`], and then the sandbox removed
+    /// through CRI while kubelet is dead.
+    SandboxRemovedWhileDead,
 }
 
 /// How many times kubelet's log says it is stopping a container.
@@ -107,7 +116,7 @@ fn stops_logged(kubelet: &Kubelet) -> usize {
 }
 
 /// One pod torn down with kubelet killed at `point`.
-fn killed_mid_teardown(bed: &TestBed, kubelet: &mut Kubelet, name: &str, point: KillPoint) {
+async fn killed_mid_teardown(bed: &TestBed, kubelet: &mut Kubelet, name: &str, point: KillPoint) {
     let test = format!("kubelet_teardown_{}", kubelet.release);
     kubelet.add_static_pod(name, &support::sleeper_manifest(name));
     let running = kubelet.wait_for(Duration::from_secs(90), |k| {
@@ -130,15 +139,25 @@ fn killed_mid_teardown(bed: &TestBed, kubelet: &mut Kubelet, name: &str, point: 
         KillPoint::StoppingContainer => {
             poll(Duration::from_secs(60), || stops_logged(kubelet) > stops)
         }
-        KillPoint::SandboxStopped => poll(Duration::from_secs(60), || {
-            let sandboxes = kubelet.sandboxes(name);
-            sandboxes.iter().all(|(_, state)| state != "SANDBOX_READY")
-        }),
+        KillPoint::SandboxStopped | KillPoint::SandboxRemovedWhileDead => {
+            poll(Duration::from_secs(60), || {
+                let sandboxes = kubelet.sandboxes(name);
+                sandboxes.iter().all(|(_, state)| state != "SANDBOX_READY")
+            })
+        }
     };
     assert!(reached, "{test}: {name}'s teardown never got there");
     kubelet.kill_hard();
     let at = stage(kubelet, name);
     let dead_for = removed.elapsed();
+    if matches!(point, KillPoint::SandboxRemovedWhileDead) {
+        for (id, _) in kubelet.sandboxes(name) {
+            assert!(
+                bed.stop_and_remove_pod(&id, Duration::from_secs(30)).await,
+                "{test}: {name}: CRI did not remove sandbox {id}"
+            );
+        }
+    }
 
     // kubelet dead: nothing of the live pod is nodectl's to call leaked.
     let (doc, while_dead) = look(bed, kubelet);
@@ -152,6 +171,66 @@ fn killed_mid_teardown(bed: &TestBed, kubelet: &mut Kubelet, name: &str, point: 
         live.is_empty(),
         "{test}: {name}: nodectl named the live pod while kubelet was dead: {live:?}\n{doc:#}"
     );
+    if matches!(point, KillPoint::SandboxRemovedWhileDead) {
+        // The pod's directory, no sandbox naming it: kubelet's to clean
+        // up, named by nodectl, never confirmed without kubelet's word.
+        let named: Vec<&Value> = doc["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["id"] == uid.as_str())
+            .collect();
+        assert!(
+            !named.is_empty(),
+            "{test}: {name}: nodectl named nothing of the pod whose sandbox went while kubelet \
+             was dead: {doc:#}"
+        );
+        for finding in &named {
+            if finding["kind"] == "orphan-pod-dir" {
+                assert!(
+                    finding["evidence"]["unconfirmed"].is_string(),
+                    "{test}: kubelet is dead, its word cannot be had: {finding:#}"
+                );
+            }
+        }
+        // Told to remove kubelet's leftovers, nodectl removes none of them:
+        // unconfirmed, they may be kubelet's still.
+        let kept = |k: &Kubelet| {
+            (
+                k.root.join("pods").join(&uid).is_dir(),
+                k.pod_cgroups(&uid).len(),
+            )
+        };
+        let before = kept(kubelet);
+        let mut remove = vec![
+            "leaked-pod-cgroups",
+            "--grace",
+            "0s",
+            "--remove",
+            "--yes",
+            "-o",
+            "json",
+        ];
+        let flags = kubelet.nodectl_flags();
+        remove.extend(flags.iter().map(String::as_str));
+        let removal = support::report(&bed.nodectl(&remove));
+        assert_eq!(
+            (
+                removal["cleanups"].as_array().map_or(0, Vec::len),
+                kept(kubelet)
+            ),
+            (0, before),
+            "{test}: {name}: nodectl removed some of a pod kubelet had not let go: {removal:#}"
+        );
+        eprintln!(
+            "{test}: {name}: its sandbox removed while kubelet was dead, nodectl named {:?} and \
+             removed nothing (pod directory, pod cgroups: {before:?})",
+            named
+                .iter()
+                .map(|f| f["kind"].as_str().unwrap_or_default())
+                .collect::<Vec<_>>()
+        );
+    }
 
     // kubelet back: its housekeeping and container GC clean the pod up.
     kubelet.restart();
@@ -217,7 +296,7 @@ fn killed_mid_teardown(bed: &TestBed, kubelet: &mut Kubelet, name: &str, point: 
             "{test}: {name}: a leaked shim that is not one: {finding:#}"
         );
         eprintln!(
-            "{test}: {name}: containerd {} left shim {} (pid {pid:?}) after kubelet {} removed              its sandbox: never removed by kubelet",
+            "{test}: {name}: containerd {} left shim {} (pid {pid:?}) after kubelet {} removed its sandbox: never removed by kubelet",
             bed.containerd_version(),
             finding["id"],
             kubelet.release
@@ -266,8 +345,15 @@ async fn killed_mid_teardown_on(release: &str) {
     if !kubelet.wait_for(Duration::from_secs(90), live_runs) {
         kubelet.fail("the live pod never ran");
     }
-    killed_mid_teardown(&bed, &mut kubelet, "early", KillPoint::StoppingContainer);
-    killed_mid_teardown(&bed, &mut kubelet, "late", KillPoint::SandboxStopped);
+    killed_mid_teardown(&bed, &mut kubelet, "early", KillPoint::StoppingContainer).await;
+    killed_mid_teardown(&bed, &mut kubelet, "late", KillPoint::SandboxStopped).await;
+    killed_mid_teardown(
+        &bed,
+        &mut kubelet,
+        "gone",
+        KillPoint::SandboxRemovedWhileDead,
+    )
+    .await;
     assert!(
         live_runs(&kubelet),
         "{test}: the live pod kept running: {:?}",
