@@ -1048,35 +1048,48 @@ fn assert_same(
     );
 }
 
-/// Prometheus (built from its Go module) in containerd's network namespace, configured as
-/// docs/fleet.md describes: Kubernetes service discovery of pods against
-/// this API server (the admin's client certificate), keeping the pods
-/// annotated `prometheus.io/scrape`, at their annotated port and path, the
-/// node's name in `node` and in `instance` (docs/fleet.md: without it, a
-/// rollout's new pod is another instance, and a blind one resolved the
-/// zombie's alert); the shipped rules; every 2 s.
-/// It ends with the cluster.
+/// Prometheus (built from its Go module) in containerd's network namespace,
+/// with the shipped job and rules (deploy/prometheus/scrape-pods.yaml:
+/// Kubernetes service discovery of pods, keeping those annotated
+/// `prometheus.io/scrape`, at their annotated port and path, the node's
+/// name in `node` and in `instance`; docs/fleet.md says why) and, as a
+/// Prometheus outside the cluster needs, this API server and the admin's
+/// client certificate where an in-cluster one takes its service account's;
+/// every 2 s. It ends with the cluster.
 fn start_prometheus(cluster: &mut Cluster, bed: &TestBed) {
     let pki = cluster.dir().join("pki");
-    let p = pki.display();
-    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/nodectl-rules.yaml");
-    let config = format!(
-        "global: {{scrape_interval: 2s, evaluation_interval: 2s}}\n\
-         rule_files: [\"{rules}\"]\n\
-         scrape_configs:\n\
-         \x20 - job_name: kubernetes-pods\n\
-         \x20   kubernetes_sd_configs:\n\
-         \x20     - role: pod\n\
-         \x20       api_server: https://{NODE_IP}:16443\n\
-         \x20       tls_config: {{ca_file: {p}/ca.crt, cert_file: {p}/admin.crt, key_file: {p}/admin.key}}\n\
-         \x20   relabel_configs:\n\
-         \x20     - {{source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape], action: keep, regex: \"true\"}}\n\
-         \x20     - {{source_labels: [__address__, __meta_kubernetes_pod_annotation_prometheus_io_port], action: replace, regex: \"([^:]+)(?::\\\\d+)?;(\\\\d+)\", replacement: \"$1:$2\", target_label: __address__}}\n\
-         \x20     - {{source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path], action: replace, regex: \"(.+)\", target_label: __metrics_path__}}\n\
-         \x20     - {{source_labels: [__meta_kubernetes_pod_node_name], target_label: node}}\n\
-         \x20     - {{source_labels: [__meta_kubernetes_pod_node_name], target_label: instance}}\n",
-        rules = rules.display(),
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus");
+    let text = std::fs::read_to_string(shipped.join("scrape-pods.yaml")).unwrap();
+    let mut config: serde_json::Value = yaml_serde::from_str(&text)
+        .unwrap_or_else(|e| panic!("{TEST}: deploy/prometheus/scrape-pods.yaml: {e}"));
+    config["global"] = serde_json::json!({"scrape_interval": "2s", "evaluation_interval": "2s"});
+    // Its rule files are named beside it.
+    for rule_file in config["rule_files"].as_array_mut().into_iter().flatten() {
+        let name = rule_file.as_str().unwrap_or_default().to_string();
+        *rule_file = shipped.join(name).display().to_string().into();
+    }
+    let jobs = config["scrape_configs"]
+        .as_array_mut()
+        .expect("scrape_configs");
+    assert_eq!(
+        jobs.len(),
+        1,
+        "{TEST}: the shipped scrape config has one job"
     );
+    for discovery in jobs[0]["kubernetes_sd_configs"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        discovery["api_server"] = format!("https://{NODE_IP}:16443").into();
+        discovery["tls_config"] = serde_json::json!({
+            "ca_file": pki.join("ca.crt"),
+            "cert_file": pki.join("admin.crt"),
+            "key_file": pki.join("admin.key"),
+        });
+    }
+    // JSON is YAML: Prometheus reads it as it reads the shipped file.
+    let config = serde_json::to_string_pretty(&config).unwrap();
     let dir = bed.scratch("prometheus");
     std::fs::create_dir_all(&dir).unwrap();
     let config_path = dir.join("prometheus.yml");
