@@ -26,10 +26,19 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::{Kubelet, TestBed, NODE_NAME};
 
-/// kubelet's places by flag (other tests' kubelets may run on the machine
-/// at the same time), no grace: everything nodectl would call leaked now.
+/// nodectl's JSON report for `args`, kubelet's places by flag (other
+/// tests' kubelets may run on the machine at the same time).
+fn nodectl(bed: &TestBed, kubelet: &Kubelet, args: &[&str]) -> Value {
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(["-o".to_string(), "json".to_string()]);
+    all.extend(kubelet.nodectl_flags());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    support::report(&bed.nodectl(&all))
+}
+
+/// No grace: everything nodectl would call leaked now.
 fn look(bed: &TestBed, kubelet: &Kubelet) -> (Value, BTreeSet<(String, String)>) {
-    let mut args: Vec<String> = [
+    let check = [
         "check",
         "--settle",
         "0s",
@@ -37,15 +46,8 @@ fn look(bed: &TestBed, kubelet: &Kubelet) -> (Value, BTreeSet<(String, String)>)
         "0s",
         "--ip-grace",
         "0s",
-        "-o",
-        "json",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(kubelet.nodectl_flags());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let doc = support::report(&bed.nodectl(&args));
+    ];
+    let doc = nodectl(bed, kubelet, &check);
     let found = support::finding_keys(&doc).into_iter().collect();
     (doc, found)
 }
@@ -202,18 +204,8 @@ async fn killed_mid_teardown(bed: &TestBed, kubelet: &mut Kubelet, name: &str, p
             )
         };
         let before = kept(kubelet);
-        let mut remove = vec![
-            "leaked-pod-cgroups",
-            "--grace",
-            "0s",
-            "--remove",
-            "--yes",
-            "-o",
-            "json",
-        ];
-        let flags = kubelet.nodectl_flags();
-        remove.extend(flags.iter().map(String::as_str));
-        let removal = support::report(&bed.nodectl(&remove));
+        let remove = ["leaked-pod-cgroups", "--grace", "0s", "--remove", "--yes"];
+        let removal = nodectl(bed, kubelet, &remove);
         assert_eq!(
             (
                 removal["cleanups"].as_array().map_or(0, Vec::len),

@@ -244,12 +244,7 @@ impl Cluster {
 
     /// A command run in containerd's network namespace.
     fn in_netns(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut command = Command::new("nsenter");
-        command
-            .arg(format!("--net={}", self.netns.display()))
-            .arg("--")
-            .arg(program);
-        command
+        super::in_netns(Some(&self.netns), program)
     }
 
     fn certificates(&self) -> Result<(), String> {

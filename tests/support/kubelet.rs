@@ -90,20 +90,7 @@ impl Launch {
             .truncate(!append)
             .open(log)
             .expect("kubelet's log");
-        // nsenter without --fork execs kubelet itself: the child is kubelet
-        // (its pid, its comm), in the namespace given.
-        let mut command = match &self.netns {
-            Some(netns) => {
-                let mut command = Command::new("nsenter");
-                command
-                    .arg(format!("--net={}", netns.display()))
-                    .arg("--")
-                    .arg(&self.exe);
-                command
-            }
-            None => Command::new(&self.exe),
-        };
-        command
+        super::in_netns(self.netns.as_deref(), &self.exe)
             .args(&self.args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -416,18 +403,9 @@ impl Kubelet {
     /// What kubelet's HTTPS port serves at `path` (anonymous, as the bed's
     /// kubelet allows), within 10 s; empty when it does not answer.
     fn https_get(&self, path: &str) -> Vec<u8> {
-        let mut curl = match &self.launch.netns {
-            Some(netns) => {
-                let mut command = Command::new("nsenter");
-                command
-                    .arg(format!("--net={}", netns.display()))
-                    .args(["--", "curl"]);
-                command
-            }
-            None => Command::new("curl"),
-        };
         run_bounded(
-            curl.args(["-sk", "--max-time", "10"])
+            super::in_netns(self.launch.netns.as_deref(), "curl")
+                .args(["-sk", "--max-time", "10"])
                 .arg(format!("https://127.0.0.1:{}{path}", self.port)),
             Duration::from_secs(15),
         )

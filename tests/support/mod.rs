@@ -167,6 +167,23 @@ pub fn have(binary: &str) -> bool {
     which(binary)
 }
 
+/// `program` run in network namespace `netns` when given (`nsenter --net`,
+/// which, without `--fork`, execs `program` itself: the child is it, its
+/// pid and its comm), else as it is.
+pub fn in_netns(netns: Option<&Path>, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    match netns {
+        Some(netns) => {
+            let mut command = Command::new("nsenter");
+            command
+                .arg(format!("--net={}", netns.display()))
+                .arg("--")
+                .arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
+
 pub fn mount_tmpfs(path: &Path) {
     nix::mount::mount(
         Some("tmpfs"),
