@@ -23,7 +23,8 @@ use crate::sources::{
 };
 pub use sample::{read_exits, sample};
 use settle::{
-    settle_cni, settle_config_by_cri, settle_config_by_line, settle_cri_store, settle_untied,
+    settle_by_config_only, settle_cni, settle_config_by_cri, settle_config_by_line,
+    settle_cri_store, settle_untied,
 };
 
 /// How long a command that asks no API waits for the version recorded in
@@ -144,12 +145,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
     // states there (its netns directory, 1.x's snapshotter: see
     // `settle_config_by_cri`), so that no command judges by the files'
     // reading what CRI would have said.
-    let cri_socket = (options.cri_api || options.netns || options.snapshots).then(|| {
-        options
-            .cri_address
-            .clone()
-            .unwrap_or_else(|| paths.address.path.clone())
-    });
+    let cri_wanted = options.cri_api || options.netns || options.snapshots;
 
     let (status_files, mut files) = FileSources::start(paths, options);
     // procfs starts once the status files are read, so the order above
@@ -159,6 +155,17 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         .wait(started + options.timeout, started, &mut gaps)
         .unwrap_or_default();
     let (proc_scan, mut paths) = scan_procfs(paths, options, deadline, started, &mut gaps);
+    // Also asked, for its Status alone, when a root or state is tied to
+    // the daemon by nothing but its config and the APIs are asked at all:
+    // CRI's word ties it, or unties it (`settle_by_config_only`).
+    let cri_socket = (cri_wanted
+        || (options.api_timeout.is_some() && !paths.by_config_only.is_empty()))
+    .then(|| {
+        options
+            .cri_address
+            .clone()
+            .unwrap_or_else(|| paths.address.path.clone())
+    });
     files.found_daemon(&paths, options);
     let mut files = files.wait(deadline, started, &mut gaps);
     let pods = PodSources::start(&paths, options, &proc_scan.processes, files.table.clone());
@@ -200,6 +207,12 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         files.table.as_ref(),
         (deadline, started),
         &mut gaps,
+    );
+    settle_by_config_only(
+        cri.as_ref(),
+        &proc_scan.shims,
+        &mut paths,
+        &options.proc_root,
     );
     settle_untied(cri.as_ref(), &mut paths, &options.proc_root, &mut gaps).apply(
         &paths.state.path,

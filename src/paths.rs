@@ -149,6 +149,7 @@ fn resolve_with(
         other_containerds: Vec::new(),
         unproven: Vec::new(),
         untied: Vec::new(),
+        by_config_only: Vec::new(),
         snapshotter: file.as_ref().and_then(|c| c.snapshotter.clone()),
         cni_conf_dir: file.as_ref().and_then(|c| c.cni_conf_dir.clone()),
         cni_max_conf_num: file.as_ref().and_then(|c| c.cni_max_conf_num),
@@ -1261,9 +1262,35 @@ mod tests {
             "{:?}",
             paths.unproven
         );
+        assert!(
+            paths.by_config_only.is_empty(),
+            "{:?}",
+            paths.by_config_only
+        );
+        // Unchanged: named by the config as nodectl reads it, no more (the
+        // root is held).
         node.kernel.started.borrow_mut().clear();
         let (paths, _) = node.resolve(&node.flags());
         assert!(paths.unproven.is_empty(), "{:?}", paths.unproven);
+        let by_config: Vec<_> = paths
+            .by_config_only
+            .iter()
+            .map(|t| (t.dir, t.path.clone()))
+            .collect();
+        assert_eq!(
+            by_config,
+            [(
+                crate::model::DaemonDir::State,
+                PathBuf::from("/run/containerd")
+            )]
+        );
+        assert!(
+            paths.by_config_only[0]
+                .why
+                .contains("nothing but its config"),
+            "{:?}",
+            paths.by_config_only
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 mod support;
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -521,4 +521,157 @@ async fn cri_s_own_word_settles_the_settings_its_files_are_read_apart_on() {
     assert_eq!(leftover_gaps(&doc), expected, "leaked-snapshots: {doc}");
     nix::mount::umount2(&planted, nix::mount::MntFlags::MNT_DETACH).unwrap();
     let _ = fs::remove_file(&planted);
+}
+
+/// `leaked-mounts`, acting, given only the socket.
+const CLEAN: &[&str] = &[
+    "leaked-mounts",
+    "--unmount",
+    "--remove-bundles",
+    "--yes",
+    "-o",
+    "json",
+];
+
+/// A state that only nodectl's reading of containerd's config names is
+/// judged, and cleaned only once the daemon's own act or word ties it
+/// (`paths.by_config_only`). containerd before 2.3 holds nothing open under
+/// its state; with CRI disabled (a drop-in, as a node that runs containerd
+/// for something else has) and CRI's Status unasked, what ties the state on
+/// 1.6 to 2.2 is a shim containerd started in its task's bundle there. With
+/// the sandbox's shim running: cleaned on every line. With no task: found,
+/// and every cleanup refused on 1.6 to 2.2, cleaned on 2.3 (its mount
+/// manager's database, held under the state). CRI back: cleaned by its
+/// word on every line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_only_the_config_names_is_cleaned_once_a_shim_or_cri_ties_it() {
+    const TEST: &str = "a_state_only_the_config_names_is_cleaned_once_a_shim_or_cri_ties_it";
+    let Some(mut bed) = TestBed::start(TEST).await else {
+        return;
+    };
+    let sandbox = bed.run_sandbox("tied-by-its-shim").await;
+    let shim = bed.shim_pid(&sandbox);
+    // Every line appends a drop-in's `disabled_plugins` to the main
+    // file's (`mergeConfig`).
+    let no_cri = bed.dir().join("conf.d/90-no-cri.toml");
+    fs::write(
+        &no_cri,
+        "version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n",
+    )
+    .unwrap();
+    bed.stop_containerd();
+    bed.start_containerd_without_cri().await;
+    assert!(support::is_running(shim), "the sandbox's shim lives on");
+
+    let by_config_only = |doc: &Value| doc["paths"].get("by_config_only").cloned();
+    // The sandbox's shim works in its bundle under the state.
+    let (look, done, acted, gone, _) = plant_and_clean(&bed, 'a');
+    assert_eq!(by_config_only(&look), None, "{}", look["paths"]);
+    assert_eq!(acted, ["unmounted", "removed"], "{done:#}");
+    assert!(gone, "{done:#}");
+
+    // No task: nothing of the daemon's under the state but on 2.3.
+    let ctr = |args: &[&str]| {
+        let output = Command::new(bed.ctr())
+            .arg("--address")
+            .arg(bed.address())
+            .args(["-n", support::NAMESPACE])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "ctr {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    ctr(&["tasks", "kill", "-s", "SIGKILL", &sandbox]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Command::new(bed.ctr())
+        .arg("--address")
+        .arg(bed.address())
+        .args(["-n", support::NAMESPACE, "tasks", "rm", &sandbox])
+        .output()
+        .is_ok_and(|o| !o.status.success())
+    {
+        assert!(Instant::now() < deadline, "the sandbox's task not deleted");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while support::is_running(shim) {
+        assert!(Instant::now() < deadline, "the sandbox's shim did not exit");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (look, done, acted, gone, rootfs) = plant_and_clean(&bed, 'b');
+    eprintln!(
+        "{TEST}: {}: no task, no CRI: by_config_only {:?}, cleanups {acted:?}",
+        bed.containerd_version(),
+        by_config_only(&look)
+    );
+    match bed.line() {
+        Line::V2_3 => {
+            assert_eq!(by_config_only(&look), None, "{}", look["paths"]);
+            assert_eq!(acted, ["unmounted", "removed"], "{done:#}");
+            assert!(gone, "{done:#}");
+        }
+        _ => {
+            let listed = by_config_only(&look).unwrap_or_default();
+            assert_eq!(listed[0]["dir"], "state", "{}", look["paths"]);
+            assert_eq!(
+                listed[0]["path"],
+                bed.state().display().to_string(),
+                "{}",
+                look["paths"]
+            );
+            assert_eq!(acted, ["refused", "refused"], "{done:#}");
+            let detail = done["cleanups"][0]["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains("nothing but its config"), "{detail}");
+            assert!(!gone, "{done:#}");
+            // CRI back. The restart itself removes the bundle of no task
+            // (its start-up deletes each bundle no shim answers for,
+            // unmounting its rootfs); another, planted after, is cleaned:
+            // CRI's Status (asked by the leak commands too, as nothing
+            // else ties the state) names the state.
+            fs::remove_file(&no_cri).unwrap();
+            bed.restart_containerd().await;
+            assert!(
+                !rootfs.parent().unwrap().exists(),
+                "restarted, containerd kept it"
+            );
+            let (look, done, acted, gone, _) = plant_and_clean(&bed, 'c');
+            assert_eq!(by_config_only(&look), None, "{}", look["paths"]);
+            assert_eq!(acted, ["unmounted", "removed"], "{done:#}");
+            assert!(gone, "{done:#}");
+        }
+    }
+}
+
+/// Plants a leaked rootfs (`TestBed::leak_rootfs`) of an id made of
+/// `letter`, looks with `leaked-mounts` and cleans with [`CLEAN`], both
+/// given only the socket: the look, the cleanup, the outcome of its unmount
+/// and of its bundle's removal, whether the bundle is gone, and the rootfs.
+fn plant_and_clean(bed: &TestBed, letter: char) -> (Value, Value, Vec<String>, bool, PathBuf) {
+    let id = support::unknown_id(letter);
+    let rootfs = bed.leak_rootfs(&id);
+    let (_, look) = nodectl_by_socket(bed, &["leaked-mounts", "-o", "json"]);
+    let keys = support::finding_keys(&look);
+    for kind in ["orphan-bundle", "leaked-mount"] {
+        assert!(
+            keys.contains(&(kind.to_string(), id.clone())),
+            "{kind} {id} not found: {look:#}"
+        );
+    }
+    let (_, done) = nodectl_by_socket(bed, CLEAN);
+    let outcomes = support::cleanup_rows(&done);
+    let acted = ["unmount", "remove-bundle"]
+        .iter()
+        .map(|action| {
+            outcomes
+                .iter()
+                .find(|(a, i, _)| a == action && *i == id)
+                .map_or("none".to_string(), |(_, _, outcome)| outcome.clone())
+        })
+        .collect();
+    let gone = !rootfs.parent().unwrap().exists();
+    (look, done, acted, gone, rootfs)
 }

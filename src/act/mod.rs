@@ -37,7 +37,9 @@ pub enum Verdict {
 /// re-judges its targets on, if anything says so: nodectl acts only for a
 /// containerd proven to be the daemon (the host's namespaces, a root-owned
 /// binary, the listener of the socket it asks) whose own root and state it
-/// read, and only if that is still the daemon the scan (`before`) found.
+/// read (tied by what it holds open, a shim of it or its own word, not by
+/// nodectl's reading of its config alone), and only if that is still the
+/// daemon the scan (`before`) found.
 /// Without that proof, the records that say a mount or a shim is leaked are
 /// whoever's serves the socket, and the files may be another containerd's.
 /// Pure.
@@ -47,6 +49,18 @@ pub fn daemon_proven(before: &Snapshot, fresh: &Snapshot) -> Result<(), String> 
         return Err(format!(
             "not acting without a proven containerd: {}",
             paths.unproven.join("; ")
+        ));
+    }
+    if !paths.by_config_only.is_empty() {
+        let why: Vec<&str> = paths
+            .by_config_only
+            .iter()
+            .map(|t| t.why.as_str())
+            .collect();
+        return Err(format!(
+            "not acting on what only nodectl's reading of containerd's config ties to it \
+             (neither a shim of it working there nor CRI's Status said so): {}",
+            why.join("; ")
         ));
     }
     let Some(process) = &paths.process else {
@@ -494,6 +508,16 @@ mod tests {
             why.contains("state /b is not containerd pid 812's"),
             "{why}"
         );
+        // Its state named by nodectl's reading of its config alone.
+        let mut by_config = before.clone();
+        by_config.paths.by_config_only.push(crate::model::Untied {
+            dir: crate::model::DaemonDir::State,
+            path: "/run/containerd".into(),
+            why: "state /run/containerd is tied to containerd pid 812 by nothing but its config"
+                .to_string(),
+        });
+        let why = daemon_proven(&before, &by_config).unwrap_err();
+        assert!(why.contains("nothing but its config"), "{why}");
         // Another daemon since the scan (restarted, or its socket taken).
         let mut replaced = before.clone();
         replaced.paths.process.as_mut().unwrap().pid = 900;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{
     Bundle, CniView, CriContainer, CriSetting, CriView, DaemonDir, Gap, Mount, NetnsView,
-    NetworksFrom, Paths, Source,
+    NetworksFrom, Paths, Shim, Source,
 };
 use crate::peers::containerd_config::line_of;
 use crate::sources::containerd_snapshots::DEFAULT_SNAPSHOTTER;
@@ -205,6 +205,83 @@ impl Withheld {
         if self.state {
             bundles.clear();
             mounts.retain(|mount| !mount.path_as_given().starts_with(state));
+        }
+    }
+}
+
+/// Settles each root or state only the daemon's config ties to it
+/// (`Paths::by_config_only`: nodectl's reading of a config unchanged since
+/// the daemon started) by what the daemon itself did or said. A state is
+/// its own when a proven shim of it works in a bundle there: containerd
+/// starts every shim in its task's bundle,
+/// `<state>/io.containerd.runtime.v2.task/<ns>/<id>` (`cmd.Dir` of the
+/// shim command, 1.x runtime/v2/shim and 2.x pkg/shim; the shim's `start`
+/// runs the shim it forks in its own working directory), compared by the
+/// kernel's identity of that directory. Either is its own when CRI's
+/// `Status(verbose)` names it (see [`crate::peers::cri_dirs`]); when CRI
+/// names another, it is untied (a reading of the config the daemon does
+/// not share: [`settle_untied`] then withholds it, a gap that names CRI's).
+/// What neither settles stays, judged, and every action refuses.
+pub(super) fn settle_by_config_only(
+    cri: Option<&CriView>,
+    shims: &[Shim],
+    paths: &mut Paths,
+    proc_root: &Path,
+) {
+    use crate::sources::daemon_proof::{file_id, file_id_in};
+    let said = cri.and_then(|cri| cri.dirs.as_ref());
+    let Some(pid) = paths.process.as_ref().map(|p| p.pid) else {
+        return;
+    };
+    for entry in std::mem::take(&mut paths.by_config_only) {
+        let worked_in = || {
+            shims
+                .iter()
+                .filter(|shim| shim.serves(&paths.address.path))
+                .find(|shim| {
+                    let (Some(namespace), Some(id)) = (&shim.namespace, &shim.id) else {
+                        return false;
+                    };
+                    let bundle = entry
+                        .path
+                        .join("io.containerd.runtime.v2.task")
+                        .join(namespace)
+                        .join(id);
+                    let cwd = proc_root.join(shim.pid.to_string()).join("cwd");
+                    matches!((file_id(&bundle), file_id(&cwd)), (Ok(a), Ok(b)) if a == b)
+                })
+                .map(|shim| shim.pid)
+        };
+        if entry.dir == DaemonDir::State && worked_in().is_some() {
+            continue;
+        }
+        let theirs = said.map(|d| match entry.dir {
+            DaemonDir::Root => &d.root,
+            DaemonDir::State => &d.state,
+        });
+        match theirs.map(|theirs| {
+            (
+                theirs,
+                file_id(&entry.path),
+                file_id_in(proc_root, pid, theirs),
+            )
+        }) {
+            Some((_, Ok(ours), Ok(its))) if ours == its => {}
+            Some((theirs, _, _)) => {
+                let what = match entry.dir {
+                    DaemonDir::Root => "root",
+                    DaemonDir::State => "state",
+                };
+                let why = format!(
+                    "{what} {} is named by containerd pid {pid}'s config as nodectl reads it, \
+                     but CRI's Status names {}",
+                    entry.path.display(),
+                    theirs.display()
+                );
+                paths.unproven.push(why.clone());
+                paths.untied.push(crate::model::Untied { why, ..entry });
+            }
+            None => paths.by_config_only.push(entry),
         }
     }
 }
@@ -459,6 +536,80 @@ mod tests {
         });
         paths.unproven.push(why);
         (dir, paths)
+    }
+
+    /// [`node_with_untied_state`] whose state is tied by the daemon's config
+    /// alone, and a shim of the daemon (pid 9, of task `k8s.io/abc`) whose
+    /// working directory is that task's bundle under `works_in`.
+    fn node_with_state_by_config_only(works_in: &str) -> (tempfile::TempDir, Paths, Vec<Shim>) {
+        let (dir, mut paths) = node_with_untied_state();
+        let entry = paths.untied.pop().unwrap();
+        paths.unproven.clear();
+        paths.by_config_only.push(entry);
+        let node = dir.path().join("node");
+        let bundle = |state: &str| {
+            node.join(state)
+                .join("io.containerd.runtime.v2.task/k8s.io/abc")
+        };
+        for state in ["state", "other-state"] {
+            std::fs::create_dir_all(bundle(state)).unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("proc/9")).unwrap();
+        std::os::unix::fs::symlink(bundle(works_in), dir.path().join("proc/9/cwd")).unwrap();
+        let shim = Shim {
+            pid: 9,
+            namespace: Some("k8s.io".to_string()),
+            id: Some("abc".to_string()),
+            address: Some(paths.address.path.display().to_string()),
+            ..Shim::default()
+        };
+        (dir, paths, vec![shim])
+    }
+
+    #[test]
+    fn a_state_only_the_config_ties_is_tied_by_a_shim_working_there_or_by_cri_and_else_stays() {
+        let settled = |works_in: &str, cri: Option<CriView>| {
+            let (dir, mut paths, shims) = node_with_state_by_config_only(works_in);
+            let proc_root = dir.path().join("proc");
+            settle_by_config_only(cri.as_ref(), &shims, &mut paths, &proc_root);
+            let mut gaps = Vec::new();
+            let withheld = settle_untied(cri.as_ref(), &mut paths, &proc_root, &mut gaps);
+            (paths, withheld, gaps)
+        };
+        // A shim of the daemon works in a bundle there; or CRI names it.
+        for (works_in, cri) in [("state", None), ("other-state", Some(cri_saying("/state")))] {
+            let (paths, withheld, gaps) = settled(works_in, cri);
+            assert!(paths.by_config_only.is_empty(), "{works_in}: {paths:?}");
+            assert!(
+                paths.unproven.is_empty() && paths.untied.is_empty(),
+                "{paths:?}"
+            );
+            assert_eq!(withheld, Withheld::default());
+            assert!(gaps.is_empty(), "{gaps:?}");
+        }
+        // Neither: judged (nothing withheld, no gap), and it stays, so
+        // every action refuses.
+        for cri in [None, Some(CriView::default())] {
+            let (paths, withheld, gaps) = settled("other-state", cri);
+            assert_eq!(paths.by_config_only.len(), 1, "{paths:?}");
+            assert_eq!(withheld, Withheld::default());
+            assert!(gaps.is_empty() && paths.unproven.is_empty(), "{gaps:?}");
+        }
+        // CRI names another: not the daemon's, withheld with a gap that
+        // names CRI's.
+        let (paths, withheld, gaps) = settled("other-state", Some(cri_saying("/other-state")));
+        assert!(paths.by_config_only.is_empty(), "{paths:?}");
+        assert_eq!(paths.untied.len(), 1, "{paths:?}");
+        assert!(
+            paths.unproven[0].contains("CRI's Status names /other-state"),
+            "{paths:?}"
+        );
+        assert!(withheld.state && !withheld.root);
+        assert_eq!(gaps.len(), 1, "{gaps:?}");
+        assert!(
+            gaps[0].error.contains("give --state /other-state"),
+            "{gaps:?}"
+        );
     }
 
     fn cri_saying(state: &str) -> CriView {

@@ -103,6 +103,16 @@ pub struct Paths {
     /// word ties it (see `gather::settle::settle_untied`), else a gap.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untied: Vec<Untied>,
+    /// The root or state tied to the proven daemon by nothing but its
+    /// config: it holds nothing open there (containerd before 2.3 keeps
+    /// nothing open under its state) and the config, read as its line
+    /// merges it, is unchanged since it started. Judged, but that reading
+    /// is nodectl's, not the daemon's word: a proven shim working there or
+    /// CRI's own word ties it (see `gather::settle::settle_by_config_only`,
+    /// which unties it when CRI names another), and while any is left here
+    /// every action refuses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_config_only: Vec<Untied>,
     /// Set when the running containerd is still to be found (and `process`
     /// and `note` still to be filled): every path it could have decided was
     /// given by flag, so gather finds it among the processes its own procfs
@@ -195,6 +205,7 @@ impl Paths {
             other_containerds: Vec::new(),
             unproven: Vec::new(),
             untied: Vec::new(),
+            by_config_only: Vec::new(),
             snapshotter: None,
             cni_conf_dir: None,
             cni_max_conf_num: None,

@@ -1,5 +1,6 @@
 //! Ties a root or state to the running daemon by identity: what it holds
-//! open under it, else a config unchanged since it started.
+//! open under it; a config unchanged since it started only names it (see
+//! `Paths::by_config_only`).
 
 use std::path::{Path, PathBuf};
 
@@ -106,8 +107,17 @@ pub(super) fn own_root_and_state(
                 false
             }
         };
+        // Tied by its config alone: judged as the daemon's, acted on only
+        // once its own word or a shim of it ties it (gather's settle).
+        let by_config_only = match &tie {
+            Tie::ByConfig(why) => Some(format!(
+                "{what} {} is tied to containerd pid {pid} by nothing but its config: {why}",
+                own.display()
+            )),
+            _ => None,
+        };
         let own = match tie {
-            Tie::Tied => own,
+            Tie::Tied | Tie::ByConfig(_) => own,
             Tie::Untied(why) => {
                 let why = format!(
                     "{what} {} could not be tied to containerd pid {pid}: {why}",
@@ -150,15 +160,32 @@ pub(super) fn own_root_and_state(
                 real
             }
         };
+        let dir = match what {
+            "root" => DaemonDir::Root,
+            _ => DaemonDir::State,
+        };
+        let mut tied_by_config = |path: &Path| {
+            if let Some(why) = by_config_only.clone() {
+                paths.by_config_only.push(Untied {
+                    dir,
+                    path: path.to_path_buf(),
+                    why,
+                });
+            }
+        };
         if from_daemon {
             // Its own, spelled from where nodectl reads it.
             if located.path.is_relative() {
                 located.path = own;
             }
+            tied_by_config(&located.path);
             continue;
         }
         let reason = match (kernel.file_id(&located.path), kernel.file_id_in(pid, &own)) {
-            (Ok(ours), Ok(theirs)) if ours == theirs => continue,
+            (Ok(ours), Ok(theirs)) if ours == theirs => {
+                tied_by_config(&located.path);
+                continue;
+            }
             (Ok(_), Ok(_)) => format!(
                 "{what} {} is not containerd pid {pid}'s (it uses {})",
                 located.path.display(),
@@ -280,9 +307,12 @@ const STATE_HELD: &[&str] = &["io.containerd.mount-manager.v1.bolt/mounts.db"];
 /// How a root or state the daemon's config names was tied to it.
 enum Tie {
     /// The daemon holds open, under it, the very file (by device and inode)
-    /// it keeps there; or it holds nothing there and its config has not
-    /// changed since it started.
+    /// it keeps there.
     Tied,
+    /// It holds nothing there and its config has not changed since it
+    /// started: named by that config as nodectl reads it, nothing more
+    /// (why, in words).
+    ByConfig(String),
     /// The daemon holds that file open under another directory: `real`.
     Held {
         real: PathBuf,
@@ -295,8 +325,9 @@ enum Tie {
 /// default) to daemon `pid` by identity: a file it keeps open under such a
 /// directory (`held`, relative to it) is compared, by device and inode,
 /// with that file under `named`; the link's spelling only picks the
-/// candidates. Holding none (a state on 1.6 to 2.2), the config must be
-/// unchanged since the daemon started: then it read these very files.
+/// candidates. Holding none (a state on 1.6 to 2.2), an unchanged config
+/// since the daemon started names it as nodectl reads it
+/// ([`Tie::ByConfig`]), no more.
 fn tie(
     kernel: &dyn Kernel,
     pid: i32,
@@ -337,7 +368,15 @@ fn tie(
         }
     }
     match (unchanged, open_files) {
-        (Ok(()), _) => Tie::Tied,
+        (Ok(()), Ok(_)) => Tie::ByConfig(
+            "it holds nothing open there (containerd before 2.3 keeps nothing open under its \
+             state) and its config, unchanged since it started, names it as nodectl reads it"
+                .to_string(),
+        ),
+        (Ok(()), Err(unread)) => Tie::ByConfig(format!(
+            "its open files could not be read ({unread}) and its config, unchanged since it \
+             started, names it as nodectl reads it"
+        )),
         (Err(why), Ok(_)) => Tie::Untied(format!("it holds nothing open there and {why}")),
         (Err(why), Err(unread)) => Tie::Untied(format!(
             "its open files could not be read ({unread}) and {why}"

@@ -669,6 +669,49 @@ impl TestBed {
         self.start_containerd_in(&dir).await;
     }
 
+    /// [`TestBed::start_containerd`] for a config that disables CRI:
+    /// waits until containerd's own API answers (`Version`).
+    pub async fn start_containerd_without_cri(&mut self) {
+        let spawned = spawn_containerd(
+            &self.release,
+            &self.config,
+            &self.dir,
+            &self.log,
+            self.cni.as_ref(),
+        );
+        self.containerd = self.must(spawned);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut last = "socket not created".to_string();
+        loop {
+            if let Ok(Some(status)) = self.containerd.try_wait() {
+                self.fail(&format!("containerd exited during start-up ({status})"));
+            }
+            if self.address().exists() {
+                let asked = tokio::time::timeout(Duration::from_secs(5), async {
+                    let channel = containerd_client::connect(self.address())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    containerd_client::services::v1::version_client::VersionClient::new(channel)
+                        .version(())
+                        .await
+                        .map_err(|e| e.to_string())
+                })
+                .await;
+                match asked {
+                    Ok(Ok(_)) => return,
+                    Ok(Err(e)) => last = e,
+                    Err(_) => last = "Version: no answer within 5 s".to_string(),
+                }
+            }
+            if std::time::Instant::now() > deadline {
+                self.fail(&format!(
+                    "containerd's API did not answer within 60 s: {last}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// [`TestBed::start_containerd`] with `cwd` as containerd's working
     /// directory (where containerd before 1.6.29 and 1.7.16 globs a
     /// relative import from).
