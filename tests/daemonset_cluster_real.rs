@@ -1162,7 +1162,7 @@ fn sleeper(name: &str) -> String {
 /// containerd at `address` with `ctr`.
 fn build_and_import(ctr: &Path, address: &Path, work: &Path) -> Result<(), String> {
     let archive = work.join("nodectl-oci.tar");
-    support::nodectl_image::build(Path::new(env!("CARGO_BIN_EXE_nodectl")), work, &archive)
+    support::nodectl_image::build(&support::nodectl_image::binary(TEST), work, &archive)
         .map_err(|e| format!("building the image: {e}"))?;
     let imported = support::run_bounded(
         std::process::Command::new(ctr)

@@ -16,6 +16,34 @@ use super::run_bounded;
 /// The name the test overlay gives the DaemonSet's image.
 pub const NODECTL_IMAGE: &str = "localhost/nodectl:test";
 
+/// The nodectl the image holds: the one deploy/Containerfile's build stage
+/// makes (`cargo build --release --locked --bin nodectl`), which
+/// scripts/test builds and names in `NODECTL_RELEASE_BINARY`. Outside CI,
+/// without it, the test build, and the reason is said; in CI its absence
+/// fails the test.
+pub fn binary(test: &str) -> PathBuf {
+    const NAMED_IN: &str = "NODECTL_RELEASE_BINARY";
+    let why = match std::env::var_os(NAMED_IN).map(PathBuf::from) {
+        Some(path) if path.is_file() => {
+            eprintln!(
+                "{test}: the image holds the release build {}",
+                path.display()
+            );
+            return path;
+        }
+        Some(path) => format!("{NAMED_IN} names {}, which is no file", path.display()),
+        None => format!(
+            "{NAMED_IN} is not set (scripts/test builds nodectl as deploy/Containerfile does \
+             and sets it)"
+        ),
+    };
+    if super::in_ci() {
+        panic!("{test}: {why}");
+    }
+    eprintln!("{test}: {why}: the image holds the test build");
+    PathBuf::from(env!("CARGO_BIN_EXE_nodectl"))
+}
+
 /// The root filesystem `scripts/cluster-peers` makes.
 pub fn base_rootfs() -> PathBuf {
     peers_dir().join("debian-bookworm-rootfs")
