@@ -258,6 +258,16 @@ async fn a_rootfs_leaked_in_containerds_namespace_is_seen_and_kept_from_another(
     assert_eq!(live_mounts(), live_before, "the live pod's mounts stay");
 }
 
+/// What runs through the symlink named like runc's shim.
+#[derive(Clone, Copy)]
+enum Named {
+    /// root's `sleep`: no socket.
+    Sleep,
+    /// root's perl, listening on a unix socket in its temp dir (not where
+    /// a shim's is).
+    Listener,
+}
+
 /// A process of `nobody` running root's `sleep` through a symlink named
 /// like runc's shim: comm `containerd-shim`, argv[0] the symlink, no `-id`;
 /// its executable root's, its namespaces the host's. Killed when dropped.
@@ -268,8 +278,8 @@ struct UsersShimNamedSleep {
 
 impl UsersShimNamedSleep {
     /// As `uid` (65534: a user; 0: root, in the host's namespaces, where
-    /// only its lack of a listening socket tells it from a shim).
-    fn start(uid: u32) -> UsersShimNamedSleep {
+    /// only its socket, none or one elsewhere, tells it from a shim).
+    fn start(uid: u32, named: Named) -> UsersShimNamedSleep {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(
             dir.path(),
@@ -277,13 +287,29 @@ impl UsersShimNamedSleep {
         )
         .unwrap();
         let link = dir.path().join("containerd-shim-runc-v2");
-        let sleep = which("sleep");
-        std::os::unix::fs::symlink(&sleep, &link).unwrap();
+        let socket = dir.path().join("listening.sock");
+        let (program, args) = match named {
+            Named::Sleep => (which("sleep"), vec!["3600".to_string()]),
+            // perl-base, Essential on Debian: always there, and no
+            // launcher script in its place on PATH.
+            Named::Listener => (
+                PathBuf::from("/usr/bin/perl"),
+                vec![
+                    "-MIO::Socket::UNIX".to_string(),
+                    "-e".to_string(),
+                    "my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $ARGV[0], Listen => 1) \
+                     or die $!; sleep 3600"
+                        .to_string(),
+                    socket.display().to_string(),
+                ],
+            ),
+        };
+        std::os::unix::fs::symlink(&program, &link).unwrap();
         let id = uid.to_string();
         let child = Command::new("setpriv")
             .args(["--reuid", &id, "--regid", &id, "--clear-groups"])
             .arg(&link)
-            .arg("3600")
+            .args(&args)
             .stdin(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("setpriv: {e}"));
@@ -291,8 +317,23 @@ impl UsersShimNamedSleep {
         let started = support::wait_until(Duration::from_secs(10), || {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .is_ok_and(|c| c.trim() == "containerd-shim")
+                && (matches!(named, Named::Sleep) || socket.exists())
         });
         assert!(started, "the user's shim-named sleep did not start");
+        if let Named::Listener = named {
+            // Listening, as the kernel says (Flags __SO_ACCEPTCON), or
+            // this test proves nothing.
+            let listening = support::wait_until(Duration::from_secs(10), || {
+                std::fs::read_to_string(format!("/proc/{pid}/net/unix")).is_ok_and(|table| {
+                    table.lines().any(|row| {
+                        let fields: Vec<&str> = row.split_whitespace().collect();
+                        fields.get(3) == Some(&"00010000")
+                            && fields.get(7) == Some(&socket.to_str().unwrap())
+                    })
+                })
+            });
+            assert!(listening, "root's shim-named perl does not listen");
+        }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         assert!(
             status
@@ -328,7 +369,7 @@ fn which(program: &str) -> PathBuf {
 async fn a_users_process_named_like_a_shim_blocks_no_cleanup() {
     let test = "a_users_process_named_like_a_shim_blocks_no_cleanup";
     if let Some(bed) = TestBed::start(test).await {
-        process_named_like_a_shim_blocks_no_cleanup(test, &bed, 65534, 'c');
+        process_named_like_a_shim_blocks_no_cleanup(test, &bed, 65534, Named::Sleep, 'c');
     }
 }
 
@@ -339,15 +380,32 @@ async fn a_users_process_named_like_a_shim_blocks_no_cleanup() {
 async fn roots_process_named_like_a_shim_without_a_socket_blocks_no_cleanup() {
     let test = "roots_process_named_like_a_shim_without_a_socket_blocks_no_cleanup";
     if let Some(bed) = TestBed::start(test).await {
-        process_named_like_a_shim_blocks_no_cleanup(test, &bed, 0, 'd');
+        process_named_like_a_shim_blocks_no_cleanup(test, &bed, 0, Named::Sleep, 'd');
     }
 }
 
-fn process_named_like_a_shim_blocks_no_cleanup(test: &str, bed: &TestBed, uid: u32, fill: char) {
+/// Root's own, as above, listening on a unix socket of its own (not in
+/// `/run/containerd/s/`, where the one shim without `-id`, runtime v1's,
+/// serves): before, every cleanup refused "shim pid N has no -id".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_process_named_like_a_shim_listening_elsewhere_blocks_no_cleanup() {
+    let test = "roots_process_named_like_a_shim_listening_elsewhere_blocks_no_cleanup";
+    if let Some(bed) = TestBed::start(test).await {
+        process_named_like_a_shim_blocks_no_cleanup(test, &bed, 0, Named::Listener, 'f');
+    }
+}
+
+fn process_named_like_a_shim_blocks_no_cleanup(
+    test: &str,
+    bed: &TestBed,
+    uid: u32,
+    named: Named,
+    fill: char,
+) {
     let unknown = support::unknown_id(fill);
     let rootfs = bed.leak_rootfs(&unknown);
     let bundle = rootfs.parent().unwrap().to_path_buf();
-    let user = UsersShimNamedSleep::start(uid);
+    let user = UsersShimNamedSleep::start(uid, named);
 
     // Not a shim: listed as what it is, never a leaked one.
     let output = bed.nodectl(&["shims", "-o", "json"]);

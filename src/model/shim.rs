@@ -80,8 +80,9 @@ pub struct ShimProof {
     pub namespaces: Option<NamespaceIds>,
     /// The socket its `-address` names, resolved inside its own root.
     pub address_file: Option<FileId>,
-    /// Whether it holds a listening unix socket (its descriptors against
-    /// `net/unix`), read only for a process without `-id`; `None` unread.
+    /// Whether it holds a listening unix socket where a shim without `-id`
+    /// serves (`/run/containerd/s/`: its descriptors against `net/unix`),
+    /// read only for a process without `-id`; `None` unread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listens: Option<bool>,
     /// What could not be read, and why.
@@ -234,12 +235,15 @@ pub fn cannot_be_a_shim(shim: &Shim) -> Option<String> {
     }
     // A shim serves its ttrpc on a socket it holds listening from its first
     // instruction to its exit, and containerd starts it with `-id`
-    // (`newCommand` of the runc shim's manager, every line): without either,
-    // nothing can reach it as a shim (root's `sleep` run through a symlink
-    // named like one blocked every cleanup while it lived).
+    // (`newCommand` of the runc shim's manager, every line); the one shim
+    // that has none (runtime v1's, 1.6 and 1.7) listens in
+    // `/run/containerd/s/`: without either, nothing can reach it as a shim
+    // (root's `sleep`, or a server of root's, run through a symlink named
+    // like one blocked every cleanup while it lived).
     if shim.id.is_none() && proof.listens == Some(false) {
         return Some(
-            "it has no -id and holds no listening socket, where a containerd shim has both"
+            "it has no -id and holds no listening socket in /run/containerd/s, where a \
+             containerd shim has one or the other"
                 .to_string(),
         );
     }

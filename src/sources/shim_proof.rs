@@ -211,7 +211,7 @@ fn prove(
     // Only where argv leaves what it serves unknown: a process that names
     // an id blocks what it names whatever it holds.
     let listens = match shim.id {
-        None => listens_on_a_unix_socket(dir, unreadable),
+        None => listens_on_a_unix_socket(dir, SHIM_SOCKET_PLACES, unreadable),
         Some(_) => None,
     };
     Some(ShimProof {
@@ -319,15 +319,29 @@ const NET_UNIX_LIMIT: u64 = 16 << 20;
 /// socket (linux net/unix/af_unix.c, `unix_seq_show`).
 const SO_ACCEPTCON: u32 = 1 << 16;
 
-/// Whether the process holds a listening unix socket, by the kernel's
-/// word: the inodes of its `fd/` links `socket:[N]` against the listening
-/// rows of `net/unix` (its own network namespace's table, whose Inode
-/// column is that N). Every running shim holds one for its whole life: its
+/// Where a shim without `-id` serves. Only the runtime v1 shim
+/// (`containerd-shim`, 1.6 and 1.7; gone in 2.0) runs without one, and it
+/// listens on `/run/containerd/s/<sha256>` (`shimAddress` of
+/// runtime/v1/linux/bundle.go: a fixed root, whatever the daemon's state),
+/// or, started by a containerd before 1.3.9 and 1.4.3, on the abstract
+/// `@/containerd-shim/<ns>/<id>/shim.sock`. Every runtime v2 shim has
+/// `-id`; 2.x's `-info` run has no socket.
+const SHIM_SOCKET_PLACES: &[&str] = &["/run/containerd/s/", "@/containerd-shim/"];
+
+/// Whether the process holds a listening unix socket bound under one of
+/// `places`, by the kernel's word: the inodes of its `fd/` links
+/// `socket:[N]` against the listening rows of `net/unix` (its own network
+/// namespace's table, whose Inode column is that N, whose Path column is
+/// where it was bound). Every running shim holds one for its whole life: its
 /// `start` binds and listens before it starts the shim, which inherits it
 /// and serves on it until it exits (`NewSocket` and `serveListener`,
 /// runtime/v2/shim on 1.7, pkg/shim on 2.x). `None` when that cannot be
 /// read.
-fn listens_on_a_unix_socket(dir: &File, unreadable: &mut ProofReadFailures) -> Option<bool> {
+fn listens_on_a_unix_socket(
+    dir: &File,
+    places: &[&str],
+    unreadable: &mut ProofReadFailures,
+) -> Option<bool> {
     let listed = openat(
         dir,
         "fd",
@@ -385,20 +399,25 @@ fn listens_on_a_unix_socket(dir: &File, unreadable: &mut ProofReadFailures) -> O
         unreadable.data("net/unix", format!("longer than {NET_UNIX_LIMIT} bytes"));
         return None;
     }
-    let listens = listening_inodes(&text).any(|inode| sockets.contains(&inode));
+    let listens = listening_sockets(&text).any(|(inode, path)| {
+        sockets.contains(&inode) && places.iter().any(|place| path.starts_with(place))
+    });
     Some(listens)
 }
 
-/// The inodes of the listening sockets of a `net/unix` table: its columns
-/// are `Num RefCount Protocol Flags Type St Inode Path`, numbers in hex but
-/// the inode (`unix_seq_show`).
-fn listening_inodes(table: &str) -> impl Iterator<Item = u64> + '_ {
+/// The inodes and paths of the listening sockets of a `net/unix` table:
+/// its columns are `Num RefCount Protocol Flags Type St Inode Path`,
+/// numbers in hex but the inode, the path absent for an unbound socket and
+/// `@`-prefixed for an abstract one (`unix_seq_show`).
+fn listening_sockets(table: &str) -> impl Iterator<Item = (u64, &str)> + '_ {
     table.lines().skip(1).filter_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         let flags = u32::from_str_radix(fields.get(3)?, 16).ok()?;
-        (flags & SO_ACCEPTCON != 0)
-            .then(|| fields.get(6)?.parse::<u64>().ok())
-            .flatten()
+        if flags & SO_ACCEPTCON == 0 {
+            return None;
+        }
+        let inode = fields.get(6)?.parse::<u64>().ok()?;
+        Some((inode, fields.get(7).copied().unwrap_or("")))
     })
 }
 
@@ -498,24 +517,30 @@ mod tests {
             0000000000000000: 00000002 00000000 00010000 0001 01 41213 /run/containerd/s/5e1f\n\
             0000000000000000: 00000003 00000000 00000000 0001 03 41219 /run/containerd/s/5e1f\n\
             0000000000000000: 00000002 00000000 00000000 0002 01 41220\n";
-        assert_eq!(listening_inodes(table).collect::<Vec<_>>(), [41213]);
+        assert_eq!(
+            listening_sockets(table).collect::<Vec<_>>(),
+            [(41213, "/run/containerd/s/5e1f")]
+        );
     }
 
     #[test]
-    fn this_process_is_read_as_holding_a_listener_once_it_does() {
+    fn this_process_is_read_as_holding_a_listener_once_it_does_where_asked() {
         let dir = File::open(format!("/proc/{}", std::process::id())).unwrap();
         let tmp = tempfile::tempdir().unwrap();
+        let here = format!("{}/", tmp.path().display());
         let mut unreadable = ProofReadFailures::new(Path::new("/proc/self"));
         // A bound but not listening socket is no listener.
         let _unbound = std::os::unix::net::UnixDatagram::bind(tmp.path().join("d")).unwrap();
-        let before = listens_on_a_unix_socket(&dir, &mut unreadable);
+        let before = listens_on_a_unix_socket(&dir, &[&here], &mut unreadable);
         let listener = std::os::unix::net::UnixListener::bind(tmp.path().join("s")).unwrap();
-        let after = listens_on_a_unix_socket(&dir, &mut unreadable);
+        let after = listens_on_a_unix_socket(&dir, &[&here], &mut unreadable);
+        let elsewhere = listens_on_a_unix_socket(&dir, &["/elsewhere/"], &mut unreadable);
         drop(listener);
         assert_eq!(after, Some(true), "{:?}", unreadable.said);
-        // Other tests of this binary may hold a listener at the same time:
-        // only a process with none may be told it has none.
-        assert!(before.is_some(), "{:?}", unreadable.said);
+        // Nothing else listens in this test's own temp dir; bound under
+        // it, the listener is not where a shim's is.
+        assert_eq!(before, Some(false), "{:?}", unreadable.said);
+        assert_eq!(elsewhere, Some(false), "{:?}", unreadable.said);
     }
 
     #[test]
