@@ -523,15 +523,8 @@ async fn cri_s_own_word_settles_the_settings_its_files_are_read_apart_on() {
     let _ = fs::remove_file(&planted);
 }
 
-/// `leaked-mounts`, acting, given only the socket.
-const CLEAN: &[&str] = &[
-    "leaked-mounts",
-    "--unmount",
-    "--remove-bundles",
-    "--yes",
-    "-o",
-    "json",
-];
+/// Both cleanups of `leaked-mounts`, acting.
+const CLEAN: &[&str] = support::LEAKED_MOUNTS_CLEAN;
 
 /// A state that only nodectl's reading of containerd's config names is
 /// judged, and cleaned only once the daemon's own act or word ties it

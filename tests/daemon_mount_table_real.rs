@@ -27,14 +27,7 @@ use serde_json::Value;
 use support::{cleanup_rows as cleanups, ids_of_kind, TestBed};
 
 /// Both cleanups of `leaked-mounts`, acting.
-const CLEAN: &[&str] = &[
-    "leaked-mounts",
-    "--unmount",
-    "--remove-bundles",
-    "--yes",
-    "-o",
-    "json",
-];
+const CLEAN: &[&str] = support::LEAKED_MOUNTS_CLEAN;
 
 fn row(action: &str, id: &str, outcome: &str) -> (String, String, String) {
     (action.to_string(), id.to_string(), outcome.to_string())

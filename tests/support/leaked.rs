@@ -33,6 +33,16 @@ pub fn ids_of_kind(doc: &Value, kind: &str) -> Vec<String> {
         .collect()
 }
 
+/// `leaked-mounts` with both its cleanups, acting, in JSON.
+pub const LEAKED_MOUNTS_CLEAN: &[&str] = &[
+    "leaked-mounts",
+    "--unmount",
+    "--remove-bundles",
+    "--yes",
+    "-o",
+    "json",
+];
+
 /// Each cleanup row of a JSON report as (action, id, outcome).
 pub fn cleanup_rows(doc: &Value) -> Vec<(String, String, String)> {
     doc["cleanups"]

@@ -81,7 +81,7 @@ pub use kubelet::{
     NODE_NAME,
 };
 pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
-pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim};
+pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim, LEAKED_MOUNTS_CLEAN};
 pub use line::{Containerd, Line, CONTAINERD_DIR_ENV};
 pub use lost_records_archive::{
     duplicate_name, lost_id, shim_pid, write_lost_records_archive, Part, Tag, LOST_TAKEN_AT,

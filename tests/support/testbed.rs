@@ -632,14 +632,8 @@ impl TestBed {
     /// start; an error (containerd stopped again) if it kept running.
     pub fn start_containerd_expecting_exit(&mut self, limit: Duration) -> Result<String, String> {
         let logged_before = fs::metadata(&self.log).map(|m| m.len()).unwrap_or(0);
-        let spawned = spawn_containerd(
-            &self.release,
-            &self.config,
-            &self.dir,
-            &self.log,
-            self.cni.as_ref(),
-        );
-        self.containerd = self.must(spawned);
+        let dir = self.dir.clone();
+        self.spawn_containerd_in(&dir);
         let deadline = std::time::Instant::now() + limit;
         let exited = loop {
             match self.containerd.try_wait() {
@@ -662,6 +656,19 @@ impl TestBed {
         }
     }
 
+    /// Starts containerd again on the same config, `cwd` its working
+    /// directory, waiting for nothing.
+    fn spawn_containerd_in(&mut self, cwd: &Path) {
+        let spawned = spawn_containerd(
+            &self.release,
+            &self.config,
+            cwd,
+            &self.log,
+            self.cni.as_ref(),
+        );
+        self.containerd = self.must(spawned);
+    }
+
     /// Starts containerd again on the same config after
     /// [`TestBed::stop_containerd`], waiting until CRI answers.
     pub async fn start_containerd(&mut self) {
@@ -672,14 +679,8 @@ impl TestBed {
     /// [`TestBed::start_containerd`] for a config that disables CRI:
     /// waits until containerd's own API answers (`Version`).
     pub async fn start_containerd_without_cri(&mut self) {
-        let spawned = spawn_containerd(
-            &self.release,
-            &self.config,
-            &self.dir,
-            &self.log,
-            self.cni.as_ref(),
-        );
-        self.containerd = self.must(spawned);
+        let dir = self.dir.clone();
+        self.spawn_containerd_in(&dir);
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let mut last = "socket not created".to_string();
         loop {
@@ -716,14 +717,7 @@ impl TestBed {
     /// directory (where containerd before 1.6.29 and 1.7.16 globs a
     /// relative import from).
     pub async fn start_containerd_in(&mut self, cwd: &Path) {
-        let spawned = spawn_containerd(
-            &self.release,
-            &self.config,
-            cwd,
-            &self.log,
-            self.cni.as_ref(),
-        );
-        self.containerd = self.must(spawned);
+        self.spawn_containerd_in(cwd);
         let ready = self.wait_cri_ready(Duration::from_secs(60)).await;
         self.must(ready);
     }
