@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::{
     ContainerdVersion, ContainerdView, CriView, Gap, Paths, Snapshot, SnapshotterView, Source,
-    Suspects, CRI_NAMESPACE,
+    CRI_NAMESPACE,
 };
 use crate::sources::host_view::HostView;
 use crate::sources::proc_scan::ProcScan;
@@ -14,13 +14,16 @@ use files::FileSources;
 use pods::PodSources;
 
 mod files;
+mod follow_up;
 mod pods;
 mod sample;
 mod settle;
 use crate::sources::SourceThread;
 use crate::sources::{
-    containerd_api, containerd_snapshots, cri_api, cri_store, daemon_version, proc_scan, shim_proof,
+    containerd_api, containerd_snapshots, cri_api, daemon_version, proc_scan, shim_proof,
 };
+pub use follow_up::follow_up;
+use follow_up::running_without_task;
 pub use sample::{read_exits, sample};
 use settle::{
     settle_by_config_only, settle_cni, settle_config_by_cri, settle_config_by_line,
@@ -188,6 +191,7 @@ pub fn gather(paths: &Paths, options: &GatherOptions, mut gaps: Vec<Gap>) -> Sna
         cri_socket: cri_socket.as_deref(),
         namespaces: &namespaces,
         container_ids: &cri_asked,
+        said_running: options.cri_api && cri_store_listed.is_none() && paths.process.is_some(),
     };
     let (containerd, cri, snapshotter, containerd_version) =
         ask_within(&paths, options, &questions, deadline, &mut gaps);
@@ -316,6 +320,10 @@ struct Questions<'a> {
     namespaces: &'a BTreeSet<String>,
     /// The containers CRI is asked about.
     container_ids: &'a [String],
+    /// Whether CRI is asked for its own record of the containers it says
+    /// run while their tasks do not (`CriView::said_running`): CRI's
+    /// lists asked, its store unread, the daemon proven.
+    said_running: bool,
 }
 
 /// Asks the APIs, when this look asks them, within `--timeout` less what
@@ -363,6 +371,7 @@ fn ask_within(
             timeout,
             questions.namespaces,
             questions.container_ids,
+            questions.said_running,
             gaps,
         ),
     };
@@ -398,63 +407,6 @@ fn namespaces_to_ask<'a>(
     namespaces
 }
 
-/// A later, cheap look to confirm what a first snapshot suggested (a zombie
-/// seen twice, a shim thread blocked twice): only the suspects' status files
-/// and processes are read again; the APIs are not asked and every other part
-/// is left empty, as no check compares them across snapshots. Bounded like
-/// [`gather`]: what has not answered by the deadline is a gap. It reads
-/// the paths `first` used, with the running containerd it found.
-pub fn follow_up(options: &GatherOptions, suspects: Suspects, first: &Snapshot) -> Snapshot {
-    let paths = &first.paths;
-    let taken_at = now_nanos();
-    let started = Instant::now();
-    let deadline = started + options.timeout + DEADLINE_GRACE;
-    let mut gaps = Vec::new();
-    let Suspects {
-        containers: ids,
-        pids,
-    } = suspects;
-    let dir = paths.cri_containers_dir();
-    // The first look's readings of the suspects: a file unchanged since is
-    // not read again (cri_store::reread).
-    let earlier: Vec<_> = first
-        .cri_containers
-        .iter()
-        .filter(|c| ids.contains(&c.id))
-        .cloned()
-        .collect();
-    // Held to the directory the first look listed (see `ListedDir`).
-    let listed = first.cri_store_listed;
-    let cri_containers = SourceThread::spawn(cri_store::SOURCE, &dir.clone(), move |gaps| {
-        cri_store::reread(&dir, listed, &ids, earlier, gaps)
-    })
-    .wait(started + options.timeout, started, &mut gaps)
-    .unwrap_or_default();
-    let (root, shim_threads) = (options.proc_root.clone(), options.shim_threads);
-    let proof_paths = paths.clone();
-    // Zombies are confirmed by their status files alone (see
-    // `zombie::unrecorded_ids`): only suspect shims send it to procfs.
-    let proc_scan = if pids.is_empty() {
-        proc_scan::ProcScan::default()
-    } else {
-        SourceThread::spawn(Source::Procfs, &root.clone(), move |gaps| {
-            let mut scan = proc_scan::rescan(&root, &pids, shim_threads, gaps);
-            shim_proof::prove_all(&root, &proof_paths, &mut scan.shims, &scan.processes, gaps);
-            scan
-        })
-        .wait(deadline, started, &mut gaps)
-        .unwrap_or_default()
-    };
-    Snapshot {
-        cri_containers,
-        processes: proc_scan.processes,
-        unread_pids: proc_scan.unread_pids,
-        shims: proc_scan.shims,
-        gaps,
-        ..Snapshot::empty(taken_at, paths.clone(), options.namespace.clone())
-    }
-}
-
 /// Adds containerd's records (and so the names its container labels carry)
 /// to a snapshot gathered without the APIs: a command that found something
 /// asks only then, within `timeout`, so a clean node or a frozen containerd
@@ -480,6 +432,7 @@ pub fn add_containerd_records(
         timeout,
         &namespaces,
         &[],
+        false,
         &mut snapshot.gaps,
     );
     let answered = containerd.as_ref().and_then(|c| c.version.as_deref());
@@ -499,6 +452,7 @@ type Answers = (
 );
 
 /// Queries containerd and CRI concurrently; everything ends by one deadline.
+#[allow(clippy::too_many_arguments)]
 fn ask_apis(
     paths: &Paths,
     options: &GatherOptions,
@@ -506,6 +460,7 @@ fn ask_apis(
     timeout: Duration,
     namespaces: &BTreeSet<String>,
     container_ids: &[String],
+    ask_said_running: bool,
     gaps: &mut Vec<Gap>,
 ) -> Answers {
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -550,7 +505,19 @@ fn ask_apis(
             Some(query.await)
         };
         let answers = async {
-            let (containerd, cri, mut snapshotter) = tokio::join!(containerd, cri, snapshotter);
+            let (containerd, mut cri, mut snapshotter) = tokio::join!(containerd, cri, snapshotter);
+            // CRI's store unseen: CRI's own record of what it says runs
+            // while its task does not, for the zombie check to judge.
+            if let (Some(view), Some(daemon), true) = (cri.as_mut(), daemon, ask_said_running) {
+                let ids = running_without_task(view, &containerd);
+                if !ids.is_empty() {
+                    let address = view.address.clone();
+                    let (said, calls) =
+                        cri_api::said_running(&address, daemon, &ids, deadline).await;
+                    view.said_running = Some(said);
+                    view.calls.extend(calls);
+                }
+            }
             // CRI's own word on its snapshotter (1.x says it), listed too.
             let said = cri
                 .as_ref()
@@ -599,6 +566,7 @@ pub fn now_nanos() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::cri_store;
 
     #[test]
     fn no_containers_dir_under_the_proven_root_is_no_gap_unless_cri_lists_one() {

@@ -50,9 +50,10 @@
 //!   container killed while its shim's `umount2` of the rootfs is held
 //!   (strace), so CRI's exit handler gives up and keeps it RUNNING
 //!   (tests/zombies_real.rs); the held thread is also a `shim-blocked`. The
-//!   same zombie then fires the alert, and is let go before `kubectl debug
-//!   node` (whose first pod, blind to CRI's store, reported one still held
-//!   as `cri-drift`, which the host leaves to its zombie finding). Not on
+//!   same zombie then fires the alert, and is still held when `kubectl
+//!   debug node`'s first pod, blind to CRI's store, tells it by CRI's own
+//!   word (it reported it as a `cri-drift` before, which the host leaves to
+//!   its zombie finding); it is let go after. Not on
 //!   the other lines: while a shim sits in `umount2`, containerd's
 //!   Tasks.List waits 2 s for it in every look, and the zombie made the test
 //!   40 to 70 s longer a line (1.6.20, 2.0.11).
@@ -535,19 +536,49 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
             .get(&format!("http://127.0.0.1:{PROMETHEUS_PORT}/api/v1/alerts"))
             .unwrap_or_default()
     );
-    let in_flux = match zombie {
-        Some(zombie) => {
-            zombie_alert_fires_and_holds_while_the_pod_is_blind(&cluster, &bed, &serve, zombie)
-                .await
-        }
-        None => Vec::new(),
-    };
+    if let Some(zombie) = &zombie {
+        zombie_alert_fires_and_holds_while_the_pod_is_blind(&cluster, &bed, &serve, zombie).await;
+    }
     delete(&cluster, &serve);
 
     // How an SRE reaches a node with no SSH: `kubectl debug node` with the
     // sysadmin profile (privileged, the host's pid, network and ipc
     // namespaces, the host's / at /host).
     let debugged = debug_node(&cluster, None);
+    // Its pod cannot read CRI's store (containerd's root is not at its
+    // path there), yet tells the held zombie as one by CRI's own word (its
+    // ContainerStatus, asked of the daemon found through the host's pids):
+    // before, it called it a `cri-drift`, CRI RUNNING against a task gone.
+    let in_flux = match zombie {
+        Some(zombie) => {
+            let told = debugged["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["kind"] == "zombie" && f["id"] == zombie.container.as_str());
+            assert_eq!(
+                told.map(|f| &f["evidence"]["recorded_by"]),
+                Some(&serde_json::json!("cri_api")),
+                "{TEST}: kubectl debug node did not tell the zombie {} by CRI's word: {debugged:#}",
+                zombie.container
+            );
+            assert!(
+                !support::ids_of_kind(&debugged, "cri-drift").contains(&zombie.container),
+                "{TEST}: kubectl debug node called the zombie a drift too: {debugged:#}"
+            );
+            assert!(
+                zombie.held_since.elapsed() < ZOMBIE_HOLD,
+                "{TEST}: the zombie outlived its hold: nothing above proves kubectl debug node's"
+            );
+            eprintln!(
+                "{TEST}: {}: kubectl debug node told the zombie by CRI's word: {}",
+                bed.containerd_version(),
+                told.unwrap()["summary"]
+            );
+            release(&cluster, zombie)
+        }
+        None => Vec::new(),
+    };
     let mut host_json = vec!["check", "-o", "json"];
     host_json.extend(GRACE);
     let host_doc = support::report(&bed.nodectl(&host_json));
@@ -739,7 +770,7 @@ const ALERT_LINE: Line = Line::V2_3;
 /// first look: past the default overlay's comparisons and the serve
 /// overlay's, the alert's pending (a look and a scrape), its `for: 5m`, and
 /// the blind pod's rollout.
-const ZOMBIE_HOLD: Duration = Duration::from_secs(900);
+const ZOMBIE_HOLD: Duration = Duration::from_secs(1200);
 /// How long after the zombie's exit the DaemonSet's first look may come:
 /// CRI's exit handler's deadline (10 s) and some.
 const ZOMBIE_SETTLED: Duration = Duration::from_secs(12);
@@ -763,16 +794,18 @@ fn alert_state(cluster: &Cluster, alert: &str) -> Option<String> {
 /// The planted zombie (its container exited while its shim sits in the
 /// held umount2, so CRI's exit handler gives up and CRI keeps it RUNNING),
 /// which the serve pod reports: the shipped rule goes pending and then
-/// fires after its `for: 5m`. Then containerd's root is taken from the
-/// DaemonSet (a patched overlay): its new pod cannot read CRI's store,
-/// reports the zombie check blind, and the alert keeps firing on the last
-/// count seen.
+/// fires after its `for: 5m`. Then containerd's root and the host's pids
+/// are taken from the DaemonSet (a patched overlay): its new pod can read
+/// neither CRI's store nor, finding no daemon, ask CRI's own word on the
+/// container (which tells the zombie where only the store is hidden: see
+/// `kubectl debug node`), reports the zombie check blind, and the alert
+/// keeps firing on the last count seen.
 async fn zombie_alert_fires_and_holds_while_the_pod_is_blind(
     cluster: &Cluster,
     bed: &TestBed,
     serve: &Path,
-    zombie: Zombie,
-) -> Vec<String> {
+    zombie: &Zombie,
+) {
     const ALERT: &str = "ContainerdZombieContainer";
     let pending = support::wait_until(Duration::from_secs(120), || {
         alert_state(cluster, ALERT).is_some()
@@ -792,7 +825,7 @@ async fn zombie_alert_fires_and_holds_while_the_pod_is_blind(
         zombie.exited.elapsed().as_secs_f64()
     );
 
-    // Blind: the DaemonSet without containerd's root.
+    // Blind: the DaemonSet without containerd's root, nor the host's pids.
     let blind = bed.scratch("overlay-blind");
     std::fs::create_dir_all(&blind).unwrap();
     std::fs::write(
@@ -811,7 +844,9 @@ async fn zombie_alert_fires_and_holds_while_the_pod_is_blind(
          - {op: test, path: /spec/template/spec/volumes/0/name, value: containerd-root}\n\
          - {op: remove, path: /spec/template/spec/volumes/0}\n\
          - {op: test, path: /spec/template/spec/containers/0/volumeMounts/0/name, value: containerd-root}\n\
-         - {op: remove, path: /spec/template/spec/containers/0/volumeMounts/0}\n",
+         - {op: remove, path: /spec/template/spec/containers/0/volumeMounts/0}\n\
+         - {op: test, path: /spec/template/spec/hostPID, value: true}\n\
+         - {op: replace, path: /spec/template/spec/hostPID, value: false}\n",
     )
     .unwrap();
     cluster.kubectl_ok(&["apply", "-k", blind.to_str().unwrap()]);
@@ -857,6 +892,11 @@ async fn zombie_alert_fires_and_holds_while_the_pod_is_blind(
         "{TEST}: {}: {ALERT} still firing with the pod blind",
         bed.containerd_version()
     );
+}
+
+/// Lets the zombie's held unmount go and deletes its pod: the ids it
+/// leaves in flux (see below), for the comparisons that follow to leave out.
+fn release(cluster: &Cluster, zombie: Zombie) -> Vec<String> {
     // Let the unmount go. CRI's retry of the exit ends it when it next
     // runs, but after minutes of failures its backoff has grown to
     // containerd's most (5 min): until then the container may turn from

@@ -570,6 +570,19 @@ async fn the_daemonset_sees_every_kind_the_host_does_and_a_hidden_source_is_a_ga
         let metrics = String::from_utf8_lossy(&output.stdout);
         blind_never_clear(&format!("{what} hidden"), &metrics, source, kinds);
     }
+    // CRI's store hidden, the zombie is still told, by CRI's own word (its
+    // ContainerStatus, asked of the proven daemon for its pid): counted,
+    // its check still not ok (another container's late exit is unseen).
+    let store_hidden = String::from_utf8_lossy(&outputs[0].stdout);
+    assert_eq!(
+        sample(
+            &store_hidden,
+            "nodectl_findings",
+            "command=\"check\",kind=\"zombie\""
+        ),
+        Some(1.0),
+        "CRI's store hidden: the zombie told by CRI's word\n{store_hidden}"
+    );
     // A pod whose mounts do not follow the host's: the leaked namespace,
     // mounted after it started, is a plain file there. A netns gap,
     // leaked-netns unchecked, never a 0.

@@ -319,6 +319,22 @@ mod tests {
     }
 
     #[test]
+    fn where_cri_s_store_is_unread_a_zombie_its_own_word_tells_is_no_drift() {
+        // `a` RUNNING in CRI, its task gone; no status file read.
+        let mut s = both_running_in_cri(vec![task(&id('b'), TaskStatus::Running, 11)]);
+        s.processes.insert(11, process(11, 'S', NOW - SEC));
+        let ids = |s: &Snapshot| check(s).into_iter().map(|f| f.id).collect::<Vec<_>>();
+        assert_eq!(ids(&s), [id('a')]);
+        // CRI's ContainerStatus gives its pid, and no process has it: the
+        // zombie check tells it.
+        let mut said = running(&id('a'), 10, NOW - 60 * SEC);
+        said.status_path = std::path::PathBuf::new();
+        s.cri.as_mut().unwrap().said_running = Some(vec![said]);
+        assert!(zombie::dead_ids(&s).contains(&id('a')));
+        assert!(ids(&s).is_empty(), "{:?}", check(&s));
+    }
+
+    #[test]
     fn running_in_cri_with_no_task_listed_but_its_process_alive_is_no_drift() {
         // ListTasks leaves out a task whose shim did not answer its state.
         let mut s = both_running_in_cri(vec![task(&id('b'), TaskStatus::Stopped, 11)]);

@@ -55,6 +55,12 @@ impl<'a> ShimIndex<'a> {
         let group = bundle.and_then(|b| b.sandbox_id()).unwrap_or(&container.id);
         self.by_id.get(group).copied()
     }
+
+    /// The shim of ours started with `-id <id>`: a pod's sandbox id names
+    /// the shim its containers share (runc v2's grouping by sandbox).
+    pub fn started_for(&self, id: &str) -> Option<&'a Shim> {
+        self.by_id.get(id).copied()
+    }
 }
 
 /// Whether containerd holds a container record for `id` in `namespace`.

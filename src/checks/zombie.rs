@@ -45,7 +45,12 @@ struct Evidence {
     process: String,
     started_at: Value,
     running_for_seconds: f64,
-    status_file: String,
+    /// `null` when CRI's store was not read and CRI's own ContainerStatus
+    /// told it (`recorded_by`).
+    status_file: Option<String>,
+    /// Where CRI's RUNNING was read: `status_file`, or `cri_api` (its
+    /// ContainerStatus, where its store could not be read).
+    recorded_by: &'static str,
     shim_pid: Option<i32>,
     /// Threads of the shim blocked in `umount2` when sampled.
     shim_threads_in_umount2: Vec<i32>,
@@ -167,12 +172,23 @@ fn dead(snapshot: &Snapshot) -> impl Iterator<Item = (&CriContainer, Death<'_>)>
 /// The containers whose status file says they run, when this look read
 /// procfs (without it, none can be judged alive or dead).
 fn recorded_running_judged(snapshot: &Snapshot) -> impl Iterator<Item = &CriContainer> {
-    let judged = if snapshot.processes_read() {
-        snapshot.cri_containers.as_slice()
-    } else {
-        &[]
-    };
-    judged.iter().filter(|c| recorded_running(c))
+    records(snapshot)
+        .filter(|_| snapshot.processes_read())
+        .filter(|c| recorded_running(c))
+}
+
+/// CRI's records: its status files and, where its store was not read, its
+/// own word on the containers it says run (`CriView::said_running`), judged
+/// alike: CRI answers ContainerStatus from the same status it writes.
+fn records(snapshot: &Snapshot) -> impl Iterator<Item = &CriContainer> {
+    let said = snapshot
+        .cri
+        .as_ref()
+        .and_then(|c| c.said_running.as_deref());
+    snapshot
+        .cri_containers
+        .iter()
+        .chain(said.into_iter().flatten())
 }
 
 /// Whether `container`'s recorded pid is its live process: `None` when
@@ -251,9 +267,7 @@ pub fn confirmed(first: &Snapshot, second: &Snapshot) -> Vec<Finding> {
 /// reading of `/proc` could only say so again. What can change is CRI's
 /// record.
 pub fn unrecorded_ids(second: &Snapshot) -> BTreeSet<String> {
-    second
-        .cri_containers
-        .iter()
+    records(second)
         .filter(|c| recorded_running(c))
         .map(|c| c.id.clone())
         .collect()
@@ -341,7 +355,20 @@ fn finding(
     rootfs_mounted: Option<bool>,
 ) -> Finding {
     let pod = names.of(&container.id);
-    let shim = shims.shim_of(snapshot, container);
+    // Told by CRI's word (its store, and maybe the bundles, unseen): the
+    // shim of the sandbox CRI lists it in.
+    let shim = shims.shim_of(snapshot, container).or_else(|| {
+        if container.from_status_file() {
+            return None;
+        }
+        let listed = snapshot.cri.as_ref()?.containers.as_ref()?;
+        let sandbox = listed
+            .iter()
+            .find(|c| c.id == container.id)?
+            .sandbox_id
+            .as_deref()?;
+        shims.started_for(sandbox)
+    });
     // A search of the tasks per finding: a report builds at most
     // FINDINGS_PER_KIND of them.
     let task = cri_tasks(snapshot).map(|tasks| tasks.iter().find(|t| t.id == container.id));
@@ -379,7 +406,13 @@ fn finding(
         process: death.to_string(),
         started_at: timestamp(container.status.started_at),
         running_for_seconds: snapshot.seconds_since(container.status.started_at),
-        status_file: container.status_path.display().to_string(),
+        status_file: container
+            .from_status_file()
+            .then(|| container.status_path.display().to_string()),
+        recorded_by: match container.from_status_file() {
+            true => "status_file",
+            false => "cri_api",
+        },
         shim_pid: shim.map(|s| s.pid),
         shim_in_umount2: !in_umount2.is_empty(),
         shim_threads_in_umount2: in_umount2,
@@ -532,7 +565,8 @@ mod tests {
     use crate::inert::SHOWN_CAP;
     use crate::model::fixtures::*;
     use crate::model::{
-        Api, ContainerdVersion, ContainerdView, Gap, Method, OtherContainerd, Source, VersionSource,
+        Api, ContainerdVersion, ContainerdView, CriApiState, Gap, Method, OtherContainerd, Source,
+        VersionSource,
     };
 
     fn zombie_ids(snapshot: &Snapshot) -> Vec<String> {
@@ -1007,5 +1041,77 @@ mod tests {
         let f = &check(&s)[0];
         assert_eq!(f.evidence["shim_pid"], Value::Null);
         assert_eq!(f.evidence["shim_in_umount2"], false);
+    }
+
+    /// A container CRI's ContainerStatus gave (its store unread): no file.
+    fn said(id: &str, pid: i64, started_at: i64) -> CriContainer {
+        CriContainer {
+            status_path: std::path::PathBuf::new(),
+            status_written_at: 0,
+            ..running(id, pid, started_at)
+        }
+    }
+
+    #[test]
+    fn where_cri_s_store_is_unread_its_own_word_tells_a_zombie_and_confirms_it() {
+        let sandbox = id('s');
+        let mut first = snapshot();
+        // CRI lists `a` and `b` RUNNING in the sandbox `s`, whose shim is
+        // in umount2; its ContainerStatus gives their pids, and `b`'s runs.
+        first.cri = Some(crate::model::CriView {
+            containers: Some(vec![
+                cri_container(&id('a'), &sandbox, "app", CriApiState::ContainerRunning),
+                cri_container(&id('b'), &sandbox, "side", CriApiState::ContainerRunning),
+            ]),
+            said_running: Some(vec![
+                said(&id('a'), 100, NOW - 60 * SEC),
+                said(&id('b'), 200, NOW - 60 * SEC),
+            ]),
+            ..Default::default()
+        });
+        first
+            .processes
+            .insert(200, process(200, 'S', NOW - 60 * SEC));
+        first
+            .shims
+            .push(shim(42, &sandbox, ADDRESS, &["futex", "umount2"]));
+        let f = &check(&first)[..];
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].id, id('a'));
+        assert_eq!(f[0].evidence["recorded_by"], "cri_api");
+        assert_eq!(f[0].evidence["status_file"], Value::Null);
+        // Its shim, found by the sandbox CRI lists it in (no bundle read).
+        assert_eq!(f[0].evidence["shim_pid"], 42);
+        assert_eq!(f[0].evidence["shim_in_umount2"], true);
+        let mut suspects = Suspects::default();
+        super::suspects(&first, &mut suspects);
+        assert_eq!(suspects.containers, [id('a')].into());
+
+        // The second look asked CRI again: still RUNNING, confirmed; its
+        // exit recorded meanwhile, or not answered, not.
+        let mut second = snapshot();
+        let again = |said_running: Vec<CriContainer>| crate::model::CriView {
+            said_running: Some(said_running),
+            ..Default::default()
+        };
+        second.cri = Some(again(vec![said(&id('a'), 100, NOW - 60 * SEC)]));
+        assert_eq!(confirmed(&first, &second).len(), 1);
+        let mut recorded = said(&id('a'), 100, NOW - 60 * SEC);
+        recorded.status.finished_at = NOW;
+        second.cri = Some(again(vec![recorded]));
+        assert!(confirmed(&first, &second).is_empty());
+        second.cri = Some(again(Vec::new()));
+        assert!(confirmed(&first, &second).is_empty());
+
+        // A status file's reading says which file it was.
+        let mut read = snapshot();
+        read.cri_containers
+            .push(running(&id('a'), 100, NOW - 60 * SEC));
+        let f = &check(&read)[0];
+        assert_eq!(f.evidence["recorded_by"], "status_file");
+        assert!(f.evidence["status_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("/status"));
     }
 }

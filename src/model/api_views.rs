@@ -251,6 +251,15 @@ pub struct CriView {
     pub containers: Option<Vec<CriItem>>,
     /// One ContainerStatus per container known on disk.
     pub statuses: Vec<StatusProbe>,
+    /// CRI's own record of the containers it lists RUNNING while
+    /// containerd's task does not run, each from its ContainerStatus
+    /// (verbose: the pid is only in its info): asked only when CRI's store
+    /// could not be read (a `kubectl debug node` pod sees containerd's
+    /// processes but not its root) and only of the proven daemon. The zombie
+    /// check judges them as it judges the status files. Each has no
+    /// `status_path` ([`crate::model::CriContainer::from_status_file`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub said_running: Option<Vec<crate::model::CriContainer>>,
     /// CRI's `NetworkReady` condition, from its Status (`None`: no answer,
     /// or no such condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,6 +26,14 @@ pub struct CriContainer {
     pub status_file: Option<FileVersion>,
 }
 
+impl CriContainer {
+    /// Whether this is a status file's reading, not CRI's answer to
+    /// ContainerStatus (see `CriView::said_running`), which has no file.
+    pub fn from_status_file(&self) -> bool {
+        !self.status_path.as_os_str().is_empty()
+    }
+}
+
 /// Two readings of a container are equal when they say the same; which
 /// file they came from is how, not what.
 impl PartialEq for CriContainer {

@@ -8,7 +8,7 @@
 //! node NotReady). Timing ContainerStatus per container names the one whose
 //! lock is held.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use tonic::transport::Channel;
 
 use crate::model::{
-    name_labels, Api, CriApiState, CriCniConfig, CriCondition, CriDirs, CriItem, CriSaid, CriView,
-    Gap, Method, Source, StatusProbe,
+    name_labels, Api, ApiCall, CriApiState, CriCniConfig, CriCondition, CriContainer, CriDirs,
+    CriItem, CriSaid, CriStatus, CriView, Gap, Method, Source, StatusProbe,
 };
 use crate::peers::{cri_cni, cri_dirs};
 use crate::sources::api::{connect_recorded, connect_to_daemon, status_text, timed};
@@ -174,6 +174,105 @@ async fn status(
         network,
         cni,
         config,
+    })
+}
+
+/// CRI's own record of the containers `ids` (see `CriView::said_running`),
+/// each from its ContainerStatus, asked of the proven `daemon` alone over
+/// a connection whose peer it is: the calls, and the containers CRI
+/// answered for (whatever state it gives them: a second look asks again
+/// to see whether CRI has since recorded the exit). Verbose, since the pid
+/// is only in the info; that info holds the container's whole spec, its
+/// environment too, of which nothing but the pid is kept.
+pub async fn said_running(
+    address: &Path,
+    daemon: i32,
+    ids: &[String],
+    deadline: Instant,
+) -> (Vec<CriContainer>, Vec<ApiCall>) {
+    let mut calls = Vec::new();
+    let Some(channel) =
+        connect_recorded(Api::Cri, address, Some(daemon), deadline, &mut calls).await
+    else {
+        return (Vec::new(), calls);
+    };
+    let client = RuntimeServiceClient::new(channel);
+    let permits = Arc::new(Semaphore::new(STATUS_CONCURRENCY));
+    let mut asked = tokio::task::JoinSet::new();
+    for id in ids {
+        let (mut client, id, permits) = (client.clone(), id.clone(), permits.clone());
+        asked.spawn(async move {
+            let name = (Api::Cri, Method::ContainerStatus, Some(id.as_str()));
+            timed(name, deadline, async {
+                let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
+                let request = ContainerStatusRequest {
+                    container_id: id.clone(),
+                    verbose: true,
+                };
+                let reply = client
+                    .container_status(request)
+                    .await
+                    .map_err(status_text)?
+                    .into_inner();
+                record_of(&id, reply)
+            })
+            .await
+        });
+    }
+    let mut said = Vec::with_capacity(ids.len());
+    while let Some(joined) = asked.join_next().await {
+        if let Ok((container, call)) = joined {
+            said.extend(container);
+            calls.push(call);
+        }
+    }
+    said.sort_by(|a, b| a.id.cmp(&b.id));
+    calls.sort_by(|a, b| a.target.cmp(&b.target));
+    (said, calls)
+}
+
+/// The pid from a ContainerStatus's verbose info (`ContainerInfo.Pid`,
+/// `json:"pid"` on every line): the rest of it is not decoded.
+#[derive(serde::Deserialize)]
+struct InfoPid {
+    pid: u32,
+}
+
+/// A container as CRI's ContainerStatus states it, in the fields of its
+/// status file (the same `containerstore.Status` CRI answers from).
+fn record_of(
+    id: &str,
+    reply: k8s_cri::v1::ContainerStatusResponse,
+) -> Result<CriContainer, String> {
+    let status = reply.status.ok_or("empty status")?;
+    if status.id != id {
+        return Err(format!("answered for another container, {:.13}", status.id));
+    }
+    let info = reply
+        .info
+        .get("info")
+        .ok_or("its verbose info has no \"info\"")?;
+    let InfoPid { pid } = serde_json::from_str(info).map_err(|e| {
+        format!(
+            "its verbose info: {}",
+            crate::inert::capped(&e.to_string(), crate::inert::STRING_CAP)
+        )
+    })?;
+    Ok(CriContainer {
+        id: id.to_string(),
+        status_path: PathBuf::new(),
+        status_written_at: 0,
+        status: CriStatus {
+            version: String::new(),
+            pid: i64::from(pid),
+            created_at: status.created_at,
+            started_at: status.started_at,
+            finished_at: status.finished_at,
+            exit_code: i64::from(status.exit_code),
+            reason: String::new(),
+            message: String::new(),
+        },
+        status_file: None,
     })
 }
 
@@ -332,4 +431,41 @@ async fn probe_statuses(
     }
     done.sort_by(|a, b| a.id.cmp(&b.id));
     done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_cri::v1::{ContainerStatus, ContainerStatusResponse};
+
+    fn reply(id: &str, info: Option<&str>) -> ContainerStatusResponse {
+        ContainerStatusResponse {
+            status: Some(ContainerStatus {
+                id: id.to_string(),
+                state: ContainerState::ContainerRunning as i32,
+                created_at: 1,
+                started_at: 2,
+                ..ContainerStatus::default()
+            }),
+            info: info
+                .map(|info| [("info".to_string(), info.to_string())].into())
+                .unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_container_status_gives_its_times_and_the_pid_of_its_info_and_keeps_nothing_else() {
+        let info =
+            r#"{"sandboxID":"s","pid":4242,"runtimeSpec":{"process":{"env":["TOKEN=secret"]}}}"#;
+        let said = record_of("a", reply("a", Some(info))).unwrap();
+        assert_eq!(said.status.pid, 4242);
+        assert_eq!((said.status.created_at, said.status.started_at), (1, 2));
+        assert!(!said.from_status_file());
+        assert!(!serde_json::to_string(&said).unwrap().contains("secret"));
+        // Not verbose, another container's, or its pid unreadable: none.
+        assert!(record_of("a", reply("a", None)).is_err());
+        assert!(record_of("a", reply("b", Some(info))).is_err());
+        let bad = record_of("a", reply("a", Some(r#"{"pid":"\u001b[2J"}"#))).unwrap_err();
+        assert!(!bad.contains('\u{1b}'), "{bad}");
+    }
 }
