@@ -562,6 +562,13 @@ async fn the_daemonset_runs_on_a_real_cluster_and_reports_what_the_host_does() {
                 "{TEST}: kubectl debug node did not tell the zombie {} by CRI's word: {debugged:#}",
                 zombie.container
             );
+            // Its cause too: the shim of the sandbox CRI lists it in (the
+            // bundles unseen there), in the held umount2.
+            assert_eq!(
+                told.map(|f| &f["evidence"]["shim_in_umount2"]),
+                Some(&serde_json::json!(true)),
+                "{TEST}: kubectl debug node did not see the zombie's shim in umount2: {debugged:#}"
+            );
             assert!(
                 !support::ids_of_kind(&debugged, "cri-drift").contains(&zombie.container),
                 "{TEST}: kubectl debug node called the zombie a drift too: {debugged:#}"
