@@ -50,6 +50,13 @@ pub fn read(
             // stat of an nsfs bind mount is the namespace's own inode.
             let metadata = match fs::metadata(&m.mount_point) {
                 Ok(metadata) => metadata,
+                // Gone from a directory still there: unmounted and removed
+                // since the table was read, as CRI's RemovePodSandbox does
+                // (`netns.Remove`: unmount, then remove the file) while
+                // kubelet tears a pod down. No mount, and nothing unseen.
+                Err(err) if err.kind() == io::ErrorKind::NotFound && dir.is_dir() => {
+                    return None;
+                }
                 Err(err) => {
                     gaps.push(Gap::item(SOURCE, &m.mount_point, err.to_string()));
                     return None;
@@ -753,6 +760,31 @@ mod tests {
                     vadm0: 0 0 0 0 0 0 0 0 0\n";
         assert_eq!(net_dev_interfaces(text), ["lo", "eth0", "vadm0"]);
         assert!(net_dev_interfaces("").is_empty());
+    }
+
+    #[test]
+    fn a_namespace_removed_since_the_table_was_read_is_gone_not_a_gap() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("netns");
+        let table = tmp.path().join("mountinfo");
+        std::fs::write(
+            &table,
+            format!(
+                "600 25 0:4 net:[4026532999] {}/cni-gone rw shared:5 - nsfs nsfs rw\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        let looked = |gaps: &mut Vec<Gap>| read(&dir, None, &table, gaps).mounts.len();
+        // The directory unseen (another mount namespace): a gap, as before.
+        let mut gaps = Vec::new();
+        assert_eq!(looked(&mut gaps), 0);
+        assert!(!gaps.is_empty(), "{gaps:?}");
+        // The directory seen, the file gone: removed meanwhile.
+        std::fs::create_dir(&dir).unwrap();
+        let mut gaps = Vec::new();
+        assert_eq!(looked(&mut gaps), 0);
+        assert!(gaps.is_empty(), "{gaps:?}");
     }
 
     #[test]
