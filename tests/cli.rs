@@ -508,16 +508,7 @@ fn cleanup_refuses_what_containerd_cannot_confirm() {
         .join("9".repeat(64));
     fs::create_dir_all(&volume).unwrap();
     support::mount_tmpfs(&volume);
-    let output = node.run(&[
-        "leaked-mounts",
-        "--unmount",
-        "--remove-bundles",
-        "--yes",
-        "-o",
-        "json",
-        "--timeout",
-        "300ms",
-    ]);
+    let output = node.run(&[support::LEAKED_MOUNTS_CLEAN, &["--timeout", "300ms"]].concat());
     let mounted = support::mounts_below(&volume).contains(&volume);
     let _ = nix::mount::umount2(&volume, nix::mount::MntFlags::MNT_DETACH);
     let doc = json(&output);

@@ -273,19 +273,11 @@ async fn hostile_neighbours_never_pass_for_containerd_nor_make_it_act() {
         "leaked-mounts --unmount --remove-bundles --yes --config <B's> --address <A's, linked>";
     let (_, doc) = scene.nodectl(
         label,
-        &args(&[
-            "leaked-mounts",
-            "--unmount",
-            "--remove-bundles",
-            "--yes",
-            "-o",
-            "json",
-            "--config",
-        ])
-        .with(b.config_path())
-        .with("--address")
-        .with(&socket_link)
-        .done(),
+        &args(&[support::LEAKED_MOUNTS_CLEAN, &["--config"]].concat())
+            .with(b.config_path())
+            .with("--address")
+            .with(&socket_link)
+            .done(),
     );
     let cleanups: Vec<&Value> = doc["cleanups"].as_array().into_iter().flatten().collect();
     for cleanup in &cleanups {

@@ -533,14 +533,7 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
     // bundle is removed.
     let pause = bed.scratch("pause-before-act");
     let child = support::spawn_paused_before_act(
-        &[
-            "leaked-mounts",
-            "--unmount",
-            "--remove-bundles",
-            "--yes",
-            "-o",
-            "json",
-        ],
+        support::LEAKED_MOUNTS_CLEAN,
         [bed.root(), bed.state(), bed.address(), bed.config_path()],
         &pause,
     );
@@ -582,14 +575,7 @@ async fn mount_left_for_an_unknown_task_is_flagged_and_cleaned_unless_it_comes_b
     assert!(support::wait_until(Duration::from_secs(10), || {
         !support::is_running(back.pid)
     }));
-    let output = bed.nodectl(&[
-        "leaked-mounts",
-        "--unmount",
-        "--remove-bundles",
-        "--yes",
-        "-o",
-        "json",
-    ]);
+    let output = bed.nodectl(support::LEAKED_MOUNTS_CLEAN);
     let doc = support::report(&output);
     eprintln!("cleaned: {:#}", doc["cleanups"]);
     assert_eq!(
@@ -654,14 +640,7 @@ async fn a_mount_of_a_live_pods_container_is_not_unmounted_while_the_pods_shim_l
     std::fs::write(bundle.join("config.json"), spec).unwrap();
     support::mount_tmpfs(&rootfs);
 
-    let output = bed.nodectl(&[
-        "leaked-mounts",
-        "--unmount",
-        "--remove-bundles",
-        "--yes",
-        "-o",
-        "json",
-    ]);
+    let output = bed.nodectl(support::LEAKED_MOUNTS_CLEAN);
     let doc = support::report(&output);
     eprintln!("refused: {:#}", doc["cleanups"]);
     support::assert_matches_schema(&doc);

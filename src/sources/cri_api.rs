@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use k8s_cri::v1::{
-    ContainerState, ContainerStatusRequest, ListContainersRequest, ListPodSandboxRequest,
-    PodSandboxState, RemovePodSandboxRequest, StatusRequest, StopPodSandboxRequest, VersionRequest,
+    ContainerState, ContainerStatusRequest, ContainerStatusResponse, ListContainersRequest,
+    ListPodSandboxRequest, PodSandboxState, RemovePodSandboxRequest, StatusRequest,
+    StopPodSandboxRequest, VersionRequest,
 };
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -197,37 +198,11 @@ pub async fn said_running(
         return (Vec::new(), calls);
     };
     let client = RuntimeServiceClient::new(channel);
-    let permits = Arc::new(Semaphore::new(STATUS_CONCURRENCY));
-    let mut asked = tokio::task::JoinSet::new();
-    for id in ids {
-        let (mut client, id, permits) = (client.clone(), id.clone(), permits.clone());
-        asked.spawn(async move {
-            let name = (Api::Cri, Method::ContainerStatus, Some(id.as_str()));
-            timed(name, deadline, async {
-                let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
-                let request = ContainerStatusRequest {
-                    container_id: id.clone(),
-                    verbose: true,
-                };
-                let reply = client
-                    .container_status(request)
-                    .await
-                    .map_err(status_text)?
-                    .into_inner();
-                record_of(&id, reply)
-            })
-            .await
-        });
-    }
     let mut said = Vec::with_capacity(ids.len());
-    while let Some(joined) = asked.join_next().await {
-        if let Ok((container, call)) = joined {
-            said.extend(container);
-            calls.push(call);
-        }
+    for (_, container, call) in ask_each_status(client, ids, true, deadline, record_of).await {
+        said.extend(container);
+        calls.push(call);
     }
-    said.sort_by(|a, b| a.id.cmp(&b.id));
-    calls.sort_by(|a, b| a.target.cmp(&b.target));
     (said, calls)
 }
 
@@ -240,10 +215,7 @@ struct InfoPid {
 
 /// A container as CRI's ContainerStatus states it, in the fields of its
 /// status file (the same `containerstore.Status` CRI answers from).
-fn record_of(
-    id: &str,
-    reply: k8s_cri::v1::ContainerStatusResponse,
-) -> Result<CriContainer, String> {
+fn record_of(id: &str, reply: ContainerStatusResponse) -> Result<CriContainer, String> {
     let status = reply.status.ok_or("empty status")?;
     if status.id != id {
         return Err(format!("answered for another container, {:.13}", status.id));
@@ -399,44 +371,65 @@ async fn probe_statuses(
     ids: &[String],
     deadline: Instant,
 ) -> Vec<StatusProbe> {
+    let state = |_: &str, reply: ContainerStatusResponse| {
+        let status = reply.status.ok_or("empty status")?;
+        Ok(container_state_name(status.state))
+    };
+    ask_each_status(client, ids, false, deadline, state)
+        .await
+        .into_iter()
+        .map(|(id, state, call)| StatusProbe { id, call, state })
+        .collect()
+}
+
+/// ContainerStatus of each of `ids`, [`STATUS_CONCURRENCY`] at a time,
+/// every call (and its wait for a turn) ending by `deadline`: what `read`
+/// makes of each answer, with the call, in the order of the ids.
+async fn ask_each_status<T: Send + 'static>(
+    client: RuntimeServiceClient<Channel>,
+    ids: &[String],
+    verbose: bool,
+    deadline: Instant,
+    read: fn(&str, ContainerStatusResponse) -> Result<T, String>,
+) -> Vec<(String, Option<T>, ApiCall)> {
     let permits = Arc::new(Semaphore::new(STATUS_CONCURRENCY));
-    let mut probes = tokio::task::JoinSet::new();
+    let mut asked = tokio::task::JoinSet::new();
     for id in ids {
         let (mut client, id, permits) = (client.clone(), id.clone(), permits.clone());
-        probes.spawn(async move {
+        asked.spawn(async move {
             // Waiting for a permit counts against the same deadline.
             let name = (Api::Cri, Method::ContainerStatus, Some(id.as_str()));
-            let (state, call) = timed(name, deadline, async {
+            let (answer, call) = timed(name, deadline, async {
                 let _permit = permits.acquire().await.map_err(|e| e.to_string())?;
                 let request = ContainerStatusRequest {
                     container_id: id.clone(),
-                    verbose: false,
+                    verbose,
                 };
                 let reply = client
                     .container_status(request)
                     .await
-                    .map_err(status_text)?;
-                let status = reply.into_inner().status.ok_or("empty status")?;
-                Ok(container_state_name(status.state))
+                    .map_err(status_text)?
+                    .into_inner();
+                read(&id, reply)
             })
             .await;
-            StatusProbe { id, call, state }
+            (id, answer, call)
         });
     }
     let mut done = Vec::with_capacity(ids.len());
-    while let Some(joined) = probes.join_next().await {
-        if let Ok(probe) = joined {
-            done.push(probe);
+    while let Some(joined) = asked.join_next().await {
+        if let Ok(answered) = joined {
+            done.push(answered);
         }
     }
-    done.sort_by(|a, b| a.id.cmp(&b.id));
+    done.sort_by(|a, b| a.0.cmp(&b.0));
     done
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_cri::v1::{ContainerStatus, ContainerStatusResponse};
+    use k8s_cri::v1::ContainerStatus;
 
     fn reply(id: &str, info: Option<&str>) -> ContainerStatusResponse {
         ContainerStatusResponse {
