@@ -21,22 +21,21 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+use support::systemd::{run_inside_systemd, show, systemd_run, wait_until, Hierarchies, SOON};
 use support::TestBed;
 
 const TEST: &str = "systemd_slice_real";
 const NAME: &str = "a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused";
 /// Set in the run inside systemd's namespaces.
 const IN_SYSTEMD: &str = "NODECTL_TEST_IN_SYSTEMD";
-const SYSTEMD: &str = "/lib/systemd/systemd";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused() {
     if std::env::var_os(IN_SYSTEMD).is_none() {
-        return run_inside_systemd();
+        return run_inside_systemd(TEST, NAME, IN_SYSTEMD, Hierarchies::Unified);
     }
     let Some(bed) = TestBed::start(TEST).await else {
         return;
@@ -191,171 +190,4 @@ async fn a_leaked_pod_slice_is_stopped_through_systemd_and_a_busy_one_is_refused
     assert!(detail.contains("`systemctl stop "), "{detail}");
     assert!(unowned_dir.is_dir(), "kept: {}", unowned_dir.display());
     // The slices go with systemd when the test ends.
-}
-
-/// Starts `argv` as the transient service `unit` in `slice`, through
-/// systemd (which makes the slice, and its parents, as it makes kubelet's).
-fn systemd_run(slice: &str, unit: &str, argv: &[&str]) {
-    let status = Command::new("systemd-run")
-        .args(["--quiet", "--collect", "-p", "DefaultDependencies=no"])
-        .arg(format!("--slice={slice}"))
-        .arg(format!("--unit={unit}"))
-        .args(argv)
-        .status()
-        .expect("systemd-run");
-    assert!(status.success(), "systemd-run {unit} in {slice}: {status}");
-}
-
-/// One property of `unit`, as systemd says it.
-fn show(unit: &str, property: &str) -> String {
-    let output = Command::new("systemctl")
-        .args(["show", "--value", "-p", property, unit])
-        .output()
-        .expect("systemctl show");
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
-
-/// What systemd does at once.
-const SOON: Duration = Duration::from_secs(10);
-/// systemd's boot in a namespace of its own: seconds alone, more than 10
-/// on a CI machine running four containerd lines' tests beside it.
-const BOOT: Duration = Duration::from_secs(60);
-
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// systemd as PID 1 of namespaces of its own, and what it leaves: killed
-/// (its whole pid namespace with it) and its cgroups removed when dropped,
-/// even on a panic.
-struct Systemd {
-    unshare: Child,
-    /// systemd's pid, in the test's own pid namespace.
-    pid: Option<i32>,
-    /// The cgroup its cgroup namespace is rooted at.
-    cgroup: PathBuf,
-    _units: tempfile::TempDir,
-}
-
-impl Drop for Systemd {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.unshare.kill();
-        let _ = self.unshare.wait();
-        // The kernel empties the cgroups as the namespace's processes go.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            rmdir_tree(&self.cgroup);
-            if !self.cgroup.exists() || Instant::now() > deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-fn rmdir_tree(dir: &Path) {
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            rmdir_tree(&entry.path());
-        }
-    }
-    let _ = std::fs::remove_dir(dir);
-}
-
-/// The cgroup2 hierarchy of this machine: `/sys/fs/cgroup` (unified), or
-/// `/sys/fs/cgroup/unified` (hybrid: there it has no controllers).
-fn cgroup2() -> Option<PathBuf> {
-    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|dir| dir.join("cgroup.controllers").is_file())
-}
-
-/// Starts systemd as PID 1 of its own namespaces and runs this test again
-/// inside them; passes when that run passes.
-fn run_inside_systemd() {
-    if !nix::unistd::geteuid().is_root() {
-        return support::skip(TEST, "needs root (systemd as a namespace's init)");
-    }
-    if !Path::new(SYSTEMD).is_file() {
-        return support::skip(TEST, &format!("no {SYSTEMD}"));
-    }
-    let Some(cgroup2) = cgroup2() else {
-        return support::skip(TEST, "no cgroup2 hierarchy to root systemd's cgroups in");
-    };
-    let cgroup = cgroup2.join(format!("nodectl-test-systemd-{}", std::process::id()));
-    std::fs::create_dir(&cgroup).expect("systemd's cgroup");
-    std::fs::create_dir(cgroup.join("nodectl-test")).expect("the test's cgroup");
-    let units = tempfile::tempdir().expect("a unit directory");
-    std::fs::write(
-        units.path().join("default.target"),
-        "[Unit]\nDescription=nodectl test\n",
-    )
-    .unwrap();
-    // The shell joins the cgroup, then unshare makes it the cgroup
-    // namespace's root, and systemd (as PID 1, `--fork`) mounts nothing of
-    // the machine's: a fresh cgroup2 and /run are mounted before it.
-    let inside =
-        r#"mount -t cgroup2 cgroup2 /sys/fs/cgroup && mount -t tmpfs tmpfs /run && exec "$0""#;
-    let unshare = Command::new("sh")
-        .args([
-            "-c",
-            r#"echo $$ > "$1/cgroup.procs" && exec unshare --cgroup --pid --fork --mount --mount-proc --uts --ipc --net --kill-child sh -c "$2" "$3""#,
-            "sh",
-        ])
-        .arg(&cgroup)
-        .arg(inside)
-        .arg(SYSTEMD)
-        .env("container", "nodectl-test")
-        .env("SYSTEMD_UNIT_PATH", units.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unshare");
-    let mut systemd = Systemd {
-        pid: None,
-        unshare,
-        cgroup: cgroup.clone(),
-        _units: units,
-    };
-    let unshare_pid = systemd.unshare.id();
-    let children = format!("/proc/{unshare_pid}/task/{unshare_pid}/children");
-    wait_until("systemd started", BOOT, || {
-        systemd.pid = std::fs::read_to_string(&children)
-            .ok()
-            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()));
-        systemd.pid.is_some()
-    });
-    let pid = systemd.pid.unwrap().to_string();
-    let state = || {
-        let output = Command::new("nsenter")
-            .args(["-t", &pid, "-a", "systemctl", "is-system-running"])
-            .output()
-            .expect("nsenter");
-        String::from_utf8_lossy(&output.stdout).trim().to_string()
-    };
-    wait_until("systemd running", BOOT, || {
-        matches!(state().as_str(), "running" | "degraded")
-    });
-    let mut launcher = Command::new("sh");
-    launcher
-        .args([
-            "-c",
-            r#"echo $$ > "$1/nodectl-test/cgroup.procs" && shift && exec nsenter -t "$@""#,
-            "sh",
-        ])
-        .arg(&cgroup)
-        .args([&pid, "-a"]);
-    support::run_again_inside(launcher, NAME, IN_SYSTEMD, "inside systemd's namespaces");
 }

@@ -206,6 +206,10 @@ pub struct KubeletSetup<'a> {
     /// Files written below its directory before it starts (its drop-ins),
     /// by path relative to it.
     pub files: Vec<(&'a str, String)>,
+    /// Its `cgroupDriver` and `cgroupRoot`, when not `cgroupfs` and the
+    /// bed's cgroup (the systemd driver's root is a slice's path, `/` for
+    /// `kubepods.slice` at the top).
+    pub cgroups: Option<(&'a str, &'a str)>,
     /// A network namespace to run it in (the bed's containerd's, where the
     /// pods' bridge is): its HTTP probes then reach the pods' addresses,
     /// as on a node. Its ports are that namespace's loopback's.
@@ -250,7 +254,8 @@ impl Kubelet {
         std::os::unix::fs::symlink(&built, &exe).expect("linking the kubelet peer");
         // kubelet's image GC and eviction are not under test: the bed's
         // only image stays, whatever the machine's disk says.
-        create_cgroup(bed.cgroup_parent());
+        let (driver, cgroup_root) = setup.cgroups.unwrap_or(("cgroupfs", bed.cgroup_parent()));
+        create_cgroup(cgroup_root);
         // Its ports are picked in its turn: a port picked free and then held
         // unbound while another kubelet starts can become that kubelet's
         // (a 1.7.34 bed in CI polled another's HTTPS port as its healthz).
@@ -262,8 +267,8 @@ impl Kubelet {
              kind: KubeletConfiguration\n\
              staticPodPath: {manifests}\n\
              fileCheckFrequency: 1s\n\
-             cgroupDriver: cgroupfs\n\
-             cgroupRoot: {cgroup}\n\
+             cgroupDriver: {driver}\n\
+             cgroupRoot: {cgroup_root}\n\
              failCgroupV1: false\n\
              failSwapOn: false\n\
              containerRuntimeEndpoint: unix://{socket}\n\
@@ -282,7 +287,6 @@ impl Kubelet {
              evictionHard:\n  memory.available: 1Mi\n  nodefs.available: 1%\n  \
              nodefs.inodesFree: 1%\n  imagefs.available: 1%\n  imagefs.inodesFree: 1%\n",
             manifests = manifests.display(),
-            cgroup = bed.cgroup_parent(),
             socket = bed.address().display(),
             logs = pod_logs.display(),
             plugins = dir.join("volume-plugins").display(),
@@ -331,7 +335,7 @@ impl Kubelet {
             root,
             manifests,
             pod_logs,
-            cgroup_root: bed.cgroup_parent().to_string(),
+            cgroup_root: cgroup_root.to_string(),
             config,
             log,
             port,
@@ -538,6 +542,18 @@ impl Kubelet {
                 )
             })
             .collect()
+    }
+
+    /// The uid CRI's sandboxes of static pod `name` carry (kubelet's uid of
+    /// the pod).
+    pub fn pod_uid(&self, name: &str) -> Option<String> {
+        let pod = format!("{name}-{NODE_NAME}");
+        self.crictl(&["pods"])["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["metadata"]["name"] == pod.as_str())
+            .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string))
     }
 
     /// Polls `done` every 500 ms for at most `limit`; false when it never held.

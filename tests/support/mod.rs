@@ -59,6 +59,7 @@ pub mod serve;
 mod stall;
 mod stand_in_pod_resources;
 mod strace;
+pub mod systemd;
 mod teardown;
 mod testbed;
 

@@ -608,6 +608,30 @@ impl TestBed {
         self.start_containerd().await;
     }
 
+    /// Sets runc's `SystemdCgroup` in the bed's drop-in (the cgroup driver
+    /// of containerd's runtime: kubelet's must match it) and restarts
+    /// containerd on it; the shims running live on, in the cgroups they
+    /// were given.
+    pub async fn set_systemd_cgroup(&mut self, on: bool) {
+        const SET: &str = "\n        SystemdCgroup = true";
+        let path = self.dir.join(DROP_IN);
+        let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let root_line = format!("Root = \"{}/runc\"", self.dir.display());
+        let without = text.replace(SET, "");
+        let text = match on {
+            true => without.replace(&root_line, &format!("{root_line}{SET}")),
+            false => without,
+        };
+        assert_eq!(
+            text.contains(SET),
+            on,
+            "runc's options in {}",
+            path.display()
+        );
+        fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        self.restart_containerd().await;
+    }
+
     /// Stops containerd (SIGTERM, as a service manager would; shims live
     /// on), killing it after 30 s, and removes its socket: nothing serves
     /// [`TestBed::address`] until [`TestBed::start_containerd`].

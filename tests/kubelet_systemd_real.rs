@@ -1,0 +1,327 @@
+//! A real kubelet with the systemd cgroup driver, under a real systemd, on
+//! each kubelet release scripts/peers builds.
+//!
+//! systemd is PID 1 of namespaces of the test's own, with this machine's
+//! cgroup layout (every v1 controller, systemd's named hierarchy and the
+//! unified one: `support::systemd`, `Hierarchies::LikeTheHost`); the bed's
+//! containerd runs inside them with runc's `SystemdCgroup`, and kubelet
+//! with `cgroupDriver: systemd` and `cgroupRoot: /`, so its pods are the
+//! slices `kubepods-besteffort-pod<uid>.slice` of systemd's
+//! `kubepods.slice`, as on a node.
+//!
+//! 1. Two static pods run: systemd says each pod's slice is active and
+//!    holds its container's scope. nodectl finds nothing, and
+//!    `leaked-pod-cgroups --remove --yes` removes nothing: the slices stay
+//!    active.
+//! 2. kubelet is killed (SIGKILL) inside one pod's teardown, once its
+//!    sandbox is stopped, and that sandbox is removed through CRI while
+//!    kubelet is dead: nodectl names the pod, removes nothing of it (its
+//!    slice stays active: kubelet's word cannot be had) and nothing of the
+//!    live pod.
+//! 3. The node moves to the cgroupfs driver (containerd's runc and kubelet
+//!    both, the move that leaves slices behind: the cgroupfs driver walks
+//!    only `<root>/kubepods`) and kubelet starts again. kubelet removes the
+//!    gone pod's directory at its housekeeping and never its slice: nodectl
+//!    calls that slice a `leaked-pod-cgroup` on kubelet's word (its
+//!    pod-resources lists only the live pod), and `--remove --yes` stops it
+//!    through systemd: the unit inactive and its cgroup gone, as systemd
+//!    says. The live pod's slice is never named or touched.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::systemd::{run_inside_systemd, show, Hierarchies};
+use support::{Kubelet, KubeletSetup, TestBed};
+
+/// Set in the run inside systemd's namespaces.
+const IN_SYSTEMD: &str = "NODECTL_TEST_IN_SYSTEMD";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_driver_kubelet_v1_34() {
+    systemd_driver("v1.34.4", "systemd_driver_kubelet_v1_34").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_driver_kubelet_v1_37() {
+    systemd_driver("v1.37.2", "systemd_driver_kubelet_v1_37").await;
+}
+
+/// The slice kubelet's systemd driver gives BestEffort pod `uid` under
+/// cgroup root `/` (`ToSystemd`: every `-` of the uid escaped to `_`).
+fn slice(uid: &str) -> String {
+    format!("kubepods-besteffort-pod{}.slice", uid.replace('-', "_"))
+}
+
+/// That slice's directory in systemd's own hierarchy.
+fn slice_dir(uid: &str) -> PathBuf {
+    Path::new("/sys/fs/cgroup/systemd/kubepods.slice/kubepods-besteffort.slice").join(slice(uid))
+}
+
+/// nodectl's JSON report for `args`: kubelet's places found as on a node
+/// (the only kubelet in systemd's pid namespace), or given by flag
+/// (`named`: a dead kubelet cannot be found).
+fn nodectl(bed: &TestBed, named: Option<&Kubelet>, args: &[&str]) -> Value {
+    let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    all.extend(["-o".to_string(), "json".to_string()]);
+    all.extend(named.map(Kubelet::nodectl_flags).unwrap_or_default());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let doc = support::report(&bed.nodectl(&all));
+    support::assert_matches_schema(&doc);
+    doc
+}
+
+/// `check` with no grace: everything nodectl would call leaked now.
+fn look(bed: &TestBed, kubelet: Option<&Kubelet>) -> Value {
+    let check = [
+        "check",
+        "--settle",
+        "0s",
+        "--sandbox-grace",
+        "0s",
+        "--ip-grace",
+        "0s",
+    ];
+    nodectl(bed, kubelet, &check)
+}
+
+/// `leaked-pod-cgroups --remove` with no grace (`--yes` when `yes`);
+/// systemd is asked over D-Bus, which a loaded CI machine can slow.
+fn remove(bed: &TestBed, kubelet: Option<&Kubelet>, yes: bool) -> Value {
+    let mut args = vec![
+        "leaked-pod-cgroups",
+        "--grace",
+        "0s",
+        "--remove",
+        "--timeout",
+        "30s",
+    ];
+    if yes {
+        args.push("--yes");
+    }
+    nodectl(bed, kubelet, &args)
+}
+
+/// The findings and cleanups of `doc` that name `uid` anywhere.
+fn naming(doc: &Value, uid: &str) -> Vec<Value> {
+    let underscored = uid.replace('-', "_");
+    ["findings", "cleanups"]
+        .iter()
+        .flat_map(|key| doc[key].as_array().cloned().unwrap_or_default())
+        .filter(|item| {
+            let text = item.to_string();
+            text.contains(uid) || text.contains(&underscored)
+        })
+        .collect()
+}
+
+/// nodectl's facts of the kubelet it found are kubelet's own (its
+/// /configz): its root, cgroup root and cgroup driver, `driver`.
+fn assert_kubelet_facts(doc: &Value, kubelet: &Kubelet, driver: &str, at: &str) {
+    let (facts, configz) = (&doc["kubelet"], kubelet.configz());
+    let context = format!("{at}: nodectl: {facts:#}\n/configz: {configz:#}");
+    assert_eq!(configz["cgroupDriver"], driver, "{context}");
+    assert_eq!(facts["cgroup_driver"]["value"], driver, "{context}");
+    assert_eq!(facts["cgroup_root"]["path"], "/", "{context}");
+    assert_eq!(
+        facts["root"]["path"],
+        kubelet.root.display().to_string(),
+        "{context}"
+    );
+}
+
+async fn systemd_driver(release: &str, name: &str) {
+    let test = format!("kubelet_systemd_{release}");
+    if std::env::var_os(IN_SYSTEMD).is_none() {
+        return run_inside_systemd(&test, name, IN_SYSTEMD, Hierarchies::LikeTheHost);
+    }
+    let Some(mut bed) = TestBed::start_networked(&test).await else {
+        return;
+    };
+    bed.set_systemd_cgroup(true).await;
+    let setup = KubeletSetup {
+        cgroups: Some(("systemd", "/")),
+        ..Default::default()
+    };
+    let Some(mut kubelet) = Kubelet::start_with(&bed, &test, release, setup) else {
+        return;
+    };
+    let version = bed.containerd_version().to_string();
+    let at = format!("{test} on containerd {version}");
+
+    // 1. Two pods, each in its slice as systemd says.
+    for pod in ["live", "doomed"] {
+        kubelet.add_static_pod(pod, &support::sleeper_manifest(pod));
+    }
+    let containers: Vec<String> = ["live", "doomed"]
+        .iter()
+        .map(|pod| kubelet.running_container(pod, "sleep"))
+        .collect();
+    let uid = |pod: &str| {
+        kubelet
+            .pod_uid(pod)
+            .unwrap_or_else(|| kubelet.fail(&format!("{pod}: CRI names no uid")))
+    };
+    let (live, doomed) = (uid("live"), uid("doomed"));
+    for (uid, container) in [&live, &doomed].into_iter().zip(&containers) {
+        assert_eq!(show(&slice(uid), "ActiveState"), "active", "{at}: {uid}");
+        assert_eq!(
+            show(&slice(uid), "Slice"),
+            "kubepods-besteffort.slice",
+            "{at}"
+        );
+        // containerd's runc names the container's scope so
+        // (`<slice>:cri-containerd:<id>`).
+        let scope = format!("cri-containerd-{container}.scope");
+        assert_eq!(show(&scope, "Slice"), slice(uid), "{at}: {scope}");
+        assert!(
+            slice_dir(uid).is_dir(),
+            "{at}: {}",
+            slice_dir(uid).display()
+        );
+    }
+    let doc = look(&bed, None);
+    assert_eq!(
+        support::finding_keys(&doc),
+        Vec::<(String, String)>::new(),
+        "{at}: two running pods: {doc:#}"
+    );
+    assert_kubelet_facts(&doc, &kubelet, "systemd", &at);
+    let removal = remove(&bed, None, true);
+    assert_eq!(
+        removal["cleanups"].as_array().map_or(0, Vec::len),
+        0,
+        "{at}: {removal:#}"
+    );
+    for uid in [&live, &doomed] {
+        assert_eq!(show(&slice(uid), "ActiveState"), "active", "{at}: {uid}");
+    }
+
+    // 2. kubelet killed once the doomed pod's sandbox is stopped; the
+    // sandbox then removed through CRI while kubelet is dead.
+    // kubelet removes the slice at its next housekeeping (every 2 s) once
+    // the sandbox is stopped: CRI is asked as often as it answers.
+    kubelet.remove_static_pod("doomed");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while kubelet
+        .sandboxes("doomed")
+        .iter()
+        .any(|(_, state)| state == "SANDBOX_READY")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{at}: the doomed pod's sandbox never stopped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kubelet.kill_hard();
+    for (id, _) in kubelet.sandboxes("doomed") {
+        assert!(
+            bed.stop_and_remove_pod(&id, Duration::from_secs(30)).await,
+            "{at}: CRI did not remove sandbox {id}"
+        );
+    }
+    assert!(
+        slice_dir(&doomed).is_dir(),
+        "{at}: kubelet was killed before it removed the pod's slice"
+    );
+    let doc = look(&bed, Some(&kubelet));
+    assert_eq!(naming(&doc, &live), Vec::<Value>::new(), "{at}: {doc:#}");
+    assert!(
+        !naming(&doc, &doomed).is_empty(),
+        "{at}: nothing named of the pod whose sandbox went while kubelet was dead: {doc:#}"
+    );
+    let removal = remove(&bed, Some(&kubelet), true);
+    assert_eq!(
+        removal["cleanups"].as_array().map_or(0, Vec::len),
+        0,
+        "{at}: kubelet is dead, its word cannot be had: {removal:#}"
+    );
+    assert_eq!(show(&slice(&doomed), "ActiveState"), "active", "{at}");
+
+    // 3. The node moves to the cgroupfs driver, kubelet dead meanwhile.
+    bed.set_systemd_cgroup(false).await;
+    let config = std::fs::read_to_string(&kubelet.config).unwrap();
+    std::fs::write(
+        &kubelet.config,
+        config.replace("cgroupDriver: systemd", "cgroupDriver: cgroupfs"),
+    )
+    .unwrap();
+    kubelet.restart();
+    let back = Instant::now();
+    let dir = kubelet.root.join("pods").join(&doomed);
+    let removed = kubelet.wait_for(Duration::from_secs(120), |_| !dir.exists());
+    assert!(
+        removed,
+        "{at}: kubelet (cgroupfs) never removed {}",
+        dir.display()
+    );
+    let took = back.elapsed();
+    let doc = look(&bed, None);
+    assert_kubelet_facts(&doc, &kubelet, "cgroupfs", &at);
+    eprintln!(
+        "{at}: kubelet {release} moved to cgroupfs removed the pod's directory in {took:?}; \
+         nodectl then found {:?}",
+        support::finding_keys(&doc)
+    );
+    let leaked = support::findings_of_kind(&doc, "leaked-pod-cgroup");
+    let of_doomed: Vec<&Value> = leaked
+        .into_iter()
+        .filter(|f| f["evidence"]["pod_uid"] == doomed.as_str())
+        .collect();
+    assert!(
+        !of_doomed.is_empty(),
+        "{at}: the slice kubelet left: {doc:#}"
+    );
+    for finding in &of_doomed {
+        assert_eq!(
+            finding["evidence"]["driver"], "systemd",
+            "{at}: {finding:#}"
+        );
+        assert!(
+            finding["evidence"].get("unconfirmed").is_none(),
+            "{at}: kubelet answers: {finding:#}"
+        );
+    }
+    assert_eq!(naming(&doc, &live), Vec::<Value>::new(), "{at}: {doc:#}");
+
+    let plan = remove(&bed, None, false);
+    eprintln!("{at}: plan: {:#}", plan["cleanups"]);
+    assert_eq!(naming(&plan, &live), Vec::<Value>::new(), "{at}: {plan:#}");
+    assert_eq!(show(&slice(&doomed), "ActiveState"), "active", "{at}");
+    let done = remove(&bed, None, true);
+    eprintln!("{at}: done: {:#}", done["cleanups"]);
+    let rows: Vec<Value> = naming(&done, &doomed)
+        .into_iter()
+        .filter(|item| item.get("outcome").is_some())
+        .collect();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["outcome"] == "removed"),
+        "{at}: {done:#}"
+    );
+    assert!(
+        rows.iter().any(|r| r["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("StopUnit {}", slice(&doomed))))),
+        "{at}: stopped through systemd: {done:#}"
+    );
+    assert_eq!(naming(&done, &live), Vec::<Value>::new(), "{at}: {done:#}");
+    // systemd's own word: the unit stopped, its cgroup removed by it.
+    assert_eq!(show(&slice(&doomed), "ActiveState"), "inactive", "{at}");
+    assert!(!slice_dir(&doomed).exists(), "{at}: systemd removed it");
+    // The live pod, which kubelet kept through the move (its sandbox ran
+    // on), and its slice: never named, never stopped.
+    eprintln!(
+        "{at}: after the move the live pod has sandboxes {:?}; its slice is {}",
+        kubelet.sandboxes("live"),
+        show(&slice(&live), "ActiveState")
+    );
+    let doc = look(&bed, None);
+    assert_eq!(
+        support::findings_of_kind(&doc, "leaked-pod-cgroup").len(),
+        0,
+        "{at}: {doc:#}"
+    );
+}
