@@ -26,6 +26,10 @@
 //!    pod-resources lists only the live pod), and `--remove --yes` stops it
 //!    through systemd: the unit inactive and its cgroup gone, as systemd
 //!    says. The live pod's slice is never named or touched.
+//! 4. The live pod is deleted: kubelet removes its directory, its cgroupfs
+//!    cgroup and its sandboxes, and never its slice of before the move,
+//!    which nodectl finds only now, on kubelet's word, and stops through
+//!    systemd; then nodectl finds nothing.
 
 mod support;
 
@@ -293,26 +297,10 @@ async fn systemd_driver(release: &str, name: &str) {
     assert_eq!(show(&slice(&doomed), "ActiveState"), "active", "{at}");
     let done = remove(&bed, None, true);
     eprintln!("{at}: done: {:#}", done["cleanups"]);
-    let rows: Vec<Value> = naming(&done, &doomed)
-        .into_iter()
-        .filter(|item| item.get("outcome").is_some())
-        .collect();
-    assert!(
-        !rows.is_empty() && rows.iter().all(|r| r["outcome"] == "removed"),
-        "{at}: {done:#}"
-    );
-    assert!(
-        rows.iter().any(|r| r["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains(&format!("StopUnit {}", slice(&doomed))))),
-        "{at}: stopped through systemd: {done:#}"
-    );
+    assert_stopped_through_systemd(&done, &doomed, &at);
     assert_eq!(naming(&done, &live), Vec::<Value>::new(), "{at}: {done:#}");
-    // systemd's own word: the unit stopped, its cgroup removed by it.
-    assert_eq!(show(&slice(&doomed), "ActiveState"), "inactive", "{at}");
-    assert!(!slice_dir(&doomed).exists(), "{at}: systemd removed it");
-    // The live pod, which kubelet kept through the move (its sandbox ran
-    // on), and its slice: never named, never stopped.
+    // The live pod through the move (kubelet may have replaced its
+    // sandbox with one under cgroupfs): its slice never named or stopped.
     eprintln!(
         "{at}: after the move the live pod has sandboxes {:?}; its slice is {}",
         kubelet.sandboxes("live"),
@@ -324,4 +312,64 @@ async fn systemd_driver(release: &str, name: &str) {
         0,
         "{at}: {doc:#}"
     );
+
+    // 4. The live pod goes too. kubelet tears it down as cgroupfs has it
+    // (its pod cgroup, its directory, its sandboxes at container GC) and
+    // never its slice of before the move: found only now, and stopped.
+    kubelet.remove_static_pod("live");
+    let gone = Instant::now();
+    let torn_down = kubelet.wait_for(Duration::from_secs(150), |k| {
+        k.sandboxes("live").is_empty()
+            && !k.root.join("pods").join(&live).exists()
+            && k.pod_cgroups(&live).is_empty()
+    });
+    assert!(
+        torn_down,
+        "{at}: kubelet did not tear the live pod down: sandboxes {:?}, cgroups {:?}",
+        kubelet.sandboxes("live"),
+        kubelet.pod_cgroups(&live)
+    );
+    eprintln!(
+        "{at}: kubelet {release} removed the pod's directory, cgroupfs cgroup and sandboxes in \
+         {:?}, and left its slice of before the move {}",
+        gone.elapsed(),
+        show(&slice(&live), "ActiveState")
+    );
+    let doc = look(&bed, None);
+    let found: Vec<&Value> = support::findings_of_kind(&doc, "leaked-pod-cgroup")
+        .into_iter()
+        .filter(|f| f["evidence"]["pod_uid"] == live.as_str())
+        .collect();
+    assert!(
+        found.len() == 1 && found[0]["evidence"].get("unconfirmed").is_none(),
+        "{at}: the slice kubelet never removes, once its pod is gone: {doc:#}"
+    );
+    let done = remove(&bed, None, true);
+    assert_stopped_through_systemd(&done, &live, &at);
+    assert_eq!(
+        support::finding_keys(&look(&bed, None)),
+        Vec::<(String, String)>::new(),
+        "{at}: nothing left"
+    );
+}
+
+/// `done` (a `--remove --yes` report) stopped the slice of `uid` through
+/// systemd, and systemd says so: the unit inactive, its cgroup gone.
+fn assert_stopped_through_systemd(done: &Value, uid: &str, at: &str) {
+    let rows: Vec<Value> = naming(done, uid)
+        .into_iter()
+        .filter(|item| item.get("outcome").is_some())
+        .collect();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["outcome"] == "removed"),
+        "{at}: {done:#}"
+    );
+    assert!(
+        rows.iter().any(|r| r["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&format!("StopUnit {}", slice(uid))))),
+        "{at}: stopped through systemd: {done:#}"
+    );
+    assert_eq!(show(&slice(uid), "ActiveState"), "inactive", "{at}");
+    assert!(!slice_dir(uid).exists(), "{at}: systemd removed it");
 }
