@@ -871,7 +871,8 @@ fn write_exec_delaying_runc(dir: &Path, delay: Duration) -> Result<PathBuf, Stri
     Ok(wrapper)
 }
 
-/// Names this test process as the bed's owner (its pid and start time):
+/// Names this test process as the bed's owner (its pid, start time and pid
+/// namespace):
 /// scripts/sweep-beds removes a bed whose owner is gone, what a test run
 /// killed in the middle leaves behind.
 fn write_owner(dir: &Path) -> Result<(), String> {
@@ -882,7 +883,15 @@ fn write_owner(dir: &Path) -> Result<(), String> {
         .rsplit_once(") ")
         .and_then(|(_, rest)| rest.split(' ').nth(19))
         .ok_or_else(|| format!("/proc/self/stat: no start time in {stat:?}"))?;
+    // Its pid namespace too: inside one of its own (systemd's), the pid is
+    // that namespace's, and scripts/sweep-beds must not judge it by the
+    // host's process of that number.
+    let pidns =
+        fs::read_link("/proc/self/ns/pid").map_err(|e| format!("/proc/self/ns/pid: {e}"))?;
     let owner = dir.join("owner");
-    fs::write(&owner, format!("{} {started}\n", std::process::id()))
-        .map_err(|e| format!("{}: {e}", owner.display()))
+    fs::write(
+        &owner,
+        format!("{} {started} {}\n", std::process::id(), pidns.display()),
+    )
+    .map_err(|e| format!("{}: {e}", owner.display()))
 }
