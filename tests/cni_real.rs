@@ -528,11 +528,31 @@ async fn pending_pods_behind_a_failing_add_are_kubelets(release: &str) {
     // is for nodectl's looks on a loaded machine (CI's lines side by side
     // on 2 cores failed this once at 20 s on 1.6.20, the cause not kept),
     // and each look is told if it fails.
+    // A RunPodSandbox in flight as the conflist broke can leave its
+    // sandbox listed, not ready (its deferred teardown's DEL finds no
+    // network to tear down: kubelet then logs "No ready sandbox for pod");
+    // such a pod has a sandbox, so nodectl calls it no failing-sandbox
+    // (seen in CI with 8 more kubelets beside: one pod in ten, on 1.6.20
+    // and 1.7.34). The pods each look must name are the ones CRI then
+    // lists no sandbox of, asked right after it.
+    let without_sandbox = || -> Vec<String> {
+        let listed: Vec<String> = kubelet.crictl(&["pods"])["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+            .collect();
+        uids.iter()
+            .filter(|uid| !listed.contains(uid))
+            .cloned()
+            .collect()
+    };
     let changed = Instant::now();
     let deadline = changed + Duration::from_secs(60);
     let mut looks = Vec::new();
     let named = loop {
         let (code, doc) = nodectl(&check);
+        let expected = without_sandbox();
         let failing = support::findings_of_kind(&doc, "failing-sandbox");
         let said: Vec<(String, String)> = failing
             .iter()
@@ -548,24 +568,39 @@ async fn pending_pods_behind_a_failing_add_are_kubelets(release: &str) {
             .filter_map(|g| g["source"].as_str())
             .collect();
         looks.push(format!(
-            "{:.1?}: exit {code:?}, {} failing, {} naming CRI's network, gaps {gaps:?}",
+            "{:.1?}: exit {code:?}, {} failing, {} naming CRI's network, {} with no sandbox \
+             in CRI, gaps {gaps:?}",
             changed.elapsed(),
             failing.len(),
-            said.len()
+            said.len(),
+            expected.len()
         ));
-        if said.len() == pods.len() || Instant::now() > deadline {
-            break (said, doc);
+        let mut named_uids: Vec<String> = said.iter().map(|(uid, _)| uid.clone()).collect();
+        named_uids.sort();
+        if named_uids == expected || Instant::now() > deadline {
+            break (said, named_uids, expected, doc);
         }
         std::thread::sleep(Duration::from_millis(500));
     };
     std::fs::write(&conflist, kept).unwrap();
-    let (said, doc) = named;
-    let mut named_uids: Vec<String> = said.iter().map(|(uid, _)| uid.clone()).collect();
-    named_uids.sort();
+    let (said, named_uids, expected, doc) = named;
     assert_eq!(
-        named_uids, uids,
+        named_uids, expected,
         "{test}: each look after the conflist broke: {looks:#?}\nthe last: {doc:#}"
     );
+    // Few ADDs are in flight at any instant (kubelet retries each pod 10 to
+    // 15 s apart): most pods must be left to judge.
+    assert!(
+        expected.len() * 2 >= uids.len(),
+        "{test}: most pods have no sandbox in CRI after the break: {looks:#?}"
+    );
+    if expected.len() < uids.len() {
+        eprintln!(
+            "{test}: a sandbox left listed by an ADD in flight at the break: CRI lists \
+             sandboxes of {} pod(s), not called failing-sandbox",
+            uids.len() - expected.len()
+        );
+    }
     assert!(said[0].1.starts_with("NetworkPluginNotReady: "), "{said:?}");
     eprintln!("{test}: CRI's network: {}", said[0].1);
     for pod in &pods {
