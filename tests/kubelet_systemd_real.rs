@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::systemd::{run_inside_systemd, show, Hierarchies};
-use support::{Kubelet, KubeletSetup, TestBed};
+use support::{Kubelet, KubeletSetup, Line, TestBed};
 
 /// Set in the run inside systemd's namespaces.
 const IN_SYSTEMD: &str = "NODECTL_TEST_IN_SYSTEMD";
@@ -62,6 +62,60 @@ fn slice(uid: &str) -> String {
 /// That slice's directory in systemd's own hierarchy.
 fn slice_dir(uid: &str) -> PathBuf {
     Path::new("/sys/fs/cgroup/systemd/kubepods.slice/kubepods-besteffort.slice").join(slice(uid))
+}
+
+/// The processes below the slice of `uid` (systemd's pids hierarchy, where
+/// nodectl counts them): each one's cgroup, pid and command line.
+fn slice_processes(uid: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![
+        Path::new("/sys/fs/cgroup/pids/kubepods.slice/kubepods-besteffort.slice").join(slice(uid)),
+    ];
+    while let Some(dir) = dirs.pop() {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.split_whitespace() {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            found.push(format!(
+                "{} pid {pid}: {}",
+                dir.display(),
+                String::from_utf8_lossy(&cmdline).replace('\0', " ").trim()
+            ));
+        }
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// Where kubelet and systemd are, for a kubelet that never ran its pods:
+/// systemd's pending jobs, and the goroutines of kubelet (SIGQUIT makes Go
+/// print them, and exit) that wait on systemd's D-Bus.
+fn stuck(kubelet: &Kubelet) -> String {
+    let jobs = std::process::Command::new("systemctl")
+        .args(["list-jobs", "--no-pager"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| e.to_string());
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(kubelet.pid()),
+        nix::sys::signal::Signal::SIGQUIT,
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let log = std::fs::read_to_string(&kubelet.log).unwrap_or_default();
+    let waiting: Vec<&str> = log
+        .split("\n\n")
+        .filter(|goroutine| {
+            goroutine.starts_with("goroutine ")
+                && (goroutine.contains("dbus") || goroutine.contains("cgroups/systemd"))
+        })
+        .collect();
+    format!(
+        "systemd's jobs:\n{jobs}\nkubelet's goroutines on D-Bus:\n{}",
+        waiting.join("\n\n")
+    )
 }
 
 /// nodectl's JSON report for `args`: kubelet's places found as on a node
@@ -158,6 +212,31 @@ async fn systemd_driver(release: &str, name: &str) {
     // 1. Two pods, each in its slice as systemd says.
     for pod in ["live", "doomed"] {
         kubelet.add_static_pod(pod, &support::sleeper_manifest(pod));
+    }
+    let running = |k: &Kubelet| {
+        ["live", "doomed"].iter().all(|pod| {
+            k.container_states(pod)
+                .iter()
+                .any(|(name, state)| name == "sleep" && state == "CONTAINER_RUNNING")
+        })
+    };
+    // Once in a CI run (of 8 kubelets under systemd, lines side by side)
+    // kubelet v1.37.2 on 2.3.4 logged nothing past its memory manager's
+    // start, before its container manager's slices, and skipped every pod
+    // sync for minutes: where it waited is printed, and it is started
+    // again, once.
+    if !kubelet.wait_for(Duration::from_secs(90), running) {
+        eprintln!(
+            "{at}: kubelet {release} ran no pod in 90 s and is started again; {}",
+            stuck(&kubelet)
+        );
+        kubelet.restart();
+        if !kubelet.wait_for(Duration::from_secs(90), running) {
+            kubelet.fail(&format!(
+                "the pods never ran, kubelet started twice; {}",
+                stuck(&kubelet)
+            ));
+        }
     }
     let containers: Vec<String> = ["live", "doomed"]
         .iter()
@@ -329,13 +408,16 @@ async fn systemd_driver(release: &str, name: &str) {
         kubelet.sandboxes("live"),
         kubelet.pod_cgroups(&live)
     );
+    let outlived = slice_processes(&live);
+    let doc = look(&bed, None);
     eprintln!(
         "{at}: kubelet {release} removed the pod's directory, cgroupfs cgroup and sandboxes in \
-         {:?}, and left its slice of before the move {}",
+         {:?}, and left its slice of before the move {}, processes in it: {outlived:?}; \
+         nodectl found {:?}",
         gone.elapsed(),
-        show(&slice(&live), "ActiveState")
+        show(&slice(&live), "ActiveState"),
+        support::finding_keys(&doc)
     );
-    let doc = look(&bed, None);
     let found: Vec<&Value> = support::findings_of_kind(&doc, "leaked-pod-cgroup")
         .into_iter()
         .filter(|f| f["evidence"]["pod_uid"] == live.as_str())
@@ -345,6 +427,44 @@ async fn systemd_driver(release: &str, name: &str) {
         "{at}: the slice kubelet never removes, once its pod is gone: {doc:#}"
     );
     let done = remove(&bed, None, true);
+    // containerd 1.7 removes the sandbox made before the move while its
+    // process (the sandbox image's) still runs in the slice: the pod is
+    // gone and its process is not, which nodectl names and never removes.
+    // The other lines kill it with the sandbox (seen on 1.7.34 in every
+    // run, with both kubelet releases; never on 1.6.20, 2.0.11, 2.3.4).
+    // Its rootfs is still mounted too (`leaked-mount` of that sandbox).
+    if bed.line() == Line::V1_7 {
+        assert_eq!(outlived.len(), 1, "{at}: {outlived:?}");
+        let sandbox = outlived[0]
+            .split("cri-containerd-")
+            .nth(1)
+            .and_then(|rest| rest.split(".scope").next())
+            .unwrap_or_default();
+        assert_eq!(
+            support::finding_keys(&doc),
+            vec![
+                ("leaked-mount".to_string(), sandbox.to_string()),
+                ("leaked-pod-cgroup".to_string(), live.clone()),
+            ],
+            "{at}: {doc:#}"
+        );
+        assert_eq!(found[0]["evidence"]["procs"], 1, "{at}: {doc:#}");
+        let refused: Vec<Value> = naming(&done, &live)
+            .into_iter()
+            .filter(|item| item.get("outcome").is_some())
+            .collect();
+        assert!(
+            refused.len() == 1
+                && refused[0]["outcome"] == "refused"
+                && refused[0]["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("outlived their pod")),
+            "{at}: {done:#}"
+        );
+        assert_eq!(show(&slice(&live), "ActiveState"), "active", "{at}");
+        return;
+    }
+    assert_eq!(outlived, Vec::<String>::new(), "{at}");
     assert_stopped_through_systemd(&done, &live, &at);
     assert_eq!(
         support::finding_keys(&look(&bed, None)),
