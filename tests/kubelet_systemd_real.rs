@@ -133,7 +133,16 @@ fn nodectl(bed: &TestBed, named: Option<&Kubelet>, args: &[&str]) -> Value {
 
 /// `check` with no grace: everything nodectl would call leaked now.
 fn look(bed: &TestBed, kubelet: Option<&Kubelet>) -> Value {
-    nodectl(bed, kubelet, support::CHECK_NO_GRACE)
+    let check = [
+        "check",
+        "--settle",
+        "0s",
+        "--sandbox-grace",
+        "0s",
+        "--ip-grace",
+        "0s",
+    ];
+    nodectl(bed, kubelet, &check)
 }
 
 /// `leaked-pod-cgroups --remove` with no grace (`--yes` when `yes`);
@@ -179,14 +188,6 @@ fn assert_kubelet_facts(doc: &Value, kubelet: &Kubelet, driver: &str, at: &str) 
         kubelet.root.display().to_string(),
         "{context}"
     );
-}
-
-/// The cleanup rows of `doc` that name `uid` (findings have no outcome).
-fn cleanups_naming(doc: &Value, uid: &str) -> Vec<Value> {
-    naming(doc, uid)
-        .into_iter()
-        .filter(|item| item.get("outcome").is_some())
-        .collect()
 }
 
 async fn systemd_driver(release: &str, name: &str) {
@@ -448,7 +449,10 @@ async fn systemd_driver(release: &str, name: &str) {
             "{at}: {doc:#}"
         );
         assert_eq!(found[0]["evidence"]["procs"], 1, "{at}: {doc:#}");
-        let refused = cleanups_naming(&done, &live);
+        let refused: Vec<Value> = naming(&done, &live)
+            .into_iter()
+            .filter(|item| item.get("outcome").is_some())
+            .collect();
         assert!(
             refused.len() == 1
                 && refused[0]["outcome"] == "refused"
@@ -472,7 +476,10 @@ async fn systemd_driver(release: &str, name: &str) {
 /// `done` (a `--remove --yes` report) stopped the slice of `uid` through
 /// systemd, and systemd says so: the unit inactive, its cgroup gone.
 fn assert_stopped_through_systemd(done: &Value, uid: &str, at: &str) {
-    let rows = cleanups_naming(done, uid);
+    let rows: Vec<Value> = naming(done, uid)
+        .into_iter()
+        .filter(|item| item.get("outcome").is_some())
+        .collect();
     assert!(
         !rows.is_empty() && rows.iter().all(|r| r["outcome"] == "removed"),
         "{at}: {done:#}"

@@ -38,7 +38,16 @@ fn nodectl(bed: &TestBed, kubelet: &Kubelet, args: &[&str]) -> Value {
 
 /// No grace: everything nodectl would call leaked now.
 fn look(bed: &TestBed, kubelet: &Kubelet) -> (Value, BTreeSet<(String, String)>) {
-    let doc = nodectl(bed, kubelet, support::CHECK_NO_GRACE);
+    let check = [
+        "check",
+        "--settle",
+        "0s",
+        "--sandbox-grace",
+        "0s",
+        "--ip-grace",
+        "0s",
+    ];
+    let doc = nodectl(bed, kubelet, &check);
     let found = support::finding_keys(&doc).into_iter().collect();
     (doc, found)
 }

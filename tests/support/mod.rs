@@ -68,18 +68,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// `check` with no settle and no grace: everything nodectl would call
-/// leaked now (a test's look at what a teardown left).
-pub const CHECK_NO_GRACE: &[&str] = &[
-    "check",
-    "--settle",
-    "0s",
-    "--sandbox-grace",
-    "0s",
-    "--ip-grace",
-    "0s",
-];
-
 pub use cluster::Cluster;
 pub use cni::{
     IpFile, LeakedIp, Neighbours, ADMIN_EMPTY_NETNS, ADMIN_NETNS, CHAINED, DEL_NOT_FOUND,
