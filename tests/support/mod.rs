@@ -78,8 +78,8 @@ pub use cri::{exec_sync, runtime_version, Pids, Pod, SandboxFailure};
 pub use fake_daemon::{daemon_args, fake_daemon, FakeDaemon};
 pub use image::IMAGE;
 pub use kubelet::{
-    create_cgroup, peer, sleeper_manifest, Kubelet, KubeletSetup, CRICTL_RELEASE, KUBELET_RELEASES,
-    NODE_NAME,
+    create_cgroup, kubelet_release_here, kubelet_release_on, peer, sleeper_manifest, Kubelet,
+    KubeletSetup, CRICTL_RELEASE, KUBELET_RELEASES, NODE_NAME,
 };
 pub use kubelet_steps::{systemd_besteffort_slice, systemd_prefix, KubeletPod};
 pub use leaked::{cleanup_rows, findings_of_kind, ids_of_kind, LeakedShim, LEAKED_MOUNTS_CLEAN};
@@ -330,6 +330,54 @@ pub fn assert_matches_schema(doc: &serde_json::Value) {
         "output does not match {}: {errors:#?}\n{doc}",
         path.display()
     );
+}
+
+/// Whether a report's only reason for exit 2 is an API call that found no
+/// answer before its deadline: no finding, nothing acted on, and every gap
+/// such a call's.
+/// On a loaded CI machine a shim busy in a slow umount2 holds containerd's
+/// Tasks.List (it asks each task's shim its state in turn, each with a
+/// 2 s timeout of containerd's own) past nodectl's deadline: a gap nodectl
+/// rightly reports, and not what a test of its findings is about.
+pub fn only_slow_api(code: Option<i32>, doc: &serde_json::Value) -> bool {
+    let findings = doc["findings"].as_array().map_or(0, Vec::len);
+    let cleanups = doc["cleanups"].as_array().map_or(0, Vec::len);
+    let gaps = doc["gaps"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    code == Some(2)
+        && findings == 0
+        && cleanups == 0
+        && !gaps.is_empty()
+        && gaps.iter().all(|gap| {
+            gap["source"].as_str().is_some_and(|s| s.ends_with("-api"))
+                && gap["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("no answer before the deadline"))
+        })
+}
+
+/// `look`'s answer, taken again (up to 4 more times, 3 s apart, each said
+/// on stderr) while it is [`only_slow_api`]: any finding, any other gap, is
+/// returned at once for the caller to judge.
+pub fn look_past_slow_api(
+    what: &str,
+    mut look: impl FnMut() -> (Option<i32>, serde_json::Value),
+) -> (Option<i32>, serde_json::Value) {
+    let mut answer = look();
+    for _ in 0..4 {
+        if !only_slow_api(answer.0, &answer.1) {
+            break;
+        }
+        eprintln!(
+            "{what}: an API call found no answer before its deadline, looking again in 3 s: {}",
+            answer.1["gaps"]
+        );
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        answer = look();
+    }
+    answer
 }
 
 /// `(kind, id)` of every finding of a JSON report, sorted.
