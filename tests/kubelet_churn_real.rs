@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::serve::Served;
-use support::{Kubelet, Line, TestBed};
+use support::{Kubelet, TestBed};
 
 const ROUNDS: usize = 5;
 const PODS_A_ROUND: usize = 20;
@@ -170,10 +170,7 @@ async fn churn() {
     let Some(bed) = TestBed::start_networked_on("kubelet_churn", "10.252.0.0/24").await else {
         return;
     };
-    let release = match bed.line() {
-        Line::V1_6 | Line::V2_0 => support::KUBELET_RELEASES[0],
-        Line::V1_7 | Line::V2_3 => support::KUBELET_RELEASES[1],
-    };
+    let release = support::kubelet_release_on(bed.line());
     let test = format!("kubelet_churn_{release}");
     let Some(mut kubelet) = Kubelet::start(&bed, &test, release) else {
         return;

@@ -1,5 +1,6 @@
 //! Seed 000 (an init container stuck in Running) with a real kubelet
-//! driving the pod, each release scripts/peers builds: a static pod's init
+//! driving the pod, each release scripts/peers builds on two of the four
+//! lines (`support::kubelet_release_on`): a static pod's init
 //! container exits while its shim sits in the seed's held umount2, CRI's
 //! exit handler gives up in task.Delete and keeps it RUNNING, and kubelet,
 //! which learns of containers only through CRI, waits: its app container
@@ -158,12 +159,9 @@ async fn seed_000_under_kubelet(release: &str) {
     );
 }
 
+/// Each kubelet release on two of the four lines
+/// (`support::kubelet_release_on`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_000_under_kubelet_v1_34() {
-    seed_000_under_kubelet(support::KUBELET_RELEASES[0]).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_000_under_kubelet_v1_37() {
-    seed_000_under_kubelet(support::KUBELET_RELEASES[1]).await;
+async fn seed_000_under_the_line_s_kubelet() {
+    seed_000_under_kubelet(support::kubelet_release_here()).await;
 }

@@ -1,5 +1,6 @@
 //! kubelet's own cleanup as the oracle for the teardown kinds: a real
-//! kubelet (each release scripts/peers builds) is killed with SIGKILL at
+//! kubelet (each release scripts/peers builds, on two of the four lines:
+//! `support::kubelet_release_on`) is killed with SIGKILL at
 //! points inside a pod's teardown, nodectl looks, kubelet is started again
 //! and its housekeeping runs, and nodectl looks again.
 //!
@@ -353,12 +354,9 @@ async fn killed_mid_teardown_on(release: &str) {
     );
 }
 
+/// Each kubelet release on two of the four lines
+/// (`support::kubelet_release_on`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_mid_teardown_v1_34() {
-    killed_mid_teardown_on(support::KUBELET_RELEASES[0]).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_mid_teardown_v1_37() {
-    killed_mid_teardown_on(support::KUBELET_RELEASES[1]).await;
+async fn killed_mid_teardown_by_the_line_s_kubelet() {
+    killed_mid_teardown_on(support::kubelet_release_here()).await;
 }

@@ -24,6 +24,27 @@ use super::{run_bounded, skip};
 /// The kubelet releases scripts/peers builds: the oldest and the newest the
 /// module proxy serves.
 pub const KUBELET_RELEASES: &[&str] = &["v1.34.4", "v1.37.2"];
+/// The kubelet release a scenario that runs once a line takes on `line`:
+/// each release takes two of the four lines (v1.34 on 1.6 and 2.0, v1.37 on
+/// 1.7 and 2.3), so every line runs the scenario and each release runs it
+/// whole on two (issue 44: every line for the cgroupfs scenarios, one line
+/// for each release's full set). Both releases on every line were the
+/// lines' heaviest load on the project's 2 cores.
+pub fn kubelet_release_on(line: super::Line) -> &'static str {
+    use super::Line;
+    match line {
+        Line::V1_6 | Line::V2_0 => KUBELET_RELEASES[0],
+        Line::V1_7 | Line::V2_3 => KUBELET_RELEASES[1],
+    }
+}
+
+/// [`kubelet_release_on`] the line of the containerd the environment names,
+/// known before a bed starts; the oldest release when it cannot be read
+/// (the bed then says why it cannot start).
+pub fn kubelet_release_here() -> &'static str {
+    super::Containerd::from_env().map_or(KUBELET_RELEASES[0], |c| kubelet_release_on(c.line))
+}
+
 /// The crictl release scripts/peers builds.
 pub const CRICTL_RELEASE: &str = "v1.37.0";
 /// kubelet's node name (`--hostname-override`): a static pod `p` is `p-<it>`.
