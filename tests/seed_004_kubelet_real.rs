@@ -440,11 +440,14 @@ async fn seed_004_under_kubelet(release: &str) {
         churn.exits(),
         probe_refusals(&kubelet)
     );
-    // A lost exit is an exit too: on an affected release the first loss can
-    // come before CONTAINERS exits were recorded (1.7.21: 7 recorded and 4
-    // lost, 18 s in), and that run proved the churn as well as any.
+    // No exit lost proves nothing unless kubelet churned: CONTAINERS exits
+    // recorded. An exit lost proves the churn by itself (a container kubelet
+    // ran exited; `lost_exit` below shows it whole, or the unaffected branch
+    // fails on it): on 1.7.21 the first loss came with 7 exits recorded and
+    // 4 lost (18 s in), and in another CI run with 4 recorded and 3 lost
+    // (18.5 s in).
     assert!(
-        churn.exits() + lost.len() >= CONTAINERS,
+        !lost.is_empty() || churn.exits() >= CONTAINERS,
         "{test}: kubelet ran and restarted the containers: {:?}",
         still_up(&kubelet)
     );
