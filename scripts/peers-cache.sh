@@ -50,6 +50,13 @@ peers_cache_take() {
     echo "peers cache: $(basename "$dest") taken from the machine's cache" >&2
 }
 
+# peers_cache_has NAME KEY: whether the cache holds NAME built as KEY.
+peers_cache_has() {
+    local dir
+    dir=$(peers_cache) || return 1
+    [ -f "$dir/$1-$2" ]
+}
+
 # peers_cache_keep NAME KEY SRC: keeps a copy of SRC, built as KEY, in the
 # cache unless it holds one (older keys of NAME go: a machine keeps what its
 # checkouts use). Called for what a checkout already had too, so a machine
