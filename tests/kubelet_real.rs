@@ -22,9 +22,9 @@ use serde_json::Value;
 use support::{Kubelet, KubeletSetup, TestBed};
 
 /// `nodectl check -o json` on the bed, naming kubelet's dirs by flag (other
-/// tests' kubelets may run on the machine at the same time).
-/// `check`'s exit status and report, looked at again while an API call's
-/// deadline is all that kept it from checking (`support::only_slow_api`).
+/// tests' kubelets may run on the machine at the same time): its exit
+/// status and report, looked at again while an API call's deadline is all
+/// that kept it from checking (`support::only_slow_api`).
 fn check(bed: &TestBed, kubelet: &Kubelet) -> (Option<i32>, Value) {
     let mut args = vec!["check".to_string(), "-o".into(), "json".into()];
     args.extend(kubelet.nodectl_flags());
