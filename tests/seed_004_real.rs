@@ -103,6 +103,11 @@ const TRIES: usize = 5;
 /// Tries on a release without the bug: enough for a recipe that loses the
 /// exit on nearly every try where the bug is, short where nothing happens.
 const CLEAN_TRIES: usize = 2;
+/// Tries beyond those that may miss the race: on a loaded machine every
+/// probe of a try can fail before the init's exit (2.3's shim State
+/// timeout, 2 s, runs out while it is starved) or none start before it.
+/// Such a try tested nothing; it is told and another made in its place.
+const MISSED_RACES: usize = 3;
 
 /// The refusals of an exec started after the init's exit, by whoever meets
 /// it first: the shim's init state machine once it has handled the exit
@@ -153,6 +158,15 @@ enum Outcome {
     /// CRI still says RUNNING and the process still runs: the recipe did
     /// not do what it says (the init did not exit).
     StillRunning,
+}
+
+impl Try {
+    /// The probes kept coming across the exit: some answered before it and
+    /// some were refused after it, so the exec/exit window the bug lives in
+    /// was crossed.
+    fn met_the_race(&self) -> bool {
+        self.probes_ok > 0 && !self.probe_errors.is_empty()
+    }
 }
 
 impl fmt::Display for Try {
@@ -347,11 +361,17 @@ async fn seed_004_probe_execs_lose_the_exit_on_affected_releases_only() {
     let version = bed.containerd_version().to_string();
     let affected = affected(&version);
     let bound = if affected { TRIES } else { CLEAN_TRIES };
-    let mut tries = Vec::new();
-    for number in 1..=bound {
-        let seen = one_try(&bed, number).await;
-        eprintln!("{TEST}: containerd {version}: {seen}");
-        let lost = seen.outcome == Outcome::Lost;
+    let mut tries: Vec<Try> = Vec::new();
+    let met = |tries: &[Try]| tries.iter().filter(|t| t.met_the_race()).count();
+    while met(&tries) < bound && tries.len() < bound + MISSED_RACES {
+        let seen = one_try(&bed, tries.len() + 1).await;
+        let missed = if seen.met_the_race() {
+            ""
+        } else {
+            " (missed the race)"
+        };
+        eprintln!("{TEST}: containerd {version}: {seen}{missed}");
+        let lost = seen.outcome == Outcome::Lost && seen.met_the_race();
         tries.push(seen);
         if lost && affected {
             break;
@@ -365,13 +385,13 @@ async fn seed_004_probe_execs_lose_the_exit_on_affected_releases_only() {
             Outcome::StillRunning,
             "the recipe's container must exit 2 s in:\n  {evidence}"
         );
-        // The probes kept coming across the exit: some were refused after
-        // it, so the exec/exit window the bug lives in was crossed.
-        assert!(
-            seen.probes_ok > 0 && !seen.probe_errors.is_empty(),
-            "probes ran before and after the init's exit:\n  {evidence}"
-        );
     }
+    let lost_in_the_race = |t: &Try| t.outcome == Outcome::Lost && t.met_the_race();
+    assert!(
+        met(&tries) == bound || (affected && tries.iter().any(lost_in_the_race)),
+        "probes ran before and after the init's exit in {bound} tries ({MISSED_RACES} more \
+         allowed to miss the race):\n  {evidence}"
+    );
 
     if !affected {
         // The fix (or a shim before the bug): every try's exit recorded,
@@ -405,7 +425,7 @@ async fn seed_004_probe_execs_lose_the_exit_on_affected_releases_only() {
         return;
     }
 
-    let Some(stuck) = tries.iter().find(|t| t.outcome == Outcome::Lost) else {
+    let Some(stuck) = tries.iter().find(|t| lost_in_the_race(t)) else {
         panic!(
             "containerd {version} carries containerd#10589, but the recipe did not lose an \
              exit in {TRIES} tries ({:.1} s); per try:\n  {evidence}",
