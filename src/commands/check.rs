@@ -10,7 +10,7 @@ use crate::archive;
 use crate::checks;
 use crate::cli::{CheckArgs, GlobalArgs};
 use crate::gather;
-use crate::model::{ApiCall, Gap, Kind, KubeletFacts, Snapshot};
+use crate::model::{ApiCall, Finding, Gap, Kind, KubeletFacts, Snapshot};
 use crate::report::Report;
 
 /// `check --from` ends within this many `--timeout`s (1 min by default),
@@ -21,23 +21,25 @@ pub const FROM_DEADLINE_TIMEOUTS: u32 = 20;
 
 pub fn run(global: &GlobalArgs, args: &CheckArgs) -> anyhow::Result<Report> {
     let Some(archive) = &args.from else {
-        let look = || {
-            let (first, second) = super::gather_pair(
-                global,
-                args.cri_address.as_deref(),
-                &args.confirm,
-                super::PairFor::Checks,
-            );
-            judged(first, second, args)
-        };
-        let report = look();
-        if !report.findings.iter().any(|f| SEEN_TWICE.contains(&f.kind)) {
+        let (first, second) = super::gather_pair(
+            global,
+            args.cri_address.as_deref(),
+            &args.confirm,
+            super::PairFor::Checks,
+        );
+        let ask_containerd = containerd_answered(&first);
+        let report = judged(first, second, args);
+        let to_confirm = to_see_twice(&report);
+        if to_confirm.is_empty() {
             return Ok(report);
         }
-        // Another whole look, `--settle` later: only what it finds again
-        // of those kinds is told.
+        // Another look, `--settle` later: only what it finds again of
+        // those kinds is told.
         std::thread::sleep(crate::confirm::settle(args.confirm.settle, global.timeout));
-        let again = look();
+        let again = look_again(
+            global,
+            &again_options(global, args, &to_confirm, ask_containerd),
+        );
         return Ok(seen_twice(report, &again));
     };
     let deadline = global.timeout * FROM_DEADLINE_TIMEOUTS;
@@ -82,11 +84,84 @@ const SEEN_TWICE: &[Kind] = &[
     Kind::LeakedMount,
 ];
 
+/// The [`SEEN_TWICE`] kinds `report` found, which a second look must find
+/// again.
+fn to_see_twice(report: &Report) -> Vec<Kind> {
+    SEEN_TWICE
+        .iter()
+        .copied()
+        .filter(|kind| report.findings.iter().any(|f| f.kind == *kind))
+        .collect()
+}
+
+/// The second look at `kinds`: it reads only what their checks read (their
+/// [`crate::model::Reads`], the look each kind's own command takes: the
+/// processes, the files and containerd's API for all four, the mount table
+/// for `leaked-mount`, CRI's API for `cri-drift`) and runs only them. A
+/// whole second look read every source twice, the mount table, kubelet's,
+/// CNI's and the cgroups' among them: issue 46 measured `check` at twice
+/// the work of a look on a node with a leaked shim. Each of these checks
+/// judges one snapshot (none has a second look of its own), and only
+/// whether a finding is found again, by kind and id, is asked of this one.
+fn look_again(global: &GlobalArgs, again: &Again) -> Vec<Finding> {
+    let (paths, config_gaps) = crate::paths::resolve_for_gather(&global.path_flags());
+    let snapshot = gather::gather(&paths, &again.options, config_gaps);
+    let findings = checks::registry::run(&again.kinds, &snapshot, &snapshot, &again.settings);
+    super::free_in_background(snapshot);
+    findings
+}
+
+/// What [`look_again`] looks at and how.
+struct Again {
+    kinds: Vec<Kind>,
+    options: gather::GatherOptions,
+    settings: crate::checks::settings::Settings,
+}
+
+/// What [`look_again`] reads: what the checks of `kinds` read, with CRI at
+/// the address `check` was given; containerd's API only when it answered
+/// the first look. When it did not (frozen, or gone), the first look judged
+/// by what is on disk (`checks::shared::Records`: bundles and CRI's files
+/// count as records), and so does this one, without waiting a second
+/// `--timeout` on a daemon that gave nothing the first time: on a node
+/// whose containerd hangs, `check` answers within one look's deadline and
+/// a confirming look's reading of the files.
+fn again_options(
+    global: &GlobalArgs,
+    args: &CheckArgs,
+    kinds: &[Kind],
+    ask_containerd: bool,
+) -> Again {
+    let mut options = gather::GatherOptions {
+        cri_address: args.cri_address.clone(),
+        ..global.gather_options(checks::registry::reads(kinds))
+    };
+    if !ask_containerd {
+        options.api_timeout = None;
+    }
+    Again {
+        kinds: kinds.to_vec(),
+        options,
+        settings: args.settings(),
+    }
+}
+
+/// Whether containerd's API answered anything of `first` (a record list,
+/// tasks, sandboxes or its version): when nothing, every check judged by
+/// what is on disk.
+fn containerd_answered(first: &Snapshot) -> bool {
+    first.containerd.as_ref().is_some_and(|view| {
+        view.version.is_some()
+            || view.namespaces.values().any(|ns| {
+                ns.containers.is_some() || ns.tasks.is_some() || ns.sandboxes_created.is_some()
+            })
+    })
+}
+
 /// `report` with its findings of the [`SEEN_TWICE`] kinds kept only when
-/// `again`, a later look, has them too (same kind, same id).
-fn seen_twice(mut report: Report, again: &Report) -> Report {
+/// `again`, a later look's findings, has them too (same kind, same id).
+fn seen_twice(mut report: Report, again: &[Finding]) -> Report {
     let found_again: std::collections::HashSet<(Kind, &str)> = again
-        .findings
         .iter()
         .map(|other| (other.kind, other.id.as_str()))
         .collect();
@@ -169,7 +244,7 @@ fn api_calls(snapshot: &Snapshot, slow: Duration) -> Vec<ApiCall> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Finding, Severity};
+    use crate::model::Severity;
 
     fn report(found: &[(Kind, &str)]) -> Report {
         let findings = found
@@ -204,7 +279,7 @@ mod tests {
             (Kind::LeakedShim, "s"),
             (Kind::LeakedMount, "b"),
         ]);
-        let kept: Vec<(Kind, String)> = seen_twice(first, &again)
+        let kept: Vec<(Kind, String)> = seen_twice(first, &again.findings)
             .findings
             .into_iter()
             .map(|f| (f.kind, f.id))
@@ -218,6 +293,97 @@ mod tests {
                 (Kind::Zombie, "z".to_string()),
             ]
         );
+    }
+
+    fn parsed(argv: &[&str]) -> (GlobalArgs, CheckArgs) {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        match cli.command {
+            crate::cli::Command::Check(args) => (cli.global, args),
+            _ => panic!("not check"),
+        }
+    }
+
+    #[test]
+    fn the_look_that_confirms_reads_only_what_the_kinds_it_confirms_read() {
+        let (global, args) = parsed(&["nodectl", "check", "--cri-address", "/run/cri.sock"]);
+        // The first look reads every source.
+        let whole = super::super::pair_options(&global, None, super::super::PairFor::Checks);
+        assert!(whole.mounts && whole.cri_api && whole.kubelet && whole.cni && whole.netns);
+        // A leaked shim: the processes and containerd's records, nothing
+        // of the mount table, CRI, kubelet, CNI or the cgroups.
+        let shim = again_options(&global, &args, &[Kind::LeakedShim], true).options;
+        assert_eq!(shim.api_timeout, Some(global.timeout));
+        assert!(!shim.mounts && !shim.cri_api && !shim.kubelet && !shim.cni);
+        assert!(!shim.netns && !shim.pod_cgroups && !shim.snapshots && !shim.shim_threads);
+        // A leaked mount and a drift add the table and CRI's lists, at the
+        // address given.
+        let both =
+            again_options(&global, &args, &[Kind::LeakedMount, Kind::CriDrift], true).options;
+        assert!(both.mounts && both.cri_api && !both.kubelet && !both.cni);
+        assert_eq!(
+            both.cri_address.as_deref(),
+            Some(std::path::Path::new("/run/cri.sock"))
+        );
+        // containerd, when it gave the first look nothing, is not waited on
+        // again: the files are read as before.
+        let silent = again_options(&global, &args, &[Kind::LeakedMount], false).options;
+        assert_eq!(silent.api_timeout, None);
+        assert!(silent.mounts);
+    }
+
+    #[test]
+    fn containerd_is_asked_again_when_it_answered_anything_of_the_first_look() {
+        let mut first = crate::model::fixtures::snapshot();
+        first.containerd = None;
+        assert!(!containerd_answered(&first));
+        // Asked, every call past its deadline: a view of nothing.
+        let mut silent = crate::model::ContainerdView::default();
+        silent
+            .namespaces
+            .insert("k8s.io".into(), Default::default());
+        first.containerd = Some(silent.clone());
+        assert!(!containerd_answered(&first));
+        let mut answered = |edit: fn(&mut crate::model::ContainerdView)| {
+            let mut view = silent.clone();
+            edit(&mut view);
+            first.containerd = Some(view);
+            containerd_answered(&first)
+        };
+        assert!(answered(|v| v.version = Some("v2.3.4".into())));
+        assert!(answered(|v| v
+            .namespaces
+            .get_mut("k8s.io")
+            .unwrap()
+            .containers = Some(Default::default())));
+        assert!(answered(|v| v
+            .namespaces
+            .get_mut("k8s.io")
+            .unwrap()
+            .tasks = Some(Vec::new())));
+        assert!(answered(|v| {
+            v.namespaces.get_mut("k8s.io").unwrap().sandboxes_created = Some(Default::default())
+        }));
+    }
+
+    #[test]
+    fn every_kind_seen_twice_is_judged_on_one_look_and_confirmed_by_kind_and_id() {
+        // None asks a follow-up of its first look's suspects, which the
+        // look that confirms does not take.
+        for kind in SEEN_TWICE {
+            let check = checks::registry::CHECKS
+                .iter()
+                .find(|c| c.kind == *kind)
+                .unwrap();
+            assert!(check.second_look.is_none(), "{kind:?}");
+        }
+        let found = report(&[
+            (Kind::Zombie, "z"),
+            (Kind::LeakedMount, "m"),
+            (Kind::CriDrift, "d"),
+        ]);
+        assert_eq!(to_see_twice(&found), [Kind::CriDrift, Kind::LeakedMount]);
+        assert!(to_see_twice(&report(&[(Kind::Zombie, "z")])).is_empty());
     }
 
     #[test]
